@@ -1,0 +1,23 @@
+//! Shared by every crate that links libtorch (`build = "../basin-core/build.rs"`).
+//!
+//! torch-sys sets no rpath, so test binaries and `cargo run` would not find `libtorch_cpu.so`.
+//! We embed the library directory of the libtorch in use (`LIBTORCH`, which
+//! `.cargo/config.toml` points at the `.torch` link made by `cargo xtask setup`).
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=LIBTORCH");
+    let Some(root) = std::env::var_os("LIBTORCH") else {
+        return;
+    };
+    let lib = std::path::Path::new(&root).join("lib");
+    // Resolve the `.torch` link so binaries keep working when run from another directory.
+    let lib = lib.canonicalize().unwrap_or(lib);
+    if lib.join("libtorch_cpu.so").exists() {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
+    } else {
+        println!(
+            "cargo:warning=LIBTORCH={} has no lib/libtorch_cpu.so; run `cargo xtask setup`",
+            root.to_string_lossy()
+        );
+    }
+}

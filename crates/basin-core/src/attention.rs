@@ -1,0 +1,317 @@
+//! Multi-head energy attention (ET eq. 3–4), dense and sparse.
+//!
+//! `E = −Σ_h (1/β_h) Σ_C log Σ_{B ∈ keys(C)} exp(β_h A_hBC)`, with `A_hBC = K_hB · Q_hC`,
+//! `Q = W_Q g`, `K = W_K g` and `W_Q, W_K: [H, Y, D]`. There is no value matrix. The gradient
+//! (ET Section 2, the explicit update of eq. 17 in Appendix C) has two terms, one through the
+//! queries and one through the keys, and β drops out of it:
+//!
+//! `∂E/∂g_C = −Σ_h [ Σ_B ω_hCB W_Qᵀ K_hB + Σ_{C'} ω_hC'C W_Kᵀ Q_hC' ]`, `ω = softmax_B(β A)`.
+//!
+//! The dense form materialises `[B, H, N, N]` logits; the sparse form works on an edge list:
+//! its logits are `[E, H]` scalars and both gradient terms are sparse × dense products, so no
+//! per-edge D-wide (or Y-wide) message tensor is ever held for the whole graph.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor, nn};
+
+use crate::energy::Energy;
+use crate::error::{CoreError, Result};
+use crate::structure::{SparseEdges, Structure};
+
+/// Logit given to pairs that may not interact (finite, so that rows with no key at all give
+/// finite values whose contribution is then multiplied by zero, instead of NaN).
+pub(crate) const BLOCKED_LOGIT: f64 = -1e30;
+
+/// Edges processed at once when computing sparse logits (bounds the `[chunk, H, Y]` gathers).
+const EDGE_CHUNK: i64 = 1 << 16;
+
+/// Configuration of an [`EnergyAttention`] term.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AttentionConfig {
+    /// Name of the term (checkpoint prefix and trace label).
+    pub name: String,
+    /// Factor of the term in a block's energy sum.
+    pub weight: f64,
+    /// Number of heads H.
+    pub heads: i64,
+    /// Width of each head Y.
+    pub head_dim: i64,
+    /// Inverse temperature β of every head; default `1/sqrt(Y)` (ET Table 4).
+    pub beta: Option<f64>,
+    /// Whether β (one per head) is learned (graph ET) or a constant (image ET, the default).
+    pub learn_beta: bool,
+    /// Standard deviation of the normal initialisation of W_Q and W_K (reference: 0.002).
+    pub init_std: f64,
+}
+
+impl Default for AttentionConfig {
+    fn default() -> Self {
+        Self {
+            name: "attention".into(),
+            weight: 1.0,
+            heads: 4,
+            head_dim: 16,
+            beta: None,
+            learn_beta: false,
+            init_std: 0.002,
+        }
+    }
+}
+
+impl AttentionConfig {
+    /// β of every head.
+    pub fn beta(&self) -> f64 {
+        self.beta.unwrap_or(1.0 / (self.head_dim.max(1) as f64).sqrt())
+    }
+
+    /// Checks the values; `field` is the config path used in errors.
+    pub fn validate(&self, field: &str) -> Result<()> {
+        if self.heads < 1 {
+            return Err(CoreError::config(format!("{field}.heads"), format!("must be ≥ 1, got {}", self.heads)));
+        }
+        if self.head_dim < 1 {
+            return Err(CoreError::config(format!("{field}.head_dim"), format!("must be ≥ 1, got {}", self.head_dim)));
+        }
+        let beta = self.beta();
+        if !(beta.is_finite() && beta > 0.0) {
+            return Err(CoreError::config(format!("{field}.beta"), format!("must be > 0, got {beta}")));
+        }
+        if !(self.init_std.is_finite() && self.init_std >= 0.0) {
+            return Err(CoreError::config(format!("{field}.init_std"), "must be ≥ 0"));
+        }
+        if !self.weight.is_finite() {
+            return Err(CoreError::config(format!("{field}.weight"), "must be finite"));
+        }
+        Ok(())
+    }
+}
+
+/// Multi-head energy attention. Parameters: `w_q`, `w_k` `[H, Y, D]`, `beta` `[H]`.
+#[derive(Debug)]
+pub struct EnergyAttention {
+    /// Query projection `[H, Y, D]`.
+    pub w_q: Tensor,
+    /// Key projection `[H, Y, D]`.
+    pub w_k: Tensor,
+    /// Inverse temperature per head `[H]` (trainable only if configured).
+    pub beta: Tensor,
+    name: String,
+}
+
+impl EnergyAttention {
+    /// Creates the parameters under `path` for tokens of width `dim`.
+    pub fn new(path: &nn::Path, dim: i64, cfg: &AttentionConfig) -> Self {
+        let shape = [cfg.heads, cfg.head_dim, dim];
+        let init = nn::Init::Randn { mean: 0.0, stdev: cfg.init_std };
+        let beta = if cfg.learn_beta {
+            path.var("beta", &[cfg.heads], nn::Init::Const(cfg.beta()))
+        } else {
+            let b = path.ones_no_train("beta", &[cfg.heads]);
+            tch::no_grad(|| {
+                let _ = b.shallow_clone().fill_(cfg.beta());
+            });
+            b
+        };
+        Self { w_q: path.var("w_q", &shape, init), w_k: path.var("w_k", &shape, init), beta, name: cfg.name.clone() }
+    }
+
+    /// Number of heads.
+    pub fn heads(&self) -> i64 {
+        self.w_q.size()[0]
+    }
+
+    /// Queries and keys `[..., H, Y]` of tokens `g: [..., D]`, in one matmul.
+    fn project(&self, g: &Tensor) -> (Tensor, Tensor) {
+        let s = self.w_q.size();
+        let (h, y, d) = (s[0], s[1], s[2]);
+        let w = Tensor::cat(&[&self.w_q, &self.w_k], 0).view([2 * h * y, d]);
+        let qk = g.matmul(&w.tr());
+        let mut shape = g.size();
+        shape.pop();
+        shape.extend([2 * h, y]);
+        let qk = qk.view(shape.as_slice());
+        let parts = qk.split(h, -2);
+        (parts[0].shallow_clone(), parts[1].shallow_clone())
+    }
+
+    /// `−Σ_h (T^Q_h W_Q^h + T^K_h W_K^h)` for per-head aggregates `[..., H, Y]` → `[..., D]`.
+    fn back_project(&self, tq: &Tensor, tk: &Tensor) -> Tensor {
+        let s = self.w_q.size();
+        let (h, y, d) = (s[0], s[1], s[2]);
+        let w = Tensor::cat(&[&self.w_q, &self.w_k], 0).view([2 * h * y, d]);
+        let t = Tensor::cat(&[tq, tk], -2);
+        let mut shape = t.size();
+        shape.truncate(shape.len() - 2);
+        shape.push(2 * h * y);
+        -t.reshape(shape.as_slice()).matmul(&w)
+    }
+
+    // ---------------------------------------------------------------- dense
+
+    /// Masked logits `[B, H, N, N]` (query × key), queries and keys `[B, H, N, Y]`.
+    fn dense_logits(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor, Tensor, Option<Tensor>) {
+        let (b, n) = (g.size()[0], g.size()[1]);
+        let h = self.heads();
+        let (q, k) = self.project(g); // [B, N, H, Y]
+        let (q, k) = (q.transpose(1, 2), k.transpose(1, 2)); // [B, H, N, Y]
+        let mut logits = q.matmul(&k.transpose(-1, -2)) * self.beta.view([1, h, 1, 1]);
+        let layout = s.dense_layout(n, g.device());
+        if let Some(bias) = &layout.bias {
+            logits = logits + bias;
+        }
+        if let Some(blocked) = &layout.blocked {
+            logits = logits.masked_fill(blocked, BLOCKED_LOGIT);
+        }
+        let has = layout.has_keys.as_ref().map(|h| h.to_kind(g.kind()));
+        debug_assert_eq!(logits.size()[..2], [b, h]);
+        (logits, q, k, has)
+    }
+
+    fn dense_energy_from(&self, logits: &Tensor, has: Option<&Tensor>) -> (Tensor, Tensor) {
+        let h = self.heads();
+        let lse = logits.logsumexp(-1, false); // [B, H, N]
+        let per_query = match has {
+            Some(has) => &lse * has,
+            None => lse.shallow_clone(),
+        };
+        let e = -(per_query / self.beta.view([1, h, 1])).sum_dim_intlist(&[1i64, 2][..], false, lse.kind());
+        (e, lse)
+    }
+
+    // --------------------------------------------------------------- sparse
+
+    /// Per-edge logits `[E, H]` and per-token queries and keys `[T, H, Y]` (T = B·N).
+    fn sparse_logits(&self, g: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor, Tensor) {
+        let d = g.size()[2];
+        let h = self.heads();
+        let (q, k) = self.project(&g.reshape([-1, d])); // [T, H, Y]
+        let e = edges.len();
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        while start < e {
+            let len = EDGE_CHUNK.min(e - start);
+            let qi = edges.query().narrow(0, start, len);
+            let ki = edges.key().narrow(0, start, len);
+            let dot = (q.index_select(0, &qi) * k.index_select(0, &ki)).sum_dim_intlist(-1, false, g.kind());
+            chunks.push(dot);
+            start += len;
+        }
+        let s = if chunks.is_empty() {
+            Tensor::zeros([0, h], (g.kind(), g.device()))
+        } else {
+            Tensor::cat(&chunks, 0)
+        };
+        (s * self.beta.view([1, h]), q, k)
+    }
+
+    /// Row-wise log-sum-exp over each query's edges: `(lse [T, H], exp(s − max) [E, H],
+    /// Σ exp(s − max) [T, H], has [T, 1])`; queries without edges get lse 0.
+    fn sparse_lse(&self, s: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor, Tensor, Tensor) {
+        let t = edges.tokens();
+        let h = self.heads();
+        let max = Tensor::segment_reduce(
+            &s.detach(),
+            "max",
+            None::<&Tensor>,
+            None::<&Tensor>,
+            Some(edges.row_ptr()),
+            0,
+            true,
+            f64::NEG_INFINITY,
+        );
+        let has = edges.degree().gt(0).unsqueeze(1); // [T, 1]
+        let max = max.masked_fill(&has.logical_not(), 0.0);
+        let ex = (s - max.index_select(0, edges.query())).exp();
+        let z = Tensor::zeros([t, h], (s.kind(), s.device())).index_add(0, edges.query(), &ex);
+        let z_safe = z.where_scalarother(&has, 1.0);
+        let lse = z_safe.log() + max;
+        (lse, ex, z_safe, has)
+    }
+
+    fn sparse_energy_from(&self, lse: &Tensor, b: i64) -> Tensor {
+        let h = self.heads();
+        let per_token = (lse / self.beta.view([1, h])).sum_dim_intlist(-1, false, lse.kind());
+        -per_token.view([b, -1]).sum_dim_intlist(-1, false, lse.kind())
+    }
+
+    fn sparse_energy_and_grad(&self, g: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor) {
+        let size = g.size();
+        let (b, d) = (size[0], size[2]);
+        let t = edges.tokens();
+        let h = self.heads();
+        let (s, q, k) = self.sparse_logits(g, edges);
+        let (lse, ex, z, _) = self.sparse_lse(&s, edges);
+        let energy = self.sparse_energy_from(&lse, b);
+        let omega = ex / z.index_select(0, edges.query()); // [E, H]
+        let e = edges.len();
+        let heads = Tensor::arange(h, (Kind::Int64, g.device()));
+        // Block-diagonal over heads: row h·T + query, column h·T + key.
+        let crow = |ptr: &Tensor| {
+            let starts = ptr.narrow(0, 0, t).unsqueeze(0) + (&heads * e).unsqueeze(1);
+            Tensor::cat(&[starts.reshape([-1]), Tensor::from_slice(&[h * e]).to_device(g.device())], 0)
+        };
+        let cols = |idx: &Tensor| (idx.unsqueeze(0) + (&heads * t).unsqueeze(1)).reshape([-1]);
+        let by_head = |x: &Tensor| x.permute([1, 0, 2]).reshape([h * t, -1]);
+        let opts = (g.kind(), g.device());
+        // Query side: T^Q_q = Σ_{e ∈ row q} ω_e K_key(e).
+        let a = Tensor::sparse_csr_tensor_crow_col_value_size(
+            &crow(edges.row_ptr()),
+            &cols(edges.key()),
+            &omega.tr().reshape([-1]),
+            [h * t, h * t],
+            opts,
+        );
+        let tq = a.mm(&by_head(&k)).view([h, t, -1]).permute([1, 0, 2]);
+        // Key side: T^K_k = Σ_{e: key(e) = k} ω_e Q_query(e).
+        let at = Tensor::sparse_csr_tensor_crow_col_value_size(
+            &crow(edges.col_ptr()),
+            &cols(&edges.query().index_select(0, edges.by_key())),
+            &omega.index_select(0, edges.by_key()).tr().reshape([-1]),
+            [h * t, h * t],
+            opts,
+        );
+        let tk = at.mm(&by_head(&q)).view([h, t, -1]).permute([1, 0, 2]);
+        let grad = self.back_project(&tq, &tk).view([b, -1, d]);
+        (energy, grad)
+    }
+}
+
+impl Energy for EnergyAttention {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
+        match s.sparse_edges() {
+            Some(edges) => {
+                let (sl, _, _) = self.sparse_logits(g, edges);
+                let (lse, _, _, _) = self.sparse_lse(&sl, edges);
+                self.sparse_energy_from(&lse, g.size()[0])
+            }
+            None => {
+                let (logits, _, _, has) = self.dense_logits(g, s);
+                self.dense_energy_from(&logits, has.as_ref()).0
+            }
+        }
+    }
+
+    fn grad(&self, g: &Tensor, s: &Structure) -> Tensor {
+        self.energy_and_grad(g, s).1
+    }
+
+    fn energy_and_grad(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor) {
+        if let Some(edges) = s.sparse_edges() {
+            return self.sparse_energy_and_grad(g, edges);
+        }
+        let (logits, q, k, has) = self.dense_logits(g, s);
+        let (energy, lse) = self.dense_energy_from(&logits, has.as_ref());
+        let mut omega = (logits - lse.unsqueeze(-1)).exp(); // softmax over keys
+        if let Some(has) = &has {
+            omega = omega * has.unsqueeze(-1);
+        }
+        let tq = omega.matmul(&k).transpose(1, 2); // [B, N, H, Y]
+        let tk = omega.transpose(-1, -2).matmul(&q).transpose(1, 2);
+        (energy, self.back_project(&tq, &tk))
+    }
+}

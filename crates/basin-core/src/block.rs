@@ -1,0 +1,306 @@
+//! The ET block: layer norm, energy and dynamics, run for a number of steps with shared weights.
+//!
+//! Each step normalises the tokens (`g = LN(x)`, eq. 1), evaluates `∂E/∂g` and lets the
+//! dynamics move `x` (eq. 6 or 27). A [`Trace`] records the energy per step, in total and per
+//! term, and optionally the states and per-term gradients, for plots and for checking that the
+//! descent never raises the energy.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor, nn};
+
+use crate::attention::{AttentionConfig, EnergyAttention};
+use crate::dynamics::{Dynamics, DynamicsConfig, StepContext};
+use crate::energy::{Energy, EnergySum};
+use crate::error::{CoreError, Result};
+use crate::memory::{HopfieldConfig, HopfieldEnergy};
+use crate::norm::{EnergyLayerNorm, NormConfig};
+use crate::structure::Structure;
+
+/// One energy term of a block, as written in a config file (`kind = "attention"` or
+/// `kind = "hopfield"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TermConfig {
+    /// [`EnergyAttention`].
+    Attention(AttentionConfig),
+    /// [`HopfieldEnergy`].
+    Hopfield(HopfieldConfig),
+}
+
+impl TermConfig {
+    /// The term's name (checkpoint prefix).
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Attention(c) => &c.name,
+            Self::Hopfield(c) => &c.name,
+        }
+    }
+
+    fn weight(&self) -> f64 {
+        match self {
+            Self::Attention(c) => c.weight,
+            Self::Hopfield(c) => c.weight,
+        }
+    }
+
+    fn validate(&self, field: &str) -> Result<()> {
+        match self {
+            Self::Attention(c) => c.validate(field),
+            Self::Hopfield(c) => c.validate(field),
+        }
+    }
+
+    fn build(&self, path: &nn::Path, dim: i64) -> Box<dyn Energy> {
+        match self {
+            Self::Attention(c) => Box::new(EnergyAttention::new(&(path / c.name.as_str()), dim, c)),
+            Self::Hopfield(c) => Box::new(HopfieldEnergy::new(&(path / c.name.as_str()), dim, c)),
+        }
+    }
+}
+
+/// Configuration of an [`EnergyBlock`] (TOML or JSON).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlockConfig {
+    /// Token width D.
+    pub dim: i64,
+    /// Number of descent steps T.
+    pub steps: usize,
+    /// The layer norm.
+    pub norm: NormConfig,
+    /// The energy terms, summed with their weights.
+    pub terms: Vec<TermConfig>,
+    /// The dynamics.
+    pub dynamics: DynamicsConfig,
+}
+
+impl Default for BlockConfig {
+    fn default() -> Self {
+        Self::et(64, 4, 16, 256, 12)
+    }
+}
+
+impl BlockConfig {
+    /// An ET block: attention (H heads of width Y) plus a ReLU Hopfield memory with K memories,
+    /// gradient flow with α = 0.1 for `steps` steps.
+    pub fn et(dim: i64, heads: i64, head_dim: i64, memories: i64, steps: usize) -> Self {
+        Self {
+            dim,
+            steps,
+            norm: NormConfig::default(),
+            terms: vec![
+                TermConfig::Attention(AttentionConfig { heads, head_dim, ..AttentionConfig::default() }),
+                TermConfig::Hopfield(HopfieldConfig { memories, ..HopfieldConfig::default() }),
+            ],
+            dynamics: DynamicsConfig::GradientFlow { alpha: 0.1 },
+        }
+    }
+
+    /// The ImageNet ET of the paper (Table 4): D = 768, 12 heads of 64, K = 3072, T = 12, α = 0.1.
+    pub fn et_imagenet() -> Self {
+        Self::et(768, 12, 64, 3072, 12)
+    }
+
+    /// Checks every value and that term names are unique.
+    pub fn validate(&self) -> Result<()> {
+        if self.dim < 1 {
+            return Err(CoreError::config("dim", format!("must be ≥ 1, got {}", self.dim)));
+        }
+        self.norm.validate("norm")?;
+        self.dynamics.validate("dynamics")?;
+        if self.terms.is_empty() {
+            return Err(CoreError::config("terms", "at least one energy term is needed"));
+        }
+        let mut names = HashSet::new();
+        for (i, term) in self.terms.iter().enumerate() {
+            let field = format!("terms[{i}]");
+            term.validate(&field)?;
+            if term.name() == "norm" || !names.insert(term.name().to_owned()) {
+                return Err(CoreError::config(
+                    format!("{field}.name"),
+                    format!("`{}` is used twice (or is `norm`); give each term its own name", term.name()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses a TOML config and validates it; errors name the line or the field.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let cfg: Self = toml::from_str(text).map_err(|e| CoreError::config("<toml>", e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// What a traced run records besides the energies.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TraceOptions {
+    /// Keep the token states `x_t` (T + 1 tensors `[B, N, D]`).
+    pub states: bool,
+    /// Keep each term's gradient `∂E_i/∂g` at every step (T tensors per term).
+    pub term_grads: bool,
+}
+
+/// The record of a descent.
+#[derive(Debug)]
+pub struct Trace {
+    /// Total energy per step, `[T + 1, B]` (entry t is the energy at `x_t`; the last is at `x_T`).
+    pub total: Tensor,
+    /// Energy per term and step, each `[T + 1, B]`, in the order of the terms.
+    pub terms: Vec<(String, Tensor)>,
+    /// `x_0 … x_T`, if requested.
+    pub states: Vec<Tensor>,
+    /// Per term, `∂E_i/∂g` at steps `0 … T−1`, if requested.
+    pub term_grads: Vec<(String, Vec<Tensor>)>,
+}
+
+impl Trace {
+    /// Mean over the batch of the total energy at each step.
+    pub fn mean_total(&self) -> Vec<f64> {
+        mean_rows(&self.total)
+    }
+
+    /// Mean over the batch of each term's energy at each step.
+    pub fn mean_terms(&self) -> Vec<(String, Vec<f64>)> {
+        self.terms.iter().map(|(n, t)| (n.clone(), mean_rows(t))).collect()
+    }
+}
+
+fn mean_rows(t: &Tensor) -> Vec<f64> {
+    let m = t.to_kind(Kind::Double).mean_dim(1, false, Kind::Double);
+    Vec::<f64>::try_from(&m).unwrap_or_default()
+}
+
+/// An energy block: `norm`, `energy` and `dynamics`, run for `steps` steps with shared weights.
+pub struct EnergyBlock {
+    /// The energy layer norm (eq. 1).
+    pub norm: EnergyLayerNorm,
+    /// The energy of the normalised tokens.
+    pub energy: Box<dyn Energy>,
+    /// How tokens move.
+    pub dynamics: Box<dyn Dynamics>,
+    /// Number of steps T.
+    pub steps: usize,
+}
+
+impl std::fmt::Debug for EnergyBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnergyBlock")
+            .field("energy", &self.energy.name())
+            .field("dynamics", &self.dynamics.name())
+            .field("steps", &self.steps)
+            .finish()
+    }
+}
+
+impl EnergyBlock {
+    /// Builds a block from a validated config; parameters are created under `path`
+    /// (`norm.gamma`, `norm.delta`, `<term>.<param>`).
+    pub fn new(path: &nn::Path, cfg: &BlockConfig) -> Result<Self> {
+        cfg.validate()?;
+        let norm = EnergyLayerNorm::new(&(path / "norm"), cfg.dim, &cfg.norm);
+        let mut sum = EnergySum::new();
+        for term in &cfg.terms {
+            sum.push(term.weight(), term.build(path, cfg.dim));
+        }
+        Ok(Self { norm, energy: Box::new(sum), dynamics: cfg.dynamics.build(), steps: cfg.steps })
+    }
+
+    /// Checks user-supplied tokens `x: [B, N, D]` and their structure against the block.
+    pub fn check(&self, x: &Tensor, structure: &Structure) -> Result<()> {
+        let d = self.norm.delta.size()[0];
+        let s = x.size();
+        if s.len() != 3 || s[2] != d || !x.is_floating_point() {
+            return Err(CoreError::tensor("x", format!("a float tensor of shape [B, N, {d}]"), format!("{:?} {s:?}", x.kind())));
+        }
+        structure.check(s[0], s[1], None)
+    }
+
+    /// `x_T` from `x_0` (no trace).
+    pub fn forward(&self, x: &Tensor, structure: &Structure, train: bool) -> Tensor {
+        self.run(x, structure, train, None).0
+    }
+
+    /// Runs the descent; with `trace = Some(options)` also records a [`Trace`].
+    ///
+    /// Gradients with respect to the weights flow through every step when `x` or the weights
+    /// require grad and grad mode is on (training through the unrolled descent).
+    pub fn run(&self, x: &Tensor, structure: &Structure, train: bool, trace: Option<TraceOptions>) -> (Tensor, Option<Trace>) {
+        let mut x = x.shallow_clone();
+        let mut rec = trace.map(Recorder::new);
+        for step in 0..self.steps {
+            let g = self.norm.forward(&x);
+            let grad = self.energy.grad(&g, structure);
+            if let Some(r) = rec.as_mut() {
+                r.record(&x, &g, structure, self.energy.as_ref(), true);
+            }
+            let ctx = StepContext { step, train, padding: structure.padding() };
+            x = self.dynamics.step(&x, &grad, &ctx);
+        }
+        let trace = rec.map(|mut r| {
+            let g = self.norm.forward(&x);
+            r.record(&x, &g, structure, self.energy.as_ref(), false);
+            r.finish()
+        });
+        (x, trace)
+    }
+
+    /// `∂E/∂g` at `g = LN(x)`, `[B, N, D]`.
+    pub fn energy_grad(&self, x: &Tensor, structure: &Structure) -> Tensor {
+        self.energy.grad(&self.norm.forward(x), structure)
+    }
+}
+
+struct Recorder {
+    opts: TraceOptions,
+    totals: Vec<Tensor>,
+    terms: Vec<(String, Vec<Tensor>)>,
+    states: Vec<Tensor>,
+    grads: Vec<(String, Vec<Tensor>)>,
+}
+
+impl Recorder {
+    fn new(opts: TraceOptions) -> Self {
+        Self { opts, totals: Vec::new(), terms: Vec::new(), states: Vec::new(), grads: Vec::new() }
+    }
+
+    fn record(&mut self, x: &Tensor, g: &Tensor, s: &Structure, energy: &dyn Energy, with_grads: bool) {
+        tch::no_grad(|| {
+            let g = g.detach();
+            let parts = energy.parts(&g, s);
+            if self.terms.is_empty() {
+                self.terms = parts.iter().map(|(n, _)| (n.clone(), Vec::new())).collect();
+            }
+            let mut total = Tensor::zeros([g.size()[0]], (g.kind(), g.device()));
+            for ((_, store), (_, e)) in self.terms.iter_mut().zip(parts) {
+                total = total + &e;
+                store.push(e);
+            }
+            self.totals.push(total);
+            if self.opts.states {
+                self.states.push(x.detach().copy());
+            }
+            if self.opts.term_grads && with_grads {
+                let grads = energy.part_grads(&g, s);
+                if self.grads.is_empty() {
+                    self.grads = grads.iter().map(|(n, _)| (n.clone(), Vec::new())).collect();
+                }
+                for ((_, store), (_, d)) in self.grads.iter_mut().zip(grads) {
+                    store.push(d);
+                }
+            }
+        });
+    }
+
+    fn finish(self) -> Trace {
+        Trace {
+            total: Tensor::stack(&self.totals, 0),
+            terms: self.terms.into_iter().map(|(n, v)| (n, Tensor::stack(&v, 0))).collect(),
+            states: self.states,
+            term_grads: self.grads,
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! The Hopfield memory energy of ET (eq. 5): `E = −Σ_B Σ_μ G(ξ_μ · g_B)` with `G' = r`.
+//!
+//! The activation decides which associative memory this is:
+//! - `relu`: `G(z) = ½ relu(z)²` — the classical continuous Hopfield network used by ET
+//!   (reference code: `−½ Σ relu²`); it is `power` with n = 2.
+//! - `power`: `G(z) = relu(z)ⁿ / n` — the rectified polynomial dense associative memory of
+//!   Krotov & Hopfield.
+//! - `exp`: `G(z) = exp(β z) / β` — the exponential interaction of Demircigil et al.
+//! - `softmax`: `E = −(1/β) Σ_B log Σ_μ exp(β ξ_μ · g_B)` — the log-sum-exp energy of the
+//!   modern continuous Hopfield network (not separable over μ, but of the same family).
+//!
+//! Every form has the closed-form gradient `∂E/∂g_B = −Σ_μ r_μ(g_B) ξ_μ`: a feed-forward
+//! layer whose up- and down-projections are tied (ξ and ξᵀ).
+
+use serde::{Deserialize, Serialize};
+use tch::{Tensor, nn};
+
+use crate::energy::Energy;
+use crate::error::{CoreError, Result};
+use crate::structure::Structure;
+
+/// The activation `r = G'` of the memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    /// `G(z) = ½ relu(z)²` (ET's default).
+    #[default]
+    Relu,
+    /// `G(z) = relu(z)ⁿ / n`; needs `power`.
+    Power,
+    /// `G(z) = exp(β z) / β`; needs `beta`.
+    Exp,
+    /// `−(1/β) lse(β ξ g)` per token; needs `beta`.
+    Softmax,
+}
+
+/// Configuration of a [`HopfieldEnergy`] term.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HopfieldConfig {
+    /// Name of the term (checkpoint prefix and trace label).
+    pub name: String,
+    /// Factor of the term in a block's energy sum.
+    pub weight: f64,
+    /// Number of memories K (rows of ξ).
+    pub memories: i64,
+    /// The activation.
+    pub activation: Activation,
+    /// Inverse temperature, for `softmax` and `exp`.
+    pub beta: Option<f64>,
+    /// Whether β is learned (the reference's `CHNSoftmax` learns it).
+    pub learn_beta: bool,
+    /// Exponent n > 1, for `power`.
+    pub power: Option<f64>,
+    /// Standard deviation of the normal initialisation of ξ (reference: 0.02).
+    pub init_std: f64,
+}
+
+impl Default for HopfieldConfig {
+    fn default() -> Self {
+        Self {
+            name: "hopfield".into(),
+            weight: 1.0,
+            memories: 64,
+            activation: Activation::Relu,
+            beta: None,
+            learn_beta: false,
+            power: None,
+            init_std: 0.02,
+        }
+    }
+}
+
+impl HopfieldConfig {
+    /// Checks the values; `field` is the config path used in errors.
+    pub fn validate(&self, field: &str) -> Result<()> {
+        if self.memories < 1 {
+            return Err(CoreError::config(format!("{field}.memories"), format!("must be ≥ 1, got {}", self.memories)));
+        }
+        let needs_beta = matches!(self.activation, Activation::Exp | Activation::Softmax);
+        match (needs_beta, self.beta) {
+            (true, None) => {
+                return Err(CoreError::config(
+                    format!("{field}.beta"),
+                    format!("required for activation = {:?}", self.activation).to_lowercase(),
+                ));
+            }
+            (true, Some(b)) if !(b.is_finite() && b > 0.0) => {
+                return Err(CoreError::config(format!("{field}.beta"), format!("must be > 0, got {b}")));
+            }
+            (false, Some(_)) => {
+                return Err(CoreError::config(format!("{field}.beta"), "only used by activation = softmax or exp"));
+            }
+            _ => {}
+        }
+        match (self.activation, self.power) {
+            (Activation::Power, None) => {
+                return Err(CoreError::config(format!("{field}.power"), "required for activation = power"));
+            }
+            (Activation::Power, Some(n)) if !(n.is_finite() && n > 1.0) => {
+                return Err(CoreError::config(format!("{field}.power"), format!("must be > 1, got {n}")));
+            }
+            (a, Some(_)) if a != Activation::Power => {
+                return Err(CoreError::config(format!("{field}.power"), "only used by activation = power"));
+            }
+            _ => {}
+        }
+        if self.learn_beta && !needs_beta {
+            return Err(CoreError::config(format!("{field}.learn_beta"), "only used by activation = softmax or exp"));
+        }
+        if !(self.init_std.is_finite() && self.init_std >= 0.0) {
+            return Err(CoreError::config(format!("{field}.init_std"), "must be ≥ 0"));
+        }
+        if !self.weight.is_finite() {
+            return Err(CoreError::config(format!("{field}.weight"), "must be finite"));
+        }
+        Ok(())
+    }
+}
+
+/// The activation with its parameters, as used at run time.
+#[derive(Debug)]
+enum Form {
+    /// `relu(z)ⁿ / n` (ReLU: n = 2).
+    Power(f64),
+    /// `exp(β z) / β`.
+    Exp(Tensor),
+    /// `(1/β) lse(β z)` per token.
+    Softmax(Tensor),
+}
+
+/// The Hopfield memory energy. Parameters: `xi` `[K, D]`; `beta` `[]` for softmax/exp.
+#[derive(Debug)]
+pub struct HopfieldEnergy {
+    /// Memories ξ, one per row, `[K, D]`.
+    pub xi: Tensor,
+    form: Form,
+    name: String,
+}
+
+impl HopfieldEnergy {
+    /// Creates ξ (and β where used) under `path` for tokens of width `dim`.
+    pub fn new(path: &nn::Path, dim: i64, cfg: &HopfieldConfig) -> Self {
+        let xi = path.var("xi", &[cfg.memories, dim], nn::Init::Randn { mean: 0.0, stdev: cfg.init_std });
+        let beta = || {
+            let b = cfg.beta.unwrap_or(1.0);
+            if cfg.learn_beta {
+                path.var("beta", &[], nn::Init::Const(b))
+            } else {
+                let t = path.ones_no_train("beta", &[]);
+                tch::no_grad(|| {
+                    let _ = t.shallow_clone().fill_(b);
+                });
+                t
+            }
+        };
+        let form = match cfg.activation {
+            Activation::Relu => Form::Power(2.0),
+            Activation::Power => Form::Power(cfg.power.unwrap_or(2.0)),
+            Activation::Exp => Form::Exp(beta()),
+            Activation::Softmax => Form::Softmax(beta()),
+        };
+        Self { xi, form, name: cfg.name.clone() }
+    }
+
+    /// β, for the softmax and exp forms.
+    pub fn beta(&self) -> Option<&Tensor> {
+        match &self.form {
+            Form::Exp(b) | Form::Softmax(b) => Some(b),
+            Form::Power(_) => None,
+        }
+    }
+
+    /// Per-token energy `[B, N]` and, if asked, the activation `r = G'(ξ g)` `[B, N, K]`.
+    fn per_token(&self, g: &Tensor, with_r: bool) -> (Tensor, Option<Tensor>) {
+        let h = g.matmul(&self.xi.tr()); // [B, N, K]
+        let kind = g.kind();
+        match &self.form {
+            Form::Power(n) => {
+                let n = *n;
+                let rh = h.relu();
+                let e = -(if n == 2.0 { rh.square() } else { rh.pow_tensor_scalar(n) })
+                    .sum_dim_intlist(-1, false, kind)
+                    / n;
+                let r = with_r.then(|| if n == 2.0 { rh.shallow_clone() } else { rh.pow_tensor_scalar(n - 1.0) });
+                (e, r)
+            }
+            Form::Exp(beta) => {
+                let ex = (&h * beta).exp();
+                let e = -ex.sum_dim_intlist(-1, false, kind) / beta;
+                (e, with_r.then_some(ex))
+            }
+            Form::Softmax(beta) => {
+                let bh = &h * beta;
+                let e = -bh.logsumexp(-1, false) / beta;
+                (e, with_r.then(|| bh.softmax(-1, kind)))
+            }
+        }
+    }
+
+    fn masked(t: Tensor, s: &Structure, per_token: bool) -> Tensor {
+        match s.token_weights(t.kind()) {
+            Some(w) if per_token => t * w,
+            Some(w) => t * w.unsqueeze(-1),
+            None => t,
+        }
+    }
+}
+
+impl Energy for HopfieldEnergy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
+        let (e, _) = self.per_token(g, false);
+        Self::masked(e, s, true).sum_dim_intlist(-1, false, g.kind())
+    }
+
+    fn grad(&self, g: &Tensor, s: &Structure) -> Tensor {
+        self.energy_and_grad(g, s).1
+    }
+
+    fn energy_and_grad(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor) {
+        let (e, r) = self.per_token(g, true);
+        let grad = match r {
+            Some(r) => -r.matmul(&self.xi),
+            None => g.zeros_like(),
+        };
+        (Self::masked(e, s, true).sum_dim_intlist(-1, false, g.kind()), Self::masked(grad, s, false))
+    }
+}

@@ -1,0 +1,102 @@
+//! The energy layer norm of ET (eq. 1–2): a scalar gain γ, a bias vector δ and ε.
+//!
+//! Unlike torch's LayerNorm (per-feature gain), the gain is one scalar, which is what makes
+//! `g = ∂L/∂x` for the Lagrangian `L` of eq. 2 and keeps the Jacobian `∂g/∂x` symmetric
+//! positive semi-definite (for γ ≥ 0), the condition under which the descent of eq. 6 lowers
+//! the energy (eq. 7–8).
+
+use serde::{Deserialize, Serialize};
+use tch::{Tensor, nn};
+
+use crate::error::{CoreError, Result};
+
+/// Configuration of an [`EnergyLayerNorm`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NormConfig {
+    /// ε under the square root (reference code: 1e-5).
+    pub eps: f64,
+    /// Initial value of the scalar gain γ.
+    pub gamma_init: f64,
+}
+
+impl Default for NormConfig {
+    fn default() -> Self {
+        Self { eps: 1e-5, gamma_init: 1.0 }
+    }
+}
+
+impl NormConfig {
+    /// Checks the values; `field` is the config path used in errors.
+    pub fn validate(&self, field: &str) -> Result<()> {
+        if !(self.eps.is_finite() && self.eps > 0.0) {
+            return Err(CoreError::config(format!("{field}.eps"), format!("must be > 0, got {}", self.eps)));
+        }
+        if !self.gamma_init.is_finite() {
+            return Err(CoreError::config(format!("{field}.gamma_init"), "must be finite"));
+        }
+        Ok(())
+    }
+}
+
+/// `g_i = γ (x_i − x̄) / sqrt(mean_j (x_j − x̄)² + ε) + δ_i` (ET eq. 1), per token.
+///
+/// Parameters (checkpoint names under the module's path): `gamma` `[]`, `delta` `[D]`.
+#[derive(Debug)]
+pub struct EnergyLayerNorm {
+    /// Scalar gain γ, shape `[]`.
+    pub gamma: Tensor,
+    /// Bias δ, shape `[D]`.
+    pub delta: Tensor,
+    /// ε.
+    pub eps: f64,
+}
+
+impl EnergyLayerNorm {
+    /// Creates γ (= `cfg.gamma_init`) and δ (= 0) under `path` for tokens of width `dim`.
+    pub fn new(path: &nn::Path, dim: i64, cfg: &NormConfig) -> Self {
+        Self {
+            gamma: path.var("gamma", &[], nn::Init::Const(cfg.gamma_init)),
+            delta: path.var("delta", &[dim], nn::Init::Const(0.0)),
+            eps: cfg.eps,
+        }
+    }
+
+    fn centred(&self, x: &Tensor) -> (Tensor, Tensor) {
+        let xm = x - x.mean_dim(-1, true, x.kind());
+        let sd = (xm.square().mean_dim(-1, true, x.kind()) + self.eps).sqrt();
+        (xm, sd)
+    }
+
+    /// The activation `g` (eq. 1); same shape as `x`.
+    pub fn forward(&self, x: &Tensor) -> Tensor {
+        let (xm, sd) = self.centred(x);
+        &self.gamma * xm / sd + &self.delta
+    }
+
+    /// The Lagrangian of eq. 2 per token, `L = D γ sqrt(var + ε) + Σ_j δ_j x_j`; shape `x[..-1]`.
+    /// Its gradient with respect to `x` is [`EnergyLayerNorm::forward`].
+    pub fn lagrangian(&self, x: &Tensor) -> Tensor {
+        let d = x.size().last().copied().unwrap_or(1) as f64;
+        let (_, sd) = self.centred(x);
+        &self.gamma * sd.squeeze_dim(-1) * d + (x * &self.delta).sum_dim_intlist(-1, false, x.kind())
+    }
+
+    /// The neuron energy of the layer (Legendre transform, `Σ_i g_i x_i − L`) per token. It does
+    /// not enter ET's dynamics; it is exposed for the dissipation argument and for tests.
+    pub fn legendre_energy(&self, x: &Tensor) -> Tensor {
+        (self.forward(x) * x).sum_dim_intlist(-1, false, x.kind()) - self.lagrangian(x)
+    }
+
+    /// The Jacobian `∂g/∂x` of one token (`x: [D]`), `[D, D]`; symmetric PSD when γ ≥ 0 (eq. 8).
+    pub fn jacobian(&self, x: &Tensor) -> Tensor {
+        let d = x.size()[0];
+        let (xm, sd) = self.centred(x);
+        let xhat = &xm / &sd;
+        let eye = Tensor::eye(d, (x.kind(), x.device()));
+        let centre = eye - 1.0 / d as f64;
+        let outer = xhat.outer(&xhat) / d as f64;
+        &self.gamma * (centre - outer) / sd
+    }
+}
+

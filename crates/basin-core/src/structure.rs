@@ -1,0 +1,407 @@
+//! Which tokens interact: the attention pattern handed to every energy term.
+//!
+//! A [`Structure`] combines
+//! - an [`Interaction`]: all pairs, a dense boolean mask `[B, N, N]`, an additive per-head
+//!   bias `[B, H, N, N]`, or a sparse edge list ([`SparseEdges`], CSR) for neighbour attention on
+//!   graphs far too large for a dense `N × N` pattern;
+//! - an optional padding mask `[B, N]` (`true` = real token): padded tokens are neither queries
+//!   nor keys and carry no energy, so they leave real tokens' energies and gradients unchanged;
+//! - whether a token may attend to itself. ET eq. 3 sums over B ≠ C (the default, `false`);
+//!   the public image code keeps the diagonal (`true`).
+//!
+//! Index convention: `mask[b, q, k]` says that query token `q` may attend key token `k`, i.e.
+//! that the log-sum-exp of query `q` (ET eq. 3, index C) runs over `k` (index B).
+
+use std::cell::OnceCell;
+
+use tch::{Device, Kind, Tensor};
+
+use crate::error::{CoreError, Result};
+
+/// The pattern of allowed (query, key) pairs.
+#[derive(Debug)]
+pub enum Interaction {
+    /// Every token may attend every other token.
+    Full,
+    /// `[B, N, N]` bool (`B` may be 1 to broadcast): `mask[b, q, k]` allows query `q` to attend `k`.
+    Mask(Tensor),
+    /// `[B, H, N, N]` float added to the β-scaled logits of head `h` (`B` and `H` may be 1);
+    /// `-inf` entries are not allowed pairs.
+    Bias(Tensor),
+    /// A sparse edge list over the flattened `B·N` tokens.
+    Sparse(SparseEdges),
+}
+
+/// A sparse attention pattern over `tokens` flattened tokens (`B·N`, batches laid end to end),
+/// stored in both query-major (CSR) and key-major order so that both terms of the attention
+/// gradient are sparse matrix products.
+#[derive(Debug)]
+pub struct SparseEdges {
+    query: Tensor,
+    key: Tensor,
+    row_ptr: Tensor,
+    by_key: Tensor,
+    col_ptr: Tensor,
+    tokens: i64,
+}
+
+impl SparseEdges {
+    /// Edges from explicit (query, key) pairs; both `[E]` int64 in `0..tokens`.
+    /// Duplicate pairs are kept (a multigraph counts each copy in the softmax).
+    pub fn new(query: &Tensor, key: &Tensor, tokens: i64) -> Result<Self> {
+        for (name, t) in [("query", query), ("key", key)] {
+            if t.dim() != 1 || t.kind() != Kind::Int64 {
+                return Err(CoreError::tensor(
+                    name,
+                    "a 1-d int64 tensor of token indices",
+                    format!("{:?} {:?}", t.kind(), t.size()),
+                ));
+            }
+        }
+        if query.size() != key.size() {
+            return Err(CoreError::tensor(
+                "key",
+                format!("as many entries as `query` ({})", query.size()[0]),
+                format!("{}", key.size()[0]),
+            ));
+        }
+        if tokens < 0 {
+            return Err(CoreError::tensor("tokens", "a non-negative count", tokens.to_string()));
+        }
+        for (name, t) in [("query", query), ("key", key)] {
+            if t.numel() > 0 {
+                let (lo, hi) = (t.min().int64_value(&[]), t.max().int64_value(&[]));
+                if lo < 0 || hi >= tokens {
+                    return Err(CoreError::tensor(
+                        name,
+                        format!("indices in 0..{tokens}"),
+                        format!("indices in {lo}..={hi}"),
+                    ));
+                }
+            }
+        }
+        Ok(Self::sorted(query.shallow_clone(), key.shallow_clone(), tokens))
+    }
+
+    /// Edges from a PyG-style `edge_index` `[2, E]`: row 0 = source, row 1 = target. Messages
+    /// flow source → target, so the target is the query and the source its key.
+    pub fn from_edge_index(edge_index: &Tensor, tokens: i64) -> Result<Self> {
+        if edge_index.dim() != 2 || edge_index.size()[0] != 2 {
+            return Err(CoreError::tensor(
+                "edge_index",
+                "shape [2, E]",
+                format!("{:?}", edge_index.size()),
+            ));
+        }
+        Self::new(&edge_index.get(1), &edge_index.get(0), tokens)
+    }
+
+    fn sorted(query: Tensor, key: Tensor, tokens: i64) -> Self {
+        let order = (&query * tokens + &key).argsort(0, false);
+        let query = query.index_select(0, &order);
+        let key = key.index_select(0, &order);
+        let row_ptr = offsets(&query, tokens);
+        let by_key = (&key * tokens + &query).argsort(0, false);
+        let col_ptr = offsets(&key, tokens);
+        Self { query, key, row_ptr, by_key, col_ptr, tokens }
+    }
+
+    /// Query index of each edge, `[E]`, ascending.
+    pub fn query(&self) -> &Tensor {
+        &self.query
+    }
+    /// Key index of each edge, `[E]`.
+    pub fn key(&self) -> &Tensor {
+        &self.key
+    }
+    /// CSR offsets of the query-major order, `[tokens + 1]`.
+    pub fn row_ptr(&self) -> &Tensor {
+        &self.row_ptr
+    }
+    /// Permutation that sorts the edges by key, `[E]`.
+    pub fn by_key(&self) -> &Tensor {
+        &self.by_key
+    }
+    /// CSR offsets of the key-major order, `[tokens + 1]`.
+    pub fn col_ptr(&self) -> &Tensor {
+        &self.col_ptr
+    }
+    /// Number of keys of each query, `[tokens]`.
+    pub fn degree(&self) -> Tensor {
+        self.row_ptr.narrow(0, 1, self.tokens) - self.row_ptr.narrow(0, 0, self.tokens)
+    }
+    /// Number of (flattened) tokens the indices address.
+    pub fn tokens(&self) -> i64 {
+        self.tokens
+    }
+    /// Number of edges.
+    pub fn len(&self) -> i64 {
+        self.query.size()[0]
+    }
+    /// Whether there are no edges.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The same edges on another device.
+    pub fn to_device(&self, device: Device) -> Self {
+        Self {
+            query: self.query.to_device(device),
+            key: self.key.to_device(device),
+            row_ptr: self.row_ptr.to_device(device),
+            by_key: self.by_key.to_device(device),
+            col_ptr: self.col_ptr.to_device(device),
+            tokens: self.tokens,
+        }
+    }
+
+    /// Drops the diagonal, drops edges touching padded tokens, then (if `self_attention`) adds
+    /// one self edge per real token.
+    fn normalised(&self, valid: Option<&Tensor>, self_attention: bool) -> Self {
+        let mut keep = self.query.ne_tensor(&self.key);
+        if let Some(valid) = valid {
+            keep = keep
+                .logical_and(&valid.index_select(0, &self.query))
+                .logical_and(&valid.index_select(0, &self.key));
+        }
+        let (mut q, mut k) = (self.query.masked_select(&keep), self.key.masked_select(&keep));
+        if self_attention {
+            let all = Tensor::arange(self.tokens, (Kind::Int64, self.query.device()));
+            let diag = match valid {
+                Some(valid) => all.masked_select(valid),
+                None => all,
+            };
+            q = Tensor::cat(&[q, diag.shallow_clone()], 0);
+            k = Tensor::cat(&[k, diag], 0);
+        }
+        Self::sorted(q, k, self.tokens)
+    }
+}
+
+/// CSR offsets `[tokens + 1]` of a sorted index vector.
+fn offsets(sorted: &Tensor, tokens: i64) -> Tensor {
+    let counts = sorted.bincount::<Tensor>(None, tokens);
+    let zero = Tensor::zeros([1], (Kind::Int64, sorted.device()));
+    Tensor::cat(&[zero, counts.cumsum(0, Kind::Int64)], 0)
+}
+
+/// Which tokens interact, plus padding and the self-attention switch. See the module docs.
+#[derive(Debug)]
+pub struct Structure {
+    interaction: Interaction,
+    padding: Option<Tensor>,
+    self_attention: bool,
+    /// The sparse pattern after padding and the diagonal rule were applied.
+    sparse: Option<SparseEdges>,
+    dense: OnceCell<DenseLayout>,
+}
+
+/// The effective dense pattern, computed once per structure.
+#[derive(Debug)]
+pub(crate) struct DenseLayout {
+    /// `[B|1, H|1, N, N]` bool, `true` for pairs that may NOT interact; `None` when all may.
+    pub blocked: Option<Tensor>,
+    /// `[B|1, H|1, N, N]` finite additive bias, or `None`.
+    pub bias: Option<Tensor>,
+    /// `[B|1, H|1, N]` bool, true where the query has at least one key, or `None` when all do.
+    pub has_keys: Option<Tensor>,
+}
+
+impl Structure {
+    fn with_interaction(interaction: Interaction) -> Self {
+        let mut s = Self {
+            interaction,
+            padding: None,
+            self_attention: false,
+            sparse: None,
+            dense: OnceCell::new(),
+        };
+        s.refresh();
+        s
+    }
+
+    /// Every token attends every other token (not itself unless [`Self::with_self_attention`]).
+    pub fn full() -> Self {
+        Self::with_interaction(Interaction::Full)
+    }
+
+    /// A dense boolean mask `[B, N, N]` (`mask[b, q, k]`: query `q` may attend `k`).
+    pub fn mask(mask: Tensor) -> Result<Self> {
+        if mask.dim() != 3 || mask.kind() != Kind::Bool {
+            return Err(CoreError::tensor(
+                "mask",
+                "a bool tensor of shape [B, N, N]",
+                format!("{:?} {:?}", mask.kind(), mask.size()),
+            ));
+        }
+        Ok(Self::with_interaction(Interaction::Mask(mask)))
+    }
+
+    /// An additive per-head bias `[B, H, N, N]` on the β-scaled logits; `-inf` masks a pair.
+    pub fn bias(bias: Tensor) -> Result<Self> {
+        if bias.dim() != 4 || !bias.is_floating_point() {
+            return Err(CoreError::tensor(
+                "bias",
+                "a float tensor of shape [B, H, N, N]",
+                format!("{:?} {:?}", bias.kind(), bias.size()),
+            ));
+        }
+        Ok(Self::with_interaction(Interaction::Bias(bias)))
+    }
+
+    /// A sparse edge list over the flattened `B·N` tokens.
+    pub fn sparse(edges: SparseEdges) -> Self {
+        Self::with_interaction(Interaction::Sparse(edges))
+    }
+
+    /// Marks real tokens: `padding` is `[B, N]` bool, `true` for real tokens.
+    pub fn with_padding(mut self, padding: Tensor) -> Result<Self> {
+        if padding.dim() != 2 || padding.kind() != Kind::Bool {
+            return Err(CoreError::tensor(
+                "padding",
+                "a bool tensor of shape [B, N] (true = real token)",
+                format!("{:?} {:?}", padding.kind(), padding.size()),
+            ));
+        }
+        if let Interaction::Sparse(e) = &self.interaction
+            && padding.numel() as i64 != e.tokens
+        {
+            return Err(CoreError::tensor(
+                "padding",
+                format!("B·N = {} entries, one per token of the edge list", e.tokens),
+                format!("{:?}", padding.size()),
+            ));
+        }
+        self.padding = Some(padding);
+        self.refresh();
+        Ok(self)
+    }
+
+    /// Whether a token may attend to itself (ET eq. 3 excludes it: `false`, the default).
+    pub fn with_self_attention(mut self, allowed: bool) -> Self {
+        self.self_attention = allowed;
+        self.refresh();
+        self
+    }
+
+    fn refresh(&mut self) {
+        self.dense = OnceCell::new();
+        self.sparse = match &self.interaction {
+            Interaction::Sparse(e) => {
+                let valid = self.padding.as_ref().map(|p| p.reshape([-1]));
+                Some(e.normalised(valid.as_ref(), self.self_attention))
+            }
+            _ => None,
+        };
+    }
+
+    /// The interaction as given (before padding and the diagonal rule).
+    pub fn interaction(&self) -> &Interaction {
+        &self.interaction
+    }
+    /// Padding mask `[B, N]` (`true` = real token), if any.
+    pub fn padding(&self) -> Option<&Tensor> {
+        self.padding.as_ref()
+    }
+    /// Whether tokens attend to themselves.
+    pub fn self_attention(&self) -> bool {
+        self.self_attention
+    }
+    /// The effective sparse pattern (padding and the diagonal rule applied), for sparse structures.
+    pub fn sparse_edges(&self) -> Option<&SparseEdges> {
+        self.sparse.as_ref()
+    }
+    /// Whether the pattern is a sparse edge list.
+    pub fn is_sparse(&self) -> bool {
+        self.sparse.is_some()
+    }
+
+    /// `[B, N]` float, 1 for real tokens, or `None` without padding.
+    pub fn token_weights(&self, kind: Kind) -> Option<Tensor> {
+        self.padding.as_ref().map(|p| p.to_kind(kind))
+    }
+
+    /// Checks that the structure fits tokens `g: [B, N, D]` and (for a bias) `heads` heads.
+    pub fn check(&self, b: i64, n: i64, heads: Option<i64>) -> Result<()> {
+        let fits = |dim: i64, want: i64| dim == want || dim == 1;
+        if let Some(p) = &self.padding
+            && p.size() != [b, n]
+        {
+            return Err(CoreError::tensor("padding", format!("shape [{b}, {n}]"), format!("{:?}", p.size())));
+        }
+        match &self.interaction {
+            Interaction::Full => Ok(()),
+            Interaction::Mask(m) => {
+                let s = m.size();
+                if fits(s[0], b) && s[1] == n && s[2] == n {
+                    Ok(())
+                } else {
+                    Err(CoreError::tensor("mask", format!("shape [{b}, {n}, {n}]"), format!("{s:?}")))
+                }
+            }
+            Interaction::Bias(t) => {
+                let s = t.size();
+                let h_ok = heads.is_none_or(|h| fits(s[1], h));
+                if fits(s[0], b) && h_ok && s[2] == n && s[3] == n {
+                    Ok(())
+                } else {
+                    let h = heads.map_or("H".to_owned(), |h| h.to_string());
+                    Err(CoreError::tensor("bias", format!("shape [{b}, {h}, {n}, {n}]"), format!("{s:?}")))
+                }
+            }
+            Interaction::Sparse(e) => {
+                if e.tokens == b * n {
+                    Ok(())
+                } else {
+                    Err(CoreError::tensor(
+                        "edge_index",
+                        format!("indices over B·N = {} tokens", b * n),
+                        format!("an edge list over {} tokens", e.tokens),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The effective dense pattern for `N` tokens (padding and the diagonal rule applied).
+    ///
+    /// # Panics
+    /// On a sparse structure (a programming error: sparse terms use [`Self::sparse_edges`]).
+    pub(crate) fn dense_layout(&self, n: i64, device: Device) -> &DenseLayout {
+        self.dense.get_or_init(|| self.build_dense(n, device))
+    }
+
+    fn build_dense(&self, n: i64, device: Device) -> DenseLayout {
+        let (mut allowed, bias) = match &self.interaction {
+            Interaction::Full => (None, None),
+            Interaction::Mask(m) => (Some(m.to_device(device).unsqueeze(1)), None),
+            Interaction::Bias(t) => {
+                let t = t.to_device(device);
+                let finite = t.isfinite();
+                (Some(finite.shallow_clone()), Some(t.masked_fill(&finite.logical_not(), 0.0)))
+            }
+            Interaction::Sparse(_) => panic!("Structure::dense_layout called on a sparse structure"),
+        };
+        let eye = Tensor::eye(n, (Kind::Bool, device)).view([1, 1, n, n]);
+        allowed = Some(match (allowed, self.self_attention) {
+            (None, true) => Tensor::ones([1, 1, n, n], (Kind::Bool, device)),
+            (None, false) => eye.logical_not(),
+            (Some(a), true) => a.logical_or(&eye),
+            (Some(a), false) => a.logical_and(&eye.logical_not()),
+        });
+        if let Some(p) = &self.padding {
+            let p = p.to_device(device);
+            let pair = p.view([-1, 1, n, 1]).logical_and(&p.view([-1, 1, 1, n]));
+            allowed = allowed.map(|a| a.logical_and(&pair));
+        }
+        // With self-attention, no padding and no mask/bias, every pair is allowed.
+        if self.self_attention && self.padding.is_none() && matches!(self.interaction, Interaction::Full) {
+            allowed = None;
+        }
+        let has_keys = allowed.as_ref().and_then(|a| {
+            let has = a.any_dim(-1, false);
+            if has.all().int64_value(&[]) == 1 { None } else { Some(has) }
+        });
+        let blocked = allowed.map(|a| a.logical_not());
+        DenseLayout { blocked, bias, has_keys }
+    }
+}
