@@ -62,26 +62,42 @@ impl Default for AttentionConfig {
 impl AttentionConfig {
     /// β of every head.
     pub fn beta(&self) -> f64 {
-        self.beta.unwrap_or(1.0 / (self.head_dim.max(1) as f64).sqrt())
+        self.beta
+            .unwrap_or(1.0 / (self.head_dim.max(1) as f64).sqrt())
     }
 
     /// Checks the values; `field` is the config path used in errors.
     pub fn validate(&self, field: &str) -> Result<()> {
         if self.heads < 1 {
-            return Err(CoreError::config(format!("{field}.heads"), format!("must be ≥ 1, got {}", self.heads)));
+            return Err(CoreError::config(
+                format!("{field}.heads"),
+                format!("must be ≥ 1, got {}", self.heads),
+            ));
         }
         if self.head_dim < 1 {
-            return Err(CoreError::config(format!("{field}.head_dim"), format!("must be ≥ 1, got {}", self.head_dim)));
+            return Err(CoreError::config(
+                format!("{field}.head_dim"),
+                format!("must be ≥ 1, got {}", self.head_dim),
+            ));
         }
         let beta = self.beta();
         if !(beta.is_finite() && beta > 0.0) {
-            return Err(CoreError::config(format!("{field}.beta"), format!("must be > 0, got {beta}")));
+            return Err(CoreError::config(
+                format!("{field}.beta"),
+                format!("must be > 0, got {beta}"),
+            ));
         }
         if !(self.init_std.is_finite() && self.init_std >= 0.0) {
-            return Err(CoreError::config(format!("{field}.init_std"), "must be ≥ 0"));
+            return Err(CoreError::config(
+                format!("{field}.init_std"),
+                "must be ≥ 0",
+            ));
         }
         if !self.weight.is_finite() {
-            return Err(CoreError::config(format!("{field}.weight"), "must be finite"));
+            return Err(CoreError::config(
+                format!("{field}.weight"),
+                "must be finite",
+            ));
         }
         Ok(())
     }
@@ -103,7 +119,10 @@ impl EnergyAttention {
     /// Creates the parameters under `path` for tokens of width `dim`.
     pub fn new(path: &nn::Path, dim: i64, cfg: &AttentionConfig) -> Self {
         let shape = [cfg.heads, cfg.head_dim, dim];
-        let init = nn::Init::Randn { mean: 0.0, stdev: cfg.init_std };
+        let init = nn::Init::Randn {
+            mean: 0.0,
+            stdev: cfg.init_std,
+        };
         let beta = if cfg.learn_beta {
             path.var("beta", &[cfg.heads], nn::Init::Const(cfg.beta()))
         } else {
@@ -113,7 +132,12 @@ impl EnergyAttention {
             });
             b
         };
-        Self { w_q: path.var("w_q", &shape, init), w_k: path.var("w_k", &shape, init), beta, name: cfg.name.clone() }
+        Self {
+            w_q: path.var("w_q", &shape, init),
+            w_k: path.var("w_k", &shape, init),
+            beta,
+            name: cfg.name.clone(),
+        }
     }
 
     /// Number of heads.
@@ -175,7 +199,11 @@ impl EnergyAttention {
             Some(has) => &lse * has,
             None => lse.shallow_clone(),
         };
-        let e = -(per_query / self.beta.view([1, h, 1])).sum_dim_intlist(&[1i64, 2][..], false, lse.kind());
+        let e = -(per_query / self.beta.view([1, h, 1])).sum_dim_intlist(
+            &[1i64, 2][..],
+            false,
+            lse.kind(),
+        );
         (e, lse)
     }
 
@@ -193,7 +221,11 @@ impl EnergyAttention {
             let len = EDGE_CHUNK.min(e - start);
             let qi = edges.query().narrow(0, start, len);
             let ki = edges.key().narrow(0, start, len);
-            let dot = (q.index_select(0, &qi) * k.index_select(0, &ki)).sum_dim_intlist(-1, false, g.kind());
+            let dot = (q.index_select(0, &qi) * k.index_select(0, &ki)).sum_dim_intlist(
+                -1,
+                false,
+                g.kind(),
+            );
             chunks.push(dot);
             start += len;
         }
@@ -206,8 +238,8 @@ impl EnergyAttention {
     }
 
     /// Row-wise log-sum-exp over each query's edges: `(lse [T, H], exp(s − max) [E, H],
-    /// Σ exp(s − max) [T, H], has [T, 1])`; queries without edges get lse 0.
-    fn sparse_lse(&self, s: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor, Tensor, Tensor) {
+    /// Σ exp(s − max) [T, H])`; queries without edges get lse 0 (and a sum of 1).
+    fn sparse_lse(&self, s: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor, Tensor) {
         let t = edges.tokens();
         let h = self.heads();
         let max = Tensor::segment_reduce(
@@ -226,55 +258,109 @@ impl EnergyAttention {
         let z = Tensor::zeros([t, h], (s.kind(), s.device())).index_add(0, edges.query(), &ex);
         let z_safe = z.where_scalarother(&has, 1.0);
         let lse = z_safe.log() + max;
-        (lse, ex, z_safe, has)
+        (lse, ex, z_safe)
     }
 
     fn sparse_energy_from(&self, lse: &Tensor, b: i64) -> Tensor {
         let h = self.heads();
         let per_token = (lse / self.beta.view([1, h])).sum_dim_intlist(-1, false, lse.kind());
-        -per_token.view([b, -1]).sum_dim_intlist(-1, false, lse.kind())
+        -per_token
+            .view([b, -1])
+            .sum_dim_intlist(-1, false, lse.kind())
     }
 
     fn sparse_energy_and_grad(&self, g: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor) {
         let size = g.size();
         let (b, d) = (size[0], size[2]);
         let t = edges.tokens();
-        let h = self.heads();
         let (s, q, k) = self.sparse_logits(g, edges);
-        let (lse, ex, z, _) = self.sparse_lse(&s, edges);
+        let (lse, ex, z) = self.sparse_lse(&s, edges);
         let energy = self.sparse_energy_from(&lse, b);
         let omega = ex / z.index_select(0, edges.query()); // [E, H]
-        let e = edges.len();
-        let heads = Tensor::arange(h, (Kind::Int64, g.device()));
-        // Block-diagonal over heads: row h·T + query, column h·T + key.
-        let crow = |ptr: &Tensor| {
-            let starts = ptr.narrow(0, 0, t).unsqueeze(0) + (&heads * e).unsqueeze(1);
-            Tensor::cat(&[starts.reshape([-1]), Tensor::from_slice(&[h * e]).to_device(g.device())], 0)
-        };
-        let cols = |idx: &Tensor| (idx.unsqueeze(0) + (&heads * t).unsqueeze(1)).reshape([-1]);
-        let by_head = |x: &Tensor| x.permute([1, 0, 2]).reshape([h * t, -1]);
-        let opts = (g.kind(), g.device());
-        // Query side: T^Q_q = Σ_{e ∈ row q} ω_e K_key(e).
-        let a = Tensor::sparse_csr_tensor_crow_col_value_size(
-            &crow(edges.row_ptr()),
-            &cols(edges.key()),
-            &omega.tr().reshape([-1]),
-            [h * t, h * t],
-            opts,
+        // Query side: T^Q_q = Σ_{e ∈ row q} ω_e K_key(e); key side: T^K_k = Σ_{e: key(e) = k} ω_e Q_query(e).
+        let tq = head_spmm(
+            &omega,
+            edges.query(),
+            edges.key(),
+            edges.row_ptr(),
+            None,
+            &k,
+            t,
         );
-        let tq = a.mm(&by_head(&k)).view([h, t, -1]).permute([1, 0, 2]);
-        // Key side: T^K_k = Σ_{e: key(e) = k} ω_e Q_query(e).
-        let at = Tensor::sparse_csr_tensor_crow_col_value_size(
-            &crow(edges.col_ptr()),
-            &cols(&edges.query().index_select(0, edges.by_key())),
-            &omega.index_select(0, edges.by_key()).tr().reshape([-1]),
-            [h * t, h * t],
-            opts,
+        let tk = head_spmm(
+            &omega,
+            edges.key(),
+            edges.query(),
+            edges.col_ptr(),
+            Some(edges.by_key()),
+            &q,
+            t,
         );
-        let tk = at.mm(&by_head(&q)).view([h, t, -1]).permute([1, 0, 2]);
         let grad = self.back_project(&tq, &tk).view([b, -1, d]);
         (energy, grad)
     }
+}
+
+/// Per-head sparse × dense product: `out[r, h] = Σ_{e: row(e) = r} w[e, h] · x[col(e), h]` for
+/// `w: [E, H]`, `x: [T, H, Y]` → `[T, H, Y]`.
+///
+/// Plain values go through one block-diagonal (over heads) CSR matmul; `ptr` are the CSR
+/// offsets of `row` in the order given by `perm` (edges sorted by row). libtorch does not
+/// differentiate sparse products with respect to the sparse values, so when `w` is part of an
+/// autograd graph (training) the product is a gather and an `index_add` over chunks of edges;
+/// that path keeps `[E, H, Y]` activations for the backward pass (train on sampled subgraphs
+/// when the graph is large).
+fn head_spmm(
+    w: &Tensor,
+    row: &Tensor,
+    col: &Tensor,
+    ptr: &Tensor,
+    perm: Option<&Tensor>,
+    x: &Tensor,
+    t: i64,
+) -> Tensor {
+    let (e, h) = (w.size()[0], w.size()[1]);
+    let device = w.device();
+    let (w, row, col) = match perm {
+        Some(p) => (
+            w.index_select(0, p),
+            row.index_select(0, p),
+            col.index_select(0, p),
+        ),
+        None => (w.shallow_clone(), row.shallow_clone(), col.shallow_clone()),
+    };
+    if w.requires_grad() || x.requires_grad() {
+        let mut out = Tensor::zeros([t, h, x.size()[2]], (x.kind(), device));
+        let mut start = 0;
+        while start < e {
+            let len = EDGE_CHUNK.min(e - start);
+            let msg = x.index_select(0, &col.narrow(0, start, len))
+                * w.narrow(0, start, len).unsqueeze(-1);
+            out = out.index_add(0, &row.narrow(0, start, len), &msg);
+            start += len;
+        }
+        return out;
+    }
+    let heads = Tensor::arange(h, (Kind::Int64, device));
+    let starts = ptr.narrow(0, 0, t).unsqueeze(0) + (&heads * e).unsqueeze(1);
+    let crow = Tensor::cat(
+        &[
+            starts.reshape([-1]),
+            Tensor::from_slice(&[h * e]).to_device(device),
+        ],
+        0,
+    );
+    let cols = (col.unsqueeze(0) + (&heads * t).unsqueeze(1)).reshape([-1]);
+    let values = w.tr().reshape([-1]); // head-major, matching the block-diagonal rows
+    let a = Tensor::sparse_csr_tensor_crow_col_value_size(
+        &crow,
+        &cols,
+        &values,
+        [h * t, h * t],
+        (w.kind(), device),
+    );
+    let dense = x.permute([1, 0, 2]).reshape([h * t, -1]);
+    a.mm(&dense).view([h, t, -1]).permute([1, 0, 2])
 }
 
 impl Energy for EnergyAttention {
@@ -286,7 +372,7 @@ impl Energy for EnergyAttention {
         match s.sparse_edges() {
             Some(edges) => {
                 let (sl, _, _) = self.sparse_logits(g, edges);
-                let (lse, _, _, _) = self.sparse_lse(&sl, edges);
+                let (lse, _, _) = self.sparse_lse(&sl, edges);
                 self.sparse_energy_from(&lse, g.size()[0])
             }
             None => {

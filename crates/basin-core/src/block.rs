@@ -91,8 +91,15 @@ impl BlockConfig {
             steps,
             norm: NormConfig::default(),
             terms: vec![
-                TermConfig::Attention(AttentionConfig { heads, head_dim, ..AttentionConfig::default() }),
-                TermConfig::Hopfield(HopfieldConfig { memories, ..HopfieldConfig::default() }),
+                TermConfig::Attention(AttentionConfig {
+                    heads,
+                    head_dim,
+                    ..AttentionConfig::default()
+                }),
+                TermConfig::Hopfield(HopfieldConfig {
+                    memories,
+                    ..HopfieldConfig::default()
+                }),
             ],
             dynamics: DynamicsConfig::GradientFlow { alpha: 0.1 },
         }
@@ -106,12 +113,18 @@ impl BlockConfig {
     /// Checks every value and that term names are unique.
     pub fn validate(&self) -> Result<()> {
         if self.dim < 1 {
-            return Err(CoreError::config("dim", format!("must be ≥ 1, got {}", self.dim)));
+            return Err(CoreError::config(
+                "dim",
+                format!("must be ≥ 1, got {}", self.dim),
+            ));
         }
         self.norm.validate("norm")?;
         self.dynamics.validate("dynamics")?;
         if self.terms.is_empty() {
-            return Err(CoreError::config("terms", "at least one energy term is needed"));
+            return Err(CoreError::config(
+                "terms",
+                "at least one energy term is needed",
+            ));
         }
         let mut names = HashSet::new();
         for (i, term) in self.terms.iter().enumerate() {
@@ -120,7 +133,10 @@ impl BlockConfig {
             if term.name() == "norm" || !names.insert(term.name().to_owned()) {
                 return Err(CoreError::config(
                     format!("{field}.name"),
-                    format!("`{}` is used twice (or is `norm`); give each term its own name", term.name()),
+                    format!(
+                        "`{}` is used twice (or is `norm`); give each term its own name",
+                        term.name()
+                    ),
                 ));
             }
         }
@@ -129,7 +145,8 @@ impl BlockConfig {
 
     /// Parses a TOML config and validates it; errors name the line or the field.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: Self = toml::from_str(text).map_err(|e| CoreError::config("<toml>", e.to_string()))?;
+        let cfg: Self =
+            toml::from_str(text).map_err(|e| CoreError::config("<toml>", e.to_string()))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -165,7 +182,10 @@ impl Trace {
 
     /// Mean over the batch of each term's energy at each step.
     pub fn mean_terms(&self) -> Vec<(String, Vec<f64>)> {
-        self.terms.iter().map(|(n, t)| (n.clone(), mean_rows(t))).collect()
+        self.terms
+            .iter()
+            .map(|(n, t)| (n.clone(), mean_rows(t)))
+            .collect()
     }
 }
 
@@ -206,7 +226,12 @@ impl EnergyBlock {
         for term in &cfg.terms {
             sum.push(term.weight(), term.build(path, cfg.dim));
         }
-        Ok(Self { norm, energy: Box::new(sum), dynamics: cfg.dynamics.build(), steps: cfg.steps })
+        Ok(Self {
+            norm,
+            energy: Box::new(sum),
+            dynamics: cfg.dynamics.build(),
+            steps: cfg.steps,
+        })
     }
 
     /// Checks user-supplied tokens `x: [B, N, D]` and their structure against the block.
@@ -214,7 +239,11 @@ impl EnergyBlock {
         let d = self.norm.delta.size()[0];
         let s = x.size();
         if s.len() != 3 || s[2] != d || !x.is_floating_point() {
-            return Err(CoreError::tensor("x", format!("a float tensor of shape [B, N, {d}]"), format!("{:?} {s:?}", x.kind())));
+            return Err(CoreError::tensor(
+                "x",
+                format!("a float tensor of shape [B, N, {d}]"),
+                format!("{:?} {s:?}", x.kind()),
+            ));
         }
         structure.check(s[0], s[1], None)
     }
@@ -228,7 +257,13 @@ impl EnergyBlock {
     ///
     /// Gradients with respect to the weights flow through every step when `x` or the weights
     /// require grad and grad mode is on (training through the unrolled descent).
-    pub fn run(&self, x: &Tensor, structure: &Structure, train: bool, trace: Option<TraceOptions>) -> (Tensor, Option<Trace>) {
+    pub fn run(
+        &self,
+        x: &Tensor,
+        structure: &Structure,
+        train: bool,
+        trace: Option<TraceOptions>,
+    ) -> (Tensor, Option<Trace>) {
         let mut x = x.shallow_clone();
         let mut rec = trace.map(Recorder::new);
         for step in 0..self.steps {
@@ -237,7 +272,11 @@ impl EnergyBlock {
             if let Some(r) = rec.as_mut() {
                 r.record(&x, &g, structure, self.energy.as_ref(), true);
             }
-            let ctx = StepContext { step, train, padding: structure.padding() };
+            let ctx = StepContext {
+                step,
+                train,
+                padding: structure.padding(),
+            };
             x = self.dynamics.step(&x, &grad, &ctx);
         }
         let trace = rec.map(|mut r| {
@@ -264,10 +303,23 @@ struct Recorder {
 
 impl Recorder {
     fn new(opts: TraceOptions) -> Self {
-        Self { opts, totals: Vec::new(), terms: Vec::new(), states: Vec::new(), grads: Vec::new() }
+        Self {
+            opts,
+            totals: Vec::new(),
+            terms: Vec::new(),
+            states: Vec::new(),
+            grads: Vec::new(),
+        }
     }
 
-    fn record(&mut self, x: &Tensor, g: &Tensor, s: &Structure, energy: &dyn Energy, with_grads: bool) {
+    fn record(
+        &mut self,
+        x: &Tensor,
+        g: &Tensor,
+        s: &Structure,
+        energy: &dyn Energy,
+        with_grads: bool,
+    ) {
         tch::no_grad(|| {
             let g = g.detach();
             let parts = energy.parts(&g, s);
@@ -298,7 +350,11 @@ impl Recorder {
     fn finish(self) -> Trace {
         Trace {
             total: Tensor::stack(&self.totals, 0),
-            terms: self.terms.into_iter().map(|(n, v)| (n, Tensor::stack(&v, 0))).collect(),
+            terms: self
+                .terms
+                .into_iter()
+                .map(|(n, v)| (n, Tensor::stack(&v, 0)))
+                .collect(),
             states: self.states,
             term_grads: self.grads,
         }

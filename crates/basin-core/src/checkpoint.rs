@@ -37,7 +37,13 @@ fn dtype_of(name: &str, kind: Kind) -> Result<Dtype> {
         Kind::Half => Dtype::F16,
         Kind::Float => Dtype::F32,
         Kind::Double => Dtype::F64,
-        other => return Err(CoreError::tensor(name, "a dtype safetensors can store", format!("{other:?}"))),
+        other => {
+            return Err(CoreError::tensor(
+                name,
+                "a dtype safetensors can store",
+                format!("{other:?}"),
+            ));
+        }
     })
 }
 
@@ -53,7 +59,13 @@ fn kind_of(name: &str, dtype: Dtype) -> Result<Kind> {
         Dtype::F16 => Kind::Half,
         Dtype::F32 => Kind::Float,
         Dtype::F64 => Kind::Double,
-        other => return Err(CoreError::tensor(name, "a dtype libtorch supports", format!("{other:?}"))),
+        other => {
+            return Err(CoreError::tensor(
+                name,
+                "a dtype libtorch supports",
+                format!("{other:?}"),
+            ));
+        }
     })
 }
 
@@ -64,7 +76,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         _ => PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir).map_err(|e| CoreError::io(&dir, e))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -97,14 +112,16 @@ pub fn write_tensors(
     }
     let mut views = Vec::with_capacity(owned.len());
     for (name, dtype, shape, bytes) in &owned {
-        let view = TensorView::new(*dtype, shape.clone(), bytes)
-            .map_err(|e| CoreError::tensor(name, "a consistent shape and byte size", e.to_string()))?;
+        let view = TensorView::new(*dtype, shape.clone(), bytes).map_err(|e| {
+            CoreError::tensor(name, "a consistent shape and byte size", e.to_string())
+        })?;
         views.push((name.as_str(), view));
     }
-    let buffer = safetensors::tensor::serialize(views, metadata).map_err(|e| CoreError::Format {
-        path: path.to_path_buf(),
-        reason: format!("cannot serialise: {e}"),
-    })?;
+    let buffer =
+        safetensors::tensor::serialize(views, metadata).map_err(|e| CoreError::Format {
+            path: path.to_path_buf(),
+            reason: format!("cannot serialise: {e}"),
+        })?;
     write_atomic(path, &buffer)
 }
 
@@ -112,14 +129,20 @@ pub fn write_tensors(
 ///
 /// A file shorter than its header announces is reported with the name of the first tensor
 /// that is cut off.
-pub fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>> {
+pub fn read_tensors(path: &Path) -> Result<NamedTensors> {
     read_file(path).map(|(tensors, _)| tensors)
 }
 
+/// Named tensors, in file order.
+pub type NamedTensors = Vec<(String, Tensor)>;
+
 /// [`read_tensors`] plus the `__metadata__` map of the header.
-pub fn read_file(path: &Path) -> Result<(Vec<(String, Tensor)>, HashMap<String, String>)> {
+pub fn read_file(path: &Path) -> Result<(NamedTensors, HashMap<String, String>)> {
     let bytes = std::fs::read(path).map_err(|e| CoreError::io(path, e))?;
-    let format = |reason: String| CoreError::Format { path: path.to_path_buf(), reason };
+    let format = |reason: String| CoreError::Format {
+        path: path.to_path_buf(),
+        reason,
+    };
     if bytes.len() < 8 {
         return Err(format(format!(
             "not a safetensors file: {} bytes, too short for the 8-byte header length",
@@ -135,24 +158,39 @@ pub fn read_file(path: &Path) -> Result<(Vec<(String, Tensor)>, HashMap<String, 
             "truncated or not a safetensors file: the header announces {header_len} bytes, only {available} follow"
         )));
     }
-    let (start, meta) = SafeTensors::read_metadata(&bytes)
-        .map_err(|e| format(format!("invalid safetensors header: {e:?}")))?;
+    let start = 8 + header_len as usize;
     let data_len = bytes.len() - start;
+    // Parse the header ourselves first, to name the tensor a truncated file cuts off.
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..start])
+            .map_err(|e| format(format!("invalid safetensors header: {e}")))?;
+    let mut ends: Vec<(u64, &String)> = header
+        .iter()
+        .filter(|(name, _)| name.as_str() != "__metadata__")
+        .filter_map(|(name, v)| {
+            v.get("data_offsets")?
+                .get(1)?
+                .as_u64()
+                .map(|end| (end, name))
+        })
+        .collect();
+    ends.sort();
+    if let Some((end, name)) = ends.iter().find(|(end, _)| *end as usize > data_len) {
+        return Err(format(format!(
+            "truncated: tensor `{name}` needs data bytes up to {end}, the file holds {data_len}"
+        )));
+    }
+    let (_, meta) = SafeTensors::read_metadata(&bytes)
+        .map_err(|e| format(format!("invalid safetensors header: {e:?}")))?;
     let mut infos: Vec<_> = meta.tensors().into_iter().collect();
     infos.sort_by_key(|(_, info)| info.data_offsets.0);
-    for (name, info) in &infos {
-        let (from, to) = info.data_offsets;
-        if to > data_len {
-            return Err(format(format!(
-                "truncated: tensor `{name}` {:?} needs data bytes {from}..{to}, the file holds {data_len}",
-                info.shape
-            )));
-        }
-    }
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| format(format!("invalid safetensors file: {e:?}")))?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| format(format!("invalid safetensors file: {e:?}")))?;
     let mut out = Vec::with_capacity(infos.len());
     for (name, _) in &infos {
-        let view = st.tensor(name).map_err(|e| format(format!("tensor `{name}`: {e:?}")))?;
+        let view = st
+            .tensor(name)
+            .map_err(|e| format(format!("tensor `{name}`: {e:?}")))?;
         let kind = kind_of(name, view.dtype())?;
         let size: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
         let t = Tensor::f_from_data_size(view.data(), &size, kind)?;
@@ -195,36 +233,54 @@ pub fn load(vs: &VarStore, path: &Path) -> Result<()> {
 /// the variable's dtype. Names in `tensors` that are not variables are errors unless listed in
 /// `ignore`. All problems are collected and reported together ([`CoreError::Mismatch`]); on
 /// error no variable is modified.
-pub fn assign(vs: &VarStore, tensors: &HashMap<String, Tensor>, source: &Path, ignore: &[&str]) -> Result<()> {
+pub fn assign(
+    vs: &VarStore,
+    tensors: &HashMap<String, Tensor>,
+    source: &Path,
+    ignore: &[&str],
+) -> Result<()> {
     let vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
     let mut problems = Vec::new();
     for (name, var) in &vars {
         match tensors.get(name) {
-            None => problems.push(format!("missing tensor `{name}` (expected shape {:?})", var.size())),
+            None => problems.push(format!(
+                "missing tensor `{name}` (expected shape {:?})",
+                var.size()
+            )),
             Some(t) if t.size() != var.size() => problems.push(format!(
                 "tensor `{name}`: expected shape {:?}, the file has {:?}",
                 var.size(),
                 t.size()
             )),
-            Some(t) if !t.is_floating_point() && var.is_floating_point() => {
-                problems.push(format!("tensor `{name}`: expected a floating-point dtype, the file has {:?}", t.kind()))
-            }
+            Some(t) if !t.is_floating_point() && var.is_floating_point() => problems.push(format!(
+                "tensor `{name}`: expected a floating-point dtype, the file has {:?}",
+                t.kind()
+            )),
             Some(_) => {}
         }
     }
-    let mut extra: Vec<&String> =
-        tensors.keys().filter(|n| !vars.contains_key(*n) && !ignore.contains(&n.as_str())).collect();
+    let mut extra: Vec<&String> = tensors
+        .keys()
+        .filter(|n| !vars.contains_key(*n) && !ignore.contains(&n.as_str()))
+        .collect();
     extra.sort();
     for name in extra {
-        problems.push(format!("unexpected tensor `{name}` {:?} (not a parameter of the model)", tensors[name].size()));
+        problems.push(format!(
+            "unexpected tensor `{name}` {:?} (not a parameter of the model)",
+            tensors[name].size()
+        ));
     }
     if !problems.is_empty() {
-        return Err(CoreError::Mismatch { path: source.to_path_buf(), problems });
+        return Err(CoreError::Mismatch {
+            path: source.to_path_buf(),
+            problems,
+        });
     }
     tch::no_grad(|| {
         for (name, var) in &vars {
             if let Some(t) = tensors.get(name) {
-                var.shallow_clone().copy_(&t.to_kind(var.kind()).to_device(var.device()));
+                var.shallow_clone()
+                    .copy_(&t.to_kind(var.kind()).to_device(var.device()));
             }
         }
     });

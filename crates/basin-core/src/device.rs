@@ -93,7 +93,11 @@ pub fn cuda_available() -> bool {
 pub fn select(choice: DeviceChoice) -> Result<Device> {
     match choice {
         DeviceChoice::Cpu => Ok(Device::Cpu),
-        DeviceChoice::Auto => Ok(if cuda_available() { Device::Cuda(0) } else { Device::Cpu }),
+        DeviceChoice::Auto => Ok(if cuda_available() {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        }),
         DeviceChoice::Cuda => {
             if let Err(why) = load_cuda_backend() {
                 return Err(CoreError::Device(format!(

@@ -128,18 +128,32 @@ impl DynamicsConfig {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(CoreError::config(format!("{field}.{name}"), format!("must be > 0, got {v}")))
+                Err(CoreError::config(
+                    format!("{field}.{name}"),
+                    format!("must be > 0, got {v}"),
+                ))
             }
         };
         match self {
             Self::GradientFlow { alpha } => positive("alpha", *alpha),
-            Self::Langevin { alpha, sigma, decay, .. } => {
+            Self::Langevin {
+                alpha,
+                sigma,
+                decay,
+                ..
+            } => {
                 positive("alpha", *alpha)?;
                 if !(sigma.is_finite() && *sigma >= 0.0) {
-                    return Err(CoreError::config(format!("{field}.sigma"), format!("must be ≥ 0, got {sigma}")));
+                    return Err(CoreError::config(
+                        format!("{field}.sigma"),
+                        format!("must be ≥ 0, got {sigma}"),
+                    ));
                 }
                 match decay {
-                    Some(p) if !p.is_finite() => Err(CoreError::config(format!("{field}.decay"), "must be finite")),
+                    Some(p) if !p.is_finite() => Err(CoreError::config(
+                        format!("{field}.decay"),
+                        "must be finite",
+                    )),
                     _ => Ok(()),
                 }
             }
@@ -157,9 +171,17 @@ impl DynamicsConfig {
     pub fn build(&self) -> Box<dyn Dynamics> {
         match self {
             Self::GradientFlow { alpha } => Box::new(GradientFlow { alpha: *alpha }),
-            Self::Langevin { alpha, sigma, decay, in_eval } => {
-                Box::new(Langevin { alpha: *alpha, sigma: *sigma, decay: *decay, in_eval: *in_eval })
-            }
+            Self::Langevin {
+                alpha,
+                sigma,
+                decay,
+                in_eval,
+            } => Box::new(Langevin {
+                alpha: *alpha,
+                sigma: *sigma,
+                decay: *decay,
+                in_eval: *in_eval,
+            }),
         }
     }
 }

@@ -48,7 +48,11 @@ pub trait Energy {
 pub fn autograd_grad<E: Energy + ?Sized>(energy: &E, g: &Tensor, structure: &Structure) -> Tensor {
     let create_graph = g.requires_grad();
     tch::with_grad(|| {
-        let input = if create_graph { g.shallow_clone() } else { g.detach().set_requires_grad(true) };
+        let input = if create_graph {
+            g.shallow_clone()
+        } else {
+            g.detach().set_requires_grad(true)
+        };
         let total = energy.energy(&input, structure).sum(g.kind());
         let mut grads = Tensor::run_backward(&[total], &[&input], create_graph, create_graph);
         match grads.pop() {
@@ -108,9 +112,11 @@ impl Energy for EnergySum {
 
     fn energy(&self, g: &Tensor, structure: &Structure) -> Tensor {
         let b = g.size()[0];
-        self.terms.iter().fold(Tensor::zeros([b], (g.kind(), g.device())), |acc, w| {
-            acc + Self::scaled(w.weight, w.term.energy(g, structure))
-        })
+        self.terms
+            .iter()
+            .fold(Tensor::zeros([b], (g.kind(), g.device())), |acc, w| {
+                acc + Self::scaled(w.weight, w.term.energy(g, structure))
+            })
     }
 
     fn grad(&self, g: &Tensor, structure: &Structure) -> Tensor {
@@ -135,7 +141,10 @@ impl Energy for EnergySum {
         self.terms
             .iter()
             .flat_map(|w| {
-                w.term.parts(g, structure).into_iter().map(|(n, e)| (n, Self::scaled(w.weight, e)))
+                w.term
+                    .parts(g, structure)
+                    .into_iter()
+                    .map(|(n, e)| (n, Self::scaled(w.weight, e)))
             })
             .collect()
     }
@@ -144,7 +153,10 @@ impl Energy for EnergySum {
         self.terms
             .iter()
             .flat_map(|w| {
-                w.term.part_grads(g, structure).into_iter().map(|(n, d)| (n, Self::scaled(w.weight, d)))
+                w.term
+                    .part_grads(g, structure)
+                    .into_iter()
+                    .map(|(n, d)| (n, Self::scaled(w.weight, d)))
             })
             .collect()
     }

@@ -61,7 +61,10 @@ pub enum CoreError {
 impl CoreError {
     /// Shorthand for a [`CoreError::Config`].
     pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Config { field: field.into(), message: message.into() }
+        Self::Config {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 
     /// Shorthand for a [`CoreError::Tensor`].
@@ -70,11 +73,18 @@ impl CoreError {
         expected: impl Into<String>,
         got: impl Into<String>,
     ) -> Self {
-        Self::Tensor { name: name.into(), expected: expected.into(), got: got.into() }
+        Self::Tensor {
+            name: name.into(),
+            expected: expected.into(),
+            got: got.into(),
+        }
     }
 
     /// Shorthand for a [`CoreError::Io`].
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

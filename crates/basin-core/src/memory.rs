@@ -75,7 +75,10 @@ impl HopfieldConfig {
     /// Checks the values; `field` is the config path used in errors.
     pub fn validate(&self, field: &str) -> Result<()> {
         if self.memories < 1 {
-            return Err(CoreError::config(format!("{field}.memories"), format!("must be ≥ 1, got {}", self.memories)));
+            return Err(CoreError::config(
+                format!("{field}.memories"),
+                format!("must be ≥ 1, got {}", self.memories),
+            ));
         }
         let needs_beta = matches!(self.activation, Activation::Exp | Activation::Softmax);
         match (needs_beta, self.beta) {
@@ -86,33 +89,57 @@ impl HopfieldConfig {
                 ));
             }
             (true, Some(b)) if !(b.is_finite() && b > 0.0) => {
-                return Err(CoreError::config(format!("{field}.beta"), format!("must be > 0, got {b}")));
+                return Err(CoreError::config(
+                    format!("{field}.beta"),
+                    format!("must be > 0, got {b}"),
+                ));
             }
             (false, Some(_)) => {
-                return Err(CoreError::config(format!("{field}.beta"), "only used by activation = softmax or exp"));
+                return Err(CoreError::config(
+                    format!("{field}.beta"),
+                    "only used by activation = softmax or exp",
+                ));
             }
             _ => {}
         }
         match (self.activation, self.power) {
             (Activation::Power, None) => {
-                return Err(CoreError::config(format!("{field}.power"), "required for activation = power"));
+                return Err(CoreError::config(
+                    format!("{field}.power"),
+                    "required for activation = power",
+                ));
             }
             (Activation::Power, Some(n)) if !(n.is_finite() && n > 1.0) => {
-                return Err(CoreError::config(format!("{field}.power"), format!("must be > 1, got {n}")));
+                return Err(CoreError::config(
+                    format!("{field}.power"),
+                    format!("must be > 1, got {n}"),
+                ));
             }
             (a, Some(_)) if a != Activation::Power => {
-                return Err(CoreError::config(format!("{field}.power"), "only used by activation = power"));
+                return Err(CoreError::config(
+                    format!("{field}.power"),
+                    "only used by activation = power",
+                ));
             }
             _ => {}
         }
         if self.learn_beta && !needs_beta {
-            return Err(CoreError::config(format!("{field}.learn_beta"), "only used by activation = softmax or exp"));
+            return Err(CoreError::config(
+                format!("{field}.learn_beta"),
+                "only used by activation = softmax or exp",
+            ));
         }
         if !(self.init_std.is_finite() && self.init_std >= 0.0) {
-            return Err(CoreError::config(format!("{field}.init_std"), "must be ≥ 0"));
+            return Err(CoreError::config(
+                format!("{field}.init_std"),
+                "must be ≥ 0",
+            ));
         }
         if !self.weight.is_finite() {
-            return Err(CoreError::config(format!("{field}.weight"), "must be finite"));
+            return Err(CoreError::config(
+                format!("{field}.weight"),
+                "must be finite",
+            ));
         }
         Ok(())
     }
@@ -141,7 +168,14 @@ pub struct HopfieldEnergy {
 impl HopfieldEnergy {
     /// Creates ξ (and β where used) under `path` for tokens of width `dim`.
     pub fn new(path: &nn::Path, dim: i64, cfg: &HopfieldConfig) -> Self {
-        let xi = path.var("xi", &[cfg.memories, dim], nn::Init::Randn { mean: 0.0, stdev: cfg.init_std });
+        let xi = path.var(
+            "xi",
+            &[cfg.memories, dim],
+            nn::Init::Randn {
+                mean: 0.0,
+                stdev: cfg.init_std,
+            },
+        );
         let beta = || {
             let b = cfg.beta.unwrap_or(1.0);
             if cfg.learn_beta {
@@ -160,7 +194,11 @@ impl HopfieldEnergy {
             Activation::Exp => Form::Exp(beta()),
             Activation::Softmax => Form::Softmax(beta()),
         };
-        Self { xi, form, name: cfg.name.clone() }
+        Self {
+            xi,
+            form,
+            name: cfg.name.clone(),
+        }
     }
 
     /// β, for the softmax and exp forms.
@@ -179,10 +217,20 @@ impl HopfieldEnergy {
             Form::Power(n) => {
                 let n = *n;
                 let rh = h.relu();
-                let e = -(if n == 2.0 { rh.square() } else { rh.pow_tensor_scalar(n) })
-                    .sum_dim_intlist(-1, false, kind)
+                let e = -(if n == 2.0 {
+                    rh.square()
+                } else {
+                    rh.pow_tensor_scalar(n)
+                })
+                .sum_dim_intlist(-1, false, kind)
                     / n;
-                let r = with_r.then(|| if n == 2.0 { rh.shallow_clone() } else { rh.pow_tensor_scalar(n - 1.0) });
+                let r = with_r.then(|| {
+                    if n == 2.0 {
+                        rh.shallow_clone()
+                    } else {
+                        rh.pow_tensor_scalar(n - 1.0)
+                    }
+                });
                 (e, r)
             }
             Form::Exp(beta) => {
@@ -227,6 +275,9 @@ impl Energy for HopfieldEnergy {
             Some(r) => -r.matmul(&self.xi),
             None => g.zeros_like(),
         };
-        (Self::masked(e, s, true).sum_dim_intlist(-1, false, g.kind()), Self::masked(grad, s, false))
+        (
+            Self::masked(e, s, true).sum_dim_intlist(-1, false, g.kind()),
+            Self::masked(grad, s, false),
+        )
     }
 }

@@ -22,7 +22,10 @@ pub struct NormConfig {
 
 impl Default for NormConfig {
     fn default() -> Self {
-        Self { eps: 1e-5, gamma_init: 1.0 }
+        Self {
+            eps: 1e-5,
+            gamma_init: 1.0,
+        }
     }
 }
 
@@ -30,10 +33,16 @@ impl NormConfig {
     /// Checks the values; `field` is the config path used in errors.
     pub fn validate(&self, field: &str) -> Result<()> {
         if !(self.eps.is_finite() && self.eps > 0.0) {
-            return Err(CoreError::config(format!("{field}.eps"), format!("must be > 0, got {}", self.eps)));
+            return Err(CoreError::config(
+                format!("{field}.eps"),
+                format!("must be > 0, got {}", self.eps),
+            ));
         }
         if !self.gamma_init.is_finite() {
-            return Err(CoreError::config(format!("{field}.gamma_init"), "must be finite"));
+            return Err(CoreError::config(
+                format!("{field}.gamma_init"),
+                "must be finite",
+            ));
         }
         Ok(())
     }
@@ -79,7 +88,8 @@ impl EnergyLayerNorm {
     pub fn lagrangian(&self, x: &Tensor) -> Tensor {
         let d = x.size().last().copied().unwrap_or(1) as f64;
         let (_, sd) = self.centred(x);
-        &self.gamma * sd.squeeze_dim(-1) * d + (x * &self.delta).sum_dim_intlist(-1, false, x.kind())
+        &self.gamma * sd.squeeze_dim(-1) * d
+            + (x * &self.delta).sum_dim_intlist(-1, false, x.kind())
     }
 
     /// The neuron energy of the layer (Legendre transform, `Σ_i g_i x_i − L`) per token. It does
@@ -99,4 +109,3 @@ impl EnergyLayerNorm {
         &self.gamma * (centre - outer) / sd
     }
 }
-

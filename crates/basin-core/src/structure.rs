@@ -66,7 +66,11 @@ impl SparseEdges {
             ));
         }
         if tokens < 0 {
-            return Err(CoreError::tensor("tokens", "a non-negative count", tokens.to_string()));
+            return Err(CoreError::tensor(
+                "tokens",
+                "a non-negative count",
+                tokens.to_string(),
+            ));
         }
         for (name, t) in [("query", query), ("key", key)] {
             if t.numel() > 0 {
@@ -80,7 +84,11 @@ impl SparseEdges {
                 }
             }
         }
-        Ok(Self::sorted(query.shallow_clone(), key.shallow_clone(), tokens))
+        Ok(Self::sorted(
+            query.shallow_clone(),
+            key.shallow_clone(),
+            tokens,
+        ))
     }
 
     /// Edges from a PyG-style `edge_index` `[2, E]`: row 0 = source, row 1 = target. Messages
@@ -103,7 +111,14 @@ impl SparseEdges {
         let row_ptr = offsets(&query, tokens);
         let by_key = (&key * tokens + &query).argsort(0, false);
         let col_ptr = offsets(&key, tokens);
-        Self { query, key, row_ptr, by_key, col_ptr, tokens }
+        Self {
+            query,
+            key,
+            row_ptr,
+            by_key,
+            col_ptr,
+            tokens,
+        }
     }
 
     /// Query index of each edge, `[E]`, ascending.
@@ -163,7 +178,10 @@ impl SparseEdges {
                 .logical_and(&valid.index_select(0, &self.query))
                 .logical_and(&valid.index_select(0, &self.key));
         }
-        let (mut q, mut k) = (self.query.masked_select(&keep), self.key.masked_select(&keep));
+        let (mut q, mut k) = (
+            self.query.masked_select(&keep),
+            self.key.masked_select(&keep),
+        );
         if self_attention {
             let all = Tensor::arange(self.tokens, (Kind::Int64, self.query.device()));
             let diag = match valid {
@@ -326,7 +344,11 @@ impl Structure {
         if let Some(p) = &self.padding
             && p.size() != [b, n]
         {
-            return Err(CoreError::tensor("padding", format!("shape [{b}, {n}]"), format!("{:?}", p.size())));
+            return Err(CoreError::tensor(
+                "padding",
+                format!("shape [{b}, {n}]"),
+                format!("{:?}", p.size()),
+            ));
         }
         match &self.interaction {
             Interaction::Full => Ok(()),
@@ -335,7 +357,11 @@ impl Structure {
                 if fits(s[0], b) && s[1] == n && s[2] == n {
                     Ok(())
                 } else {
-                    Err(CoreError::tensor("mask", format!("shape [{b}, {n}, {n}]"), format!("{s:?}")))
+                    Err(CoreError::tensor(
+                        "mask",
+                        format!("shape [{b}, {n}, {n}]"),
+                        format!("{s:?}"),
+                    ))
                 }
             }
             Interaction::Bias(t) => {
@@ -345,7 +371,11 @@ impl Structure {
                     Ok(())
                 } else {
                     let h = heads.map_or("H".to_owned(), |h| h.to_string());
-                    Err(CoreError::tensor("bias", format!("shape [{b}, {h}, {n}, {n}]"), format!("{s:?}")))
+                    Err(CoreError::tensor(
+                        "bias",
+                        format!("shape [{b}, {h}, {n}, {n}]"),
+                        format!("{s:?}"),
+                    ))
                 }
             }
             Interaction::Sparse(e) => {
@@ -377,9 +407,14 @@ impl Structure {
             Interaction::Bias(t) => {
                 let t = t.to_device(device);
                 let finite = t.isfinite();
-                (Some(finite.shallow_clone()), Some(t.masked_fill(&finite.logical_not(), 0.0)))
+                (
+                    Some(finite.shallow_clone()),
+                    Some(t.masked_fill(&finite.logical_not(), 0.0)),
+                )
             }
-            Interaction::Sparse(_) => panic!("Structure::dense_layout called on a sparse structure"),
+            Interaction::Sparse(_) => {
+                panic!("Structure::dense_layout called on a sparse structure")
+            }
         };
         let eye = Tensor::eye(n, (Kind::Bool, device)).view([1, 1, n, n]);
         allowed = Some(match (allowed, self.self_attention) {
@@ -394,14 +429,25 @@ impl Structure {
             allowed = allowed.map(|a| a.logical_and(&pair));
         }
         // With self-attention, no padding and no mask/bias, every pair is allowed.
-        if self.self_attention && self.padding.is_none() && matches!(self.interaction, Interaction::Full) {
+        if self.self_attention
+            && self.padding.is_none()
+            && matches!(self.interaction, Interaction::Full)
+        {
             allowed = None;
         }
         let has_keys = allowed.as_ref().and_then(|a| {
             let has = a.any_dim(-1, false);
-            if has.all().int64_value(&[]) == 1 { None } else { Some(has) }
+            if has.all().int64_value(&[]) == 1 {
+                None
+            } else {
+                Some(has)
+            }
         });
         let blocked = allowed.map(|a| a.logical_not());
-        DenseLayout { blocked, bias, has_keys }
+        DenseLayout {
+            blocked,
+            bias,
+            has_keys,
+        }
     }
 }

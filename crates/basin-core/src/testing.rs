@@ -15,11 +15,20 @@ pub struct Tolerance {
 
 impl Tolerance {
     /// For float64 identities (closed form vs autograd).
-    pub const STRICT: Self = Self { rel: 1e-8, abs: 1e-10 };
+    pub const STRICT: Self = Self {
+        rel: 1e-8,
+        abs: 1e-10,
+    };
     /// For float64 finite differences.
-    pub const FINITE_DIFF: Self = Self { rel: 1e-5, abs: 1e-7 };
+    pub const FINITE_DIFF: Self = Self {
+        rel: 1e-5,
+        abs: 1e-7,
+    };
     /// For float32 comparisons.
-    pub const BALANCED: Self = Self { rel: 5e-3, abs: 1e-5 };
+    pub const BALANCED: Self = Self {
+        rel: 5e-3,
+        abs: 1e-5,
+    };
 
     /// The largest violation ratio `|a−b| / max(rel·|a+b|/2, abs)` (≤ 1 means within tolerance).
     pub fn worst(&self, a: &Tensor, b: &Tensor) -> f64 {

@@ -1,0 +1,118 @@
+//! The energy layer norm is the gradient of its Lagrangian (eq. 2) and its Jacobian is
+//! symmetric positive semi-definite (eq. 7–8).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use basin_core::testing::max_rel_error;
+use basin_core::{EnergyLayerNorm, NormConfig};
+use common::*;
+use tch::{Kind, Tensor};
+
+fn norm(vs: &tch::nn::VarStore, d: i64, gamma: f64) -> EnergyLayerNorm {
+    let n = EnergyLayerNorm::new(
+        &(vs.root() / "norm"),
+        d,
+        &NormConfig {
+            eps: 1e-5,
+            gamma_init: gamma,
+        },
+    );
+    tch::no_grad(|| {
+        n.delta
+            .shallow_clone()
+            .copy_(&Tensor::randn([d], F64).to_kind(n.delta.kind()));
+    });
+    n
+}
+
+#[test]
+fn g_is_the_gradient_of_the_lagrangian() {
+    tch::manual_seed(10);
+    let mut vs = store();
+    let ln = norm(&vs, 7, 1.7);
+    vs.double();
+    let x = tokens(3, 4, 7).set_requires_grad(true);
+    let l = ln.lagrangian(&x);
+    assert_eq!(l.size(), [3, 4]);
+    let grad = Tensor::run_backward(&[l.sum(Kind::Double)], &[&x], false, false)
+        .pop()
+        .unwrap();
+    let g = ln.forward(&x.detach());
+    let err = max_rel_error(&grad, &g, 1e-12);
+    assert!(err < 1e-10, "∂L/∂x differs from g: {err:e}");
+    // And g really is a layer norm: zero mean (before δ), per-token variance γ²·var/(var+ε).
+    let centred = &g - &ln.delta;
+    assert!(
+        centred
+            .mean_dim(-1, false, Kind::Double)
+            .abs()
+            .max()
+            .double_value(&[])
+            < 1e-10
+    );
+}
+
+#[test]
+fn jacobian_is_symmetric_psd_and_matches_autograd() {
+    tch::manual_seed(11);
+    let mut vs = store();
+    let ln = norm(&vs, 6, 0.8);
+    vs.double();
+    for _ in 0..20 {
+        let x = Tensor::randn([6], F64) * 3.0;
+        let jac = ln.jacobian(&x);
+        // Autograd Jacobian, row by row.
+        let rows: Vec<Tensor> = (0..6)
+            .map(|i| {
+                let xr = x.detach().set_requires_grad(true);
+                let gi = ln.forward(&xr).get(i);
+                Tensor::run_backward(&[gi], &[&xr], false, false)
+                    .pop()
+                    .unwrap()
+            })
+            .collect();
+        let auto = Tensor::stack(&rows, 0);
+        assert!(
+            max_rel_error(&jac, &auto, 1e-12) < 1e-10,
+            "Jacobian differs from autograd"
+        );
+        assert!(
+            max_rel_error(&jac, &jac.tr(), 1e-12) < 1e-12,
+            "Jacobian is not symmetric"
+        );
+        let eig = jac.linalg_eigvalsh("L");
+        let min = eig.min().double_value(&[]);
+        let max = eig.max().double_value(&[]);
+        assert!(
+            min > -1e-10 * max.abs().max(1.0),
+            "Jacobian has a negative eigenvalue {min}"
+        );
+    }
+}
+
+#[test]
+fn negative_gain_breaks_positive_semi_definiteness() {
+    // The PSD condition needs γ ≥ 0; the check above must be able to fail.
+    let mut vs = store();
+    let ln = norm(&vs, 5, -1.0);
+    vs.double();
+    let jac = ln.jacobian(&(Tensor::randn([5], F64)));
+    assert!(jac.linalg_eigvalsh("L").min().double_value(&[]) < -1e-3);
+}
+
+#[test]
+fn legendre_energy_is_consistent() {
+    // E_LN = Σ g x − L; its gradient with respect to g (through x) is x, i.e. ∂E/∂x = M x.
+    tch::manual_seed(12);
+    let mut vs = store();
+    let ln = norm(&vs, 5, 1.2);
+    vs.double();
+    let x = Tensor::randn([5], F64).set_requires_grad(true);
+    let e = ln.legendre_energy(&x);
+    let grad = Tensor::run_backward(&[e], &[&x], false, false)
+        .pop()
+        .unwrap();
+    let expect = ln.jacobian(&x.detach()).matmul(&x.detach());
+    assert!(max_rel_error(&grad, &expect, 1e-12) < 1e-9);
+}

@@ -1,0 +1,199 @@
+//! Structure properties: permuting tokens (and the structure) permutes ∂E/∂g; padded tokens
+//! leave real tokens' gradients unchanged; dense and sparse forms agree on the same graph.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use basin_core::testing::max_rel_error;
+use basin_core::{Activation, Energy, EnergySum, SparseEdges, Structure};
+use common::*;
+use tch::{Kind, Tensor};
+
+const D: i64 = 6;
+
+fn et_energy(vs: &mut tch::nn::VarStore) -> EnergySum {
+    let att = attention(vs, D, 2, 4, true);
+    let hop = hopfield(vs, D, 9, Activation::Relu);
+    vs.double();
+    EnergySum::new().with(1.0, att).with(1.0, hop)
+}
+
+#[test]
+fn permuting_tokens_permutes_the_gradient() {
+    tch::manual_seed(30);
+    let mut vs = store();
+    let energy = et_energy(&mut vs);
+    let (b, n) = (2, 7);
+    let g = tokens(b, n, D);
+    let mask = random_mask(b, n, 0.5);
+    let perm = Tensor::randperm(n, (Kind::Int64, tch::Device::Cpu));
+    let gp = g.index_select(1, &perm);
+    let maskp = mask.index_select(1, &perm).index_select(2, &perm);
+    let cases: Vec<(&str, Structure, Structure)> = vec![
+        ("full", Structure::full(), Structure::full()),
+        (
+            "mask",
+            Structure::mask(mask.shallow_clone()).unwrap(),
+            Structure::mask(maskp.shallow_clone()).unwrap(),
+        ),
+        (
+            "sparse",
+            Structure::sparse(edges_of(&mask)),
+            Structure::sparse(edges_of(&maskp)),
+        ),
+    ];
+    for (name, s, sp) in cases {
+        let (e, grad) = energy.energy_and_grad(&g, &s);
+        let (ep, gradp) = energy.energy_and_grad(&gp, &sp);
+        assert!(
+            max_rel_error(&ep, &e, 1e-12) < 1e-12,
+            "{name}: energy changed under permutation"
+        );
+        let err = max_rel_error(&gradp, &grad.index_select(1, &perm), 1e-12);
+        assert!(err < 1e-12, "{name}: gradient not permuted ({err:e})");
+    }
+}
+
+#[test]
+fn padding_leaves_real_tokens_unchanged() {
+    tch::manual_seed(31);
+    let mut vs = store();
+    let energy = et_energy(&mut vs);
+    let (b, n, extra) = (3, 5, 3);
+    let g = tokens(b, n, D);
+    let junk = tokens(b, extra, D) * 10.0;
+    let gp = Tensor::cat(&[&g, &junk], 1);
+    let mut pad = Tensor::ones([b, n + extra], (Kind::Bool, tch::Device::Cpu));
+    pad = pad.index_fill(
+        1,
+        &Tensor::arange_start(n, n + extra, (Kind::Int64, tch::Device::Cpu)),
+        0,
+    );
+    let mask = random_mask(b, n, 0.6);
+    // The same mask, padded with arbitrary (even allowed) pairs for the padded tokens.
+    let maskp = Tensor::ones([b, n + extra, n + extra], (Kind::Bool, tch::Device::Cpu));
+    maskp.narrow(1, 0, n).narrow(2, 0, n).copy_(&mask);
+    let cases: Vec<(&str, Structure, Structure)> = vec![
+        (
+            "full",
+            Structure::full(),
+            Structure::full().with_padding(pad.shallow_clone()).unwrap(),
+        ),
+        (
+            "mask+self",
+            Structure::mask(mask.shallow_clone())
+                .unwrap()
+                .with_self_attention(true),
+            Structure::mask(maskp.shallow_clone())
+                .unwrap()
+                .with_self_attention(true)
+                .with_padding(pad.shallow_clone())
+                .unwrap(),
+        ),
+        (
+            "sparse",
+            Structure::sparse(edges_of(&mask)),
+            Structure::sparse(edges_of(&maskp))
+                .with_padding(pad.shallow_clone())
+                .unwrap(),
+        ),
+    ];
+    for (name, s, sp) in cases {
+        let (e, grad) = energy.energy_and_grad(&g, &s);
+        let (ep, gradp) = energy.energy_and_grad(&gp, &sp);
+        assert!(
+            max_rel_error(&ep, &e, 1e-12) < 1e-12,
+            "{name}: padding changed the energy"
+        );
+        let err = max_rel_error(&gradp.narrow(1, 0, n), &grad, 1e-12);
+        assert!(
+            err < 1e-12,
+            "{name}: padding changed real tokens' gradients ({err:e})"
+        );
+        assert_eq!(
+            gradp.narrow(1, n, extra).abs().max().double_value(&[]),
+            0.0,
+            "{name}: padded tokens have a gradient"
+        );
+    }
+}
+
+#[test]
+fn dense_and_sparse_forms_agree() {
+    tch::manual_seed(32);
+    let mut vs = store();
+    let energy = et_energy(&mut vs);
+    let (b, n) = (3, 8);
+    let g = tokens(b, n, D);
+    let mask = random_mask(b, n, 0.4);
+    for self_attention in [false, true] {
+        let dense = Structure::mask(mask.shallow_clone())
+            .unwrap()
+            .with_self_attention(self_attention);
+        let sparse = Structure::sparse(edges_of(&mask)).with_self_attention(self_attention);
+        let (e_d, g_d) = energy.energy_and_grad(&g, &dense);
+        let (e_s, g_s) = energy.energy_and_grad(&g, &sparse);
+        assert!(
+            max_rel_error(&e_s, &e_d, 1e-12) < 1e-12,
+            "energies differ (self={self_attention})"
+        );
+        assert!(
+            max_rel_error(&g_s, &g_d, 1e-12) < 1e-12,
+            "gradients differ (self={self_attention})"
+        );
+    }
+    // A full graph as an edge list equals the `Full` structure.
+    let full = Tensor::ones([b, n, n], (Kind::Bool, tch::Device::Cpu));
+    let (e_f, g_f) = energy.energy_and_grad(&g, &Structure::full());
+    let (e_s, g_s) = energy.energy_and_grad(&g, &Structure::sparse(edges_of(&full)));
+    assert!(max_rel_error(&e_s, &e_f, 1e-12) < 1e-12);
+    assert!(max_rel_error(&g_s, &g_f, 1e-12) < 1e-12);
+}
+
+#[test]
+fn self_attention_switch_changes_the_energy() {
+    tch::manual_seed(33);
+    let mut vs = store();
+    let energy = et_energy(&mut vs);
+    let g = tokens(2, 5, D);
+    let without = energy.energy(&g, &Structure::full());
+    let with = energy.energy(&g, &Structure::full().with_self_attention(true));
+    assert!(max_rel_error(&with, &without, 1e-12) > 1e-6);
+}
+
+#[test]
+fn bad_structures_are_reported_not_panicked() {
+    let q = Tensor::from_slice(&[0i64, 1, 5]);
+    let k = Tensor::from_slice(&[1i64, 0, 2]);
+    let err = SparseEdges::new(&q, &k, 4).unwrap_err().to_string();
+    assert!(err.contains("query") && err.contains("0..4"), "{err}");
+    let err =
+        SparseEdges::from_edge_index(&Tensor::zeros([3, 2], (Kind::Int64, tch::Device::Cpu)), 4)
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err.contains("edge_index") && err.contains("[2, E]"),
+        "{err}"
+    );
+    let err = Structure::mask(Tensor::zeros([2, 3], (Kind::Bool, tch::Device::Cpu)))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("mask"), "{err}");
+    let s = Structure::mask(Tensor::zeros([2, 3, 3], (Kind::Bool, tch::Device::Cpu))).unwrap();
+    let err = s.check(2, 4, None).unwrap_err().to_string();
+    assert!(
+        err.contains("[2, 4, 4]") && err.contains("[2, 3, 3]"),
+        "{err}"
+    );
+    let edges = SparseEdges::new(
+        &Tensor::from_slice(&[0i64]),
+        &Tensor::from_slice(&[1i64]),
+        6,
+    )
+    .unwrap();
+    let err = Structure::sparse(edges)
+        .with_padding(Tensor::ones([2, 2], (Kind::Bool, tch::Device::Cpu)))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("padding"), "{err}");
+}
