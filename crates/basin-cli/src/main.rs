@@ -1,1 +1,61 @@
-fn main() {}
+//! `basin`: one run of an energy-based attractor transformer per invocation.
+//!
+//! - `basin energy`: run an energy block's descent on given tokens and write the energy per
+//!   step, the final tokens and ∂E/∂g (inspect an energy landscape; compare implementations).
+//! - `basin demo`: fit a small ET block and watch it complete masked patterns.
+
+mod demo;
+mod energy;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// basin: energy-based attractor transformers (Energy Transformer, CDAT, SFi-Former, modern
+/// Hopfield networks) on libtorch.
+///
+/// The device is chosen by `--device` or `BASIN_DEVICE` (cpu, cuda, auto; default auto).
+#[derive(Parser)]
+#[command(name = "basin", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an energy block's descent on input tokens and write energies, final tokens and ∂E/∂g.
+    Energy(energy::Args),
+    /// Fit a small ET block on synthetic patterns, then complete masked ones (energy plot, pictures).
+    Demo(demo::Args),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Energy(args) => energy::run(&args),
+        Command::Demo(args) => demo::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The device from `--device` (if given) or `BASIN_DEVICE`.
+fn device(choice: Option<basin_core::device::DeviceChoice>) -> anyhow::Result<tch::Device> {
+    Ok(match choice {
+        Some(c) => basin_core::device::select(c)?,
+        None => basin_core::device::from_env()?,
+    })
+}
