@@ -1,1 +1,202 @@
-fn main() {}
+//! Energy core benchmarks (run with `cargo xtask bench` or `cargo bench -p basin-benches`).
+//!
+//! - `et_step_dense/*`: one ET step (energy + gradient) at B=32, N=128, D=128, H=12, Y=64,
+//!   K=512: closed form vs autograd (one forward with a graph, then backward), and the
+//!   closed-form gradient alone (what a descent step computes). Target: closed form ≥ 2× faster.
+//! - `et_step_sparse`: the sparse form on a random graph of 100k nodes and 2M edges (D=64, H=2,
+//!   Y=32); the peak resident memory of one step is printed.
+//! - `train_step`: forward through T=4 steps of the dense block and backward, with the
+//!   closed-form gradients (first-order backward through them) and with autograd gradients
+//!   (`create_graph`, so the backward is second order).
+//!
+//! Timings end with a device synchronisation, so CUDA runs (`BASIN_DEVICE=cuda`) measure
+//! kernels, not launches.
+
+use std::time::{Duration, Instant};
+
+use basin_core::Energy;
+use basin_core::energy::autograd_energy_and_grad;
+use basin_core::{BlockConfig, EnergyBlock, SparseEdges, Structure, TermConfig};
+use criterion::{Criterion, criterion_group, criterion_main};
+use tch::{Device, Kind, Tensor, nn::VarStore};
+
+fn device() -> Device {
+    basin_core::device::from_env().unwrap_or(Device::Cpu)
+}
+
+fn et_config(dim: i64, heads: i64, head_dim: i64, memories: i64, steps: usize) -> BlockConfig {
+    let mut cfg = BlockConfig::et(dim, heads, head_dim, memories, steps);
+    for t in cfg.terms.iter_mut() {
+        if let TermConfig::Attention(a) = t {
+            a.init_std = 0.02;
+        }
+    }
+    cfg
+}
+
+/// Times `iters` runs of `f`, synchronising the device at the end.
+fn timed(device: Device, iters: u64, mut f: impl FnMut()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        f();
+    }
+    basin_core::device::synchronize(device);
+    start.elapsed()
+}
+
+fn dense_step(c: &mut Criterion) {
+    let dev = device();
+    tch::manual_seed(0);
+    let vs = VarStore::new(dev);
+    let block =
+        EnergyBlock::new(&vs.root(), &et_config(128, 12, 64, 512, 1)).expect("valid config");
+    let x = Tensor::randn([32, 128, 128], (Kind::Float, dev));
+    let s = Structure::full();
+    let energy = block.energy.as_ref();
+    let mut group = c.benchmark_group(format!(
+        "et_step_dense_{}",
+        basin_core::device::describe(dev).replace(' ', "_")
+    ));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(20));
+    group.bench_function("closed_form", |b| {
+        b.iter_custom(|iters| {
+            timed(dev, iters, || {
+                let _ = tch::no_grad(|| {
+                    let g = block.norm.forward(&x);
+                    energy.energy_and_grad(&g, &s)
+                });
+            })
+        })
+    });
+    // What one descent step needs: the gradient alone (the energy is only for traces).
+    group.bench_function("closed_form_grad_only", |b| {
+        b.iter_custom(|iters| {
+            timed(dev, iters, || {
+                let _ = tch::no_grad(|| energy.grad(&block.norm.forward(&x), &s));
+            })
+        })
+    });
+    group.bench_function("autograd", |b| {
+        b.iter_custom(|iters| {
+            timed(dev, iters, || {
+                let _ = tch::no_grad(|| {
+                    let g = block.norm.forward(&x);
+                    autograd_energy_and_grad(energy, &g, &s)
+                });
+            })
+        })
+    });
+    group.finish();
+}
+
+/// Peak resident set size of this process in MiB (Linux `VmHWM`).
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Resets the peak-RSS counter (Linux ≥ 4.0).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn sparse_step(c: &mut Criterion) {
+    let dev = device();
+    tch::manual_seed(0);
+    let (nodes, edges) = (100_000i64, 2_000_000i64);
+    let vs = VarStore::new(dev);
+    let block = EnergyBlock::new(&vs.root(), &et_config(64, 2, 32, 256, 1)).expect("valid config");
+    let opts = (Kind::Int64, dev);
+    let query = Tensor::randint(nodes, [edges], opts);
+    let key = Tensor::randint(nodes, [edges], opts);
+    let s = Structure::sparse(SparseEdges::new(&query, &key, nodes).expect("valid edges"));
+    let x = Tensor::randn([1, nodes, 64], (Kind::Float, dev));
+    let energy = block.energy.as_ref();
+    let step = || {
+        tch::no_grad(|| {
+            let g = block.norm.forward(&x);
+            energy.energy_and_grad(&g, &s)
+        })
+    };
+    let _ = step(); // warm up
+    reset_peak_rss();
+    let before = peak_rss_mib();
+    let _ = step();
+    let after = peak_rss_mib();
+    if let (Some(b), Some(a)) = (before, after) {
+        println!(
+            "et_step_sparse: peak RSS {a:.0} MiB during one step ({:.0} MiB above the resident inputs)",
+            a - b
+        );
+    }
+    let mut group = c.benchmark_group("et_step_sparse");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(30));
+    group.bench_function("100k_nodes_2M_edges", |b| {
+        b.iter_custom(|iters| {
+            timed(dev, iters, || {
+                let _ = step();
+            })
+        })
+    });
+    group.finish();
+}
+
+/// The same energy with its closed forms hidden: gradients come from autograd.
+struct AutogradOnly(Box<dyn Energy>);
+
+impl Energy for AutogradOnly {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
+        self.0.energy(g, s)
+    }
+}
+
+fn train_step(c: &mut Criterion) {
+    let dev = device();
+    tch::manual_seed(0);
+    let vs = VarStore::new(dev);
+    let mut block =
+        EnergyBlock::new(&vs.root(), &et_config(128, 12, 64, 512, 4)).expect("valid config");
+    let x = Tensor::randn([32, 128, 128], (Kind::Float, dev));
+    let target = Tensor::randn([32, 128, 128], (Kind::Float, dev));
+    let s = Structure::full();
+    let params: Vec<Tensor> = vs.trainable_variables();
+    let mut group = c.benchmark_group("train_step");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(30));
+    group.bench_function("dense_T4_forward_backward", |b| {
+        b.iter_custom(|iters| {
+            timed(dev, iters, || {
+                let y = block.forward(&x, &s, true);
+                let loss = (y - &target).square().mean(Kind::Float);
+                let _ = Tensor::run_backward(&[loss], &params, false, false);
+            })
+        })
+    });
+    block.energy = Box::new(AutogradOnly(std::mem::replace(
+        &mut block.energy,
+        Box::new(basin_core::EnergySum::new()),
+    )));
+    group.bench_function("dense_T4_forward_backward_autograd", |b| {
+        b.iter_custom(|iters| {
+            timed(dev, iters, || {
+                let y = block.forward(&x, &s, true);
+                let loss = (y - &target).square().mean(Kind::Float);
+                let _ = Tensor::run_backward(&[loss], &params, false, false);
+            })
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, dense_step, sparse_step, train_step);
+criterion_main!(benches);

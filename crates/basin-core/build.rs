@@ -9,9 +9,9 @@ fn main() {
     let Some(root) = std::env::var_os("LIBTORCH") else {
         return;
     };
+    // Kept as given (not resolved): when `cargo xtask setup` re-points the `.torch` link,
+    // binaries already built follow it.
     let lib = std::path::Path::new(&root).join("lib");
-    // Resolve the `.torch` link so binaries keep working when run from another directory.
-    let lib = lib.canonicalize().unwrap_or(lib);
     if lib.join("libtorch_cpu.so").exists() {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     } else {

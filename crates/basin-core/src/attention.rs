@@ -145,11 +145,13 @@ impl EnergyAttention {
         self.w_q.size()[0]
     }
 
-    /// Queries and keys `[..., H, Y]` of tokens `g: [..., D]`, in one matmul.
+    /// β-scaled queries `βQ` and keys `K`, `[..., H, Y]` each, of tokens `g: [..., D]`, in one
+    /// matmul (β is folded into W_Q, so the logits need no extra pass).
     fn project(&self, g: &Tensor) -> (Tensor, Tensor) {
         let s = self.w_q.size();
         let (h, y, d) = (s[0], s[1], s[2]);
-        let w = Tensor::cat(&[&self.w_q, &self.w_k], 0).view([2 * h * y, d]);
+        let wq = &self.w_q * self.beta.view([h, 1, 1]);
+        let w = Tensor::cat(&[&wq, &self.w_k], 0).view([2 * h * y, d]);
         let qk = g.matmul(&w.tr());
         let mut shape = g.size();
         shape.pop();
@@ -159,52 +161,69 @@ impl EnergyAttention {
         (parts[0].shallow_clone(), parts[1].shallow_clone())
     }
 
-    /// `−Σ_h (T^Q_h W_Q^h + T^K_h W_K^h)` for per-head aggregates `[..., H, Y]` → `[..., D]`.
+    /// `∂E/∂g = −(T^Q W_Q + T^K W_K / β)` from the per-head aggregates `T^Q = Σ ω K` and
+    /// `T^K = Σ ωᵀ (βQ)`, given as `[M, H·Y]` matrices; returns `[M, D]`.
     fn back_project(&self, tq: &Tensor, tk: &Tensor) -> Tensor {
         let s = self.w_q.size();
         let (h, y, d) = (s[0], s[1], s[2]);
-        let w = Tensor::cat(&[&self.w_q, &self.w_k], 0).view([2 * h * y, d]);
-        let t = Tensor::cat(&[tq, tk], -2);
-        let mut shape = t.size();
-        shape.truncate(shape.len() - 2);
-        shape.push(2 * h * y);
-        -t.reshape(shape.as_slice()).matmul(&w)
+        let wq = -self.w_q.view([h * y, d]);
+        let wk = (-&self.w_k / self.beta.view([h, 1, 1])).view([h * y, d]);
+        tq.matmul(&wq).addmm(tk, &wk)
     }
 
     // ---------------------------------------------------------------- dense
 
-    /// Masked logits `[B, H, N, N]` (query × key), queries and keys `[B, H, N, Y]`.
+    /// Masked logits `[B, H, N, N]` (query × key), β-scaled queries and keys `[B, H, N, Y]`,
+    /// and which queries have a key at all.
     fn dense_logits(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor, Tensor, Option<Tensor>) {
-        let (b, n) = (g.size()[0], g.size()[1]);
-        let h = self.heads();
+        let n = g.size()[1];
         let (q, k) = self.project(g); // [B, N, H, Y]
-        let (q, k) = (q.transpose(1, 2), k.transpose(1, 2)); // [B, H, N, Y]
-        let mut logits = q.matmul(&k.transpose(-1, -2)) * self.beta.view([1, h, 1, 1]);
+        // Contiguous once, so that the three batched matmuls below take views.
+        let (q, k) = (
+            q.transpose(1, 2).contiguous(),
+            k.transpose(1, 2).contiguous(),
+        ); // [B, H, N, Y]
+        let mut logits = q.matmul(&k.transpose(-1, -2));
         let layout = s.dense_layout(n, g.device());
         if let Some(bias) = &layout.bias {
             logits = logits + bias;
         }
-        if let Some(blocked) = &layout.blocked {
-            logits = logits.masked_fill(blocked, BLOCKED_LOGIT);
+        // In place: the matmul's backward does not need its output.
+        if layout.diagonal_only {
+            let _ = logits.diagonal(0, -2, -1).fill_(BLOCKED_LOGIT);
+        } else if let Some(blocked) = &layout.blocked {
+            logits = logits.masked_fill_(blocked, BLOCKED_LOGIT);
         }
         let has = layout.has_keys.as_ref().map(|h| h.to_kind(g.kind()));
-        debug_assert_eq!(logits.size()[..2], [b, h]);
         (logits, q, k, has)
     }
 
-    fn dense_energy_from(&self, logits: &Tensor, has: Option<&Tensor>) -> (Tensor, Tensor) {
+    /// `E = −Σ_h (1/β_h) Σ_q lse_q` from per-query log-sum-exps `[B, H, N]`.
+    fn energy_from_lse(&self, lse: &Tensor, has: Option<&Tensor>) -> Tensor {
         let h = self.heads();
-        let lse = logits.logsumexp(-1, false); // [B, H, N]
         let per_query = match has {
-            Some(has) => &lse * has,
+            Some(has) => lse * has,
             None => lse.shallow_clone(),
         };
-        let e = -(per_query / self.beta.view([1, h, 1])).sum_dim_intlist(
-            &[1i64, 2][..],
-            false,
-            lse.kind(),
-        );
-        (e, lse)
+        -(per_query / self.beta.view([1, h, 1])).sum_dim_intlist(&[1i64, 2][..], false, lse.kind())
+    }
+
+    /// The dense gradient from the attention weights ω `[B, H, N, N]`.
+    fn dense_grad(&self, omega: &Tensor, q: &Tensor, k: &Tensor) -> Tensor {
+        let s = q.size();
+        let (b, n) = (s[0], s[2]);
+        let rows = |t: Tensor| t.transpose(1, 2).reshape([b * n, -1]); // [B·N, H·Y]
+        let tq = rows(omega.matmul(k));
+        let tk = rows(omega.transpose(-1, -2).matmul(q));
+        self.back_project(&tq, &tk).view([b, n, -1])
+    }
+
+    /// Attention weights from the softmax over keys: zero for queries without keys.
+    fn dense_omega(softmax: &Tensor, has: Option<&Tensor>) -> Tensor {
+        match has {
+            Some(has) => softmax * has.unsqueeze(-1),
+            None => softmax.shallow_clone(),
+        }
     }
 
     // --------------------------------------------------------------- sparse
@@ -234,7 +253,7 @@ impl EnergyAttention {
         } else {
             Tensor::cat(&chunks, 0)
         };
-        (s * self.beta.view([1, h]), q, k)
+        (s, q, k)
     }
 
     /// Row-wise log-sum-exp over each query's edges: `(lse [T, H], exp(s − max) [E, H],
@@ -296,7 +315,9 @@ impl EnergyAttention {
             &q,
             t,
         );
-        let grad = self.back_project(&tq, &tk).view([b, -1, d]);
+        let grad = self
+            .back_project(&tq.reshape([t, -1]), &tk.reshape([t, -1]))
+            .view([b, -1, d]);
         (energy, grad)
     }
 }
@@ -377,13 +398,18 @@ impl Energy for EnergyAttention {
             }
             None => {
                 let (logits, _, _, has) = self.dense_logits(g, s);
-                self.dense_energy_from(&logits, has.as_ref()).0
+                self.energy_from_lse(&logits.logsumexp(-1, false), has.as_ref())
             }
         }
     }
 
     fn grad(&self, g: &Tensor, s: &Structure) -> Tensor {
-        self.energy_and_grad(g, s).1
+        if let Some(edges) = s.sparse_edges() {
+            return self.sparse_energy_and_grad(g, edges).1;
+        }
+        let (logits, q, k, has) = self.dense_logits(g, s);
+        let softmax = logits.softmax(-1, logits.kind());
+        self.dense_grad(&Self::dense_omega(&softmax, has.as_ref()), &q, &k)
     }
 
     fn energy_and_grad(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor) {
@@ -391,13 +417,13 @@ impl Energy for EnergyAttention {
             return self.sparse_energy_and_grad(g, edges);
         }
         let (logits, q, k, has) = self.dense_logits(g, s);
-        let (energy, lse) = self.dense_energy_from(&logits, has.as_ref());
-        let mut omega = (logits - lse.unsqueeze(-1)).exp(); // softmax over keys
-        if let Some(has) = &has {
-            omega = omega * has.unsqueeze(-1);
-        }
-        let tq = omega.matmul(&k).transpose(1, 2); // [B, N, H, Y]
-        let tk = omega.transpose(-1, -2).matmul(&q).transpose(1, 2);
-        (energy, self.back_project(&tq, &tk))
+        let softmax = logits.softmax(-1, logits.kind());
+        // lse = max − log softmax(max): the softmax already holds the normaliser, and its
+        // largest entry is ≥ 1/N, so the log is safe (rows with no key are uniform).
+        let (max, arg) = logits.max_dim(-1, true);
+        let lse = (max - softmax.gather(-1, &arg, false).log()).squeeze_dim(-1);
+        let omega = Self::dense_omega(&softmax, has.as_ref());
+        let energy = self.energy_from_lse(&lse, has.as_ref());
+        (energy, self.dense_grad(&omega, &q, &k))
     }
 }

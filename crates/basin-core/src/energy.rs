@@ -26,9 +26,10 @@ pub trait Energy {
         autograd_grad(self, g, structure)
     }
 
-    /// Energy `[B]` and gradient `[B, N, D]` together; override when they share work.
+    /// Energy `[B]` and gradient `[B, N, D]` together. The default takes both from one
+    /// autograd pass; a term with a closed-form [`Energy::grad`] overrides this too.
     fn energy_and_grad(&self, g: &Tensor, structure: &Structure) -> (Tensor, Tensor) {
-        (self.energy(g, structure), self.grad(g, structure))
+        autograd_energy_and_grad(self, g, structure)
     }
 
     /// The energy split into named parts, each `[B]`, that sum to [`Energy::energy`]
@@ -46,6 +47,16 @@ pub trait Energy {
 
 /// `∂E/∂g` by autograd of `energy.energy(g)`, with a graph exactly when `g.requires_grad()`.
 pub fn autograd_grad<E: Energy + ?Sized>(energy: &E, g: &Tensor, structure: &Structure) -> Tensor {
+    autograd_energy_and_grad(energy, g, structure).1
+}
+
+/// Energy `[B]` and `∂E/∂g` from a single forward pass and autograd; the gradient carries a
+/// graph exactly when `g.requires_grad()` (then the energy does too).
+pub fn autograd_energy_and_grad<E: Energy + ?Sized>(
+    energy: &E,
+    g: &Tensor,
+    structure: &Structure,
+) -> (Tensor, Tensor) {
     let create_graph = g.requires_grad();
     tch::with_grad(|| {
         let input = if create_graph {
@@ -53,13 +64,15 @@ pub fn autograd_grad<E: Energy + ?Sized>(energy: &E, g: &Tensor, structure: &Str
         } else {
             g.detach().set_requires_grad(true)
         };
-        let total = energy.energy(&input, structure).sum(g.kind());
-        let mut grads = Tensor::run_backward(&[total], &[&input], create_graph, create_graph);
-        match grads.pop() {
+        let e = energy.energy(&input, structure);
+        let mut grads =
+            Tensor::run_backward(&[e.sum(g.kind())], &[&input], create_graph, create_graph);
+        let grad = match grads.pop() {
             Some(grad) if grad.defined() => grad,
             // The energy does not depend on g (e.g. every token is masked).
             _ => g.zeros_like(),
-        }
+        };
+        (if create_graph { e } else { e.detach() }, grad)
     })
 }
 

@@ -216,7 +216,10 @@ pub struct Structure {
 /// The effective dense pattern, computed once per structure.
 #[derive(Debug)]
 pub(crate) struct DenseLayout {
-    /// `[B|1, H|1, N, N]` bool, `true` for pairs that may NOT interact; `None` when all may.
+    /// Whether the only blocked pairs are the diagonal (then `blocked` is `None`).
+    pub diagonal_only: bool,
+    /// `[B|1, H|1, N, N]` bool, `true` for pairs that may NOT interact; `None` when all may
+    /// (or when only the diagonal is blocked).
     pub blocked: Option<Tensor>,
     /// `[B|1, H|1, N, N]` finite additive bias, or `None`.
     pub bias: Option<Tensor>,
@@ -443,8 +446,18 @@ impl Structure {
                 Some(has)
             }
         });
-        let blocked = allowed.map(|a| a.logical_not());
+        // The paper's default (all pairs but the diagonal, no padding) needs no mask tensor: the
+        // diagonal of the logits is filled in place, N entries per head instead of N².
+        let diagonal_only = !self.self_attention
+            && self.padding.is_none()
+            && matches!(self.interaction, Interaction::Full);
+        let blocked = if diagonal_only {
+            None
+        } else {
+            allowed.map(|a| a.logical_not())
+        };
         DenseLayout {
+            diagonal_only,
             blocked,
             bias,
             has_keys,
