@@ -49,7 +49,7 @@ fn a_new_term_gets_its_gradient_from_autograd_and_descends() {
     let term = Projection::new(&(vs.root() / "projection"), 6, 3);
     let norm = EnergyLayerNorm::new(&(vs.root() / "norm"), 6, &NormConfig::default());
     vs.double();
-    let _ = tch::no_grad(|| term.p.shallow_clone().copy_(&(Tensor::randn([3, 6], F64))));
+    tch::no_grad(|| term.p.shallow_clone().copy_(&Tensor::randn([3, 6], F64)));
     let g = tokens(2, 4, 6);
     let s = Structure::full();
     // Expected: ∂E/∂g = −g PᵀP.
