@@ -156,7 +156,10 @@ pub fn run(args: &Args) -> Result<()> {
         Kind::Float
     };
 
-    let mut inputs: HashMap<String, Tensor> = read_tensors(&args.input)?.into_iter().collect();
+    let mut inputs: HashMap<String, Tensor> = read_tensors(&args.input)?
+        .into_iter()
+        .map(|(n, t)| (n, t.to_device(device)))
+        .collect();
     match &args.weights {
         Some(w) => {
             let weights: HashMap<String, Tensor> = read_tensors(w)?.into_iter().collect();

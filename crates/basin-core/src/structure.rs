@@ -216,6 +216,8 @@ pub struct Structure {
 /// The effective dense pattern, computed once per structure.
 #[derive(Debug)]
 pub(crate) struct DenseLayout {
+    /// Token count and device the layout was built for.
+    key: (i64, Device),
     /// Whether the only blocked pairs are the diagonal (then `blocked` is `None`).
     pub diagonal_only: bool,
     /// `[B|1, H|1, N, N]` bool, `true` for pairs that may NOT interact; `None` when all may
@@ -225,6 +227,22 @@ pub(crate) struct DenseLayout {
     pub bias: Option<Tensor>,
     /// `[B|1, H|1, N]` bool, true where the query has at least one key, or `None` when all do.
     pub has_keys: Option<Tensor>,
+}
+
+/// A dense layout, cached in the structure or built for a one-off use.
+pub(crate) enum LayoutRef<'a> {
+    Cached(&'a DenseLayout),
+    Fresh(Box<DenseLayout>),
+}
+
+impl std::ops::Deref for LayoutRef<'_> {
+    type Target = DenseLayout;
+    fn deref(&self) -> &DenseLayout {
+        match self {
+            Self::Cached(l) => l,
+            Self::Fresh(l) => l,
+        }
+    }
 }
 
 impl Structure {
@@ -399,8 +417,14 @@ impl Structure {
     ///
     /// # Panics
     /// On a sparse structure (a programming error: sparse terms use [`Self::sparse_edges`]).
-    pub(crate) fn dense_layout(&self, n: i64, device: Device) -> &DenseLayout {
-        self.dense.get_or_init(|| self.build_dense(n, device))
+    pub(crate) fn dense_layout(&self, n: i64, device: Device) -> LayoutRef<'_> {
+        let cached = self.dense.get_or_init(|| self.build_dense(n, device));
+        if cached.key == (n, device) {
+            LayoutRef::Cached(cached)
+        } else {
+            // Used with other tokens than the first time (another device): build afresh.
+            LayoutRef::Fresh(Box::new(self.build_dense(n, device)))
+        }
     }
 
     fn build_dense(&self, n: i64, device: Device) -> DenseLayout {
@@ -457,6 +481,7 @@ impl Structure {
             allowed.map(|a| a.logical_not())
         };
         DenseLayout {
+            key: (n, device),
             diagonal_only,
             blocked,
             bias,
