@@ -7,4 +7,5 @@
 //! masked patch MSE); metrics with scikit-learn semantics in f64; the evaluation protocols of
 //! the papers as runners that own their splits; run records, checkpoints, resume and progress.
 
+pub mod metrics;
 pub mod plot;

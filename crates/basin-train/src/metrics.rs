@@ -1,0 +1,226 @@
+//! Evaluation metrics in f64 with scikit-learn's semantics (the papers report sklearn numbers).
+//!
+//! Pure Rust on slices: no tensors, so they can be checked against sklearn values exactly
+//! (`tests/metrics.rs` reads a fixture written by `tests/fixtures/metrics/gen.py`).
+
+/// Why a metric is undefined for the given input.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MetricError {
+    /// The inputs have different lengths or are empty.
+    #[error("metric inputs: {0}")]
+    Shape(String),
+    /// ROC-AUC needs both classes in `y_true` (sklearn raises the same).
+    #[error("only one class present in y_true; ROC AUC is not defined")]
+    OneClass,
+    /// A score is NaN or infinite.
+    #[error("scores contain NaN or infinite values")]
+    NonFinite,
+}
+
+fn check_len(a: usize, b: usize) -> Result<(), MetricError> {
+    if a != b {
+        return Err(MetricError::Shape(format!("lengths differ ({a} vs {b})")));
+    }
+    if a == 0 {
+        return Err(MetricError::Shape("empty input".into()));
+    }
+    Ok(())
+}
+
+/// Fraction of exact matches (`sklearn.metrics.accuracy_score`).
+pub fn accuracy(y_true: &[i64], y_pred: &[i64]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), y_pred.len())?;
+    let hits = y_true.iter().zip(y_pred).filter(|(a, b)| a == b).count();
+    Ok(hits as f64 / y_true.len() as f64)
+}
+
+/// The sorted union of the labels in both vectors (sklearn's `unique_labels`).
+fn labels(y_true: &[i64], y_pred: &[i64]) -> Vec<i64> {
+    let mut l: Vec<i64> = y_true.iter().chain(y_pred).copied().collect();
+    l.sort_unstable();
+    l.dedup();
+    l
+}
+
+/// Per-label (true positives, false positives, false negatives) over the union of labels.
+fn counts(y_true: &[i64], y_pred: &[i64]) -> Vec<(i64, usize, usize, usize)> {
+    labels(y_true, y_pred)
+        .into_iter()
+        .map(|c| {
+            let (mut tp, mut fp, mut fneg) = (0, 0, 0);
+            for (&t, &p) in y_true.iter().zip(y_pred) {
+                match (t == c, p == c) {
+                    (true, true) => tp += 1,
+                    (false, true) => fp += 1,
+                    (true, false) => fneg += 1,
+                    _ => {}
+                }
+            }
+            (c, tp, fp, fneg)
+        })
+        .collect()
+}
+
+/// Mean over labels of the per-label F1 (`f1_score(average="macro", zero_division=0)`);
+/// labels are the union of those in `y_true` and `y_pred`.
+pub fn macro_f1(y_true: &[i64], y_pred: &[i64]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), y_pred.len())?;
+    let per = counts(y_true, y_pred);
+    let sum: f64 = per
+        .iter()
+        .map(|&(_, tp, fp, fneg)| {
+            let denom = 2 * tp + fp + fneg;
+            if denom == 0 {
+                0.0
+            } else {
+                2.0 * tp as f64 / denom as f64
+            }
+        })
+        .sum();
+    Ok(sum / per.len() as f64)
+}
+
+/// Class-averaged accuracy, i.e. the mean recall over the classes present in `y_true`
+/// (`balanced_accuracy_score`; the GNN Benchmark's accuracy for PATTERN/CLUSTER).
+pub fn balanced_accuracy(y_true: &[i64], y_pred: &[i64]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), y_pred.len())?;
+    let per: Vec<f64> = counts(y_true, y_pred)
+        .into_iter()
+        .filter(|&(_, tp, _, fneg)| tp + fneg > 0)
+        .map(|(_, tp, _, fneg)| tp as f64 / (tp + fneg) as f64)
+        .collect();
+    Ok(per.iter().sum::<f64>() / per.len() as f64)
+}
+
+/// Mean absolute error.
+pub fn mae(y_true: &[f64], y_pred: &[f64]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), y_pred.len())?;
+    Ok(y_true
+        .iter()
+        .zip(y_pred)
+        .map(|(a, b)| (a - b).abs())
+        .sum::<f64>()
+        / y_true.len() as f64)
+}
+
+/// Indices sorting `scores` in descending order (stable), after checking they are finite.
+fn descending(scores: &[f64]) -> Result<Vec<usize>, MetricError> {
+    if scores.iter().any(|s| !s.is_finite()) {
+        return Err(MetricError::NonFinite);
+    }
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+    Ok(order)
+}
+
+/// Area under the ROC curve for binary labels (`roc_auc_score`): the Mann–Whitney statistic,
+/// ties counted one half, which equals the trapezoidal area under sklearn's curve. With one
+/// class only it is an error (sklearn warns and returns NaN).
+pub fn roc_auc(y_true: &[bool], scores: &[f64]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), scores.len())?;
+    let order = descending(scores)?;
+    let pos = y_true.iter().filter(|&&y| y).count();
+    let neg = y_true.len() - pos;
+    if pos == 0 || neg == 0 {
+        return Err(MetricError::OneClass);
+    }
+    // Walk groups of tied scores from the top: each positive in a group beats every negative
+    // below the group and ties half of the negatives inside it.
+    let (mut wins, mut neg_above) = (0.0f64, 0usize);
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        let (mut p, mut n) = (0usize, 0usize);
+        while j < order.len() && scores[order[j]] == scores[order[i]] {
+            if y_true[order[j]] {
+                p += 1
+            } else {
+                n += 1
+            }
+            j += 1;
+        }
+        // Negatives strictly below this group: neg − neg_above − n.
+        wins += p as f64 * ((neg - neg_above - n) as f64 + 0.5 * n as f64);
+        neg_above += n;
+        i = j;
+    }
+    Ok(wins / (pos as f64 * neg as f64))
+}
+
+/// Average precision (`average_precision_score`): `Σ_n (R_n − R_{n−1}) P_n` over the distinct
+/// score thresholds, highest first. With no positive label it is 0 (sklearn: recall set to 1,
+/// precision 0).
+pub fn average_precision(y_true: &[bool], scores: &[f64]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), scores.len())?;
+    let order = descending(scores)?;
+    let pos = y_true.iter().filter(|&&y| y).count();
+    if pos == 0 {
+        return Ok(0.0);
+    }
+    let (mut tp, mut fp, mut ap, mut last_recall) = (0usize, 0usize, 0.0f64, 0.0f64);
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j < order.len() && scores[order[j]] == scores[order[i]] {
+            if y_true[order[j]] {
+                tp += 1
+            } else {
+                fp += 1
+            }
+            j += 1;
+        }
+        let recall = tp as f64 / pos as f64;
+        let precision = tp as f64 / (tp + fp) as f64;
+        ap += (recall - last_recall) * precision;
+        last_recall = recall;
+        i = j;
+    }
+    Ok(ap)
+}
+
+/// The anomaly papers' thresholds: 0.05, 0.10, …, 0.95, bit for bit as
+/// `np.linspace(0.05, 0.95, 19)` computes them (`i·step + start`, the last one exact), since a
+/// probability can sit exactly on a threshold.
+pub fn sweep_thresholds() -> Vec<f64> {
+    let step = (0.95 - 0.05) / 18.0;
+    (0..19)
+        .map(|i| {
+            if i == 18 {
+                0.95
+            } else {
+                i as f64 * step + 0.05
+            }
+        })
+        .collect()
+}
+
+/// Binary predictions `prob > threshold` (BWGNN's rule: strictly greater).
+pub fn threshold(probs: &[f64], t: f64) -> Vec<i64> {
+    probs.iter().map(|&p| i64::from(p > t)).collect()
+}
+
+/// The threshold sweep of BWGNN/ET/CDAT: the threshold among [`sweep_thresholds`] with the best
+/// macro-F1 (the first one on ties), and that F1. Run it on validation scores only.
+pub fn best_threshold(y_true: &[bool], probs: &[f64]) -> Result<(f64, f64), MetricError> {
+    check_len(y_true.len(), probs.len())?;
+    let truth: Vec<i64> = y_true.iter().map(|&y| i64::from(y)).collect();
+    let mut best = (f64::NAN, -1.0);
+    for t in sweep_thresholds() {
+        let f1 = macro_f1(&truth, &threshold(probs, t))?;
+        if f1 > best.1 {
+            best = (t, f1);
+        }
+    }
+    Ok(best)
+}
+
+/// Mean and (population, `np.std`) standard deviation; what the papers print as "mean ± std".
+pub fn mean_std(values: &[f64]) -> (f64, f64) {
+    if values.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
