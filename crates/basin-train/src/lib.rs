@@ -7,5 +7,11 @@
 //! masked patch MSE); metrics with scikit-learn semantics in f64; the evaluation protocols of
 //! the papers as runners that own their splits; run records, checkpoints, resume and progress.
 
+pub mod loss;
 pub mod metrics;
+pub mod optim;
 pub mod plot;
+pub mod schedule;
+
+mod error;
+pub use error::TrainError;

@@ -1,0 +1,44 @@
+//! Errors of basin-train.
+
+/// What can stop a training run or a protocol.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// A configuration value is invalid.
+    #[error("config field `{field}`: {message}")]
+    Config {
+        /// Dotted path of the field.
+        field: String,
+        /// What was expected.
+        message: String,
+    },
+    /// A NaN or infinity appeared; the run stops where it happened.
+    #[error("non-finite {what}{}{}", epoch.map(|e| format!(" at epoch {e}")).unwrap_or_default(), step.map(|s| format!(", step {s}")).unwrap_or_default())]
+    NonFinite {
+        /// What was not finite (loss, gradient of which parameter, model output).
+        what: String,
+        /// Epoch, if known.
+        epoch: Option<usize>,
+        /// Optimiser step, if known.
+        step: Option<i64>,
+    },
+    /// A saved state (checkpoint, optimiser state) does not fit.
+    #[error("{0}")]
+    State(String),
+    /// A metric could not be computed.
+    #[error(transparent)]
+    Metric(#[from] crate::metrics::MetricError),
+    /// An error from basin-core (files, tensors).
+    #[error(transparent)]
+    Core(#[from] basin_core::CoreError),
+    /// An error from libtorch.
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+    /// Writing a record or checkpoint failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
