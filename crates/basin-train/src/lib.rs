@@ -11,6 +11,8 @@ pub mod loss;
 pub mod metrics;
 pub mod optim;
 pub mod plot;
+pub mod record;
+pub mod runner;
 pub mod schedule;
 
 mod error;

@@ -1,0 +1,163 @@
+//! Run records: one JSON file per run, rewritten atomically after every epoch, so that a crash
+//! leaves the last complete record, never a half-written one.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::TrainError;
+
+/// Metrics of one epoch (training loss, validation metrics, …) and its cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// Epoch index, from 0.
+    pub epoch: usize,
+    /// Learning rate at the epoch's first step.
+    pub lr: f64,
+    /// Named metrics, e.g. `train_loss`, `val_macro_f1`.
+    pub metrics: BTreeMap<String, f64>,
+    /// Wall time of the epoch in seconds (excluded from reproducibility comparisons).
+    pub seconds: f64,
+}
+
+/// Where the run is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// Still going (or crashed: resume picks it up).
+    Running,
+    /// Completed.
+    Finished,
+    /// Stopped by an error.
+    Failed {
+        /// The error.
+        error: String,
+    },
+}
+
+/// Everything needed to know what a run did and to redo it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Name of the run (protocol, dataset, fold, …).
+    pub name: String,
+    /// The full configuration (model, optimiser, protocol, switches).
+    pub config: serde_json::Value,
+    /// The seed everything was derived from.
+    pub seed: u64,
+    /// SHA-256 of each split's sorted indices (`train`, `val`, `test`, …).
+    pub split_hashes: BTreeMap<String, String>,
+    /// One entry per finished epoch.
+    pub epochs: Vec<EpochRecord>,
+    /// The run's result (e.g. the test metrics at the selected epoch).
+    pub summary: BTreeMap<String, f64>,
+    /// The selected epoch, if the protocol selects one.
+    pub selected_epoch: Option<usize>,
+    /// Device description.
+    pub device: String,
+    /// `git describe`-style revision of the code (`unknown` outside a git checkout).
+    pub git_revision: String,
+    /// Start time, seconds since the Unix epoch.
+    pub started_unix: u64,
+    /// Wall time so far in seconds, summed over resumed sessions.
+    pub wall_seconds: f64,
+    /// Status.
+    pub status: RunStatus,
+}
+
+impl RunRecord {
+    /// A new record for a run starting now.
+    pub fn new(
+        name: impl Into<String>,
+        config: serde_json::Value,
+        seed: u64,
+        device: String,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            config,
+            seed,
+            split_hashes: BTreeMap::new(),
+            epochs: Vec::new(),
+            summary: BTreeMap::new(),
+            selected_epoch: None,
+            device,
+            git_revision: git_revision(),
+            started_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            wall_seconds: 0.0,
+            status: RunStatus::Running,
+        }
+    }
+
+    /// Writes the record as pretty JSON, atomically.
+    pub fn write(&self, path: &Path) -> Result<(), TrainError> {
+        let json = serde_json::to_string_pretty(self)
+            .map_err(|e| TrainError::State(format!("cannot serialise the run record: {e}")))?;
+        basin_core::checkpoint::write_atomic(path, json.as_bytes())?;
+        Ok(())
+    }
+
+    /// Reads a record written by [`RunRecord::write`].
+    pub fn read(path: &Path) -> Result<Self, TrainError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TrainError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        serde_json::from_str(&text).map_err(|e| {
+            TrainError::State(format!(
+                "{}: line {}, column {}: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            ))
+        })
+    }
+
+    /// The record without its timings (epoch seconds, wall time, start time), for checking that
+    /// two runs computed the same thing.
+    pub fn without_timings(&self) -> Self {
+        let mut r = self.clone();
+        r.wall_seconds = 0.0;
+        r.started_unix = 0;
+        for e in &mut r.epochs {
+            e.seconds = 0.0;
+        }
+        r
+    }
+}
+
+/// SHA-256 (hex) of a split: the sorted indices as little-endian u64.
+pub fn split_hash(indices: &[usize]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    let mut h = Sha256::new();
+    for i in sorted {
+        h.update((i as u64).to_le_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The current git revision (`<hash>` or `<hash>-dirty`), or `unknown`.
+pub fn git_revision() -> String {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    match run(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(hash) => {
+            let dirty = run(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty { format!("{hash}-dirty") } else { hash }
+        }
+        None => "unknown".into(),
+    }
+}

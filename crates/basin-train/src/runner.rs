@@ -1,0 +1,487 @@
+//! The training loop every protocol shares: epochs of optimiser steps, validation-based model
+//! selection, checkpoints after every epoch and exact resume, NaN/Inf guards, progress bars.
+//!
+//! Model selection never sees the test set: after the last epoch the best validation epoch's
+//! weights are restored and the test closure runs once. (The anomaly protocol's reference quirk,
+//! which scores the test set from every epoch's training-mode logits, is the one exception, and
+//! it is a named switch of that protocol.)
+//!
+//! Determinism: at the start of epoch e, libtorch's generator and the learner's `rng` are both
+//! seeded from `(seed, e)`, so an interrupted run resumed from its last checkpoint produces the
+//! same record as a straight run.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use tch::{Tensor, nn::VarStore};
+
+use crate::TrainError;
+use crate::optim::{AdamW, OptimConfig};
+use crate::record::{EpochRecord, RunRecord, RunStatus, split_hash};
+use crate::schedule::{Schedule, Unit};
+
+/// Per-item scores from a learner: one row per item (class probabilities or logits, or a single
+/// probability for binary tasks, or a regression value).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scores(pub Vec<Vec<f64>>);
+
+impl Scores {
+    /// The probability of the positive class: the only column, or the second of two.
+    pub fn positive(&self) -> Vec<f64> {
+        self.0
+            .iter()
+            .map(|r| {
+                if r.len() >= 2 {
+                    r[1]
+                } else {
+                    r.first().copied().unwrap_or(f64::NAN)
+                }
+            })
+            .collect()
+    }
+
+    /// The arg-max class of each row (the first on ties).
+    pub fn argmax(&self) -> Vec<i64> {
+        self.0
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .enumerate()
+                    .fold((0usize, f64::NEG_INFINITY), |b, (i, &v)| {
+                        if v > b.1 { (i, v) } else { b }
+                    })
+                    .0 as i64
+            })
+            .collect()
+    }
+
+    /// The rows of the given items, from scores over all items.
+    pub fn select(&self, items: &[usize]) -> Self {
+        Self(items.iter().map(|&i| self.0[i].clone()).collect())
+    }
+
+    /// Scores from a `[N, C]` (or `[N]`) tensor.
+    pub fn from_tensor(t: &Tensor) -> Result<Self, TrainError> {
+        let t = t
+            .detach()
+            .to_kind(tch::Kind::Double)
+            .to_device(tch::Device::Cpu);
+        let t = if t.dim() == 1 { t.unsqueeze(1) } else { t };
+        Ok(Self(Vec::<Vec<f64>>::try_from(&t)?))
+    }
+}
+
+/// What a learner reports for one training epoch.
+#[derive(Clone, Debug, Default)]
+pub struct EpochOutput {
+    /// Mean training loss.
+    pub loss: f64,
+    /// Training-mode scores of every item computed before the epoch's optimiser step, for the
+    /// anomaly reference quirk (full-batch learners only).
+    pub pre_step_scores: Option<Scores>,
+}
+
+/// A model the protocols can train and evaluate; items (nodes, graphs) are indices.
+pub trait Learner {
+    /// The model's parameters (optimised and checkpointed).
+    fn vars(&self) -> &VarStore;
+    /// One epoch on the `train` items: call [`Steps::step`] once per mini-batch. Draw every
+    /// random choice from `rng` or libtorch's generator (both reseeded per epoch).
+    fn train_epoch(
+        &mut self,
+        train: &[usize],
+        steps: &mut Steps<'_>,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<EpochOutput, TrainError>;
+    /// Evaluation-mode scores of `items`, one row per item, in order.
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError>;
+}
+
+/// The optimiser steps of one epoch, handed to [`Learner::train_epoch`].
+pub struct Steps<'a> {
+    opt: &'a mut AdamW,
+    schedule: Option<&'a (Schedule, Unit)>,
+    epoch: usize,
+}
+
+impl Steps<'_> {
+    /// The learning rate the next step uses.
+    pub fn lr(&self) -> f64 {
+        match self.schedule {
+            Some((s, Unit::Step)) => s.lr(self.opt.steps() as u64),
+            Some((s, Unit::Epoch)) => s.lr(self.epoch as u64),
+            None => self.opt.config().lr,
+        }
+    }
+
+    /// Backpropagates `loss` and takes one optimiser step; returns the loss value. A NaN or
+    /// infinite loss or gradient stops the run, naming the epoch and step.
+    pub fn step(&mut self, loss: &Tensor) -> Result<f64, TrainError> {
+        let value = loss.double_value(&[]);
+        let (epoch, step) = (Some(self.epoch), Some(self.opt.steps()));
+        if !value.is_finite() {
+            return Err(TrainError::NonFinite {
+                what: format!("loss ({value})"),
+                epoch,
+                step,
+            });
+        }
+        let lr = self.lr();
+        self.opt.zero_grad();
+        loss.backward();
+        match self.opt.step(lr) {
+            Err(TrainError::NonFinite { what, .. }) => {
+                Err(TrainError::NonFinite { what, epoch, step })
+            }
+            other => other.map(|_| value),
+        }
+    }
+}
+
+/// How a run trains.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Number of epochs.
+    pub epochs: usize,
+    /// The optimiser.
+    pub optim: OptimConfig,
+    /// Learning-rate schedule (else the optimiser's constant `lr`).
+    pub schedule: Option<Schedule>,
+    /// What the schedule counts.
+    pub schedule_unit: Unit,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            epochs: 100,
+            optim: OptimConfig::default(),
+            schedule: None,
+            schedule_unit: Unit::Step,
+        }
+    }
+}
+
+/// The result of validating one epoch.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Validation {
+    /// Metrics for the epoch record (e.g. `val_macro_f1`, `val_auc`).
+    pub metrics: BTreeMap<String, f64>,
+    /// The selection score: the best epoch has the highest (ties keep the earlier).
+    pub score: f64,
+    /// Values the test step needs (e.g. the threshold chosen on validation).
+    pub carry: BTreeMap<String, f64>,
+    /// Test metrics computed now, for protocols whose reference scores the test set every
+    /// epoch (a named quirk); when present they become the summary if this epoch is selected.
+    pub test_now: Option<BTreeMap<String, f64>>,
+}
+
+/// Runs epochs for one model on one split, with checkpoints in `dir` (if any).
+#[derive(Debug)]
+pub struct Runner {
+    /// Run name (written in the record).
+    pub name: String,
+    /// Training configuration.
+    pub train: TrainConfig,
+    /// The seed everything in the run derives from.
+    pub seed: u64,
+    /// Directory for `record.json`, `checkpoint.safetensors` and `best.safetensors`; without
+    /// one nothing is written and a crash loses the run.
+    pub dir: Option<PathBuf>,
+    /// Device description for the record.
+    pub device: String,
+    /// The whole configuration to record (model, protocol, switches).
+    pub config: serde_json::Value,
+    /// Show a progress bar (it stays hidden when stderr is not a terminal).
+    pub progress: bool,
+}
+
+/// A per-epoch seed from the run seed (SplitMix64 of seed and epoch).
+pub fn epoch_seed(seed: u64, epoch: usize) -> u64 {
+    let mut z = seed
+        ^ (epoch as u64)
+            .wrapping_add(1)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn named(prefix: &str, vs: &VarStore) -> Vec<(String, Tensor)> {
+    let mut v: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(n, t)| (format!("{prefix}{n}"), t))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+fn copy_into(
+    vs: &VarStore,
+    from: &HashMap<String, Tensor>,
+    prefix: &str,
+) -> Result<(), TrainError> {
+    let vars = vs.variables();
+    let mut missing = Vec::new();
+    tch::no_grad(|| {
+        for (name, var) in &vars {
+            match from.get(&format!("{prefix}{name}")) {
+                Some(t) if t.size() == var.size() => {
+                    var.shallow_clone()
+                        .copy_(&t.to_kind(var.kind()).to_device(var.device()));
+                }
+                _ => missing.push(format!("{prefix}{name}")),
+            }
+        }
+    });
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(TrainError::State(format!(
+            "checkpoint lacks or misshapes: {}",
+            missing.join(", ")
+        )))
+    }
+}
+
+impl Runner {
+    fn path(&self, file: &str) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(file))
+    }
+
+    /// Trains `learner` on `train` for the configured epochs, validating after each with
+    /// `validate`, then restores the best epoch's weights and calls `test` once. `splits` are
+    /// hashed into the record. Resumes from `dir/checkpoint.safetensors` when it holds the same
+    /// run (same config and seed); returns the finished record.
+    pub fn fit<L: Learner>(
+        &self,
+        learner: &mut L,
+        train: &[usize],
+        splits: &[(&str, &[usize])],
+        mut validate: impl FnMut(&mut L, usize, &EpochOutput) -> Result<Validation, TrainError>,
+        mut test: impl FnMut(&mut L, &Validation) -> Result<BTreeMap<String, f64>, TrainError>,
+    ) -> Result<RunRecord, TrainError> {
+        let started = Instant::now();
+        let mut opt = AdamW::new(learner.vars(), self.train.optim.clone())?;
+        let schedule = self
+            .train
+            .schedule
+            .clone()
+            .map(|s| (s, self.train.schedule_unit));
+        if let Some((s, _)) = &schedule {
+            s.validate("schedule")?;
+        }
+        let mut record = RunRecord::new(
+            &self.name,
+            self.config.clone(),
+            self.seed,
+            self.device.clone(),
+        );
+        for (name, idx) in splits {
+            record
+                .split_hashes
+                .insert((*name).to_owned(), split_hash(idx));
+        }
+        let mut best: Option<(Validation, Vec<(String, Tensor)>)> = None;
+        if let Some(resumed) = self.resume(learner, &mut opt, &record)? {
+            (record, best) = resumed;
+        }
+        let prior_wall = record.wall_seconds;
+        let bar = if self.progress {
+            ProgressBar::new(self.train.epochs as u64)
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} epochs {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_prefix(self.name.clone());
+        bar.set_position(record.epochs.len() as u64);
+
+        for epoch in record.epochs.len()..self.train.epochs {
+            let t0 = Instant::now();
+            let seed = epoch_seed(self.seed, epoch);
+            tch::manual_seed(seed as i64);
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut steps = Steps {
+                opt: &mut opt,
+                schedule: schedule.as_ref(),
+                epoch,
+            };
+            let lr = steps.lr();
+            let out = learner
+                .train_epoch(train, &mut steps, &mut rng)
+                .inspect_err(|e| self.fail(&mut record, e))?;
+            if !out.loss.is_finite() {
+                let e = TrainError::NonFinite {
+                    what: format!("epoch loss ({})", out.loss),
+                    epoch: Some(epoch),
+                    step: Some(opt.steps()),
+                };
+                self.fail(&mut record, &e);
+                return Err(e);
+            }
+            let v = tch::no_grad(|| validate(learner, epoch, &out))
+                .inspect_err(|e| self.fail(&mut record, e))?;
+            let mut metrics = v.metrics.clone();
+            metrics.insert("train_loss".into(), out.loss);
+            if best.as_ref().is_none_or(|(b, _)| v.score > b.score) {
+                let weights = named("", learner.vars())
+                    .into_iter()
+                    .map(|(n, t)| (n, t.detach().copy()))
+                    .collect();
+                if let Some(summary) = &v.test_now {
+                    record.summary = summary.clone();
+                }
+                record.selected_epoch = Some(epoch);
+                best = Some((v, weights));
+            }
+            record.epochs.push(EpochRecord {
+                epoch,
+                lr,
+                metrics,
+                seconds: t0.elapsed().as_secs_f64(),
+            });
+            record.wall_seconds = prior_wall + started.elapsed().as_secs_f64();
+            self.checkpoint(learner, &opt, &record, best.as_ref())?;
+            bar.set_message(format!("loss {:.4}", out.loss));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+
+        // Restore the selected epoch's weights and test once.
+        if let Some((v, weights)) = &best {
+            let map: HashMap<String, Tensor> = weights
+                .iter()
+                .map(|(n, t)| (n.clone(), t.shallow_clone()))
+                .collect();
+            copy_into(learner.vars(), &map, "")?;
+            if v.test_now.is_none() {
+                record.summary =
+                    tch::no_grad(|| test(learner, v)).inspect_err(|e| self.fail(&mut record, e))?;
+            }
+            for (k, x) in &v.metrics {
+                record.summary.entry(format!("selected_{k}")).or_insert(*x);
+            }
+        }
+        record.status = RunStatus::Finished;
+        record.wall_seconds = prior_wall + started.elapsed().as_secs_f64();
+        if let Some(p) = self.path("record.json") {
+            record.write(&p)?;
+        }
+        Ok(record)
+    }
+
+    fn fail(&self, record: &mut RunRecord, e: &TrainError) {
+        record.status = RunStatus::Failed {
+            error: e.to_string(),
+        };
+        if let Some(p) = self.path("record.json") {
+            let _ = record.write(&p);
+        }
+    }
+
+    fn checkpoint<L: Learner>(
+        &self,
+        learner: &L,
+        opt: &AdamW,
+        record: &RunRecord,
+        best: Option<&(Validation, Vec<(String, Tensor)>)>,
+    ) -> Result<(), TrainError> {
+        let (Some(ckpt), Some(rec)) = (
+            self.path("checkpoint.safetensors"),
+            self.path("record.json"),
+        ) else {
+            return Ok(());
+        };
+        let mut tensors = named("model.", learner.vars());
+        tensors.extend(opt.state());
+        let mut meta = HashMap::new();
+        meta.insert("record".to_owned(), to_json(record)?);
+        if let Some((v, weights)) = best {
+            tensors.extend(
+                weights
+                    .iter()
+                    .map(|(n, t)| (format!("best.{n}"), t.shallow_clone())),
+            );
+            meta.insert("best".to_owned(), to_json(v)?);
+        }
+        basin_core::checkpoint::write_tensors(&ckpt, &tensors, Some(meta))?;
+        record.write(&rec)
+    }
+
+    /// Loads `dir/checkpoint.safetensors` if it belongs to this run.
+    #[allow(clippy::type_complexity)]
+    fn resume<L: Learner>(
+        &self,
+        learner: &mut L,
+        opt: &mut AdamW,
+        fresh: &RunRecord,
+    ) -> Result<Option<(RunRecord, Option<(Validation, Vec<(String, Tensor)>)>)>, TrainError> {
+        let Some(ckpt) = self.path("checkpoint.safetensors") else {
+            return Ok(None);
+        };
+        if !ckpt.exists() {
+            return Ok(None);
+        }
+        let (tensors, meta) = basin_core::checkpoint::read_file(&ckpt)?;
+        let parse = |key: &str| -> Result<&String, TrainError> {
+            meta.get(key).ok_or_else(|| {
+                TrainError::State(format!(
+                    "{}: no `{key}` in the checkpoint metadata",
+                    ckpt.display()
+                ))
+            })
+        };
+        let record: RunRecord = serde_json::from_str(parse("record")?)
+            .map_err(|e| TrainError::State(format!("{}: bad record: {e}", ckpt.display())))?;
+        if record.config != fresh.config
+            || record.seed != fresh.seed
+            || record.split_hashes != fresh.split_hashes
+        {
+            return Err(TrainError::State(format!(
+                "{} holds another run (different config, seed or splits); remove it or choose another directory",
+                ckpt.display()
+            )));
+        }
+        let map: HashMap<String, Tensor> = tensors.into_iter().collect();
+        copy_into(learner.vars(), &map, "model.")?;
+        opt.load_state(&map)?;
+        let best = match meta.get("best") {
+            Some(b) => {
+                let v: Validation = serde_json::from_str(b).map_err(|e| {
+                    TrainError::State(format!("{}: bad best-epoch entry: {e}", ckpt.display()))
+                })?;
+                let weights = named("", learner.vars())
+                    .into_iter()
+                    .map(|(n, _)| {
+                        let t = map.get(&format!("best.{n}")).map(|t| t.shallow_clone());
+                        t.map(|t| (n.clone(), t))
+                            .ok_or_else(|| TrainError::State(format!("checkpoint lacks best.{n}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Some((v, weights))
+            }
+            None => None,
+        };
+        tracing::info!("resuming {} at epoch {}", self.name, record.epochs.len());
+        Ok(Some((record, best)))
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<String, TrainError> {
+    serde_json::to_string(value).map_err(|e| TrainError::State(format!("cannot serialise: {e}")))
+}
+
+/// The run directory of one run inside a protocol's output directory.
+pub fn run_dir(root: Option<&Path>, name: &str) -> Option<PathBuf> {
+    root.map(|r| r.join(name))
+}

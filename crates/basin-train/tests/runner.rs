@@ -1,0 +1,238 @@
+//! The shared training loop: it learns, selects on validation, stops on NaN, and a run resumed
+//! after a crash gives the same record and weights as a straight run.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+
+use basin_train::loss::cross_entropy;
+use basin_train::metrics::accuracy;
+use basin_train::runner::{EpochOutput, Learner, Runner, Scores, Steps, TrainConfig, Validation};
+use basin_train::{TrainError, optim::OptimConfig, record::RunStatus};
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use tch::nn::{self, Module, ModuleT};
+use tch::{Device, Kind, Tensor};
+
+/// Two Gaussian blobs in 4-d, a small MLP with dropout (so libtorch's generator matters).
+struct Toy {
+    vs: nn::VarStore,
+    net: nn::Sequential,
+    drop: f64,
+    x: Tensor,
+    y: Tensor,
+    crash_at: Option<usize>,
+    epoch: usize,
+    poison: bool,
+}
+
+impl Toy {
+    fn new(seed: i64) -> Self {
+        tch::manual_seed(seed);
+        let n = 200;
+        let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(2);
+        let x = Tensor::randn([n, 4], (Kind::Float, Device::Cpu))
+            + y.unsqueeze(1).to_kind(Kind::Float) * 2.0;
+        let vs = nn::VarStore::new(Device::Cpu);
+        let root = vs.root();
+        let net = nn::seq()
+            .add(nn::linear(&root / "l1", 4, 16, Default::default()))
+            .add_fn(|t| t.relu())
+            .add(nn::linear(&root / "l2", 16, 2, Default::default()));
+        Self {
+            vs,
+            net,
+            drop: 0.2,
+            x,
+            y,
+            crash_at: None,
+            epoch: 0,
+            poison: false,
+        }
+    }
+}
+
+impl Learner for Toy {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+    fn train_epoch(
+        &mut self,
+        train: &[usize],
+        steps: &mut Steps<'_>,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<EpochOutput, TrainError> {
+        if self.crash_at == Some(self.epoch) {
+            return Err(TrainError::State("simulated crash".into()));
+        }
+        self.epoch += 1;
+        let mut order = train.to_vec();
+        order.shuffle(rng);
+        let mut total = 0.0;
+        let batches: Vec<&[usize]> = order.chunks(16).collect();
+        for batch in &batches {
+            let idx = Tensor::from_slice(&batch.iter().map(|&i| i as i64).collect::<Vec<_>>());
+            let h = self.x.index_select(0, &idx).dropout(self.drop, true);
+            let mut logits = self.net.forward(&h);
+            if self.poison {
+                logits = logits * f64::NAN;
+            }
+            total += steps.step(&cross_entropy(&logits, &self.y.index_select(0, &idx), 0.0))?;
+        }
+        Ok(EpochOutput {
+            loss: total / batches.len() as f64,
+            pre_step_scores: None,
+        })
+    }
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        let idx = Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>());
+        let p = self
+            .net
+            .forward_t(&self.x.index_select(0, &idx), false)
+            .softmax(-1, Kind::Float);
+        Scores::from_tensor(&p)
+    }
+}
+
+/// libtorch's generator is global to the process: tests that rely on seeding run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn labels(toy: &Toy, items: &[usize]) -> Vec<i64> {
+    items
+        .iter()
+        .map(|&i| toy.y.int64_value(&[i as i64]))
+        .collect()
+}
+
+fn runner(dir: Option<std::path::PathBuf>, epochs: usize) -> Runner {
+    Runner {
+        name: "toy".into(),
+        train: TrainConfig {
+            epochs,
+            optim: OptimConfig {
+                lr: 0.01,
+                ..OptimConfig::default()
+            },
+            ..TrainConfig::default()
+        },
+        seed: 7,
+        dir,
+        device: "cpu".into(),
+        config: serde_json::json!({"model": "toy-mlp"}),
+        progress: false,
+    }
+}
+
+fn fit(toy: &mut Toy, r: &Runner) -> Result<basin_train::record::RunRecord, TrainError> {
+    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
+        (0..120).collect(),
+        (120..160).collect(),
+        (160..200).collect(),
+    );
+    let yv = labels(toy, &val);
+    let yt = labels(toy, &test);
+    r.fit(
+        toy,
+        &train,
+        &[("train", &train), ("val", &val), ("test", &test)],
+        |l, _, _| {
+            let acc = accuracy(&yv, &l.predict(&val)?.argmax())?;
+            Ok(Validation {
+                metrics: BTreeMap::from([("val_acc".into(), acc)]),
+                score: acc,
+                ..Validation::default()
+            })
+        },
+        |l, _| {
+            Ok(BTreeMap::from([(
+                "test_acc".into(),
+                accuracy(&yt, &l.predict(&test)?.argmax())?,
+            )]))
+        },
+    )
+}
+
+#[test]
+fn learns_a_separable_task_and_selects_on_validation() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut toy = Toy::new(1);
+    let rec = fit(&mut toy, &runner(None, 15)).unwrap();
+    assert_eq!(rec.status, RunStatus::Finished);
+    assert_eq!(rec.epochs.len(), 15);
+    assert!(
+        rec.summary["test_acc"] > 0.75,
+        "well above chance (0.5): {:?}",
+        rec.summary
+    );
+    let sel = rec.selected_epoch.unwrap();
+    let best = rec
+        .epochs
+        .iter()
+        .map(|e| e.metrics["val_acc"])
+        .fold(f64::NEG_INFINITY, f64::max);
+    assert_eq!(
+        rec.epochs[sel].metrics["val_acc"], best,
+        "selected epoch is not the best validation epoch"
+    );
+    assert_eq!(
+        rec.epochs.iter().position(|e| e.metrics["val_acc"] == best),
+        Some(sel),
+        "ties keep the earlier epoch"
+    );
+    assert_eq!(rec.split_hashes.len(), 3);
+}
+
+#[test]
+fn resumed_run_equals_a_straight_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let straight_dir = tempfile::tempdir().unwrap();
+    let resumed_dir = tempfile::tempdir().unwrap();
+    let mut a = Toy::new(2);
+    let straight = fit(&mut a, &runner(Some(straight_dir.path().into()), 6)).unwrap();
+
+    let mut b = Toy::new(2);
+    b.crash_at = Some(3);
+    let err = fit(&mut b, &runner(Some(resumed_dir.path().into()), 6)).unwrap_err();
+    assert!(err.to_string().contains("simulated crash"));
+    let crashed =
+        basin_train::record::RunRecord::read(&resumed_dir.path().join("record.json")).unwrap();
+    assert!(matches!(crashed.status, RunStatus::Failed { .. }));
+    assert_eq!(crashed.epochs.len(), 3);
+
+    // A new process: same data, other weights (they must come from the checkpoint); it resumes
+    // after epoch 3.
+    let mut c = Toy::new(2);
+    tch::no_grad(|| {
+        for (_, v) in c.vs.variables() {
+            v.shallow_clone().copy_(&v.randn_like());
+        }
+    });
+    let resumed = fit(&mut c, &runner(Some(resumed_dir.path().into()), 6)).unwrap();
+    assert_eq!(resumed.without_timings(), straight.without_timings());
+    for (name, t) in a.vs.variables() {
+        assert!(
+            t.equal(&c.vs.variables()[&name]),
+            "{name} differs after resume"
+        );
+    }
+    // A checkpoint of another run is refused, not silently reused.
+    let mut other = runner(Some(resumed_dir.path().into()), 6);
+    other.seed = 8;
+    let err = fit(&mut Toy::new(2), &other).unwrap_err().to_string();
+    assert!(err.contains("another run"), "{err}");
+}
+
+#[test]
+fn nan_loss_stops_the_run_naming_epoch_and_step() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut toy = Toy::new(3);
+    toy.poison = true;
+    let err = fit(&mut toy, &runner(Some(dir.path().into()), 3)).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("non-finite loss") && msg.contains("epoch 0") && msg.contains("step 0"),
+        "{msg}"
+    );
+    let rec = basin_train::record::RunRecord::read(&dir.path().join("record.json")).unwrap();
+    assert!(matches!(rec.status, RunStatus::Failed { .. }));
+}
