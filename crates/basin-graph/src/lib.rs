@@ -1,14 +1,27 @@
 //! Graph data and preprocessing for basin; pure Rust, no libtorch, so its tests run in seconds.
 //!
-//! What will live here (issue "Graph data and preprocessing"):
-//! - types: CSR graphs with node/edge features and labels, graph-level and node-level datasets,
-//!   conversions to and from petgraph;
-//! - loaders for the TU text format, CARE-GNN `.mat` fraud graphs, npz anomaly graphs and
-//!   LRGB Peptides-func, each returning errors that name the file and line;
-//! - seeded generators: SBM PATTERN/CLUSTER with the published parameters, planted-anomaly graphs;
-//! - preprocessing: normalised Laplacian eigenvectors (dense per graph in parallel, sparse
-//!   LOBPCG for large graphs), CLS augmentation, padding with a cap, dense masks and CSR
-//!   neighbourhoods for `basin_core::Structure`, subgraph sampling and splits.
+//! - [`types`]: CSR graphs with node/edge features and labels, graph-level and node-level
+//!   datasets, conversions to and from petgraph and sprs;
+//! - loaders, each returning a [`GraphError`] that names the file, the line and what was
+//!   expected: [`tu`] (TU text format), [`mat`] (CARE-GNN `.mat` fraud graphs), [`npz`] (node
+//!   anomaly graphs), [`lrgb`] (Peptides-func with its official split);
+//! - seeded generators: [`sbm`] (PATTERN/CLUSTER with the published parameters) and
+//!   [`anomaly`] (planted contextual and structural anomalies);
+//! - preprocessing: [`laplacian`] (normalised-Laplacian eigenvectors, dense per graph in
+//!   parallel, sparse LOBPCG for big graphs; ET eq. 23), [`batch`] (CLS, padding with a cap,
+//!   masks, neighbour CSR), [`sample`] (induced-subgraph and neighbour sampling), [`split`]
+//!   (seeded stratified splits with a hash), [`cache`] (preprocessed results on disk);
+//! - [`source`]: open a dataset by path or by name under a data directory.
 //!
-//! The tensors it produces are handed to basin-core by the model crates; this crate never
+//! The arrays it produces are handed to basin-core by the model crates; this crate never
 //! depends on tch.
+
+pub mod error;
+pub mod split;
+mod text;
+pub mod tu;
+pub mod types;
+
+pub use error::{GraphError, Result};
+pub use split::{KFoldConfig, Split, SplitConfig, stratified_kfold, stratified_split};
+pub use types::{Csr, DatasetStats, Graph, GraphDataset, NodeDataset, Relation, Targets};

@@ -1,0 +1,392 @@
+//! The TU Dortmund text format (`DS_A.txt`, `DS_graph_indicator.txt`, `DS_graph_labels.txt`,
+//! and optionally `DS_node_labels.txt`, `DS_node_attributes.txt`, `DS_edge_labels.txt`,
+//! `DS_edge_attributes.txt`), read the way PyTorch Geometric's `TUDataset(use_node_attr=True,
+//! use_edge_attr=True)` reads it:
+//!
+//! - node features = node attributes, then the one-hot node labels (each label column shifted
+//!   so its minimum is 0, one-hot over `max + 1` values);
+//! - edge features = edge attributes, then the one-hot edge labels, aligned with CSR entries;
+//! - graph classes = the sorted distinct values of `DS_graph_labels.txt` (MUTAG's −1/1 become
+//!   0/1, PROTEINS' 1/2 become 0/1).
+//!
+//! Every line of `DS_A.txt` is one directed entry (the files list both directions of each
+//! undirected edge). Unlike PyG, self loops and duplicates are kept as stored.
+
+use std::path::{Path, PathBuf};
+
+use ndarray::{Array2, Axis, concatenate};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{GraphError, Result};
+use crate::text::{Table, parse_table, read};
+use crate::types::{Csr, Graph, GraphDataset, Targets};
+
+/// Which optional TU files become features.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TuOptions {
+    /// Put `DS_node_attributes.txt` into the node features (PyG `use_node_attr=True`).
+    pub node_attributes: bool,
+    /// Put the one-hot `DS_node_labels.txt` into the node features.
+    pub node_labels_one_hot: bool,
+    /// Put `DS_edge_attributes.txt` into the edge features (PyG `use_edge_attr=True`).
+    pub edge_attributes: bool,
+    /// Put the one-hot `DS_edge_labels.txt` into the edge features.
+    pub edge_labels_one_hot: bool,
+}
+
+impl Default for TuOptions {
+    fn default() -> Self {
+        Self {
+            node_attributes: true,
+            node_labels_one_hot: true,
+            edge_attributes: true,
+            edge_labels_one_hot: true,
+        }
+    }
+}
+
+/// Loads the TU dataset in `dir`, named after the folder (`.../MUTAG` → `MUTAG_A.txt`, ...);
+/// if no `<folder>_A.txt` exists, the single `*_A.txt` in the folder names it.
+pub fn load_tu(dir: &Path) -> Result<GraphDataset> {
+    load_tu_with(dir, None, &TuOptions::default())
+}
+
+/// Finds the dataset name of a TU folder: its own name if `<name>_A.txt` exists, else the
+/// prefix of the only `*_A.txt` file.
+pub fn tu_name(dir: &Path) -> Result<String> {
+    if let Some(n) = dir.file_name().and_then(|n| n.to_str())
+        && dir.join(format!("{n}_A.txt")).is_file()
+    {
+        return Ok(n.to_string());
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| GraphError::io(dir, e))?;
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|f| f.strip_suffix("_A.txt"))
+                .map(String::from)
+        })
+        .collect();
+    names.sort();
+    match names.len() {
+        1 => Ok(names.remove(0)),
+        0 => Err(GraphError::MissingFile {
+            path: dir.join("<name>_A.txt"),
+            what: "the TU adjacency list; no *_A.txt in this folder".into(),
+        }),
+        _ => Err(GraphError::format(
+            dir,
+            format!("several TU datasets in one folder: {names:?}; pass the name"),
+        )),
+    }
+}
+
+fn file(dir: &Path, name: &str, suffix: &str) -> PathBuf {
+    dir.join(format!("{name}_{suffix}.txt"))
+}
+
+fn optional(path: &Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(GraphError::io(path, e)),
+    }
+}
+
+fn expect_rows<T>(path: &Path, t: &Table<T>, rows: usize, what: &str) -> Result<()> {
+    if t.rows != rows {
+        return Err(GraphError::CountMismatch {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+            expected: rows,
+            found: t.rows,
+        });
+    }
+    Ok(())
+}
+
+/// One-hot encodes each column of an integer table (shifted to start at 0), concatenated.
+fn one_hot(t: &Table<i64>) -> Array2<f32> {
+    let mut blocks = Vec::with_capacity(t.cols);
+    for c in 0..t.cols {
+        let col = (0..t.rows).map(|r| t.values[r * t.cols + c]);
+        let min = col.clone().min().unwrap_or(0);
+        let max = col.clone().max().unwrap_or(0);
+        let width = (max - min + 1) as usize;
+        let mut m = Array2::<f32>::zeros((t.rows, width));
+        for (r, v) in col.enumerate() {
+            m[[r, (v - min) as usize]] = 1.0;
+        }
+        blocks.push(m);
+    }
+    let views: Vec<_> = blocks.iter().map(|b| b.view()).collect();
+    concatenate(Axis(1), &views).unwrap_or_else(|_| Array2::zeros((t.rows, 0)))
+}
+
+fn table_to_array(t: Table<f32>) -> Array2<f32> {
+    Array2::from_shape_vec((t.rows, t.cols), t.values).unwrap_or_else(|_| Array2::zeros((0, 0)))
+}
+
+/// Concatenates feature blocks column-wise (`rows` rows even when there are none).
+fn hcat(rows: usize, blocks: Vec<Array2<f32>>) -> Array2<f32> {
+    if blocks.is_empty() {
+        return Array2::zeros((rows, 0));
+    }
+    let views: Vec<_> = blocks.iter().map(|b| b.view()).collect();
+    concatenate(Axis(1), &views).unwrap_or_else(|_| Array2::zeros((rows, 0)))
+}
+
+/// Loads a TU dataset with an explicit `name` (else [`tu_name`]) and feature options.
+pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<GraphDataset> {
+    let name = match name {
+        Some(n) => n.to_string(),
+        None => tu_name(dir)?,
+    };
+    // The mandatory files.
+    let gi_path = file(dir, &name, "graph_indicator");
+    let indicator: Table<i64> = parse_table(&gi_path, &read(&gi_path)?, Some(1))?;
+    let n = indicator.rows;
+    let gl_path = file(dir, &name, "graph_labels");
+    let graph_labels: Table<i64> = parse_table(&gl_path, &read(&gl_path)?, Some(1))?;
+    let num_graphs = graph_labels.rows;
+    if let Some((i, &g)) = indicator
+        .values
+        .iter()
+        .enumerate()
+        .find(|(_, g)| **g < 1 || **g > num_graphs as i64)
+    {
+        return Err(GraphError::OutOfRange {
+            path: gi_path,
+            line: i + 1,
+            what: format!("graph id (graph_labels has {num_graphs} lines)"),
+            value: g,
+            lo: 1,
+            hi: num_graphs as i64,
+        });
+    }
+    let a_path = file(dir, &name, "A");
+    let a: Table<i64> = parse_table(&a_path, &read(&a_path)?, Some(2))?;
+    let m = a.rows;
+    if let Some((i, &v)) = a
+        .values
+        .iter()
+        .enumerate()
+        .find(|(_, v)| **v < 1 || **v > n as i64)
+    {
+        return Err(GraphError::OutOfRange {
+            path: a_path,
+            line: i / 2 + 1,
+            what: format!("node id (graph_indicator has {n} lines)"),
+            value: v,
+            lo: 1,
+            hi: n as i64,
+        });
+    }
+
+    // Node → (graph, local id): local ids follow global order within each graph.
+    let graph_of: Vec<usize> = indicator.values.iter().map(|&g| g as usize - 1).collect();
+    let mut sizes = vec![0usize; num_graphs];
+    let mut local = vec![0u32; n];
+    for (v, &g) in graph_of.iter().enumerate() {
+        local[v] = sizes[g] as u32;
+        sizes[g] += 1;
+    }
+    // Global node ids of each graph.
+    let mut nodes_of: Vec<Vec<usize>> = sizes.iter().map(|&s| Vec::with_capacity(s)).collect();
+    for (v, &g) in graph_of.iter().enumerate() {
+        nodes_of[g].push(v);
+    }
+    // Edges bucketed by graph, in file order.
+    let mut edges_of: Vec<Vec<usize>> = vec![Vec::new(); num_graphs];
+    for e in 0..m {
+        let (s, t) = (
+            a.values[2 * e] as usize - 1,
+            a.values[2 * e + 1] as usize - 1,
+        );
+        if graph_of[s] != graph_of[t] {
+            return Err(GraphError::Parse {
+                path: a_path,
+                line: e + 1,
+                expected: "an edge inside one graph".into(),
+                found: format!(
+                    "{}, {} (graphs {} and {})",
+                    s + 1,
+                    t + 1,
+                    graph_of[s] + 1,
+                    graph_of[t] + 1
+                ),
+            });
+        }
+        edges_of[graph_of[s]].push(e);
+    }
+
+    // Optional per-node files.
+    let mut node_blocks = Vec::new();
+    let mut node_labels_raw: Option<Vec<i64>> = None;
+    let na_path = file(dir, &name, "node_attributes");
+    if opts.node_attributes
+        && let Some(b) = optional(&na_path)?
+    {
+        let t: Table<f32> = parse_table(&na_path, &b, None)?;
+        expect_rows(&na_path, &t, n, "lines (one per node in graph_indicator)")?;
+        node_blocks.push(table_to_array(t));
+    }
+    let nl_path = file(dir, &name, "node_labels");
+    if let Some(b) = optional(&nl_path)? {
+        let t: Table<i64> = parse_table(&nl_path, &b, None)?;
+        expect_rows(&nl_path, &t, n, "lines (one per node in graph_indicator)")?;
+        if opts.node_labels_one_hot {
+            node_blocks.push(one_hot(&t));
+        }
+        node_labels_raw = Some((0..n).map(|r| t.values[r * t.cols]).collect());
+    }
+    let node_features = hcat(n, node_blocks);
+
+    // Optional per-edge files.
+    let mut edge_blocks = Vec::new();
+    let mut edge_labels_raw: Option<Vec<i64>> = None;
+    let ea_path = file(dir, &name, "edge_attributes");
+    if opts.edge_attributes
+        && let Some(b) = optional(&ea_path)?
+    {
+        let t: Table<f32> = parse_table(&ea_path, &b, None)?;
+        expect_rows(&ea_path, &t, m, "lines (one per line of A.txt)")?;
+        edge_blocks.push(table_to_array(t));
+    }
+    let el_path = file(dir, &name, "edge_labels");
+    if let Some(b) = optional(&el_path)? {
+        let t: Table<i64> = parse_table(&el_path, &b, None)?;
+        expect_rows(&el_path, &t, m, "lines (one per line of A.txt)")?;
+        if opts.edge_labels_one_hot {
+            edge_blocks.push(one_hot(&t));
+        }
+        edge_labels_raw = Some((0..m).map(|r| t.values[r * t.cols]).collect());
+    }
+    let edge_features = (!edge_blocks.is_empty()).then(|| hcat(m, edge_blocks));
+
+    // Classes.
+    let mut class_values = graph_labels.values.clone();
+    class_values.sort_unstable();
+    class_values.dedup();
+    let labels: Vec<usize> = graph_labels
+        .values
+        .iter()
+        .map(|v| class_values.binary_search(v).unwrap_or(0))
+        .collect();
+
+    // Graphs, in parallel.
+    let graphs: Vec<Graph> = (0..num_graphs)
+        .into_par_iter()
+        .map(|g| {
+            let nodes = &nodes_of[g];
+            let edges = &edges_of[g];
+            let src: Vec<u32> = edges
+                .iter()
+                .map(|&e| local[a.values[2 * e] as usize - 1])
+                .collect();
+            let dst: Vec<u32> = edges
+                .iter()
+                .map(|&e| local[a.values[2 * e + 1] as usize - 1])
+                .collect();
+            let (adjacency, perm) = Csr::from_edges(nodes.len(), &src, &dst)?;
+            let order: Vec<usize> = perm.iter().map(|&p| edges[p]).collect();
+            Ok(Graph {
+                adjacency,
+                node_features: node_features.select(Axis(0), nodes),
+                edge_features: edge_features.as_ref().map(|f| f.select(Axis(0), &order)),
+                node_labels: node_labels_raw
+                    .as_ref()
+                    .map(|l| nodes.iter().map(|&v| l[v]).collect()),
+                edge_labels: edge_labels_raw
+                    .as_ref()
+                    .map(|l| order.iter().map(|&e| l[e]).collect()),
+            })
+        })
+        .collect::<Result<_>>()?;
+
+    let ds = GraphDataset {
+        name,
+        graphs,
+        targets: Targets::Classes {
+            labels,
+            num_classes: class_values.len(),
+        },
+        class_values,
+        official_split: None,
+    };
+    Ok(ds)
+}
+
+/// Writes `ds` in the TU text format into `dir` as `<name>_*.txt` (node attributes = the node
+/// features, when `F > 0` and there are no raw node labels; raw node/edge labels when
+/// present). Class `i` is written as `class_values[i]`. Used for round-trip tests and to hand
+/// generated datasets to other tools.
+pub fn write_tu(ds: &GraphDataset, dir: &Path) -> Result<()> {
+    use std::fmt::Write as _;
+    let io = |p: &Path, e| GraphError::io(p, e);
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let labels = ds.targets.classes().ok_or_else(|| {
+        GraphError::invalid("write_tu", "only single-label class targets can be written")
+    })?;
+    let [mut a, mut gi, mut gl, mut nl, mut na, mut el, mut ea] =
+        std::array::from_fn::<String, 7, _>(|_| String::new());
+    let mut offset = 0usize;
+    for (gidx, g) in ds.graphs.iter().enumerate() {
+        let value = ds
+            .class_values
+            .get(labels[gidx])
+            .copied()
+            .unwrap_or(labels[gidx] as i64);
+        let _ = writeln!(&mut gl, "{value}");
+        for v in 0..g.num_nodes() {
+            let _ = writeln!(&mut gi, "{}", gidx + 1);
+            if let Some(l) = &g.node_labels {
+                let _ = writeln!(&mut nl, "{}", l[v]);
+            } else if g.node_features.ncols() > 0 {
+                let row: Vec<String> = g
+                    .node_features
+                    .row(v)
+                    .iter()
+                    .map(|x| format!("{x}"))
+                    .collect();
+                let _ = writeln!(&mut na, "{}", row.join(", "));
+            }
+        }
+        for (i, (r, c, _)) in g.adjacency.iter().enumerate() {
+            let _ = writeln!(
+                &mut a,
+                "{}, {}",
+                offset + r as usize + 1,
+                offset + c as usize + 1
+            );
+            if let Some(l) = &g.edge_labels {
+                let _ = writeln!(&mut el, "{}", l[i]);
+            } else if let Some(f) = &g.edge_features {
+                let row: Vec<String> = f.row(i).iter().map(|x| format!("{x}")).collect();
+                let _ = writeln!(&mut ea, "{}", row.join(", "));
+            }
+        }
+        offset += g.num_nodes();
+    }
+    let name = &ds.name;
+    for (suffix, body) in [
+        ("A", &a),
+        ("graph_indicator", &gi),
+        ("graph_labels", &gl),
+        ("node_labels", &nl),
+        ("node_attributes", &na),
+        ("edge_labels", &el),
+        ("edge_attributes", &ea),
+    ] {
+        if body.is_empty() && !matches!(suffix, "A" | "graph_indicator" | "graph_labels") {
+            continue;
+        }
+        let p = file(dir, name, suffix);
+        std::fs::write(&p, body.as_bytes()).map_err(|e| io(&p, e))?;
+    }
+    Ok(())
+}
