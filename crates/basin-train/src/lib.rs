@@ -11,6 +11,7 @@ pub mod loss;
 pub mod metrics;
 pub mod optim;
 pub mod plot;
+pub mod protocol;
 pub mod record;
 pub mod runner;
 pub mod schedule;

@@ -1,0 +1,379 @@
+//! The protocols on toy learners: test items never reach training or selection, the same seed
+//! gives the same numbers, and a toy model learns a separable task through each protocol.
+#![allow(clippy::unwrap_used)]
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use basin_graph::{KFoldConfig, Split, SplitConfig};
+use basin_train::loss::{cross_entropy, weighted_bce};
+use basin_train::protocol::*;
+use basin_train::runner::{EpochOutput, Learner, Scores, Steps, TrainConfig};
+use basin_train::{TrainError, optim::OptimConfig};
+use rand_chacha::ChaCha8Rng;
+use tch::nn::{self, Module};
+use tch::{Device, Kind, Tensor};
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// What a learner was asked to do, to check for leaks.
+#[derive(Default, Debug)]
+struct Log {
+    trained_on: BTreeSet<usize>,
+    predicted: Vec<Vec<usize>>,
+}
+
+/// A linear model on fixed features; binary tasks output one probability, others class logits.
+struct Linear {
+    vs: nn::VarStore,
+    lin: nn::Linear,
+    x: Tensor,
+    y: Tensor,
+    binary: bool,
+    log: Rc<RefCell<Log>>,
+}
+
+impl Linear {
+    fn new(x: &Tensor, y: &Tensor, classes: i64, seed: u64, log: Rc<RefCell<Log>>) -> Self {
+        tch::manual_seed(seed as i64);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let binary = classes == 2 && y.kind() == Kind::Bool;
+        let out = if binary { 1 } else { classes };
+        let lin = nn::linear(vs.root() / "lin", x.size()[1], out, Default::default());
+        Self {
+            vs,
+            lin,
+            x: x.shallow_clone(),
+            y: y.shallow_clone(),
+            binary,
+            log,
+        }
+    }
+    fn idx(items: &[usize]) -> Tensor {
+        Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>())
+    }
+}
+
+impl Learner for Linear {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+    fn train_epoch(
+        &mut self,
+        train: &[usize],
+        steps: &mut Steps<'_>,
+        _rng: &mut ChaCha8Rng,
+    ) -> Result<EpochOutput, TrainError> {
+        self.log
+            .borrow_mut()
+            .trained_on
+            .extend(train.iter().copied());
+        let logits = self.lin.forward(&self.x); // full batch, like the anomaly references
+        let idx = Self::idx(train);
+        let (loss, pre) = if self.binary {
+            let z = logits.squeeze_dim(1);
+            let labels: Vec<bool> = train
+                .iter()
+                .map(|&i| self.y.int64_value(&[i as i64]) != 0)
+                .collect();
+            let omega = basin_train::loss::anomaly_weight(&labels);
+            let pre = Scores::from_tensor(&z.sigmoid())?;
+            (
+                weighted_bce(
+                    &z.index_select(0, &idx),
+                    &self.y.index_select(0, &idx),
+                    omega,
+                ),
+                Some(pre),
+            )
+        } else {
+            (
+                cross_entropy(
+                    &logits.index_select(0, &idx),
+                    &self.y.index_select(0, &idx),
+                    0.0,
+                ),
+                None,
+            )
+        };
+        let value = steps.step(&loss)?;
+        Ok(EpochOutput {
+            loss: value,
+            pre_step_scores: pre,
+        })
+    }
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        self.log.borrow_mut().predicted.push(items.to_vec());
+        let logits = self.lin.forward(&self.x.index_select(0, &Self::idx(items)));
+        Scores::from_tensor(&if self.binary {
+            logits.sigmoid()
+        } else {
+            logits.softmax(-1, Kind::Float)
+        })
+    }
+}
+
+/// 800 nodes, 10% anomalies shifted in feature space.
+fn anomaly_data() -> (Tensor, Tensor, Vec<bool>) {
+    tch::manual_seed(11);
+    let n = 800;
+    let is_anomaly: Vec<bool> = (0..n).map(|i| i % 10 == 0).collect();
+    let y = Tensor::from_slice(&is_anomaly);
+    let x = Tensor::randn([n as i64, 3], (Kind::Float, Device::Cpu))
+        + y.to_kind(Kind::Float).unsqueeze(1) * 2.5;
+    (x, y, is_anomaly)
+}
+
+fn train_cfg(epochs: usize) -> TrainConfig {
+    TrainConfig {
+        epochs,
+        optim: OptimConfig {
+            lr: 0.1,
+            ..OptimConfig::default()
+        },
+        ..TrainConfig::default()
+    }
+}
+
+#[test]
+fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (x, y, is_anomaly) = anomaly_data();
+    // The first 100 nodes are unlabelled (like Amazon's first 3305): never used anywhere.
+    let labelled: Vec<u32> = (100..800).collect();
+    let protocol = AnomalyProtocol {
+        split: SplitConfig::bwgnn(0.4),
+        runs: 3,
+        seed: 5,
+        train: train_cfg(40),
+        ..AnomalyProtocol::default()
+    };
+    let log = Rc::new(RefCell::new(Log::default()));
+    let report = protocol
+        .run(
+            "toy",
+            &labelled,
+            &is_anomaly,
+            |_, seed| Ok(Linear::new(&x, &y, 2, seed, log.clone())),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    assert_eq!(report.runs.len(), 3);
+    let (auc, _) = report.aggregate["test_auc"];
+    let (f1, _) = report.aggregate["test_macro_f1"];
+    assert!(
+        auc > 0.9 && f1 > 0.75,
+        "did not learn: AUC {auc}, macro-F1 {f1}"
+    );
+
+    // Leak check: per run, 40 validation calls, then exactly one test call.
+    let log = log.borrow();
+    assert_eq!(log.predicted.len(), 3 * 41);
+    let val: BTreeSet<usize> = log.predicted[0].iter().copied().collect();
+    let test: BTreeSet<usize> = log.predicted[40].iter().copied().collect();
+    for run in 0..3 {
+        for call in &log.predicted[run * 41..run * 41 + 40] {
+            assert!(
+                call.iter().all(|i| val.contains(i)),
+                "selection saw a non-validation item"
+            );
+        }
+        assert_eq!(
+            log.predicted[run * 41 + 40]
+                .iter()
+                .copied()
+                .collect::<BTreeSet<_>>(),
+            test
+        );
+    }
+    assert!(
+        val.is_disjoint(&test)
+            && log.trained_on.is_disjoint(&test)
+            && log.trained_on.is_disjoint(&val)
+    );
+    assert!(
+        log.trained_on
+            .iter()
+            .chain(&val)
+            .chain(&test)
+            .all(|&i| i >= 100),
+        "an unlabelled node was used"
+    );
+    assert_eq!(log.trained_on.len() + val.len() + test.len(), 700);
+    // val:test = 1:2.
+    let ratio = test.len() as f64 / val.len() as f64;
+    assert!((ratio - 2.0).abs() < 0.1, "val:test = 1:{ratio}");
+
+    // Same seed, same numbers.
+    let again = protocol
+        .run(
+            "toy",
+            &labelled,
+            &is_anomaly,
+            |_, seed| Ok(Linear::new(&x, &y, 2, seed, Rc::default())),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    assert_eq!(again.aggregate, report.aggregate);
+    for (a, b) in again.runs.iter().zip(&report.runs) {
+        assert_eq!(a.without_timings(), b.without_timings());
+    }
+
+    // The reference quirk runs, is labelled, and reads test metrics from every epoch.
+    let quirk = AnomalyProtocol {
+        score: ScoreMode::ReferencePreStep,
+        ..protocol.clone()
+    };
+    let log2 = Rc::new(RefCell::new(Log::default()));
+    let q = quirk
+        .run(
+            "toy",
+            &labelled,
+            &is_anomaly,
+            |_, seed| Ok(Linear::new(&x, &y, 2, seed, log2.clone())),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    assert!(q.notes.iter().any(|n| n.contains("reference-pre-step")));
+    assert!(q.aggregate["test_auc"].0 > 0.9);
+    assert!(
+        log2.borrow().predicted.is_empty(),
+        "quirk mode scores the pre-step logits only"
+    );
+}
+
+#[test]
+fn cross_validation_partitions_and_learns() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tch::manual_seed(12);
+    let n = 300;
+    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(3);
+    let x = Tensor::randn([n, 4], (Kind::Float, Device::Cpu))
+        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
+    let target: Vec<f64> = (0..n).map(|i| (i % 3) as f64).collect();
+    let cv = CrossValidation {
+        folds: KFoldConfig {
+            folds: 5,
+            val_ratio: 0.2,
+            seed: 3,
+        },
+        repeats: 2,
+        metric: Metric::Accuracy,
+        train: train_cfg(40),
+    };
+    let log = Rc::new(RefCell::new(Log::default()));
+    let report = cv
+        .run(
+            "toy-cv",
+            &target,
+            |_, _, seed| Ok(Linear::new(&x, &y, 3, seed, log.clone())),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    assert_eq!(report.runs.len(), 10);
+    assert!(
+        report.aggregate["test_accuracy"].0 > 0.85,
+        "{:?}",
+        report.aggregate
+    );
+    // In each repeat the test folds (the last call of each fold) partition the items.
+    let log = log.borrow();
+    for r in 0..2 {
+        let tests: Vec<&Vec<usize>> = (0..5)
+            .map(|f| &log.predicted[(r * 5 + f) * 41 + 40])
+            .collect();
+        let mut all: Vec<usize> = tests.iter().flat_map(|t| t.iter().copied()).collect();
+        all.sort_unstable();
+        assert_eq!(
+            all,
+            (0..n as usize).collect::<Vec<_>>(),
+            "test folds do not partition the items"
+        );
+        for f in 0..5 {
+            let val = &log.predicted[(r * 5 + f) * 41];
+            assert!(
+                val.iter().all(|i| !tests[f].contains(i)),
+                "validation overlaps the test fold"
+            );
+        }
+    }
+}
+
+#[test]
+fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tch::manual_seed(13);
+    let n = 200;
+    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(2);
+    let x = Tensor::randn([n, 2], (Kind::Float, Device::Cpu))
+        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
+    let target: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    let et = EtPaperProtocol {
+        repeats: 20,
+        seed: 1,
+        train: train_cfg(100),
+    };
+    let report = et
+        .run(
+            "toy-et",
+            &target,
+            |seed| Ok(Linear::new(&x, &y, 2, seed, Rc::default())),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    assert_eq!(report.protocol, "et-paper");
+    assert!(report.notes[0].contains("training-set accuracies"));
+    assert!(report.aggregate["et_paper_accuracy"].0 > 0.9);
+    assert_eq!(
+        report.runs[0].selected_epoch,
+        Some(99),
+        "et-paper uses the final epoch"
+    );
+
+    let split = Split::new(
+        (0..120).collect(),
+        (120..160).collect(),
+        (160..200).collect(),
+    );
+    let fixed = FixedSplitProtocol {
+        runs: 2,
+        seed: 4,
+        metric: Metric::BalancedAccuracy,
+        train: train_cfg(100),
+    };
+    let report = fixed
+        .run(
+            "toy-fixed",
+            &split,
+            &target,
+            |_, seed| Ok(Linear::new(&x, &y, 2, seed, Rc::default())),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    assert!(report.aggregate["test_balanced_accuracy"].0 > 0.9);
+    assert!(report.show("test_balanced_accuracy", 100.0).contains('±'));
+    let overlapping = Split::new(
+        (0..120).collect(),
+        (100..160).collect(),
+        (160..200).collect(),
+    );
+    assert!(
+        fixed
+            .run(
+                "bad",
+                &overlapping,
+                &target,
+                |_, seed| Ok(Linear::new(&x, &y, 2, seed, Rc::default())),
+                None,
+                "cpu"
+            )
+            .is_err()
+    );
+}
