@@ -1,11 +1,22 @@
 //! # basin-train
 //!
-//! Training and evaluation for basin models. Today it holds the [`plot`] module (energy curves
-//! and image grids written as PNG). What will live here (issue "Training and evaluation"):
-//! AdamW with the papers' settings, gradient centralisation, clipping and warm-up + cosine
-//! schedules; losses (label-smoothed and class-weighted cross-entropy, weighted BCE, MSE/MAE,
-//! masked patch MSE); metrics with scikit-learn semantics in f64; the evaluation protocols of
-//! the papers as runners that own their splits; run records, checkpoints, resume and progress.
+//! Training and evaluation for basin models: every reproduction is only as honest as this
+//! layer, so the papers' protocols are code here, and metrics follow the tools the papers used.
+//!
+//! - [`optim`]: AdamW with the papers' settings (decay targets, gradient centralisation,
+//!   global-norm clipping), its state checkpointable.
+//! - [`schedule`]: warm-up + cosine and hold + cosine schedules, per step or per epoch.
+//! - [`loss`]: label-smoothed and class-weighted cross-entropy (PyTorch semantics), the weighted
+//!   BCE of ET eq. 12/22, MSE/MAE, masked patch MSE.
+//! - [`metrics`]: accuracy, macro-F1, ROC-AUC, AP, balanced accuracy, MAE and the anomaly
+//!   threshold sweep, in f64 with scikit-learn's semantics.
+//! - [`runner`]: the shared epoch loop — validation-based selection, test once at the end,
+//!   checkpoints after every epoch and exact resume, NaN/Inf guards, progress bars.
+//! - [`protocol`]: the anomaly protocol of BWGNN/ET/CDAT, leak-free k-fold cross-validation,
+//!   the ET paper's own TU procedure (`et-paper`), fixed splits.
+//! - [`record`]: JSON run records (config, seeds, split hashes, per-epoch metrics, device, git
+//!   revision), written atomically.
+//! - [`plot`]: energy curves and image grids as PNG.
 
 pub mod loss;
 pub mod metrics;

@@ -96,6 +96,37 @@ impl ProtocolReport {
         }
     }
 
+    /// A Markdown section: the aggregate table, the notes, and one row per run.
+    pub fn to_markdown(&self) -> String {
+        let mut md = format!(
+            "### {} — {}\n\n| metric | mean ± std |\n|---|---|\n",
+            self.name, self.protocol
+        );
+        for (k, (m, s)) in &self.aggregate {
+            md.push_str(&format!("| {k} | {m:.4} ± {s:.4} |\n"));
+        }
+        md.push('\n');
+        for n in &self.notes {
+            md.push_str(&format!("- {n}\n"));
+        }
+        md.push_str("\n| run | selected epoch | summary | wall (s) |\n|---|---|---|---|\n");
+        for r in &self.runs {
+            let summary: Vec<String> = r
+                .summary
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.4}"))
+                .collect();
+            let epoch = r.selected_epoch.map_or("–".into(), |e| e.to_string());
+            md.push_str(&format!(
+                "| {} | {epoch} | {} | {:.1} |\n",
+                r.name,
+                summary.join(", "),
+                r.wall_seconds
+            ));
+        }
+        md
+    }
+
     /// Writes `report.json` into `dir`, atomically.
     pub fn write_json(&self, dir: &Path) -> Result<PathBuf, TrainError> {
         let path = dir.join("report.json");

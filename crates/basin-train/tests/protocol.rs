@@ -359,6 +359,11 @@ fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
         .unwrap();
     assert!(report.aggregate["test_balanced_accuracy"].0 > 0.9);
     assert!(report.show("test_balanced_accuracy", 100.0).contains('±'));
+    let md = report.to_markdown();
+    assert!(
+        md.contains("| test_balanced_accuracy |") && md.contains("toy-fixed/run-1"),
+        "{md}"
+    );
     let overlapping = Split::new(
         (0..120).collect(),
         (100..160).collect(),
