@@ -17,6 +17,9 @@
 //! depends on tch.
 
 pub mod error;
+pub mod laplacian;
+pub mod lobpcg;
+pub mod npz;
 pub mod split;
 mod text;
 pub mod tu;
