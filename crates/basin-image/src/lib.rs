@@ -1,10 +1,28 @@
-//! Image data and patching for basin; pure Rust, no libtorch.
+//! # basin-image
 //!
-//! What will live here (issue "Image patching and ET masked image completion"):
-//! - loaders for IDX (MNIST / Fashion-MNIST, gzipped or not), folders and tars of JPEG/PNG
-//!   files with class sub-folders (CIFAR-10), each failing with an error that names the file;
-//! - per-channel normalisation and the seeded augmentations of ET Table 4 (flip, random
-//!   resized crop, colour jitter);
-//! - patchify / unpatchify for any patch size that divides the image, with an exact round trip;
-//! - masking strategies: k random patches, the paper's 90/10 mix of masked and visible-but-scored
-//!   patches, block masks.
+//! Image data and patching for basin; pure Rust (no libtorch), so its tests run in seconds.
+//!
+//! - [`set::ImageSet`]: 8-bit images with labels, in memory.
+//! - Loaders: [`idx`] (MNIST / Fashion-MNIST, gzipped or not), [`folder`] (JPEG/PNG files in
+//!   class sub-folders, from a directory or a tar archive such as CIFAR-10's). Malformed or
+//!   truncated files give errors that name the file.
+//! - [`transform`]: per-channel normalisation and the seeded augmentations of ET Table 4.
+//! - [`patch::Grid`]: patchify / unpatchify, exact round trip.
+//! - [`mask::MaskStrategy`]: k random patches, the paper's masked/visible-but-scored mix, blocks.
+//! - [`batch::Pipeline`]: augment → normalise → patchify → mask, in parallel and deterministic.
+
+pub mod batch;
+pub mod error;
+pub mod folder;
+pub mod idx;
+pub mod mask;
+pub mod patch;
+pub mod set;
+pub mod transform;
+
+pub use batch::{PatchBatch, Pipeline};
+pub use error::{ImageError, Result};
+pub use mask::{MaskPlan, MaskStrategy};
+pub use patch::Grid;
+pub use set::ImageSet;
+pub use transform::{Augment, ColorJitter, FloatImage, Normalize, ResizedCrop};
