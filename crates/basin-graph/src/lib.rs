@@ -16,10 +16,12 @@
 //! The arrays it produces are handed to basin-core by the model crates; this crate never
 //! depends on tch.
 
+pub mod batch;
 pub mod error;
 pub mod laplacian;
 pub mod lobpcg;
 pub mod npz;
+pub mod sample;
 pub mod split;
 mod text;
 pub mod tu;
