@@ -18,6 +18,7 @@
 //!   revision), written atomically.
 //! - [`plot`]: energy curves and image grids as PNG.
 
+pub mod image_metrics;
 pub mod loss;
 pub mod metrics;
 pub mod optim;
