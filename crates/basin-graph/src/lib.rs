@@ -20,6 +20,8 @@ pub mod batch;
 pub mod error;
 pub mod laplacian;
 pub mod lobpcg;
+pub mod lrgb;
+pub mod mat;
 pub mod npz;
 pub mod sample;
 pub mod split;
