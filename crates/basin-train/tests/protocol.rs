@@ -294,10 +294,10 @@ fn cross_validation_partitions_and_learns() {
             (0..n as usize).collect::<Vec<_>>(),
             "test folds do not partition the items"
         );
-        for f in 0..5 {
+        for (f, test) in tests.iter().enumerate() {
             let val = &log.predicted[(r * 5 + f) * 41];
             assert!(
-                val.iter().all(|i| !tests[f].contains(i)),
+                val.iter().all(|i| !test.contains(i)),
                 "validation overlaps the test fold"
             );
         }

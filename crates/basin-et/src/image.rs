@@ -1,0 +1,363 @@
+//! `EtImage`: masked image completion with one recurrent ET block (paper Section 3, Appendix B;
+//! reference-implementations §1).
+//!
+//! Patches are encoded by one affine map, masked patches are replaced by a learned MASK token,
+//! a learned position bias is added to every token (after an optional learned CLS token), and
+//! one ET block — energy attention and Hopfield memory with shared weights — descends its
+//! energy for T steps. A decoder (LayerNorm + affine) maps the final tokens back to pixels, and
+//! the loss is the MSE on the scored patches.
+//!
+//! Switches against the paper's defaults: `self_attention` (the image reference code lets a
+//! patch attend to itself; Table 14 shows both), `cls_token` (the reference prepends one),
+//! `loss = "reference-rmse"` (the reference's square root of the mean over the *whole* patch
+//! tensor with unscored values zeroed). The ablations of Table 14 are block configs without
+//! the Hopfield or the attention term.
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Module};
+use tch::{Device, Kind, Tensor};
+
+use basin_core::{
+    AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig, NormConfig,
+    Structure, TermConfig, Trace, TraceOptions,
+};
+use basin_image::PatchBatch;
+
+use crate::EtError;
+
+/// The training loss on the scored patches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImageLoss {
+    /// Mean squared error over the scored patches' values (the paper).
+    #[default]
+    MaskedMse,
+    /// The reference code's `sqrt(mean((pred − img)² · 1[scored]))` over the whole tensor.
+    ReferenceRmse,
+}
+
+/// Configuration of an [`EtImage`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EtImageConfig {
+    /// Image channels.
+    pub channels: i64,
+    /// Image height.
+    pub height: i64,
+    /// Image width.
+    pub width: i64,
+    /// Patch side.
+    pub patch: i64,
+    /// The ET block (token width, steps, terms, dynamics).
+    pub block: BlockConfig,
+    /// Whether a patch may attend to itself (Table 14: ET-Full does not, ET-Full+Self does).
+    pub self_attention: bool,
+    /// Prepend a learned CLS token (the reference code does).
+    pub cls_token: bool,
+    /// Standard deviation of the MASK, CLS and position initialisation (reference: 0.002).
+    pub token_init_std: f64,
+    /// Training loss.
+    pub loss: ImageLoss,
+}
+
+impl Default for EtImageConfig {
+    fn default() -> Self {
+        Self::cifar10_cpu()
+    }
+}
+
+fn block(
+    dim: i64,
+    heads: i64,
+    head_dim: i64,
+    memories: i64,
+    steps: usize,
+    alpha: f64,
+) -> BlockConfig {
+    BlockConfig {
+        dim,
+        steps,
+        norm: NormConfig::default(),
+        terms: vec![
+            TermConfig::Attention(AttentionConfig {
+                heads,
+                head_dim,
+                beta: Some(1.0 / (head_dim as f64).sqrt()),
+                ..AttentionConfig::default()
+            }),
+            TermConfig::Hopfield(HopfieldConfig {
+                memories,
+                ..HopfieldConfig::default()
+            }),
+        ],
+        dynamics: DynamicsConfig::GradientFlow { alpha },
+    }
+}
+
+impl EtImageConfig {
+    /// The paper's ImageNet model (Table 4): 224² RGB, 16² patches, D = 768, 12 heads of 64,
+    /// β = 1/8, K = 3072 ReLU memories, T = 12, α = 0.1. Needs an ImageNet-style folder and a GPU.
+    pub fn imagenet() -> Self {
+        Self {
+            channels: 3,
+            height: 224,
+            width: 224,
+            patch: 16,
+            block: block(768, 12, 64, 3072, 12, 0.1),
+            self_attention: false,
+            cls_token: true,
+            token_init_std: 0.002,
+            loss: ImageLoss::MaskedMse,
+        }
+    }
+
+    /// CIFAR-10 at CPU scale: 32² RGB, 4² patches (64 tokens), D = 128, 4 heads of 32,
+    /// K = 512, T = 12, α = 0.1 — the paper's architecture shrunk so that an epoch takes
+    /// minutes on two cores.
+    pub fn cifar10_cpu() -> Self {
+        Self {
+            channels: 3,
+            height: 32,
+            width: 32,
+            patch: 4,
+            block: block(128, 4, 32, 512, 12, 0.1),
+            ..Self::imagenet()
+        }
+    }
+
+    /// Fashion-MNIST at CPU scale: 28² grey, 4² patches (49 tokens), D = 64, 4 heads of 16,
+    /// K = 256, T = 12, α = 0.1.
+    pub fn fashion_mnist_cpu() -> Self {
+        Self {
+            channels: 1,
+            height: 28,
+            width: 28,
+            patch: 4,
+            block: block(64, 4, 16, 256, 12, 0.1),
+            ..Self::imagenet()
+        }
+    }
+
+    /// Number of patches.
+    pub fn tokens(&self) -> i64 {
+        (self.height / self.patch.max(1)) * (self.width / self.patch.max(1))
+    }
+
+    /// Values per patch.
+    pub fn patch_len(&self) -> i64 {
+        self.channels * self.patch * self.patch
+    }
+
+    /// Checks the geometry and the block.
+    pub fn validate(&self) -> Result<(), EtError> {
+        if self.patch < 1 || self.height % self.patch != 0 || self.width % self.patch != 0 {
+            return Err(EtError::Config {
+                field: "patch".into(),
+                message: format!(
+                    "a patch side dividing {}×{}, got {}",
+                    self.height, self.width, self.patch
+                ),
+            });
+        }
+        if !(self.channels == 1 || self.channels == 3) {
+            return Err(EtError::Config {
+                field: "channels".into(),
+                message: format!("1 or 3, got {}", self.channels),
+            });
+        }
+        self.block.validate()?;
+        Ok(())
+    }
+
+    /// The Table 14 ablation `name` of this config: `full`, `full+self`, `nohn`, `nohn+self`,
+    /// `noatt`.
+    pub fn ablation(&self, name: &str) -> Result<Self, EtError> {
+        let mut c = self.clone();
+        let (att, hn, selfatt) = match name {
+            "full" => (true, true, false),
+            "full+self" => (true, true, true),
+            "nohn" => (true, false, false),
+            "nohn+self" => (true, false, true),
+            "noatt" => (false, true, false),
+            other => {
+                return Err(EtError::Config {
+                    field: "ablation".into(),
+                    message: format!(
+                        "one of full, full+self, nohn, nohn+self, noatt; got `{other}`"
+                    ),
+                });
+            }
+        };
+        c.self_attention = selfatt;
+        c.block.terms.retain(|t| match t {
+            TermConfig::Attention(_) => att,
+            TermConfig::Hopfield(_) => hn,
+        });
+        Ok(c)
+    }
+}
+
+/// The model. Parameter names: `encoder.{weight,bias}`, `mask_token`, `cls_token`, `pos`,
+/// `block.…` (the block's checkpoint names), `decoder_norm.{weight,bias}`,
+/// `decoder.{weight,bias}`.
+#[derive(Debug)]
+pub struct EtImage {
+    /// The configuration.
+    pub cfg: EtImageConfig,
+    encoder: nn::Linear,
+    mask_token: Tensor,
+    cls_token: Option<Tensor>,
+    pos: Tensor,
+    /// The ET block.
+    pub block: EnergyBlock,
+    decoder_norm: nn::LayerNorm,
+    decoder: nn::Linear,
+    memories: Option<Tensor>,
+}
+
+/// A batch on the device: patches `[B, N, P]`, masked and scored flags `[B, N]`.
+#[derive(Debug)]
+pub struct DeviceBatch {
+    /// Normalised patch values.
+    pub patches: Tensor,
+    /// Replaced by MASK.
+    pub masked: Tensor,
+    /// Counted by the loss.
+    pub scored: Tensor,
+}
+
+impl DeviceBatch {
+    /// Moves a [`PatchBatch`] to `device`.
+    pub fn new(b: &PatchBatch, device: Device) -> Self {
+        let (bs, n, p) = (b.batch as i64, b.tokens as i64, b.patch_len as i64);
+        Self {
+            patches: Tensor::from_slice(&b.patches)
+                .view([bs, n, p])
+                .to_device(device),
+            masked: Tensor::from_slice(&b.masked)
+                .view([bs, n])
+                .to_device(device),
+            scored: Tensor::from_slice(&b.scored)
+                .view([bs, n])
+                .to_device(device),
+        }
+    }
+}
+
+impl EtImage {
+    /// Builds the model under `path`.
+    pub fn new(path: &nn::Path, cfg: &EtImageConfig) -> Result<Self, EtError> {
+        cfg.validate()?;
+        let d = cfg.block.dim;
+        let small = nn::Init::Randn {
+            mean: 0.0,
+            stdev: cfg.token_init_std,
+        };
+        let n = cfg.tokens() + i64::from(cfg.cls_token);
+        let block = EnergyBlock::new(&(path / "block"), &cfg.block)?;
+        let memories = cfg.block.terms.iter().find_map(|t| match t {
+            TermConfig::Hopfield(h) => (path / "block" / h.name.as_str()).get("xi"),
+            TermConfig::Attention(_) => None,
+        });
+        Ok(Self {
+            cfg: cfg.clone(),
+            encoder: nn::linear(path / "encoder", cfg.patch_len(), d, Default::default()),
+            mask_token: path.var("mask_token", &[d], small),
+            cls_token: cfg.cls_token.then(|| path.var("cls_token", &[d], small)),
+            pos: path.var("pos", &[n, d], small),
+            block,
+            memories,
+            decoder_norm: nn::layer_norm(path / "decoder_norm", vec![d], Default::default()),
+            decoder: nn::linear(path / "decoder", d, cfg.patch_len(), Default::default()),
+        })
+    }
+
+    /// The attention pattern: every token, with or without itself.
+    pub fn structure(&self) -> Structure {
+        Structure::full().with_self_attention(self.cfg.self_attention)
+    }
+
+    /// Tokens `x_0` `[B, N(+1), D]` for patches `[B, N, P]` with `masked` `[B, N]` hidden.
+    pub fn encode(&self, patches: &Tensor, masked: &Tensor) -> Tensor {
+        let x = self.encoder.forward(patches);
+        let x = self
+            .mask_token
+            .view([1, 1, -1])
+            .expand_as(&x)
+            .where_self(&masked.unsqueeze(-1), &x);
+        let x = match &self.cls_token {
+            Some(cls) => Tensor::cat(
+                &[cls.view([1, 1, -1]).expand([x.size()[0], 1, -1], false), x],
+                1,
+            ),
+            None => x,
+        };
+        x + &self.pos
+    }
+
+    /// Pixels `[B, N, P]` from tokens `[B, N(+1), D]` (the CLS token dropped).
+    pub fn decode(&self, x: &Tensor) -> Tensor {
+        let x = if self.cls_token.is_some() {
+            x.narrow(1, 1, x.size()[1] - 1)
+        } else {
+            x.shallow_clone()
+        };
+        self.decoder.forward(&self.decoder_norm.forward(&x))
+    }
+
+    /// Decodes a direction in token space (a gradient) through the decoder's linear map only.
+    pub fn decode_direction(&self, v: &Tensor) -> Tensor {
+        let v = if self.cls_token.is_some() {
+            v.narrow(1, 1, v.size()[1] - 1)
+        } else {
+            v.shallow_clone()
+        };
+        v.matmul(&self.decoder.ws.tr())
+    }
+
+    /// Predicted pixels for every patch, `[B, N, P]`, and the trace if asked.
+    pub fn forward(
+        &self,
+        batch: &DeviceBatch,
+        train: bool,
+        trace: Option<TraceOptions>,
+    ) -> (Tensor, Option<Trace>) {
+        let x0 = self.encode(&batch.patches, &batch.masked);
+        let (x, tr) = self.block.run(&x0, &self.structure(), train, trace);
+        (self.decode(&x), tr)
+    }
+
+    /// The training loss of predictions on a batch.
+    pub fn loss(&self, pred: &Tensor, batch: &DeviceBatch) -> Tensor {
+        match self.cfg.loss {
+            ImageLoss::MaskedMse => {
+                basin_train::loss::masked_mse(pred, &batch.patches, &batch.scored)
+            }
+            ImageLoss::ReferenceRmse => {
+                let m = batch.scored.unsqueeze(-1).to_kind(pred.kind());
+                ((pred - &batch.patches) * m)
+                    .square()
+                    .mean(pred.kind())
+                    .sqrt()
+            }
+        }
+    }
+
+    /// Per-image MSE over the scored patches, `[B]`.
+    pub fn per_image_mse(pred: &Tensor, batch: &DeviceBatch) -> Tensor {
+        let m = batch.scored.unsqueeze(-1).to_kind(Kind::Float);
+        let p = pred.size()[2] as f64;
+        ((pred - &batch.patches).square() * &m).sum_dim_intlist(&[1i64, 2][..], false, Kind::Float)
+            / (m.sum_dim_intlist(&[1i64, 2][..], false, Kind::Float)
+                .clamp_min(1.0)
+                * p)
+    }
+
+    /// The Hopfield memories ξ_μ decoded to patches, `[K, P]` (ET Figure 5: every weight with
+    /// a token index can be looked at through the decoder), if the block has a memory.
+    pub fn decoded_memories(&self) -> Option<Tensor> {
+        self.memories
+            .as_ref()
+            .map(|xi| self.decoder.forward(&self.decoder_norm.forward(xi)))
+    }
+}

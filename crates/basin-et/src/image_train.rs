@@ -1,0 +1,455 @@
+//! Training, evaluation and pictures for [`EtImage`] on image sets.
+
+use std::collections::BTreeMap;
+
+use basin_image::{Augment, ImageSet, MaskStrategy, Normalize, Pipeline};
+use basin_train::TrainError;
+use basin_train::runner::{EpochOutput, Learner, Scores, Steps};
+use rand::RngExt;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use tch::{Device, Kind, Tensor, nn};
+
+use crate::EtError;
+use crate::image::{DeviceBatch, EtImage, EtImageConfig};
+
+/// An [`EtImage`] with its data: items index into `data` (training and evaluation images
+/// together; the protocol decides which are which).
+pub struct ImageLearner {
+    /// The parameters.
+    pub vs: nn::VarStore,
+    /// The model.
+    pub model: EtImage,
+    /// All images.
+    pub data: ImageSet,
+    /// Training preparation (augmentations on).
+    pub train_pipe: Pipeline,
+    /// Evaluation preparation (no augmentation).
+    pub eval_pipe: Pipeline,
+    /// Images per batch.
+    pub batch: usize,
+    /// Seed of the masks drawn by [`Learner::predict`] (fixed, so validation is comparable
+    /// across epochs).
+    pub eval_seed: u64,
+}
+
+impl std::fmt::Debug for ImageLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageLearner")
+            .field("cfg", &self.model.cfg)
+            .field("images", &self.data.len())
+            .finish()
+    }
+}
+
+/// Reconstruction quality over several masking seeds.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Reconstruction {
+    /// Mean over images and seeds of the masked-patch MSE (normalised pixel space).
+    pub mse: f64,
+    /// Standard deviation over images of each image's MSE (averaged over seeds).
+    pub mse_std_images: f64,
+    /// Standard deviation over seeds of the mean MSE.
+    pub mse_std_seeds: f64,
+    /// Mean PSNR (dB) of the completed images (visible patches kept, masked ones predicted),
+    /// in `[0, 1]` pixel space.
+    pub psnr: f64,
+    /// Mean SSIM of the completed images.
+    pub ssim: f64,
+    /// Images × seeds evaluated.
+    pub evaluated: usize,
+}
+
+impl ImageLearner {
+    /// A learner for `cfg` on `data`, normalising with `normalize` and masking with `mask`.
+    pub fn new(
+        cfg: &EtImageConfig,
+        data: ImageSet,
+        normalize: Normalize,
+        mask: MaskStrategy,
+        augment: Augment,
+        batch: usize,
+        device: Device,
+    ) -> Result<Self, EtError> {
+        let vs = nn::VarStore::new(device);
+        let model = EtImage::new(&vs.root(), cfg)?;
+        let eval_pipe = Pipeline {
+            patch: cfg.patch as usize,
+            augment: Augment::none(),
+            normalize: normalize.clone(),
+            mask: mask.clone(),
+        };
+        let train_pipe = Pipeline {
+            augment,
+            ..eval_pipe.clone()
+        };
+        train_pipe.grid(&data)?;
+        if data.channels as i64 != cfg.channels
+            || data.height as i64 != cfg.height
+            || data.width as i64 != cfg.width
+        {
+            return Err(EtError::Config {
+                field: "image".into(),
+                message: format!(
+                    "the model expects {}×{}×{}, the data is {}×{}×{}",
+                    cfg.height, cfg.width, cfg.channels, data.height, data.width, data.channels
+                ),
+            });
+        }
+        Ok(Self {
+            vs,
+            model,
+            data,
+            train_pipe,
+            eval_pipe,
+            batch: batch.max(1),
+            eval_seed: 0,
+        })
+    }
+
+    fn device(&self) -> Device {
+        self.vs.device()
+    }
+
+    /// Predictions and the batch for `items` prepared with `pipe` and mask seed `seed`.
+    pub fn run_batch(
+        &self,
+        items: &[usize],
+        pipe: &Pipeline,
+        seed: u64,
+        train: bool,
+    ) -> Result<(Tensor, DeviceBatch), EtError> {
+        let b = DeviceBatch::new(&pipe.batch(&self.data, items, seed)?, self.device());
+        let (pred, _) = self.model.forward(&b, train, None);
+        Ok((pred, b))
+    }
+
+    /// Masked-patch MSE, PSNR and SSIM over `items` for each masking seed in `seeds`.
+    pub fn evaluate(&self, items: &[usize], seeds: &[u64]) -> Result<Reconstruction, EtError> {
+        let grid = self.eval_pipe.grid(&self.data)?;
+        let (h, w, c) = (self.data.height, self.data.width, self.data.channels);
+        let mut per_image = vec![0f64; items.len()];
+        let mut per_seed = Vec::with_capacity(seeds.len());
+        let (mut psnr, mut ssim, mut count) = (0f64, 0f64, 0usize);
+        for &seed in seeds {
+            let mut seed_sum = 0.0;
+            for (chunk_no, chunk) in items.chunks(self.batch).enumerate() {
+                let (pred, b) = tch::no_grad(|| {
+                    self.run_batch(
+                        chunk,
+                        &self.eval_pipe,
+                        seed ^ ((chunk_no as u64) << 32),
+                        false,
+                    )
+                })?;
+                let mse: Vec<f64> = Vec::try_from(
+                    &EtImage::per_image_mse(&pred, &b)
+                        .to_kind(Kind::Double)
+                        .to_device(Device::Cpu),
+                )
+                .map_err(EtError::Torch)?;
+                let completed = pred.where_self(&b.masked.unsqueeze(-1), &b.patches);
+                let completed: Vec<f32> = Vec::try_from(
+                    &completed
+                        .to_kind(Kind::Float)
+                        .to_device(Device::Cpu)
+                        .reshape([-1]),
+                )
+                .map_err(EtError::Torch)?;
+                let original: Vec<f32> = Vec::try_from(
+                    &b.patches
+                        .to_kind(Kind::Float)
+                        .to_device(Device::Cpu)
+                        .reshape([-1]),
+                )
+                .map_err(EtError::Torch)?;
+                let per = grid.tokens() * grid.patch_len();
+                for (k, m) in mse.iter().enumerate() {
+                    per_image[chunk_no * self.batch + k] += m;
+                    seed_sum += m;
+                    let mut a = grid.unpatchify(&original[k * per..(k + 1) * per]);
+                    let mut z = grid.unpatchify(&completed[k * per..(k + 1) * per]);
+                    self.eval_pipe.normalize.invert(&mut a);
+                    self.eval_pipe.normalize.invert(&mut z);
+                    z.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
+                    a.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
+                    psnr += basin_train::image_metrics::psnr(&a, &z, 1.0)
+                        .map_err(TrainError::from)?
+                        .min(100.0);
+                    ssim += basin_train::image_metrics::ssim(&a, &z, h, w, c, 1.0)
+                        .map_err(TrainError::from)?;
+                    count += 1;
+                }
+            }
+            per_seed.push(seed_sum / items.len().max(1) as f64);
+        }
+        let per_image: Vec<f64> = per_image
+            .iter()
+            .map(|v| v / seeds.len().max(1) as f64)
+            .collect();
+        let (mse, mse_std_images) = basin_train::metrics::mean_std(&per_image);
+        let (_, mse_std_seeds) = basin_train::metrics::mean_std(&per_seed);
+        Ok(Reconstruction {
+            mse,
+            mse_std_images,
+            mse_std_seeds,
+            psnr: psnr / count.max(1) as f64,
+            ssim: ssim / count.max(1) as f64,
+            evaluated: count,
+        })
+    }
+}
+
+impl Learner for ImageLearner {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+
+    fn train_epoch(
+        &mut self,
+        train: &[usize],
+        steps: &mut Steps<'_>,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<EpochOutput, TrainError> {
+        let mut order = train.to_vec();
+        order.shuffle(rng);
+        let (mut total, mut n) = (0.0, 0usize);
+        for chunk in order.chunks(self.batch) {
+            let seed: u64 = rng.random();
+            let (pred, b) = self
+                .run_batch(chunk, &self.train_pipe, seed, true)
+                .map_err(|e| TrainError::State(e.to_string()))?;
+            total += steps.step(&self.model.loss(&pred, &b))?;
+            n += 1;
+        }
+        Ok(EpochOutput {
+            loss: total / n.max(1) as f64,
+            pre_step_scores: None,
+        })
+    }
+
+    /// One row per image: its masked-patch MSE under the fixed evaluation masks.
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        let mut rows = Vec::with_capacity(items.len());
+        for (k, chunk) in items.chunks(self.batch).enumerate() {
+            let (pred, b) = tch::no_grad(|| {
+                self.run_batch(
+                    chunk,
+                    &self.eval_pipe,
+                    self.eval_seed ^ ((k as u64) << 32),
+                    false,
+                )
+            })
+            .map_err(|e| TrainError::State(e.to_string()))?;
+            let mse: Vec<f64> = Vec::try_from(
+                &EtImage::per_image_mse(&pred, &b)
+                    .to_kind(Kind::Double)
+                    .to_device(Device::Cpu),
+            )?;
+            rows.extend(mse.into_iter().map(|m| vec![m]));
+        }
+        Ok(Scores(rows))
+    }
+}
+
+/// Summary numbers of a reconstruction, for run records.
+pub fn summary(prefix: &str, r: &Reconstruction) -> BTreeMap<String, f64> {
+    BTreeMap::from([
+        (format!("{prefix}mse"), r.mse),
+        (format!("{prefix}mse_std_images"), r.mse_std_images),
+        (format!("{prefix}mse_std_seeds"), r.mse_std_seeds),
+        (format!("{prefix}psnr"), r.psnr),
+        (format!("{prefix}ssim"), r.ssim),
+    ])
+}
+
+// ------------------------------------------------------------------------------- pictures
+
+use std::path::Path;
+
+use basin_core::TraceOptions;
+use basin_train::plot::{Picture, Series, image_grid, line_panels};
+
+fn picture(data: Vec<f32>, w: usize, h: usize, c: usize) -> Picture {
+    Picture {
+        width: w as u32,
+        height: h as u32,
+        channels: c as u32,
+        data,
+    }
+}
+
+/// Rescales values to `[0, 1]` (for gradients, which have no pixel range).
+fn stretch(mut v: Vec<f32>) -> Vec<f32> {
+    let (lo, hi) = v
+        .iter()
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &x| {
+            (a.min(x), b.max(x))
+        });
+    let span = (hi - lo).max(1e-12);
+    v.iter_mut().for_each(|x| *x = (*x - lo) / span);
+    v
+}
+
+impl ImageLearner {
+    /// Patches `[N·P]` (normalised) → an image in `[0, 1]`.
+    fn to_image(&self, patches: &[f32]) -> Result<Vec<f32>, EtError> {
+        let grid = self.eval_pipe.grid(&self.data)?;
+        let mut img = grid.unpatchify(patches);
+        self.eval_pipe.normalize.invert(&mut img);
+        img.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
+        Ok(img)
+    }
+
+    fn flat(t: &Tensor) -> Result<Vec<f32>, EtError> {
+        Ok(Vec::try_from(
+            &t.to_kind(Kind::Float).to_device(Device::Cpu).reshape([-1]),
+        )?)
+    }
+
+    /// Masked input / completion / original for `items` (ET Figures 3, 8, 9).
+    pub fn write_reconstructions(
+        &self,
+        items: &[usize],
+        seed: u64,
+        path: &Path,
+    ) -> Result<(), EtError> {
+        let (pred, b) = tch::no_grad(|| self.run_batch(items, &self.eval_pipe, seed, false))?;
+        let grey = b.patches.full_like(0.0);
+        let shown = b
+            .patches
+            .where_self(&b.masked.logical_not().unsqueeze(-1), &grey);
+        let completed = pred.where_self(&b.masked.unsqueeze(-1), &b.patches);
+        let (w, h, c) = (self.data.width, self.data.height, self.data.channels);
+        let per = items.len();
+        let mut rows = vec![Vec::new(), Vec::new(), Vec::new()];
+        for (r, t) in [&shown, &completed, &b.patches].into_iter().enumerate() {
+            for k in 0..per as i64 {
+                rows[r].push(picture(self.to_image(&Self::flat(&t.get(k))?)?, w, h, c));
+            }
+        }
+        image_grid(path, &rows, &["masked input", "completed", "original"], 4).map_err(|e| {
+            EtError::Config {
+                field: "picture".into(),
+                message: e.to_string(),
+            }
+        })
+    }
+
+    /// The first `count` Hopfield memories decoded to patches (ET Figure 5).
+    pub fn write_memories(&self, count: usize, path: &Path) -> Result<bool, EtError> {
+        let Some(mem) = tch::no_grad(|| self.model.decoded_memories()) else {
+            return Ok(false);
+        };
+        let grid = self.eval_pipe.grid(&self.data)?;
+        let (p, c) = (grid.p, grid.c);
+        let k = (mem.size()[0] as usize).min(count);
+        let per_row = (k as f64).sqrt().ceil() as usize;
+        let mut rows: Vec<Vec<Picture>> = Vec::new();
+        for m in 0..k {
+            let vals = Self::flat(&mem.get(m as i64))?; // (c, py, px)
+            let mut img = vec![0f32; p * p * c];
+            for ch in 0..c {
+                for y in 0..p {
+                    for x in 0..p {
+                        img[(y * p + x) * c + ch] = vals[ch * p * p + y * p + x];
+                    }
+                }
+            }
+            self.eval_pipe.normalize.invert(&mut img);
+            img.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
+            if m % per_row == 0 {
+                rows.push(Vec::new());
+            }
+            if let Some(row) = rows.last_mut() {
+                row.push(picture(img, p, p, c));
+            }
+        }
+        image_grid(path, &rows, &[], 6).map_err(|e| EtError::Config {
+            field: "picture".into(),
+            message: e.to_string(),
+        })?;
+        Ok(true)
+    }
+
+    /// ET Figure 4: for one image, the completion decoded from the tokens at a few steps, and
+    /// each module's gradient `∂E_i/∂g` decoded through the decoder's linear map (stretched to
+    /// [0, 1]); also returns the trace's mean energies per term.
+    pub fn write_dynamics(
+        &self,
+        item: usize,
+        seed: u64,
+        path: &Path,
+    ) -> Result<Vec<(String, Vec<f64>)>, EtError> {
+        let b = DeviceBatch::new(
+            &self.eval_pipe.batch(&self.data, &[item], seed)?,
+            self.device(),
+        );
+        let (_, trace) = tch::no_grad(|| {
+            let x0 = self.model.encode(&b.patches, &b.masked);
+            self.model.block.run(
+                &x0,
+                &self.model.structure(),
+                false,
+                Some(TraceOptions {
+                    states: true,
+                    term_grads: true,
+                }),
+            )
+        });
+        let trace = trace.ok_or_else(|| EtError::Config {
+            field: "trace".into(),
+            message: "no trace recorded".into(),
+        })?;
+        let (w, h, c) = (self.data.width, self.data.height, self.data.channels);
+        let steps = trace.states.len();
+        let picks: Vec<usize> = (0..6).map(|i| i * (steps - 1) / 5).collect();
+        let mut rows = vec![Vec::new()];
+        let mut labels = vec!["tokens".to_owned()];
+        for &t in &picks {
+            let pred = tch::no_grad(|| self.model.decode(&trace.states[t]));
+            let completed = pred.where_self(&b.masked.unsqueeze(-1), &b.patches);
+            rows[0].push(picture(
+                self.to_image(&Self::flat(&completed.get(0))?)?,
+                w,
+                h,
+                c,
+            ));
+        }
+        for (name, grads) in &trace.term_grads {
+            let mut row = Vec::new();
+            for &t in &picks {
+                let g = &grads[t.min(grads.len() - 1)];
+                let img = self.eval_pipe.grid(&self.data)?.unpatchify(&Self::flat(
+                    &tch::no_grad(|| -self.model.decode_direction(g)).get(0),
+                )?);
+                row.push(picture(stretch(img), w, h, c));
+            }
+            rows.push(row);
+            labels.push(format!("−∂E/∂g {name}"));
+        }
+        let label_refs: Vec<&str> = labels.iter().map(String::as_str).collect();
+        image_grid(path, &rows, &label_refs, 4).map_err(|e| EtError::Config {
+            field: "picture".into(),
+            message: e.to_string(),
+        })?;
+        Ok(trace.mean_terms())
+    }
+}
+
+/// Energy per step (total and per term) as a PNG.
+pub fn write_energy(terms: &[(String, Vec<f64>)], title: &str, path: &Path) -> Result<(), EtError> {
+    let total: Vec<f64> = (0..terms.first().map_or(0, |t| t.1.len()))
+        .map(|i| terms.iter().map(|t| t.1[i]).sum())
+        .collect();
+    let mut panels = vec![Series::new("total energy", total)];
+    panels.extend(
+        terms
+            .iter()
+            .map(|(n, v)| Series::new(format!("{n} energy"), v.clone())),
+    );
+    line_panels(path, title, "step", &panels).map_err(|e| EtError::Config {
+        field: "plot".into(),
+        message: e.to_string(),
+    })
+}
