@@ -6,6 +6,7 @@
 
 mod demo;
 mod energy;
+mod reproduce;
 
 use std::process::ExitCode;
 
@@ -28,6 +29,8 @@ enum Command {
     Energy(energy::Args),
     /// Fit a small ET block on synthetic patterns, then complete masked ones (energy plot, pictures).
     Demo(demo::Args),
+    /// Reproduce a paper table end to end (report.md and report.json beside the paper's numbers).
+    Reproduce(reproduce::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Energy(args) => energy::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Reproduce(args) => reproduce::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

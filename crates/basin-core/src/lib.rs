@@ -25,6 +25,7 @@
 pub mod attention;
 pub mod block;
 pub mod checkpoint;
+pub mod data;
 pub mod device;
 pub mod dynamics;
 pub mod energy;

@@ -10,6 +10,7 @@
 
 pub mod image;
 pub mod image_train;
+pub mod table14;
 
 /// Errors of basin-et.
 #[derive(Debug, thiserror::Error)]

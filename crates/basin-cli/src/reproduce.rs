@@ -1,0 +1,82 @@
+//! `basin reproduce <table>`: one paper table, end to end (xtask's `reproduce` calls this).
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use basin_core::device::DeviceChoice;
+use basin_et::table14::{self, ImageDataset, Table14Options};
+
+/// Arguments of `basin reproduce`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// The table: `et-table14` (module ablation of masked image completion).
+    table: String,
+    /// Minutes-long smoke version (tiny subsets, one epoch): checks the whole path, not the model.
+    #[arg(long)]
+    quick: bool,
+    /// Data directory (default: BASIN_DATA_DIR, else ~/.cache/basin/data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Output directory (default: reports/<table>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// cpu, cuda or auto (default: BASIN_DEVICE, else auto).
+    #[arg(long)]
+    device: Option<DeviceChoice>,
+    /// Override the number of epochs.
+    #[arg(long)]
+    epochs: Option<usize>,
+    /// Override the number of training images.
+    #[arg(long)]
+    train_images: Option<usize>,
+    /// Only this dataset (cifar10 or fashion-mnist).
+    #[arg(long)]
+    dataset: Option<String>,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let device = crate::device(args.device)?;
+    let data = basin_core::data::data_dir(args.data_dir.as_deref());
+    match args.table.as_str() {
+        "et-table14" => {
+            let mut opts = if args.quick {
+                Table14Options::quick()
+            } else {
+                Table14Options::cpu()
+            };
+            if let Some(e) = args.epochs {
+                opts.epochs = e;
+            }
+            if let Some(n) = args.train_images {
+                opts.train_images = n;
+            }
+            if let Some(d) = &args.dataset {
+                opts.datasets = match d.as_str() {
+                    "cifar10" => vec![ImageDataset::Cifar10],
+                    "fashion-mnist" => vec![ImageDataset::FashionMnist],
+                    other => bail!("--dataset: expected cifar10 or fashion-mnist, got `{other}`"),
+                };
+            }
+            let out = args.out.clone().unwrap_or_else(table14::default_out);
+            println!(
+                "et-table14 on {} (data: {}) → {}",
+                basin_core::device::describe(device),
+                data.display(),
+                out.display()
+            );
+            let results = table14::reproduce(&opts, &data, &out, device, args.quick)?;
+            if results.is_empty() {
+                bail!(
+                    "no dataset could be loaded from {}; see {}",
+                    data.display(),
+                    out.join("report.md").display()
+                );
+            }
+            println!("wrote {}", out.join("report.md").display());
+            Ok(())
+        }
+        other => bail!(
+            "unknown or not yet reproducible table `{other}` (see `cargo xtask reproduce --list`)"
+        ),
+    }
+}
