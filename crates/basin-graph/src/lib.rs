@@ -16,6 +16,7 @@
 //! The arrays it produces are handed to basin-core by the model crates; this crate never
 //! depends on tch.
 
+pub mod anomaly;
 pub mod batch;
 pub mod error;
 pub mod laplacian;
@@ -24,6 +25,7 @@ pub mod lrgb;
 pub mod mat;
 pub mod npz;
 pub mod sample;
+pub mod sbm;
 pub mod split;
 mod text;
 pub mod tu;

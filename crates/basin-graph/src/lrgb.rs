@@ -162,6 +162,6 @@ pub fn labels_of(ds: &GraphDataset, ids: &[u32]) -> Option<Array2<f32>> {
             let idx: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
             Some(y.select(Axis(0), &idx))
         }
-        Targets::Classes { .. } => None,
+        _ => None,
     }
 }

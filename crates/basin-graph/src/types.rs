@@ -862,27 +862,29 @@ pub enum Targets {
     },
     /// Several binary labels per graph, `[G, C]` (e.g. Peptides-func's 10 functions).
     MultiLabel(Array2<f32>),
+    /// A class per node, held in each graph's `node_labels` (`0..num_classes`; SBM PATTERN and
+    /// CLUSTER).
+    NodeClasses {
+        /// Number of classes.
+        num_classes: usize,
+    },
 }
 
 impl Targets {
-    /// Number of graphs the targets describe.
-    pub fn len(&self) -> usize {
+    /// Number of graph-level targets (`None` for node-level targets).
+    pub fn graph_count(&self) -> Option<usize> {
         match self {
-            Self::Classes { labels, .. } => labels.len(),
-            Self::MultiLabel(y) => y.nrows(),
+            Self::Classes { labels, .. } => Some(labels.len()),
+            Self::MultiLabel(y) => Some(y.nrows()),
+            Self::NodeClasses { .. } => None,
         }
     }
 
-    /// Whether there are no targets.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Class labels, if single-label.
+    /// Class labels, if single-label per graph.
     pub fn classes(&self) -> Option<&[usize]> {
         match self {
             Self::Classes { labels, .. } => Some(labels),
-            Self::MultiLabel(_) => None,
+            _ => None,
         }
     }
 }
@@ -904,17 +906,29 @@ pub struct GraphDataset {
 }
 
 impl GraphDataset {
-    /// Checks every graph and that there is one target per graph.
+    /// Checks every graph and that there is one target per graph (or per node).
     pub fn validate(&self) -> Result<()> {
-        if self.targets.len() != self.graphs.len() {
+        if let Some(t) = self.targets.graph_count()
+            && t != self.graphs.len()
+        {
             return Err(GraphError::invalid(
                 "graph dataset",
-                format!(
-                    "{} targets for {} graphs",
-                    self.targets.len(),
-                    self.graphs.len()
-                ),
+                format!("{t} targets for {} graphs", self.graphs.len()),
             ));
+        }
+        if let Targets::NodeClasses { num_classes } = self.targets {
+            for (i, g) in self.graphs.iter().enumerate() {
+                let ok = g
+                    .node_labels
+                    .as_ref()
+                    .is_some_and(|l| l.iter().all(|&c| c >= 0 && (c as usize) < num_classes));
+                if !ok {
+                    return Err(GraphError::invalid(
+                        format!("graph {i}"),
+                        format!("node-level targets need node labels in 0..{num_classes}"),
+                    ));
+                }
+            }
         }
         for (i, g) in self.graphs.iter().enumerate() {
             g.validate()
@@ -945,6 +959,17 @@ impl GraphDataset {
                     .map(|c| y.column(c).iter().filter(|&&v| v > 0.5).count())
                     .collect(),
             ),
+            Targets::NodeClasses { num_classes } => {
+                let mut counts = vec![0usize; *num_classes];
+                for l in self.graphs.iter().filter_map(|g| g.node_labels.as_ref()) {
+                    for &c in l {
+                        if c >= 0 && (c as usize) < *num_classes {
+                            counts[c as usize] += 1;
+                        }
+                    }
+                }
+                (*num_classes, counts)
+            }
         };
         DatasetStats {
             name: self.name.clone(),
@@ -1134,7 +1159,8 @@ pub struct DatasetStats {
     pub classes: usize,
     /// Whether targets are multi-label.
     pub multi_label: bool,
-    /// Items per class (positives per label for multi-label sets; labelled nodes only).
+    /// Items per class (positives per label for multi-label sets; nodes for node-level
+    /// targets; labelled nodes only).
     pub class_counts: Vec<usize>,
     /// Raw label value of each class.
     pub class_values: Vec<i64>,
