@@ -18,6 +18,7 @@
 
 pub mod anomaly;
 pub mod batch;
+pub mod cache;
 pub mod error;
 pub mod laplacian;
 pub mod lobpcg;
@@ -26,6 +27,7 @@ pub mod mat;
 pub mod npz;
 pub mod sample;
 pub mod sbm;
+pub mod source;
 pub mod split;
 mod text;
 pub mod tu;
