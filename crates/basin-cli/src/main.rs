@@ -3,7 +3,9 @@
 //! - `basin energy`: run an energy block's descent on given tokens and write the energy per
 //!   step, the final tokens and ∂E/∂g (inspect an energy landscape; compare implementations).
 //! - `basin demo`: fit a small ET block and watch it complete masked patterns.
+//! - `basin data`: inspect a dataset's statistics, export its Laplacian encodings.
 
+mod data;
 mod demo;
 mod energy;
 mod reproduce;
@@ -31,6 +33,8 @@ enum Command {
     Demo(demo::Args),
     /// Reproduce a paper table end to end (report.md and report.json beside the paper's numbers).
     Reproduce(reproduce::Args),
+    /// Inspect a dataset (statistics as JSON) or export its Laplacian positional encodings.
+    Data(data::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
         Command::Energy(args) => energy::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Reproduce(args) => reproduce::run(&args),
+        Command::Data(args) => data::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
