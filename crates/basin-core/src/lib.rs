@@ -30,6 +30,8 @@ pub mod device;
 pub mod dynamics;
 pub mod energy;
 pub mod error;
+pub mod hopfield;
+pub mod hopfield_demos;
 pub mod memory;
 pub mod norm;
 pub mod structure;
