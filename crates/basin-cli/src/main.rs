@@ -8,6 +8,7 @@
 mod data;
 mod demo;
 mod energy;
+mod hopfield_memory;
 mod reproduce;
 
 use std::process::ExitCode;

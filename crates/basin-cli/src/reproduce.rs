@@ -9,7 +9,8 @@ use basin_et::table14::{self, ImageDataset, Table14Options};
 /// Arguments of `basin reproduce`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The table: `et-table14` (module ablation of masked image completion).
+    /// The table: `et-table14` (module ablation of masked image completion) or
+    /// `hopfield-memory` (the Hopfield slides' claims on retrieval, metastability, capacity).
     table: String,
     /// Minutes-long smoke version (tiny subsets, one epoch): checks the whole path, not the model.
     #[arg(long)]
@@ -72,6 +73,15 @@ pub fn run(args: &Args) -> Result<()> {
                     out.join("report.md").display()
                 );
             }
+            println!("wrote {}", out.join("report.md").display());
+            Ok(())
+        }
+        "hopfield-memory" => {
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("reports/hopfield-memory"));
+            crate::hopfield_memory::run(&out, args.quick)?;
             println!("wrote {}", out.join("report.md").display());
             Ok(())
         }
