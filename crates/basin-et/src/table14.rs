@@ -1,8 +1,8 @@
 //! `et-table14`: the module ablation of ET Table 14, at CPU scale on CIFAR-10 and
 //! Fashion-MNIST, written as a report beside the paper's ImageNet numbers.
 //!
-//! Protocol: the training split's first images train (with ET Table 4's augmentations), the
-//! next ones validate (masked-patch MSE under fixed masks; the best epoch is kept), and the test
+//! Protocol: a seeded random draw of the training split trains (with ET Table 4's
+//! augmentations), another draw from it validates (masked-patch MSE under fixed masks; the best epoch is kept), and the test
 //! split is scored once with the selected weights over several masking seeds (the paper: 10).
 //! Masking follows the paper's mix scaled to the patch count (90 % of the scored patches masked,
 //! 10 % visible but scored; half the image scored). MSE is in normalised pixel space, as the
@@ -18,6 +18,9 @@ use basin_train::optim::OptimConfig;
 use basin_train::record::RunRecord;
 use basin_train::runner::{Runner, TrainConfig, Validation};
 use basin_train::schedule::{Schedule, Unit};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
@@ -102,11 +105,11 @@ pub struct Table14Options {
     pub datasets: Vec<ImageDataset>,
     /// Ablations (`full`, `full+self`, `nohn+self`, `nohn`, `noatt`).
     pub ablations: Vec<String>,
-    /// Training images (the first ones of the training split).
+    /// Training images (a seeded random draw from the training split).
     pub train_images: usize,
-    /// Validation images (the next ones).
+    /// Validation images (another draw from the training split).
     pub val_images: usize,
-    /// Test images (the first ones of the test split).
+    /// Test images (a seeded random draw from the test split).
     pub test_images: usize,
     /// Epochs.
     pub epochs: usize,
@@ -218,16 +221,28 @@ pub fn reproduce(
             .min(train_all.len().saturating_sub(opts.val_images));
         let n_val = opts.val_images.min(train_all.len() - n_train);
         let n_test = opts.test_images.min(test_all.len());
-        // One image set: training part, validation part, then the test part.
-        let train_part: Vec<usize> = (0..n_train + n_val).collect();
+        // Loaders order images by class, so the subsets are seeded random draws (every class
+        // represented), not prefixes. One image set: training part, validation part, test part.
+        let draw = |n_all: usize, k: usize, salt: u64| {
+            let mut idx: Vec<usize> = (0..n_all).collect();
+            idx.shuffle(&mut ChaCha8Rng::seed_from_u64(opts.seed ^ salt));
+            idx.truncate(k);
+            idx
+        };
+        let train_part = draw(train_all.len(), n_train + n_val, 0x7121);
         let mut data = train_all.subset(&train_part);
-        let test_part = test_all.subset(&(0..n_test).collect::<Vec<_>>());
+        let test_part = test_all.subset(&draw(test_all.len(), n_test, 0x7e57));
         data.pixels.extend_from_slice(&test_part.pixels);
         data.labels.extend_from_slice(&test_part.labels);
         let train: Vec<usize> = (0..n_train).collect();
         let val: Vec<usize> = (n_train..n_train + n_val).collect();
         let test: Vec<usize> = (n_train + n_val..n_train + n_val + n_test).collect();
-        let normalize = Normalize::of(&train_all.subset(&train));
+        let normalize = Normalize::of(&data.subset(&train));
+        // Which source images were drawn, so that a checkpoint of another draw is never resumed.
+        let drawn = serde_json::json!({
+            "train_and_val": basin_train::record::split_hash(&train_part),
+            "test": basin_train::record::split_hash(&draw(test_all.len(), n_test, 0x7e57)),
+        });
         let mut base = ds.config();
         base.block.steps = opts.steps;
         let mask = MaskStrategy::et_mix(base.tokens() as usize);
@@ -267,7 +282,7 @@ pub fn reproduce(
                 seed: opts.seed,
                 dir: Some(dir.clone()),
                 device: basin_core::device::describe(device),
-                config: serde_json::json!({ "model": cfg, "mask": mask, "options": opts, "normalize": normalize }),
+                config: serde_json::json!({ "model": cfg, "mask": mask, "options": opts, "normalize": normalize, "drawn": drawn }),
                 progress: true,
             };
             let seeds: Vec<u64> = (0..opts.mask_seeds as u64).map(|s| 1000 + s).collect();
