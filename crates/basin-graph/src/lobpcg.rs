@@ -64,14 +64,6 @@ impl Block {
         }
     }
 
-    pub fn view(&self) -> MatRef<'_, f64> {
-        MatRef::from_row_major_slice(&self.data, self.n, self.m)
-    }
-
-    pub fn view_mut(&mut self) -> MatMut<'_, f64> {
-        MatMut::from_row_major_slice_mut(&mut self.data, self.n, self.m)
-    }
-
     /// The columns `cols`, as a new block.
     pub fn columns(&self, cols: &[usize]) -> Self {
         let mut out = Self::zeros(self.n, cols.len());
@@ -113,44 +105,75 @@ impl Block {
     }
 }
 
-fn par_for(rows: usize, cols: usize) -> Par {
-    if rows * cols >= 1 << 16 {
-        Par::rayon(0)
-    } else {
-        Par::Seq
+/// Rows per parallel task in the tall-skinny kernels.
+const ROWS_PER_TASK: usize = 4096;
+
+/// `aᵀ b` for tall row-major blocks: each task multiplies its slab of rows with faer's
+/// sequential GEMM, then the small partial products are added (parallelising a GEMM over a
+/// long inner dimension is what libraries do poorly).
+pub(crate) fn gram(a: &Block, b: &Block) -> Mat<f64> {
+    let (ma, mb) = (a.m, b.m);
+    if ma == 0 || mb == 0 || a.n == 0 {
+        return Mat::zeros(ma, mb);
     }
+    a.data
+        .par_chunks(ROWS_PER_TASK * ma)
+        .zip(b.data.par_chunks(ROWS_PER_TASK * mb))
+        .map(|(ca, cb)| {
+            let rows = ca.len() / ma;
+            let mut g = Mat::<f64>::zeros(ma, mb);
+            matmul(
+                g.as_mut(),
+                Accum::Replace,
+                MatRef::from_row_major_slice(ca, rows, ma).transpose(),
+                MatRef::from_row_major_slice(cb, rows, mb),
+                1.0,
+                Par::Seq,
+            );
+            g
+        })
+        .reduce(|| Mat::zeros(ma, mb), |x, y| x + y)
 }
 
-/// `aᵀ b`.
-pub(crate) fn gram(a: &Block, b: &Block) -> Mat<f64> {
-    let mut g = Mat::zeros(a.m, b.m);
-    matmul(
-        g.as_mut(),
-        Accum::Replace,
-        a.view().transpose(),
-        b.view(),
-        1.0,
-        par_for(a.n, a.m + b.m),
-    );
-    g
+/// `out (+)= a c` (`c` small), slab by slab.
+fn mul_into(out: &mut Block, a: &Block, c: MatRef<'_, f64>, add: bool) {
+    let cols = c.ncols();
+    if cols == 0 || a.n == 0 {
+        return;
+    }
+    let am = a.m;
+    if am == 0 {
+        if !add {
+            out.data.fill(0.0);
+        }
+        return;
+    }
+    out.data
+        .par_chunks_mut(ROWS_PER_TASK * cols)
+        .zip(a.data.par_chunks(ROWS_PER_TASK * am))
+        .for_each(|(o, ar)| {
+            let rows = ar.len() / am;
+            matmul(
+                MatMut::from_row_major_slice_mut(o, rows, cols),
+                if add { Accum::Add } else { Accum::Replace },
+                MatRef::from_row_major_slice(ar, rows, am),
+                c,
+                1.0,
+                Par::Seq,
+            );
+        });
 }
 
 /// `a c` (n × c.ncols()).
 pub(crate) fn mul(a: &Block, c: MatRef<'_, f64>) -> Block {
     let mut out = Block::zeros(a.n, c.ncols());
-    if a.m > 0 {
-        let par = par_for(a.n, a.m + c.ncols());
-        matmul(out.view_mut(), Accum::Replace, a.view(), c, 1.0, par);
-    }
+    mul_into(&mut out, a, c, false);
     out
 }
 
 /// `out += a c`.
 fn mul_add(out: &mut Block, a: &Block, c: MatRef<'_, f64>) {
-    if a.m > 0 {
-        let par = par_for(a.n, a.m + c.ncols());
-        matmul(out.view_mut(), Accum::Add, a.view(), c, 1.0, par);
-    }
+    mul_into(out, a, c, true);
 }
 
 /// The symmetric normalised Laplacian `L = S − D^{-1/2} A D^{-1/2}` of a symmetric CSR, as an
@@ -500,7 +523,14 @@ pub(crate) fn lobpcg(
             };
             let none = vec![None; blocks.len()];
             let ga = assemble(&blocks, &ablocks, &none);
-            let gb = assemble(&blocks, &blocks, &none);
+            // R and P were just orthonormalised: their own Gram blocks are the identity.
+            let mut unit: Vec<Option<Mat<f64>>> = vec![None];
+            unit.extend(
+                blocks[1..]
+                    .iter()
+                    .map(|b| Some(Mat::<f64>::identity(b.m, b.m))),
+            );
+            let gb = assemble(&blocks, &blocks, &unit);
             if let Some(sol) = generalized_eigh(&ga, &gb)? {
                 solved = Some((sol, blocks.len() == 3));
                 break;
