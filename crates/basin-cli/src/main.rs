@@ -9,6 +9,7 @@ mod data;
 mod demo;
 mod energy;
 mod hopfield_memory;
+mod hopfield_mil;
 mod reproduce;
 
 use std::process::ExitCode;

@@ -76,6 +76,15 @@ pub fn run(args: &Args) -> Result<()> {
             println!("wrote {}", out.join("report.md").display());
             Ok(())
         }
+        "hopfield-mil" => {
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| PathBuf::from("reports/hopfield-mil"));
+            crate::hopfield_mil::run(&data, &out, args.quick)?;
+            println!("wrote {}", out.join("report.md").display());
+            Ok(())
+        }
         "hopfield-memory" => {
             let out = args
                 .out

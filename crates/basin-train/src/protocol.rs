@@ -306,6 +306,8 @@ pub enum Metric {
     MacroF1,
     /// Mean absolute error of the first column (lower is better; selection uses −MAE).
     Mae,
+    /// ROC-AUC of the positive-class score (binary targets 0/1).
+    RocAuc,
 }
 
 impl Metric {
@@ -315,6 +317,7 @@ impl Metric {
             Self::BalancedAccuracy => "balanced_accuracy",
             Self::MacroF1 => "macro_f1",
             Self::Mae => "mae",
+            Self::RocAuc => "auc",
         }
     }
 
@@ -333,6 +336,10 @@ impl Metric {
                     .collect();
                 let m = metrics::mae(target, &pred)?;
                 return Ok((m, -m));
+            }
+            Self::RocAuc => {
+                let truth: Vec<bool> = target.iter().map(|&t| t > 0.5).collect();
+                metrics::roc_auc(&truth, &scores.positive())?
             }
         };
         Ok((v, v))
@@ -644,6 +651,179 @@ impl EtPaperProtocol {
         ) {
             report.aggregate.insert("et_paper_accuracy".into(), (m, s));
         }
+        Ok(report)
+    }
+}
+
+// ---------------------------------------------------------------------- nested selection
+
+/// Repeated stratified k-fold cross-validation with hyperparameter selection **inside** each
+/// training part (the MIL protocol of the Hopfield paper): for every outer fold, each candidate
+/// of `grid` is scored by an inner stratified k-fold over the outer training part only; the best
+/// candidate is retrained on the outer training part (its validation split picks the epoch) and
+/// tested once on the outer fold.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NestedCrossValidation {
+    /// Outer folds; `val_ratio` is the share of each outer training part used to pick the
+    /// final model's epoch. Repeat `r` uses seed `outer.seed + r`.
+    pub outer: KFoldConfig,
+    /// Inner folds scoring each candidate.
+    pub inner_folds: usize,
+    /// Repeats of the whole procedure (the paper: 5).
+    pub repeats: usize,
+    /// Metric for selection and report.
+    pub metric: Metric,
+    /// Training.
+    pub train: TrainConfig,
+}
+
+impl Default for NestedCrossValidation {
+    fn default() -> Self {
+        Self {
+            outer: KFoldConfig {
+                folds: 10,
+                val_ratio: 0.1,
+                seed: 0,
+            },
+            inner_folds: 3,
+            repeats: 5,
+            metric: Metric::RocAuc,
+            train: TrainConfig::default(),
+        }
+    }
+}
+
+impl NestedCrossValidation {
+    /// Runs the procedure. `target[i]` is item `i`'s class; `make(candidate, train_items, seed)`
+    /// builds a fresh learner (it may fit feature statistics on `train_items` only).
+    pub fn run<L: Learner, H: Serialize>(
+        &self,
+        name: &str,
+        target: &[f64],
+        grid: &[H],
+        mut make: impl FnMut(&H, &[usize], u64) -> Result<L, TrainError>,
+        device: &str,
+    ) -> Result<ProtocolReport, TrainError> {
+        if grid.is_empty() {
+            return Err(TrainError::Config {
+                field: "grid".into(),
+                message: "no candidate hyperparameters".into(),
+            });
+        }
+        let items: Vec<u32> = (0..target.len() as u32).collect();
+        let classes: Vec<usize> = target.iter().map(|&t| t.max(0.0) as usize).collect();
+        let key = self.metric.name();
+        let config = serde_json::json!({ "protocol": self, "grid": grid });
+        let mut runs = Vec::new();
+        for r in 0..self.repeats {
+            let outer = stratified_kfold(
+                &items,
+                &classes,
+                &KFoldConfig {
+                    seed: self.outer.seed + r as u64,
+                    ..self.outer.clone()
+                },
+            )
+            .map_err(graph_err)?;
+            for (f, split) in outer.iter().enumerate() {
+                let seed = (self.outer.seed + r as u64)
+                    .wrapping_mul(1_000_003)
+                    .wrapping_add(f as u64);
+                // Inner selection on the outer training part (train + val) only.
+                let pool: Vec<u32> = split.train.iter().chain(&split.val).copied().collect();
+                let pool_classes: Vec<usize> = pool.iter().map(|&i| classes[i as usize]).collect();
+                let inner = stratified_kfold(
+                    &pool,
+                    &pool_classes,
+                    &KFoldConfig {
+                        folds: self.inner_folds,
+                        val_ratio: self.outer.val_ratio,
+                        seed,
+                    },
+                )
+                .map_err(graph_err)?;
+                let mut scores = Vec::with_capacity(grid.len());
+                for (c, cand) in grid.iter().enumerate() {
+                    let mut vals = Vec::new();
+                    for (i, isplit) in inner.iter().enumerate() {
+                        let mut learner = make(cand, &ids(&isplit.train), seed)?;
+                        let runner = Runner {
+                            name: format!("{name}/repeat-{r}/fold-{f}/candidate-{c}/inner-{i}"),
+                            train: self.train.clone(),
+                            seed,
+                            dir: None,
+                            device: device.into(),
+                            config: config.clone(),
+                            progress: false,
+                        };
+                        let rec = fold_runs(isplit, target, self.metric, &runner, &mut learner)?;
+                        vals.push(
+                            rec.summary
+                                .get(&format!("test_{key}"))
+                                .copied()
+                                .unwrap_or(f64::NAN),
+                        );
+                    }
+                    let mean = vals.iter().sum::<f64>() / vals.len().max(1) as f64;
+                    scores.push(if self.metric == Metric::Mae {
+                        -mean
+                    } else {
+                        mean
+                    });
+                }
+                let best = scores
+                    .iter()
+                    .enumerate()
+                    .fold(0, |b, (i, &s)| if s > scores[b] { i } else { b });
+                let mut learner = make(&grid[best], &ids(&split.train), seed)?;
+                let runner = Runner {
+                    name: format!("{name}/repeat-{r}/fold-{f}"),
+                    train: self.train.clone(),
+                    seed,
+                    dir: None,
+                    device: device.into(),
+                    config: config.clone(),
+                    progress: false,
+                };
+                let mut rec = fold_runs(split, target, self.metric, &runner, &mut learner)?;
+                rec.summary.insert("chosen_candidate".into(), best as f64);
+                rec.summary
+                    .insert("inner_score_of_chosen".into(), scores[best]);
+                tracing::info!(
+                    "{name} repeat {r} fold {f}: candidate {best}, test {key} {:.4}",
+                    rec.summary
+                        .get(&format!("test_{key}"))
+                        .copied()
+                        .unwrap_or(f64::NAN)
+                );
+                runs.push(rec);
+            }
+        }
+        let notes = vec![format!(
+            "{} × stratified {}-fold cross-validation; hyperparameters ({} candidates) chosen by an inner stratified {}-fold cross-validation of each outer training part; the outer test folds are used once",
+            self.repeats,
+            self.outer.folds,
+            grid.len(),
+            self.inner_folds
+        )];
+        let mut report = ProtocolReport::new("nested-cross-validation", name, runs, notes);
+        // The papers' "mean ± std" is over repeats: the std of the repeats' fold means.
+        let per_fold = self.outer.folds.max(1);
+        let repeat_means: Vec<f64> = report
+            .runs
+            .chunks(per_fold)
+            .map(|c| {
+                c.iter()
+                    .filter_map(|r| r.summary.get(&format!("test_{key}")).copied())
+                    .sum::<f64>()
+                    / c.len() as f64
+            })
+            .collect();
+        report.aggregate.insert(
+            format!("test_{key}_over_repeats"),
+            metrics::mean_std(&repeat_means),
+        );
         Ok(report)
     }
 }

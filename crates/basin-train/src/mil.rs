@@ -1,0 +1,157 @@
+//! Multiple-instance learning data: bags of instance feature vectors with one binary label per
+//! bag (the benchmarks of the Hopfield paper: Musk1/2, Fox, Tiger, Elephant, UCSB breast cancer).
+//!
+//! Readers: the CSV layout of the `mil` package (no header; column 0 = label, column 1 = bag id,
+//! then the instance's features; a bag is positive if any of its rows is) and PRTools `.mat`
+//! datasets (`fte.zip`: a `dataset` object with `data`, `nlab` and `ident.milbag`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::TrainError;
+
+/// One bag: its instances (`len × features`, row-major) and label.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bag {
+    /// Identifier from the file.
+    pub id: i64,
+    /// Number of instances.
+    pub len: usize,
+    /// Instance features, row-major.
+    pub features: Vec<f32>,
+    /// Whether the bag is positive.
+    pub label: bool,
+}
+
+/// A MIL dataset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MilDataset {
+    /// Name (file stem).
+    pub name: String,
+    /// Feature width.
+    pub features: usize,
+    /// The bags, ordered by id.
+    pub bags: Vec<Bag>,
+}
+
+impl MilDataset {
+    /// Bag labels.
+    pub fn labels(&self) -> Vec<bool> {
+        self.bags.iter().map(|b| b.label).collect()
+    }
+
+    /// Total instances.
+    pub fn instances(&self) -> usize {
+        self.bags.iter().map(|b| b.len).sum()
+    }
+
+    /// Builds bags from instance rows `(bag id, instance label, features)`.
+    fn from_rows(
+        name: String,
+        file: &Path,
+        rows: Vec<(i64, bool, Vec<f32>)>,
+    ) -> Result<Self, TrainError> {
+        let features = rows.first().map_or(0, |r| r.2.len());
+        if features == 0 {
+            return Err(TrainError::State(format!(
+                "{}: no instances",
+                file.display()
+            )));
+        }
+        let mut by_bag: BTreeMap<i64, Bag> = BTreeMap::new();
+        for (id, label, f) in rows {
+            let bag = by_bag.entry(id).or_insert_with(|| Bag {
+                id,
+                len: 0,
+                features: Vec::new(),
+                label: false,
+            });
+            bag.len += 1;
+            bag.label |= label;
+            bag.features.extend(f);
+        }
+        Ok(Self {
+            name,
+            features,
+            bags: by_bag.into_values().collect(),
+        })
+    }
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Reads the `mil` package's CSV layout; errors name the file, line and column.
+pub fn load_csv(path: &Path) -> Result<MilDataset, TrainError> {
+    let text = std::fs::read_to_string(path).map_err(|e| TrainError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut rows = Vec::new();
+    let mut width = None;
+    for (ln, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = |what: String| TrainError::State(format!("{}:{}: {what}", path.display(), ln + 1));
+        let cols: Vec<&str> = line.split(',').map(str::trim).collect();
+        if cols.len() < 3 {
+            return Err(at(format!(
+                "{} columns; expected label, bag id and at least one feature",
+                cols.len()
+            )));
+        }
+        match width {
+            None => width = Some(cols.len()),
+            Some(w) if w != cols.len() => {
+                return Err(at(format!(
+                    "{} columns, the first line has {w}",
+                    cols.len()
+                )));
+            }
+            _ => {}
+        }
+        let label = match cols[0] {
+            "1" | "1.0" => true,
+            "0" | "0.0" | "-1" | "-1.0" => false,
+            other => {
+                return Err(at(format!(
+                    "column 1: bag label `{other}`, expected 0 or 1"
+                )));
+            }
+        };
+        let id: i64 = cols[1].parse().map_err(|_| {
+            at(format!(
+                "column 2: bag id `{}`, expected an integer",
+                cols[1]
+            ))
+        })?;
+        let f = cols[2..]
+            .iter()
+            .enumerate()
+            .map(|(j, c)| {
+                c.parse::<f32>()
+                    .map_err(|_| at(format!("column {}: `{c}` is not a number", j + 3)))
+            })
+            .collect::<Result<Vec<f32>, _>>()?;
+        rows.push((id, label, f));
+    }
+    MilDataset::from_rows(stem(path), path, rows)
+}
+
+/// The benchmark files found in a `mil` data folder: `(name, path)` for the CSVs, and the
+/// `.mat` files inside `fte.zip` (`fox`, `tiger`, `elephant`) when the zip is present.
+pub fn benchmark_files(dir: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for name in ["musk1", "musk2", "elephant", "ucsb_breast_cancer"] {
+        let p = dir.join(format!("{name}.csv"));
+        if p.exists() {
+            out.push((name.to_owned(), p));
+        }
+    }
+    out
+}

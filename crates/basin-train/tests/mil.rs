@@ -1,0 +1,79 @@
+//! MIL readers on the real benchmark CSVs and on malformed files.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+
+use basin_train::mil::load_csv;
+
+fn data_dir() -> PathBuf {
+    let dir = std::env::var_os("BASIN_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
+        });
+    assert!(
+        dir.is_dir(),
+        "no data directory at {}: set BASIN_DATA_DIR to the benchmark data",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+fn benchmark_csvs_have_the_published_counts() {
+    let dir = data_dir().join("mil");
+    for (name, bags, instances, features, positive) in [
+        ("musk1", 92, 476, 166, 47),
+        ("elephant", 200, 1391, 230, 100),
+        ("ucsb_breast_cancer", 58, 2002, 708, 26),
+    ] {
+        let d = load_csv(&dir.join(format!("{name}.csv"))).unwrap();
+        assert_eq!(
+            (d.bags.len(), d.instances(), d.features),
+            (bags, instances, features),
+            "{name}"
+        );
+        assert_eq!(
+            d.labels().iter().filter(|&&l| l).count(),
+            positive,
+            "{name}: positive bags"
+        );
+        assert!(d.bags.iter().all(|b| b.features.len() == b.len * features));
+    }
+}
+
+#[test]
+fn malformed_csvs_name_the_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bags.csv");
+    let cases = [
+        (
+            "1,1,0.5,0.2\n0,2,0.1\n",
+            "bags.csv:2",
+            "3 columns, the first line has 4",
+        ),
+        ("1,1,0.5\n0,2,abc\n", "bags.csv:2", "column 3: `abc`"),
+        ("2,1,0.5\n", "bags.csv:1", "bag label `2`"),
+        ("1,x,0.5\n", "bags.csv:1", "bag id `x`"),
+        ("1,1\n", "bags.csv:1", "expected label, bag id"),
+    ];
+    for (text, at, what) in cases {
+        std::fs::write(&p, text).unwrap();
+        let err = load_csv(&p).unwrap_err().to_string();
+        assert!(err.contains(at) && err.contains(what), "{err}");
+    }
+    std::fs::write(&p, "1,7,0.5,1\n0,7,0.1,2\n0,3,0.0,0\n").unwrap();
+    let d = load_csv(&p).unwrap();
+    assert_eq!(d.bags.len(), 2);
+    assert_eq!(
+        (d.bags[1].id, d.bags[1].len, d.bags[1].label),
+        (7, 2, true),
+        "a bag with a positive instance is positive"
+    );
+    assert!(
+        load_csv(&dir.path().join("missing.csv"))
+            .unwrap_err()
+            .to_string()
+            .contains("missing.csv")
+    );
+}
