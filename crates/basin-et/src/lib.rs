@@ -8,6 +8,7 @@
 //! Still to come (issue "ET on graphs end to end"): `EtAnomaly` (Section 4, Appendix C) and
 //! `EtGraphClassifier` (Section 5, Appendix D) with presets for Tables 1 and 2.
 
+pub mod anomaly;
 pub mod image;
 pub mod image_train;
 pub mod table14;

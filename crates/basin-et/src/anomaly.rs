@@ -1,0 +1,326 @@
+//! `EtAnomaly`: node anomaly detection with an ET block whose attention is restricted to each
+//! node's neighbours (paper Section 4, Appendix C; reference-implementations §3).
+//!
+//! `x_A = E y_A + λ_A` (eq. 14; λ a learned embedding per node, off in the reference code:
+//! `positional = false`), T steps of descent on the energy of eq. 20 — sparse energy attention
+//! over the graph's edges plus a ReLU Hopfield memory — then an MLP with a sigmoid reads
+//! `g¹ ‖ gᵀ` (eq. 21) and the weighted likelihood of eq. 22 trains it. Heterogeneous graphs run
+//! the block on each relation and aggregate by max-pooling or concatenation (Appendix E).
+//! Self loops: the paper's neighbourhoods are the graph's edges (`self_loops = false`); the
+//! reference adds a self loop to every node (`self_loops = true`).
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Module};
+use tch::{Device, Kind, Tensor};
+
+use basin_core::{
+    AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig, NormConfig,
+    SparseEdges, Structure, TermConfig,
+};
+use basin_graph::{Csr, NodeDataset};
+use basin_train::TrainError;
+use basin_train::loss::{anomaly_weight, weighted_bce};
+use basin_train::runner::{EpochOutput, Learner, Scores, Steps};
+use rand_chacha::ChaCha8Rng;
+
+use crate::EtError;
+
+/// How relation representations are combined (Appendix E).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RelationPool {
+    /// Element-wise maximum over relations.
+    #[default]
+    Max,
+    /// Concatenation.
+    Concat,
+}
+
+/// Configuration of an [`EtAnomaly`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EtAnomalyConfig {
+    /// Token width D.
+    pub dim: i64,
+    /// Heads H.
+    pub heads: i64,
+    /// Head width Y.
+    pub head_dim: i64,
+    /// Hopfield memories K.
+    pub memories: i64,
+    /// Descent steps T.
+    pub steps: usize,
+    /// Step size α.
+    pub alpha: f64,
+    /// Learned positional embedding per node (eq. 14); the reference code has none.
+    pub positional: bool,
+    /// Add a self loop to every node (the reference code does).
+    pub self_loops: bool,
+    /// Hidden width of the readout MLP.
+    pub readout_hidden: i64,
+    /// Use the relation subgraphs (heterogeneous case) when the dataset has them.
+    pub heterogeneous: bool,
+    /// How relation representations are combined.
+    pub relation_pool: RelationPool,
+}
+
+impl Default for EtAnomalyConfig {
+    fn default() -> Self {
+        Self::table6(64, 128, 1, 1)
+    }
+}
+
+impl EtAnomalyConfig {
+    /// A Table 6 row: head width Y (= D, as in the reference code), K memories, T steps, H
+    /// heads; α = 1 (the reference's explicit update is a unit step).
+    pub fn table6(y: i64, k: i64, t: usize, h: i64) -> Self {
+        Self {
+            dim: y,
+            heads: h,
+            head_dim: y,
+            memories: k,
+            steps: t,
+            alpha: 1.0,
+            positional: true,
+            self_loops: false,
+            readout_hidden: y,
+            heterogeneous: false,
+            relation_pool: RelationPool::Max,
+        }
+    }
+
+    fn block(&self) -> BlockConfig {
+        BlockConfig {
+            dim: self.dim,
+            steps: self.steps,
+            norm: NormConfig::default(),
+            terms: vec![
+                TermConfig::Attention(AttentionConfig {
+                    heads: self.heads,
+                    head_dim: self.head_dim,
+                    learn_beta: true,
+                    init_std: 0.01,
+                    ..AttentionConfig::default()
+                }),
+                TermConfig::Hopfield(HopfieldConfig {
+                    memories: self.memories,
+                    ..HopfieldConfig::default()
+                }),
+            ],
+            dynamics: DynamicsConfig::GradientFlow { alpha: self.alpha },
+        }
+    }
+}
+
+/// The model, for one graph (its node count fixes the positional embeddings).
+#[derive(Debug)]
+pub struct EtAnomaly {
+    cfg: EtAnomalyConfig,
+    encoder: nn::Linear,
+    positional: Option<Tensor>,
+    block: EnergyBlock,
+    readout: nn::Sequential,
+}
+
+/// A sparse structure over one graph's nodes (`[1, N]` tokens).
+pub fn neighbour_structure(
+    adj: &Csr,
+    self_loops: bool,
+    device: Device,
+) -> Result<Structure, EtError> {
+    let n = adj.num_nodes();
+    let mut query = Vec::with_capacity(adj.indices().len());
+    for (i, w) in adj.indptr().windows(2).enumerate() {
+        query.extend(std::iter::repeat_n(i as i64, w[1] - w[0]));
+    }
+    let key: Vec<i64> = adj.indices().iter().map(|&k| i64::from(k)).collect();
+    let edges = SparseEdges::new(
+        &Tensor::from_slice(&query),
+        &Tensor::from_slice(&key),
+        n as i64,
+    )?;
+    Ok(Structure::sparse(edges.to_device(device)).with_self_attention(self_loops))
+}
+
+impl EtAnomaly {
+    /// Builds the model for `nodes` nodes with `features` input features and `relations`
+    /// relation subgraphs (1 for a homogeneous graph).
+    pub fn new(
+        path: &nn::Path,
+        cfg: &EtAnomalyConfig,
+        features: i64,
+        nodes: i64,
+        relations: i64,
+    ) -> Result<Self, EtError> {
+        let d = cfg.dim;
+        let width = match cfg.relation_pool {
+            RelationPool::Concat => d * relations.max(1),
+            RelationPool::Max => d,
+        };
+        let readout = nn::seq()
+            .add(nn::linear(
+                path / "readout1",
+                2 * width,
+                cfg.readout_hidden,
+                Default::default(),
+            ))
+            .add_fn(|t| t.relu())
+            .add(nn::linear(
+                path / "readout2",
+                cfg.readout_hidden,
+                1,
+                Default::default(),
+            ));
+        Ok(Self {
+            encoder: nn::linear(path / "encoder", features, d, Default::default()),
+            positional: cfg.positional.then(|| {
+                path.var(
+                    "positional",
+                    &[nodes, d],
+                    nn::Init::Randn {
+                        mean: 0.0,
+                        stdev: 0.02,
+                    },
+                )
+            }),
+            block: EnergyBlock::new(&(path / "block"), &cfg.block())?,
+            readout,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// Anomaly logits of every node `[N]` for features `[N, F]` under one structure per relation.
+    pub fn forward(&self, features: &Tensor, structures: &[Structure], train: bool) -> Tensor {
+        let mut x0 = self.encoder.forward(features);
+        if let Some(p) = &self.positional {
+            x0 = x0 + p;
+        }
+        let x0 = x0.unsqueeze(0); // [1, N, D]
+        let g1 = self.block.norm.forward(&x0);
+        let finals: Vec<Tensor> = structures
+            .iter()
+            .map(|s| self.block.norm.forward(&self.block.forward(&x0, s, train)))
+            .collect();
+        let gt = match self.cfg.relation_pool {
+            RelationPool::Max => finals
+                .iter()
+                .skip(1)
+                .fold(finals[0].shallow_clone(), |a, b| a.maximum(b)),
+            RelationPool::Concat => Tensor::cat(&finals, -1),
+        };
+        let g1 = if self.cfg.relation_pool == RelationPool::Concat {
+            g1.repeat([1, 1, finals.len() as i64])
+        } else {
+            g1
+        };
+        self.readout
+            .forward(&Tensor::cat(&[g1, gt], -1))
+            .squeeze_dim(-1)
+            .squeeze_dim(0)
+    }
+}
+
+/// An [`EtAnomaly`] on one node dataset (full-batch training, as the reference).
+pub struct AnomalyLearner {
+    vs: nn::VarStore,
+    model: EtAnomaly,
+    features: Tensor,
+    labels: Tensor,
+    label_vec: Vec<bool>,
+    structures: Vec<Structure>,
+}
+
+impl std::fmt::Debug for AnomalyLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnomalyLearner")
+            .field("cfg", &self.model.cfg)
+            .finish()
+    }
+}
+
+impl AnomalyLearner {
+    /// A learner for `data` with `cfg`, seeded by `seed`.
+    pub fn new(
+        data: &NodeDataset,
+        cfg: &EtAnomalyConfig,
+        seed: u64,
+        device: Device,
+    ) -> Result<Self, EtError> {
+        tch::manual_seed(seed as i64);
+        let x = &data.graph.node_features;
+        let (n, f) = (x.nrows() as i64, x.ncols() as i64);
+        let flat: Vec<f32> = x.iter().copied().collect();
+        let features = Tensor::from_slice(&flat).view([n, f]).to_device(device);
+        let adjacencies: Vec<&Csr> = if cfg.heterogeneous && !data.relations.is_empty() {
+            data.relations.iter().map(|r| &r.adjacency).collect()
+        } else {
+            vec![&data.graph.adjacency]
+        };
+        let structures = adjacencies
+            .iter()
+            .map(|a| neighbour_structure(a, cfg.self_loops, device))
+            .collect::<Result<Vec<_>, _>>()?;
+        let vs = nn::VarStore::new(device);
+        let model = EtAnomaly::new(&vs.root(), cfg, f, n, structures.len() as i64)?;
+        let label_vec: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+        let labels = Tensor::from_slice(
+            &label_vec
+                .iter()
+                .map(|&b| f32::from(u8::from(b)))
+                .collect::<Vec<f32>>(),
+        )
+        .to_device(device);
+        Ok(Self {
+            vs,
+            model,
+            features,
+            labels,
+            label_vec,
+            structures,
+        })
+    }
+
+    fn idx(items: &[usize], device: Device) -> Tensor {
+        Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>()).to_device(device)
+    }
+}
+
+impl Learner for AnomalyLearner {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+
+    fn train_epoch(
+        &mut self,
+        train: &[usize],
+        steps: &mut Steps<'_>,
+        _rng: &mut ChaCha8Rng,
+    ) -> Result<EpochOutput, TrainError> {
+        let logits = self.model.forward(&self.features, &self.structures, true);
+        let pre = Scores::from_tensor(&logits.detach().sigmoid())?;
+        let idx = Self::idx(train, self.vs.device());
+        let omega = anomaly_weight(&train.iter().map(|&i| self.label_vec[i]).collect::<Vec<_>>());
+        let loss = weighted_bce(
+            &logits.index_select(0, &idx),
+            &self.labels.index_select(0, &idx),
+            omega,
+        );
+        let value = steps.step(&loss)?;
+        Ok(EpochOutput {
+            loss: value,
+            pre_step_scores: Some(pre),
+        })
+    }
+
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        let p = tch::no_grad(|| {
+            self.model
+                .forward(&self.features, &self.structures, false)
+                .sigmoid()
+        });
+        Scores::from_tensor(
+            &p.index_select(0, &Self::idx(items, self.vs.device()))
+                .to_kind(Kind::Double),
+        )
+    }
+}
