@@ -30,7 +30,8 @@ pub struct Args {
     /// Override the number of training images.
     #[arg(long)]
     train_images: Option<usize>,
-    /// Only this dataset (cifar10 or fashion-mnist).
+    /// Only this dataset (et-table14: cifar10 or fashion-mnist; et-table1: yelp, amazon,
+    /// tfinance, tsocial, reddit or tolokers).
     #[arg(long)]
     dataset: Option<String>,
 }
@@ -69,6 +70,40 @@ pub fn run(args: &Args) -> Result<()> {
             if results.is_empty() {
                 bail!(
                     "no dataset could be loaded from {}; see {}",
+                    data.display(),
+                    out.join("report.md").display()
+                );
+            }
+            println!("wrote {}", out.join("report.md").display());
+            Ok(())
+        }
+        "et-table1" | "table1" => {
+            let opts = if args.quick {
+                basin_et::table1::Table1Options::quick()
+            } else {
+                basin_et::table1::Table1Options::paper()
+            };
+            let mut opts = opts;
+            if let Some(e) = args.epochs {
+                opts.epochs = e;
+            }
+            if let Some(d) = &args.dataset {
+                opts.datasets = vec![d.clone()];
+            }
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(basin_et::table1::default_out);
+            println!(
+                "et-table1 on {} (data: {}) → {}",
+                basin_core::device::describe(device),
+                data.display(),
+                out.display()
+            );
+            let results = basin_et::table1::reproduce(&opts, &data, &out, device, args.quick)?;
+            if results.is_empty() {
+                bail!(
+                    "no anomaly dataset could be loaded from {}; see {}",
                     data.display(),
                     out.join("report.md").display()
                 );

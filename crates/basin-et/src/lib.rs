@@ -11,6 +11,7 @@
 pub mod anomaly;
 pub mod image;
 pub mod image_train;
+pub mod table1;
 pub mod table14;
 
 /// Errors of basin-et.
