@@ -184,6 +184,9 @@ impl EnergyAttention {
             k.transpose(1, 2).contiguous(),
         ); // [B, H, N, Y]
         let mut logits = q.matmul(&k.transpose(-1, -2));
+        if let Some(scale) = s.scale() {
+            logits = logits * scale; // ET eq. 25: (K·Q) ⊙ Â, then β (folded into Q)
+        }
         let layout = s.dense_layout(n, g.device());
         if let Some(bias) = &layout.bias {
             logits = logits + bias;
@@ -208,8 +211,17 @@ impl EnergyAttention {
         -(per_query / self.beta.view([1, h, 1])).sum_dim_intlist(&[1i64, 2][..], false, lse.kind())
     }
 
-    /// The dense gradient from the attention weights ω `[B, H, N, N]`.
-    fn dense_grad(&self, omega: &Tensor, q: &Tensor, k: &Tensor) -> Tensor {
+    /// The dense gradient from the attention weights ω `[B, H, N, N]` (times the structure's
+    /// scale Â, which multiplies the scores and so both gradient terms).
+    fn dense_grad(&self, omega: &Tensor, q: &Tensor, k: &Tensor, s: &Structure) -> Tensor {
+        let scaled;
+        let omega = match s.scale() {
+            Some(scale) => {
+                scaled = omega * scale;
+                &scaled
+            }
+            None => omega,
+        };
         let s = q.size();
         let (b, n) = (s[0], s[2]);
         let rows = |t: Tensor| t.transpose(1, 2).reshape([b * n, -1]); // [B·N, H·Y]
@@ -409,7 +421,7 @@ impl Energy for EnergyAttention {
         }
         let (logits, q, k, has) = self.dense_logits(g, s);
         let softmax = logits.softmax(-1, logits.kind());
-        self.dense_grad(&Self::dense_omega(&softmax, has.as_ref()), &q, &k)
+        self.dense_grad(&Self::dense_omega(&softmax, has.as_ref()), &q, &k, s)
     }
 
     fn energy_and_grad(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor) {
@@ -424,6 +436,6 @@ impl Energy for EnergyAttention {
         let lse = (max - softmax.gather(-1, &arg, false).log()).squeeze_dim(-1);
         let omega = Self::dense_omega(&softmax, has.as_ref());
         let energy = self.energy_from_lse(&lse, has.as_ref());
-        (energy, self.dense_grad(&omega, &q, &k))
+        (energy, self.dense_grad(&omega, &q, &k, s))
     }
 }

@@ -208,6 +208,8 @@ pub struct Structure {
     interaction: Interaction,
     padding: Option<Tensor>,
     self_attention: bool,
+    /// `[B|1, H|1, N, N]` multiplicative factor on the attention scores (ET eq. 25's Â).
+    scale: Option<Tensor>,
     /// The sparse pattern after padding and the diagonal rule were applied.
     sparse: Option<SparseEdges>,
     dense: OnceCell<DenseLayout>,
@@ -251,6 +253,7 @@ impl Structure {
             interaction,
             padding: None,
             self_attention: false,
+            scale: None,
             sparse: None,
             dense: OnceCell::new(),
         };
@@ -285,6 +288,35 @@ impl Structure {
             ));
         }
         Ok(Self::with_interaction(Interaction::Bias(bias)))
+    }
+
+    /// Multiplies each head's attention scores `K·Q` by a per-pair factor `[B, H, N, N]`
+    /// (`B`, `H` may be 1) before β and the log-sum-exp: the parameterised adjacency Â of ET
+    /// eq. 24–25 (graph classification). Dense structures only; combine with a mask to keep
+    /// non-edges out, as eq. 25 says.
+    pub fn with_scale(mut self, scale: Tensor) -> Result<Self> {
+        if scale.dim() != 4 || !scale.is_floating_point() {
+            return Err(CoreError::tensor(
+                "scale",
+                "a float tensor of shape [B, H, N, N]",
+                format!("{:?} {:?}", scale.kind(), scale.size()),
+            ));
+        }
+        if self.sparse.is_some() {
+            return Err(CoreError::tensor(
+                "scale",
+                "a dense structure (full, mask or bias)",
+                "a sparse edge list",
+            ));
+        }
+        self.scale = Some(scale);
+        self.refresh();
+        Ok(self)
+    }
+
+    /// The multiplicative factor on the attention scores, if any.
+    pub fn scale(&self) -> Option<&Tensor> {
+        self.scale.as_ref()
     }
 
     /// A sparse edge list over the flattened `B·N` tokens.
@@ -370,6 +402,18 @@ impl Structure {
                 format!("shape [{b}, {n}]"),
                 format!("{:?}", p.size()),
             ));
+        }
+        if let Some(t) = &self.scale {
+            let sz = t.size();
+            let h_ok = heads.is_none_or(|h| fits(sz[1], h));
+            if !(fits(sz[0], b) && h_ok && sz[2] == n && sz[3] == n) {
+                let h = heads.map_or("H".to_owned(), |h| h.to_string());
+                return Err(CoreError::tensor(
+                    "scale",
+                    format!("shape [{b}, {h}, {n}, {n}]"),
+                    format!("{sz:?}"),
+                ));
+            }
         }
         match &self.interaction {
             Interaction::Full => Ok(()),

@@ -106,6 +106,13 @@ pub fn structures(b: i64, n: i64, heads: i64) -> Vec<(&'static str, Structure)> 
                 .unwrap(),
         ),
         ("bias", Structure::bias(bias).unwrap()),
+        (
+            "mask+scale",
+            Structure::mask(mask.shallow_clone())
+                .unwrap()
+                .with_scale(Tensor::randn([b, heads, n, n], F64))
+                .unwrap(),
+        ),
         ("sparse", Structure::sparse(edges_of(&mask))),
         (
             "sparse+self",
