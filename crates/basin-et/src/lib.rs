@@ -9,6 +9,7 @@
 //! `EtGraphClassifier` (Section 5, Appendix D) with presets for Tables 1 and 2.
 
 pub mod anomaly;
+pub mod graph;
 pub mod image;
 pub mod image_train;
 pub mod table1;
