@@ -111,6 +111,39 @@ pub fn run(args: &Args) -> Result<()> {
             println!("wrote {}", out.join("report.md").display());
             Ok(())
         }
+        "et-table2" => {
+            let mut opts = if args.quick {
+                basin_et::table2::Table2Options::quick()
+            } else {
+                basin_et::table2::Table2Options::paper()
+            };
+            if let Some(e) = args.epochs {
+                opts.epochs = e;
+            }
+            if let Some(d) = &args.dataset {
+                opts.datasets = vec![d.clone()];
+            }
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(basin_et::table2::default_out);
+            println!(
+                "et-table2 on {} (data: {}) → {}",
+                basin_core::device::describe(device),
+                data.display(),
+                out.display()
+            );
+            let results = basin_et::table2::reproduce(&opts, &data, &out, device, args.quick)?;
+            if results.is_empty() {
+                bail!(
+                    "no TU dataset could be loaded from {}; see {}",
+                    data.display(),
+                    out.join("report.md").display()
+                );
+            }
+            println!("wrote {}", out.join("report.md").display());
+            Ok(())
+        }
         "hopfield-mil" => {
             let out = args
                 .out

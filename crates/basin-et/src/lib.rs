@@ -14,6 +14,7 @@ pub mod image;
 pub mod image_train;
 pub mod table1;
 pub mod table14;
+pub mod table2;
 
 /// Errors of basin-et.
 #[derive(Debug, thiserror::Error)]
