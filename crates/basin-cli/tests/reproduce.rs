@@ -1,0 +1,98 @@
+//! Every reproduction runs end to end in its `--quick` form on the real data and writes its
+//! report (the numbers of a quick run mean nothing; the path is what is checked).
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn data_dir() -> PathBuf {
+    let dir = std::env::var_os("BASIN_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
+        });
+    assert!(
+        dir.is_dir(),
+        "no data directory at {}: set BASIN_DATA_DIR to the benchmark data",
+        dir.display()
+    );
+    dir
+}
+
+fn reproduce(table: &str, extra: &[&str]) -> String {
+    let out = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "reproduce",
+        table,
+        "--quick",
+        "--out",
+        out.path().to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let o = Command::new(env!("CARGO_BIN_EXE_basin"))
+        .args(&args)
+        .env("BASIN_DEVICE", "cpu")
+        .env("BASIN_DATA_DIR", data_dir())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && !stderr.contains("panicked"),
+        "{table}: {stderr}"
+    );
+    std::fs::read_to_string(out.path().join("report.md")).unwrap()
+}
+
+#[test]
+fn et_table14_quick() {
+    let md = reproduce("et-table14", &["--dataset", "fashion-mnist"]);
+    assert!(
+        md.contains("| ET-Full (Ours) |") && md.contains("fashion-mnist MSE"),
+        "{md}"
+    );
+}
+
+#[test]
+fn et_table1_quick() {
+    let md = reproduce("et-table1", &["--dataset", "reddit"]);
+    assert!(
+        md.contains("| reddit | 1 % |") && md.contains("| reddit | 40 % |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn et_table2_quick() {
+    let md = reproduce("et-table2", &["--dataset", "MUTAG"]);
+    assert!(
+        md.contains("| MUTAG | 188 |") && md.contains("et-paper"),
+        "{md}"
+    );
+}
+
+#[test]
+fn hopfield_reproductions_quick() {
+    let md = reproduce("hopfield-memory", &[]);
+    assert!(
+        md.contains("Never rises for any of the four memories: **true**"),
+        "{md}"
+    );
+    let md = reproduce("hopfield-mil", &[]);
+    assert!(
+        md.contains("| elephant | 200 | 1391 |") && md.contains("| musk1 | 92 | 476 |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn unknown_tables_are_refused() {
+    let o = Command::new(env!("CARGO_BIN_EXE_basin"))
+        .args(["reproduce", "table99"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("unknown or not yet reproducible table `table99`")
+    );
+}
