@@ -46,11 +46,35 @@ pub enum MatValue {
         /// Stored values (1.0 for logical matrices).
         data: Vec<f64>,
     },
+    /// A struct array or an (old-style) object such as a PRTools `dataset`: its class name
+    /// (objects only), dimensions, and for each field the values of every element
+    /// (column-major).
+    Struct {
+        /// MATLAB class name of an object, `None` for a plain struct.
+        class_name: Option<String>,
+        /// Dimensions of the struct array.
+        dims: Vec<usize>,
+        /// Field names and the field's value in each element.
+        fields: Vec<(String, Vec<MatValue>)>,
+    },
     /// An array of a class this reader does not decode (the MATLAB class number).
     Other {
         /// mxCLASS number.
         class: u8,
     },
+}
+
+impl MatValue {
+    /// The value of `field` in a 1×1 struct or object.
+    pub fn field(&self, field: &str) -> Option<&MatValue> {
+        match self {
+            Self::Struct { fields, .. } => fields
+                .iter()
+                .find(|(n, _)| n == field)
+                .and_then(|(_, v)| v.first()),
+            _ => None,
+        }
+    }
 }
 
 /// The variables of a `.mat` file, by name.
@@ -74,6 +98,8 @@ const MI_INT64: u32 = 12;
 const MI_UINT64: u32 = 13;
 const MI_MATRIX: u32 = 14;
 const MI_COMPRESSED: u32 = 15;
+const MX_STRUCT: u8 = 2;
+const MX_OBJECT: u8 = 3;
 const MX_SPARSE: u8 = 5;
 const MX_NUMERIC: std::ops::RangeInclusive<u8> = 6..=15;
 
@@ -268,6 +294,52 @@ impl Reader<'_> {
                 },
             ));
         }
+        if class == MX_STRUCT || class == MX_OBJECT {
+            let mut class_name = None;
+            if class == MX_OBJECT {
+                let (_, cname, next) = self.element(d, at)?;
+                class_name = Some(String::from_utf8_lossy(cname).into_owned());
+                at = next;
+            }
+            let (ty, len_raw, next) = self.element(d, at)?;
+            let field_len = *self
+                .indices(ty, len_raw, base + at, "field name length")?
+                .first()
+                .unwrap_or(&0);
+            at = next;
+            let (_, names_raw, next) = self.element(d, at)?;
+            at = next;
+            if field_len == 0 || names_raw.len() % field_len != 0 {
+                return Err(self.err(base, format!("struct `{name}`: field names of {} bytes do not split into names of {field_len}", names_raw.len())));
+            }
+            let names: Vec<String> = names_raw
+                .chunks(field_len)
+                .map(|c| String::from_utf8_lossy(c).trim_end_matches('\0').to_owned())
+                .collect();
+            let elements: usize = dims.iter().product();
+            let mut fields: Vec<(String, Vec<MatValue>)> = names
+                .into_iter()
+                .map(|n| (n, Vec::with_capacity(elements)))
+                .collect();
+            for _ in 0..elements {
+                for field in fields.iter_mut() {
+                    let (ty, payload, next) = self.element(d, at)?;
+                    if ty != MI_MATRIX {
+                        return Err(self.err(base + at, format!("struct `{name}`, field `{}`: expected an miMATRIX element, found type {ty}", field.0)));
+                    }
+                    field.1.push(self.matrix(payload, base + at + 8)?.1);
+                    at = next;
+                }
+            }
+            return Ok((
+                name,
+                MatValue::Struct {
+                    class_name,
+                    dims,
+                    fields,
+                },
+            ));
+        }
         if MX_NUMERIC.contains(&class) {
             let n: usize = dims.iter().product();
             let data = if n == 0 {
@@ -359,7 +431,8 @@ impl MatFile {
         })
     }
 
-    fn get(&self, name: &str) -> Result<&MatValue> {
+    /// The variable `name`, or an error naming the file and the variables it has.
+    pub fn get(&self, name: &str) -> Result<&MatValue> {
         self.vars.get(name).ok_or_else(|| {
             GraphError::format(
                 &self.path,
@@ -410,6 +483,10 @@ impl MatFile {
             MatValue::Other { class } => Err(GraphError::format(
                 &self.path,
                 format!("`{name}`: expected a sparse matrix, found MATLAB class {class}"),
+            )),
+            MatValue::Struct { .. } => Err(GraphError::format(
+                &self.path,
+                format!("`{name}`: expected a sparse matrix, found a struct"),
             )),
         }
     }

@@ -143,6 +143,87 @@ pub fn load_csv(path: &Path) -> Result<MilDataset, TrainError> {
     MilDataset::from_rows(stem(path), path, rows)
 }
 
+/// Reads a PRTools MIL dataset (`fox.mat`, `tiger.mat`, `elephant.mat`): the variable `x`, a
+/// `dataset` object with `data` (instances × features), `nlab` (1 = negative, 2 = positive, one
+/// per instance, constant within a bag) and `ident.milbag` (the bag of each instance).
+pub fn load_prtools_mat(name: &str, shown: &Path, bytes: &[u8]) -> Result<MilDataset, TrainError> {
+    use basin_graph::mat::{MatFile, MatValue};
+    let bad = |what: String| TrainError::State(format!("{}: {what}", shown.display()));
+    let mat = MatFile::parse(shown, bytes).map_err(|e| TrainError::State(e.to_string()))?;
+    let x = mat.get("x").map_err(|e| TrainError::State(e.to_string()))?;
+    let dense = |v: Option<&MatValue>, field: &str| match v {
+        Some(MatValue::Dense { dims, data }) => Ok((dims.clone(), data.clone())),
+        _ => Err(bad(format!(
+            "expected a numeric field `{field}` in the dataset object `x`"
+        ))),
+    };
+    let (dims, data) = dense(x.field("data"), "data")?;
+    let (_, nlab) = dense(x.field("nlab"), "nlab")?;
+    let (_, bags) = dense(
+        x.field("ident").and_then(|i| i.field("milbag")),
+        "ident.milbag",
+    )?;
+    let (n, f) = match dims.as_slice() {
+        [n, f] => (*n, *f),
+        other => {
+            return Err(bad(format!(
+                "`x.data`: expected 2 dimensions, found {other:?}"
+            )));
+        }
+    };
+    if nlab.len() != n || bags.len() != n {
+        return Err(bad(format!(
+            "{n} instances but {} labels and {} bag ids",
+            nlab.len(),
+            bags.len()
+        )));
+    }
+    // MATLAB stores `data` column-major.
+    let rows = (0..n)
+        .map(|i| {
+            let label = match nlab[i] as i64 {
+                1 => Ok(false),
+                2 => Ok(true),
+                other => Err(bad(format!(
+                    "instance {}: label {other}, expected 1 (negative) or 2 (positive)",
+                    i + 1
+                ))),
+            }?;
+            Ok((
+                bags[i] as i64,
+                label,
+                (0..f).map(|j| data[j * n + i] as f32).collect(),
+            ))
+        })
+        .collect::<Result<Vec<_>, TrainError>>()?;
+    MilDataset::from_rows(name.to_owned(), shown, rows)
+}
+
+/// Reads `member` (e.g. `fox.mat`) from a zip archive such as `fte.zip`.
+pub fn load_prtools_zip(zip_path: &Path, member: &str) -> Result<MilDataset, TrainError> {
+    use std::io::Read;
+    let file = std::fs::File::open(zip_path).map_err(|e| TrainError::Io {
+        path: zip_path.to_path_buf(),
+        source: e,
+    })?;
+    let shown = zip_path.join(member);
+    let mut archive = zip::ZipArchive::new(file).map_err(|e| {
+        TrainError::State(format!("{}: not a zip archive: {e}", zip_path.display()))
+    })?;
+    let mut entry = archive
+        .by_name(member)
+        .map_err(|e| TrainError::State(format!("{}: {e}", shown.display())))?;
+    let mut bytes = Vec::new();
+    entry.read_to_end(&mut bytes).map_err(|e| {
+        TrainError::State(format!(
+            "{}: truncated or corrupt entry: {e}",
+            shown.display()
+        ))
+    })?;
+    let name = member.trim_end_matches(".mat");
+    load_prtools_mat(name, &shown, &bytes)
+}
+
 /// The benchmark files found in a `mil` data folder: `(name, path)` for the CSVs, and the
 /// `.mat` files inside `fte.zip` (`fox`, `tiger`, `elephant`) when the zip is present.
 pub fn benchmark_files(dir: &Path) -> Vec<(String, PathBuf)> {

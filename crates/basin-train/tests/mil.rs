@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use basin_train::mil::load_csv;
+use basin_train::mil::{load_csv, load_prtools_zip};
 
 fn data_dir() -> PathBuf {
     let dir = std::env::var_os("BASIN_DATA_DIR")
@@ -40,6 +40,38 @@ fn benchmark_csvs_have_the_published_counts() {
         );
         assert!(d.bags.iter().all(|b| b.features.len() == b.len * features));
     }
+}
+
+#[test]
+fn prtools_mat_files_in_fte_zip_have_the_published_counts() {
+    let zip = data_dir().join("mil/fte.zip");
+    for (member, instances) in [
+        ("fox.mat", 1320),
+        ("tiger.mat", 1220),
+        ("elephant.mat", 1391),
+    ] {
+        let d = load_prtools_zip(&zip, member).unwrap();
+        assert_eq!(
+            (d.bags.len(), d.instances(), d.features),
+            (200, instances, 230),
+            "{member}"
+        );
+        assert_eq!(
+            d.labels().iter().filter(|&&l| l).count(),
+            100,
+            "{member}: positive bags"
+        );
+    }
+    // The .mat Elephant and the CSV Elephant are the same data.
+    let csv = load_csv(&data_dir().join("mil/elephant.csv")).unwrap();
+    let mat = load_prtools_zip(&zip, "elephant.mat").unwrap();
+    assert_eq!(csv.instances(), mat.instances());
+    assert_eq!(
+        csv.labels().iter().filter(|&&l| l).count(),
+        mat.labels().iter().filter(|&&l| l).count()
+    );
+    let err = load_prtools_zip(&zip, "lion.mat").unwrap_err().to_string();
+    assert!(err.contains("lion.mat"), "{err}");
 }
 
 #[test]
