@@ -215,6 +215,8 @@ pub fn make_batch<R: Rng + ?Sized>(
             let g = dataset.graphs.get(i).ok_or_else(|| {
                 GraphError::invalid("batch", format!("graph {i} of {}", dataset.graphs.len()))
             })?;
+            g.validate()
+                .map_err(|e| GraphError::invalid(format!("graph {i}"), e.to_string()))?;
             capped(g, cfg, i)
         })
         .collect::<Result<_>>()?;

@@ -15,6 +15,26 @@
 //!
 //! The arrays it produces are handed to basin-core by the model crates; this crate never
 //! depends on tch.
+//!
+//! ```
+//! use basin_graph::batch::{BatchConfig, make_batch};
+//! use basin_graph::{Csr, Graph, GraphDataset, Targets};
+//! use rand::SeedableRng;
+//!
+//! let triangle = Graph::structure_only(Csr::from_undirected(3, &[(0, 1), (1, 2), (2, 0)])?);
+//! let ds = GraphDataset {
+//!     name: "toy".into(),
+//!     graphs: vec![triangle.clone(), triangle],
+//!     targets: Targets::Classes { labels: vec![0, 1], num_classes: 2 },
+//!     class_values: vec![0, 1],
+//!     official_split: None,
+//! };
+//! let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+//! let batch = make_batch(&ds, &[0, 1], &BatchConfig::et_graph(), None, &mut rng)?;
+//! assert_eq!(batch.mask.dim(), (2, 4, 4)); // CLS + 3 nodes per graph
+//! assert_eq!(batch.pe.as_ref().map(|p| p.dim()), Some((2, 4, 15))); // k = 15, zero-padded
+//! # Ok::<(), basin_graph::GraphError>(())
+//! ```
 
 pub mod anomaly;
 pub mod batch;

@@ -137,12 +137,16 @@ impl SplitConfig {
     }
 }
 
-/// Items grouped by class, each group shuffled by `rng`.
+/// Items grouped by class (classes in ascending label order), each group shuffled by `rng`.
 fn shuffled_classes(ids: &[u32], labels: &[usize], rng: &mut ChaCha8Rng) -> Vec<Vec<u32>> {
-    let classes = labels.iter().copied().max().map_or(0, |m| m + 1);
-    let mut groups = vec![Vec::new(); classes];
-    for (&id, &l) in ids.iter().zip(labels) {
-        groups[l].push(id);
+    let mut classes = labels.to_vec();
+    classes.sort_unstable();
+    classes.dedup();
+    let mut groups = vec![Vec::new(); classes.len()];
+    for (&id, l) in ids.iter().zip(labels) {
+        if let Ok(c) = classes.binary_search(l) {
+            groups[c].push(id);
+        }
     }
     for g in &mut groups {
         g.shuffle(rng);

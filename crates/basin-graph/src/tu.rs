@@ -109,13 +109,25 @@ fn expect_rows<T>(path: &Path, t: &Table<T>, rows: usize, what: &str) -> Result<
     Ok(())
 }
 
+/// Widest one-hot block accepted (a label range beyond this is a malformed file, not a
+/// feature).
+const MAX_ONE_HOT: i64 = 1 << 16;
+
 /// One-hot encodes each column of an integer table (shifted to start at 0), concatenated.
-fn one_hot(t: &Table<i64>) -> Array2<f32> {
+fn one_hot(path: &Path, t: &Table<i64>) -> Result<Array2<f32>> {
     let mut blocks = Vec::with_capacity(t.cols);
     for c in 0..t.cols {
         let col = (0..t.rows).map(|r| t.values[r * t.cols + c]);
         let min = col.clone().min().unwrap_or(0);
         let max = col.clone().max().unwrap_or(0);
+        if max.saturating_sub(min) >= MAX_ONE_HOT {
+            return Err(GraphError::format(
+                path,
+                format!(
+                    "labels span {min}..={max}: expected at most {MAX_ONE_HOT} distinct values for a one-hot encoding"
+                ),
+            ));
+        }
         let width = (max - min + 1) as usize;
         let mut m = Array2::<f32>::zeros((t.rows, width));
         for (r, v) in col.enumerate() {
@@ -123,8 +135,7 @@ fn one_hot(t: &Table<i64>) -> Array2<f32> {
         }
         blocks.push(m);
     }
-    let views: Vec<_> = blocks.iter().map(|b| b.view()).collect();
-    concatenate(Axis(1), &views).unwrap_or_else(|_| Array2::zeros((t.rows, 0)))
+    Ok(hcat(t.rows, blocks))
 }
 
 fn table_to_array(t: Table<f32>) -> Array2<f32> {
@@ -240,7 +251,7 @@ pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<
         let t: Table<i64> = parse_table(&nl_path, &b, None)?;
         expect_rows(&nl_path, &t, n, "lines (one per node in graph_indicator)")?;
         if opts.node_labels_one_hot {
-            node_blocks.push(one_hot(&t));
+            node_blocks.push(one_hot(&nl_path, &t)?);
         }
         node_labels_raw = Some((0..n).map(|r| t.values[r * t.cols]).collect());
     }
@@ -262,7 +273,7 @@ pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<
         let t: Table<i64> = parse_table(&el_path, &b, None)?;
         expect_rows(&el_path, &t, m, "lines (one per line of A.txt)")?;
         if opts.edge_labels_one_hot {
-            edge_blocks.push(one_hot(&t));
+            edge_blocks.push(one_hot(&el_path, &t)?);
         }
         edge_labels_raw = Some((0..m).map(|r| t.values[r * t.cols]).collect());
     }

@@ -107,6 +107,22 @@ fn amazon_first_3305_nodes_are_unlabelled() {
     assert!((s.anomaly_ratio.unwrap() - fraud as f64 / 45.0).abs() < 1e-12);
     let sum: f64 = d.graph.node_features.iter().map(|&x| x as f64).sum();
     assert!((sum - ex["features_sum"].as_f64().unwrap()).abs() < 1e-2);
+    // The BWGNN split over Amazon's labelled nodes only.
+    let split = basin_graph::stratified_split(
+        &d.labelled,
+        &d.labelled_labels(),
+        &basin_graph::SplitConfig::bwgnn(0.4),
+    )
+    .unwrap();
+    assert!(
+        split
+            .train
+            .iter()
+            .chain(&split.val)
+            .chain(&split.test)
+            .all(|&v| v >= 3305)
+    );
+    assert_eq!(split.sizes().iter().sum::<usize>(), 45);
     // Yelp's convention on the same file labels everything.
     assert_eq!(
         load_fraud_mat(&path, &FraudConfig::yelp())

@@ -192,6 +192,42 @@ fn round_trip_through_write_tu() {
     assert_eq!(load_tu(&out).unwrap(), mutag);
 }
 
+#[test]
+fn edge_attributes_then_one_hot_edge_labels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("T");
+    std::fs::create_dir(&dir).unwrap();
+    tiny(&dir);
+    // One line per A.txt line: two attributes.
+    let attrs: String = (0..8).map(|e| format!("{}.5, -{e}\n", e)).collect();
+    write(&dir, "T_edge_attributes.txt", &attrs);
+    write(&dir, "T_node_attributes.txt", "1\n2\n3\n4\n5\n");
+    let ds = load_tu(&dir).unwrap();
+    let g = &ds.graphs[0];
+    let ef = g.edge_features.as_ref().unwrap();
+    assert_eq!(ef.ncols(), 2 + 2);
+    // CSR entry 0 of graph 0 is A.txt line 1 ("1, 2"): attributes 0.5, -0, label 0.
+    assert_eq!(ef.row(0).to_vec(), vec![0.5, -0.0, 1.0, 0.0]);
+    // Entry (1 → 2) is line 3: attributes 2.5, -2, label 1.
+    let pos = g.adjacency.indptr()[1] + g.adjacency.row(1).binary_search(&2).unwrap();
+    assert_eq!(ef.row(pos).to_vec(), vec![2.5, -2.0, 0.0, 1.0]);
+    // Node features: the attribute, then the one-hot label (labels 0..2).
+    assert_eq!(g.node_features.row(1).to_vec(), vec![2.0, 0.0, 1.0, 0.0]);
+    // Attributes off: only the one-hot blocks.
+    let opts = basin_graph::tu::TuOptions {
+        node_attributes: false,
+        edge_attributes: false,
+        ..Default::default()
+    };
+    let plain = basin_graph::tu::load_tu_with(&dir, None, &opts).unwrap();
+    assert_eq!(plain.graphs[0].edge_features.as_ref().unwrap().ncols(), 2);
+    assert_eq!(plain.graphs[0].node_features.ncols(), 3);
+    // A label range too wide for one-hot is refused.
+    write(&dir, "T_node_labels.txt", "0\n1\n2\n1\n99999999\n");
+    let e = load_tu(&dir).unwrap_err();
+    assert!(e.to_string().contains("one-hot"), "{e}");
+}
+
 fn broken(edit: impl Fn(&Path)) -> GraphError {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("T");
