@@ -187,7 +187,8 @@ struct PaperTable {
     rows: Vec<PaperRow>,
 }
 
-pub fn run(data_dir: &Path, out: &Path, quick: bool) -> Result<()> {
+/// Runs the MIL table; returns how many datasets were run.
+pub fn run(data_dir: &Path, out: &Path, quick: bool) -> Result<usize> {
     let started = Instant::now();
     std::fs::create_dir_all(out)?;
     let paper: PaperTable = toml::from_str(PAPER).context("data/papers/hopfield-mil.toml")?;
@@ -247,6 +248,7 @@ pub fn run(data_dir: &Path, out: &Path, quick: bool) -> Result<()> {
         "musk2",
     ];
     let mut missing = Vec::new();
+    let mut ran = 0;
     for name in names {
         let slides = paper
             .rows
@@ -302,6 +304,7 @@ pub fn run(data_dir: &Path, out: &Path, quick: bool) -> Result<()> {
         std::fs::create_dir_all(out.join(name))?;
         report.write_json(&out.join(name))?;
         println!("{name}: AUC {over_repeats} (slides: {slides})");
+        ran += 1;
     }
     if !missing.is_empty() {
         md.push_str("\nNot run:\n");
@@ -311,5 +314,5 @@ pub fn run(data_dir: &Path, out: &Path, quick: bool) -> Result<()> {
     }
     md.push_str(&format!("\nThe slides do not state their metric or repeat count; compare with care. Wall time {:.0} s on {}.\n", started.elapsed().as_secs_f64(), basin_core::device::describe(Device::Cpu)));
     basin_core::checkpoint::write_atomic(&out.join("report.md"), md.as_bytes())?;
-    Ok(())
+    Ok(ran)
 }

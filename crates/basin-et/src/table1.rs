@@ -10,7 +10,7 @@
 //! and T-Social ship as DGL binary graphs, which are not read; Reddit and Tolokers (not in the
 //! paper) from their npz files.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use basin_graph::NodeDataset;
@@ -243,15 +243,11 @@ pub fn reproduce(
         quick,
         started.elapsed().as_secs_f64(),
     );
-    basin_core::checkpoint::write_atomic(&out.join("report.md"), md.as_bytes())?;
-    let json = serde_json::to_string_pretty(
+    basin_train::record::write_report(
+        out,
+        &md,
         &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-    )
-    .map_err(|e| EtError::Config {
-        field: "report".into(),
-        message: e.to_string(),
-    })?;
-    basin_core::checkpoint::write_atomic(&out.join("report.json"), json.as_bytes())?;
+    )?;
     Ok(results)
 }
 
@@ -319,9 +315,4 @@ fn markdown(
         seconds
     ));
     md
-}
-
-/// The default output directory.
-pub fn default_out() -> PathBuf {
-    PathBuf::from("reports/et-table1")
 }

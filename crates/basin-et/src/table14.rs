@@ -9,7 +9,7 @@
 //! paper's; PSNR and SSIM are on the completed images in `[0, 1]`.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use basin_image::{Augment, ImageSet, MaskStrategy, Normalize};
@@ -346,15 +346,11 @@ pub fn reproduce(
         quick,
         started.elapsed().as_secs_f64(),
     );
-    basin_core::checkpoint::write_atomic(&out.join("report.md"), md.as_bytes())?;
-    let json = serde_json::to_string_pretty(
+    basin_train::record::write_report(
+        out,
+        &md,
         &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-    )
-    .map_err(|e| EtError::Config {
-        field: "report".into(),
-        message: e.to_string(),
-    })?;
-    basin_core::checkpoint::write_atomic(&out.join("report.json"), json.as_bytes())?;
+    )?;
     Ok(results)
 }
 
@@ -460,9 +456,4 @@ fn report(
         }
     }
     md
-}
-
-/// The default output directory.
-pub fn default_out() -> PathBuf {
-    PathBuf::from("reports/et-table14")
 }

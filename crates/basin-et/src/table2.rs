@@ -3,7 +3,7 @@
 //! and under the paper's own `et-paper` procedure (train on every graph, score subsets of the
 //! same graphs — training-set accuracies), side by side with the paper's numbers.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -247,19 +247,10 @@ pub fn reproduce(
         basin_core::device::describe(device),
         started.elapsed().as_secs_f64()
     ));
-    basin_core::checkpoint::write_atomic(&out.join("report.md"), md.as_bytes())?;
-    let json = serde_json::to_string_pretty(
+    basin_train::record::write_report(
+        out,
+        &md,
         &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-    )
-    .map_err(|e| EtError::Config {
-        field: "report".into(),
-        message: e.to_string(),
-    })?;
-    basin_core::checkpoint::write_atomic(&out.join("report.json"), json.as_bytes())?;
+    )?;
     Ok(results)
-}
-
-/// The default output directory.
-pub fn default_out() -> PathBuf {
-    PathBuf::from("reports/et-table2")
 }
