@@ -113,3 +113,47 @@ fn neighbour_structure_follows_the_adjacency_and_the_self_loop_switch() {
     assert_eq!(without.sparse_edges().unwrap().len(), e - self_edges);
     assert_eq!(with.sparse_edges().unwrap().len(), e - self_edges + 50);
 }
+
+#[test]
+fn heterogeneous_graphs_run_one_block_per_relation() {
+    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    use basin_et::anomaly::RelationPool;
+    use basin_graph::mat::{FraudConfig, load_fraud_mat};
+    use basin_train::runner::Learner;
+    // The scipy-written CARE-GNN-layout fixture of basin-graph (three relations).
+    let path = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../basin-graph/tests/fixtures/fraud/Amazon.mat"
+    ));
+    let data = load_fraud_mat(path, &FraudConfig::amazon()).unwrap();
+    assert!(
+        data.relations.len() >= 2,
+        "fixture has {} relations",
+        data.relations.len()
+    );
+    let n = data.graph.num_nodes();
+    let items: Vec<usize> = data.labelled.iter().map(|&i| i as usize).collect();
+    let mut outputs = Vec::new();
+    for pool in [RelationPool::Max, RelationPool::Concat] {
+        let cfg = EtAnomalyConfig {
+            heterogeneous: true,
+            relation_pool: pool,
+            ..EtAnomalyConfig::table6(16, 32, 1, 1)
+        };
+        let mut learner = AnomalyLearner::new(&data, &cfg, 0, Device::Cpu).unwrap();
+        let p = learner.predict(&items).unwrap();
+        assert_eq!(p.0.len(), items.len());
+        assert!(p.positive().iter().all(|v| (0.0..=1.0).contains(v)));
+        outputs.push(p.positive());
+        // Concatenation widens the readout by the number of relations.
+        let width = learner.vars().variables()["readout1.weight"].size()[1];
+        let expect = if pool == RelationPool::Concat {
+            2 * 16 * data.relations.len() as i64
+        } else {
+            2 * 16
+        };
+        assert_eq!(width, expect);
+    }
+    assert_ne!(outputs[0], outputs[1]);
+    assert!(n > 0);
+}
