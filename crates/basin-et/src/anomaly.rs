@@ -62,6 +62,9 @@ pub struct EtAnomalyConfig {
     pub heterogeneous: bool,
     /// How relation representations are combined.
     pub relation_pool: RelationPool,
+    /// Train each epoch on the subgraph induced by this share of the training nodes (Appendix
+    /// C.2: 5 % for T-Finance and T-Social); `None` trains on the whole graph.
+    pub subgraph_ratio: Option<f64>,
 }
 
 impl Default for EtAnomalyConfig {
@@ -86,6 +89,7 @@ impl EtAnomalyConfig {
             readout_hidden: y,
             heterogeneous: false,
             relation_pool: RelationPool::Max,
+            subgraph_ratio: None,
         }
     }
 
@@ -191,9 +195,24 @@ impl EtAnomaly {
 
     /// Anomaly logits of every node `[N]` for features `[N, F]` under one structure per relation.
     pub fn forward(&self, features: &Tensor, structures: &[Structure], train: bool) -> Tensor {
+        self.forward_nodes(features, None, structures, train)
+    }
+
+    /// Logits of a subset of the nodes: `features` are theirs and `nodes` their global ids,
+    /// which select the positional embeddings (`None` = all nodes in order).
+    pub fn forward_nodes(
+        &self,
+        features: &Tensor,
+        nodes: Option<&Tensor>,
+        structures: &[Structure],
+        train: bool,
+    ) -> Tensor {
         let mut x0 = self.encoder.forward(features);
         if let Some(p) = &self.positional {
-            x0 = x0 + p;
+            x0 = match nodes {
+                Some(ids) => x0 + p.index_select(0, ids),
+                None => x0 + p,
+            };
         }
         let x0 = x0.unsqueeze(0); // [1, N, D]
         let g1 = self.block.norm.forward(&x0);
@@ -224,6 +243,8 @@ impl EtAnomaly {
 pub struct AnomalyLearner {
     vs: nn::VarStore,
     model: EtAnomaly,
+    graph: basin_graph::Graph,
+    cfg: EtAnomalyConfig,
     features: Tensor,
     labels: Tensor,
     label_vec: Vec<bool>,
@@ -256,6 +277,12 @@ impl AnomalyLearner {
         } else {
             vec![&data.graph.adjacency]
         };
+        if cfg.subgraph_ratio.is_some() && adjacencies.len() > 1 {
+            return Err(EtError::Config {
+                field: "subgraph_ratio".into(),
+                message: "subgraph sampling is implemented for homogeneous graphs; set heterogeneous = false".into(),
+            });
+        }
         let structures = adjacencies
             .iter()
             .map(|a| neighbour_structure(a, cfg.self_loops, device))
@@ -273,6 +300,8 @@ impl AnomalyLearner {
         Ok(Self {
             vs,
             model,
+            graph: data.graph.clone(),
+            cfg: cfg.clone(),
             features,
             labels,
             label_vec,
@@ -294,8 +323,41 @@ impl Learner for AnomalyLearner {
         &mut self,
         train: &[usize],
         steps: &mut Steps<'_>,
-        _rng: &mut ChaCha8Rng,
+        rng: &mut ChaCha8Rng,
     ) -> Result<EpochOutput, TrainError> {
+        if let Some(ratio) = self.cfg.subgraph_ratio {
+            // Appendix C.2: a fresh subgraph induced by a share of the training nodes each epoch.
+            let pool: Vec<u32> = train.iter().map(|&i| i as u32).collect();
+            let sub =
+                basin_graph::sample::induced_by_ratio(&self.graph, Some(&pool), ratio, false, rng)
+                    .map_err(|e| TrainError::State(e.to_string()))?;
+            let device = self.vs.device();
+            let structure = neighbour_structure(&sub.graph.adjacency, self.cfg.self_loops, device)
+                .map_err(|e| TrainError::State(e.to_string()))?;
+            let ids =
+                Tensor::from_slice(&sub.nodes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
+                    .to_device(device);
+            let logits = self.model.forward_nodes(
+                &self.features.index_select(0, &ids),
+                Some(&ids),
+                &[structure],
+                true,
+            );
+            let labels: Vec<bool> = sub
+                .nodes
+                .iter()
+                .map(|&i| self.label_vec[i as usize])
+                .collect();
+            let loss = weighted_bce(
+                &logits,
+                &self.labels.index_select(0, &ids),
+                anomaly_weight(&labels),
+            );
+            return Ok(EpochOutput {
+                loss: steps.step(&loss)?,
+                pre_step_scores: None,
+            });
+        }
         let logits = self.model.forward(&self.features, &self.structures, true);
         let pre = Scores::from_tensor(&logits.detach().sigmoid())?;
         let idx = Self::idx(train, self.vs.device());

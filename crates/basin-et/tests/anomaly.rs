@@ -88,6 +88,29 @@ fn et_anomaly_detects_planted_anomalies() {
         )
         .unwrap();
     assert!(r.aggregate["test_auc"].0 > 0.6, "{:?}", r.aggregate);
+
+    // Appendix C.2: a fresh subgraph of half the training nodes each epoch.
+    let sampled = EtAnomalyConfig {
+        subgraph_ratio: Some(0.5),
+        ..cfg.clone()
+    };
+    let r = AnomalyProtocol {
+        runs: 1,
+        ..protocol.clone()
+    }
+    .run(
+        "planted-sub",
+        &data.labelled,
+        &is_anomaly,
+        |_, seed| {
+            AnomalyLearner::new(&data, &sampled, seed, Device::Cpu)
+                .map_err(|e| basin_train::TrainError::State(e.to_string()))
+        },
+        None,
+        "cpu",
+    )
+    .unwrap();
+    assert!(r.aggregate["test_auc"].0 > 0.55, "{:?}", r.aggregate);
 }
 
 #[test]
