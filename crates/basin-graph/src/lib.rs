@@ -45,6 +45,7 @@ pub mod lobpcg;
 pub mod lrgb;
 pub mod mat;
 pub mod npz;
+mod partial_eigh;
 pub mod sample;
 pub mod sbm;
 pub mod source;
