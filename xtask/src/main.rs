@@ -235,9 +235,17 @@ fn workspace_root() -> PathBuf {
 fn cargo(root: &Path, args: &[&str]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(&cargo)
-        .args(args)
-        .current_dir(root)
+    let mut cmd = Command::new(&cargo);
+    cmd.args(args).current_dir(root);
+    // Tests run from their crate's directory: a relative data directory is made absolute
+    // against the directory `cargo xtask` was started from, so every crate sees the same one.
+    if let Some(dir) = std::env::var_os("BASIN_DATA_DIR").map(PathBuf::from) {
+        if dir.is_relative() {
+            let cwd = std::env::current_dir().context("reading the current directory")?;
+            cmd.env("BASIN_DATA_DIR", cwd.join(dir));
+        }
+    }
+    let status = cmd
         .status()
         .with_context(|| format!("could not start `{cargo}`"))?;
     if !status.success() {

@@ -12,11 +12,11 @@ use rand_chacha::ChaCha8Rng;
 
 /// `BASIN_DATA_DIR`, else `../shared/data` beside the workspace; a missing directory fails.
 fn data_dir() -> PathBuf {
+    // Relative paths are taken from the workspace root (CI sets `../shared/data`).
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let dir = std::env::var_os("BASIN_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
-        });
+        .map(|d| root.join(d))
+        .unwrap_or_else(|| root.join("../shared/data"));
     assert!(
         dir.is_dir(),
         "no data directory at {}: set BASIN_DATA_DIR to the benchmark data",

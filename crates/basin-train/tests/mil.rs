@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use basin_train::mil::{load_csv, load_prtools_zip};
 
 fn data_dir() -> PathBuf {
+    // Relative paths are taken from the workspace root (CI sets `../shared/data`).
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let dir = std::env::var_os("BASIN_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data"))
-        });
+        .map(|d| root.join(d))
+        .unwrap_or_else(|| root.join("../shared/data"));
     assert!(
         dir.is_dir(),
         "no data directory at {}: set BASIN_DATA_DIR to the benchmark data",
