@@ -239,11 +239,11 @@ fn cargo(root: &Path, args: &[&str]) -> Result<()> {
     cmd.args(args).current_dir(root);
     // Tests run from their crate's directory: a relative data directory is made absolute
     // against the directory `cargo xtask` was started from, so every crate sees the same one.
-    if let Some(dir) = std::env::var_os("BASIN_DATA_DIR").map(PathBuf::from) {
-        if dir.is_relative() {
-            let cwd = std::env::current_dir().context("reading the current directory")?;
-            cmd.env("BASIN_DATA_DIR", cwd.join(dir));
-        }
+    if let Some(dir) = std::env::var_os("BASIN_DATA_DIR").map(PathBuf::from)
+        && dir.is_relative()
+    {
+        let cwd = std::env::current_dir().context("reading the current directory")?;
+        cmd.env("BASIN_DATA_DIR", cwd.join(dir));
     }
     let status = cmd
         .status()
