@@ -4,6 +4,8 @@
 //!   step, the final tokens and ∂E/∂g (inspect an energy landscape; compare implementations).
 //! - `basin demo`: fit a small ET block and watch it complete masked patterns.
 //! - `basin data`: inspect a dataset's statistics, export its Laplacian encodings.
+//! - `basin train` / `basin eval`: train a graph model from a run file; score it again.
+//! - `basin reproduce`: a paper table end to end.
 
 mod data;
 mod demo;
@@ -11,6 +13,7 @@ mod energy;
 mod hopfield_memory;
 mod hopfield_mil;
 mod reproduce;
+mod train;
 
 use std::process::ExitCode;
 
@@ -37,6 +40,10 @@ enum Command {
     Reproduce(reproduce::Args),
     /// Inspect a dataset (statistics as JSON) or export its Laplacian positional encodings.
     Data(data::Args),
+    /// Train EtAnomaly or EtGraphClassifier from a run file (records, checkpoints, report).
+    Train(train::TrainArgs),
+    /// Score a trained run's saved weights on its held-out split again (and plot its energy).
+    Eval(train::EvalArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +60,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Reproduce(args) => reproduce::run(&args),
         Command::Data(args) => data::run(&args),
+        Command::Train(args) => train::train(&args),
+        Command::Eval(args) => train::eval(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -19,7 +19,8 @@ fn data_dir() -> PathBuf {
     dir
 }
 
-fn reproduce(table: &str, extra: &[&str]) -> String {
+/// Runs a quick reproduction; `files` must exist in its output directory afterwards.
+fn reproduce(table: &str, extra: &[&str], files: &[&str]) -> String {
     let out = tempfile::tempdir().unwrap();
     let mut args = vec![
         "reproduce",
@@ -40,12 +41,20 @@ fn reproduce(table: &str, extra: &[&str]) -> String {
         o.status.success() && !stderr.contains("panicked"),
         "{table}: {stderr}"
     );
+    for f in files {
+        let p = out.path().join(f);
+        assert!(
+            std::fs::metadata(&p).is_ok_and(|m| m.len() > 0),
+            "{table}: {} missing",
+            p.display()
+        );
+    }
     std::fs::read_to_string(out.path().join("report.md")).unwrap()
 }
 
 #[test]
 fn et_table14_quick() {
-    let md = reproduce("et-table14", &["--dataset", "fashion-mnist"]);
+    let md = reproduce("et-table14", &["--dataset", "fashion-mnist"], &[]);
     assert!(
         md.contains("| ET-Full (Ours) |") && md.contains("fashion-mnist MSE"),
         "{md}"
@@ -54,30 +63,38 @@ fn et_table14_quick() {
 
 #[test]
 fn et_table1_quick() {
-    let md = reproduce("et-table1", &["--dataset", "reddit"]);
+    let md = reproduce(
+        "et-table1",
+        &["--dataset", "reddit"],
+        &["reddit-1pct/energy.png", "reddit-40pct/energy.png"],
+    );
     assert!(
-        md.contains("| reddit | 1 % |") && md.contains("| reddit | 40 % |"),
+        md.contains("| reddit | 1 % |")
+            && md.contains("| reddit | 40 % |")
+            && md.contains("- reddit 40 % (homogeneous): "),
         "{md}"
     );
 }
 
 #[test]
 fn et_table2_quick() {
-    let md = reproduce("et-table2", &["--dataset", "MUTAG"]);
+    let md = reproduce("et-table2", &["--dataset", "MUTAG"], &["MUTAG/energy.png"]);
     assert!(
-        md.contains("| MUTAG | 188 |") && md.contains("et-paper"),
+        md.contains("| MUTAG | 188 |")
+            && md.contains("et-paper")
+            && md.contains("MUTAG: energy per step of CV fold 0's selected model"),
         "{md}"
     );
 }
 
 #[test]
 fn hopfield_reproductions_quick() {
-    let md = reproduce("hopfield-memory", &[]);
+    let md = reproduce("hopfield-memory", &[], &[]);
     assert!(
         md.contains("Never rises for any of the four memories: **true**"),
         "{md}"
     );
-    let md = reproduce("hopfield-mil", &[]);
+    let md = reproduce("hopfield-mil", &[], &[]);
     assert!(
         md.contains("| elephant | 200 | 1391 |") && md.contains("| musk1 | 92 | 476 |"),
         "{md}"

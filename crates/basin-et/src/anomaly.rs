@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor};
 
 use basin_core::{
     AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig, NormConfig,
-    SparseEdges, Structure, TermConfig,
+    SparseEdges, Structure, TermConfig, TraceOptions,
 };
 use basin_graph::{Csr, NodeDataset};
 use basin_train::TrainError;
@@ -198,6 +198,32 @@ impl EtAnomaly {
         self.forward_nodes(features, None, structures, train)
     }
 
+    /// The initial tokens `[1, N, D]`: embedded features plus positional embeddings (eq. 10).
+    fn tokens(&self, features: &Tensor, nodes: Option<&Tensor>) -> Tensor {
+        let mut x0 = self.encoder.forward(features);
+        if let Some(p) = &self.positional {
+            x0 = match nodes {
+                Some(ids) => x0 + p.index_select(0, ids),
+                None => x0 + p,
+            };
+        }
+        x0.unsqueeze(0)
+    }
+
+    /// The graph's energy at each descent step (evaluation mode), one curve per relation.
+    pub fn energy_per_step(&self, features: &Tensor, structures: &[Structure]) -> Vec<Vec<f64>> {
+        tch::no_grad(|| {
+            let x0 = self.tokens(features, None);
+            structures
+                .iter()
+                .map(|s| {
+                    let (_, trace) = self.block.run(&x0, s, false, Some(TraceOptions::default()));
+                    trace.map(|t| t.mean_total()).unwrap_or_default()
+                })
+                .collect()
+        })
+    }
+
     /// Logits of a subset of the nodes: `features` are theirs and `nodes` their global ids,
     /// which select the positional embeddings (`None` = all nodes in order).
     pub fn forward_nodes(
@@ -207,14 +233,7 @@ impl EtAnomaly {
         structures: &[Structure],
         train: bool,
     ) -> Tensor {
-        let mut x0 = self.encoder.forward(features);
-        if let Some(p) = &self.positional {
-            x0 = match nodes {
-                Some(ids) => x0 + p.index_select(0, ids),
-                None => x0 + p,
-            };
-        }
-        let x0 = x0.unsqueeze(0); // [1, N, D]
+        let x0 = self.tokens(features, nodes);
         let g1 = self.block.norm.forward(&x0);
         let finals: Vec<Tensor> = structures
             .iter()
@@ -249,6 +268,7 @@ pub struct AnomalyLearner {
     labels: Tensor,
     label_vec: Vec<bool>,
     structures: Vec<Structure>,
+    relation_names: Vec<String>,
 }
 
 impl std::fmt::Debug for AnomalyLearner {
@@ -272,11 +292,15 @@ impl AnomalyLearner {
         let (n, f) = (x.nrows() as i64, x.ncols() as i64);
         let flat: Vec<f32> = x.iter().copied().collect();
         let features = Tensor::from_slice(&flat).view([n, f]).to_device(device);
-        let adjacencies: Vec<&Csr> = if cfg.heterogeneous && !data.relations.is_empty() {
-            data.relations.iter().map(|r| &r.adjacency).collect()
-        } else {
-            vec![&data.graph.adjacency]
-        };
+        let (adjacencies, relation_names): (Vec<&Csr>, Vec<String>) =
+            if cfg.heterogeneous && !data.relations.is_empty() {
+                data.relations
+                    .iter()
+                    .map(|r| (&r.adjacency, r.name.clone()))
+                    .unzip()
+            } else {
+                (vec![&data.graph.adjacency], vec!["homogeneous".into()])
+            };
         if cfg.subgraph_ratio.is_some() && adjacencies.len() > 1 {
             return Err(EtError::Config {
                 field: "subgraph_ratio".into(),
@@ -306,7 +330,19 @@ impl AnomalyLearner {
             labels,
             label_vec,
             structures,
+            relation_names,
         })
+    }
+
+    /// The graph's energy at each descent step, named by relation (`homogeneous` for one).
+    pub fn energy_per_step(&self) -> Vec<(String, Vec<f64>)> {
+        let curves = self.model.energy_per_step(&self.features, &self.structures);
+        let names: Vec<String> = if self.structures.len() == self.relation_names.len() {
+            self.relation_names.clone()
+        } else {
+            vec!["homogeneous".into()]
+        };
+        names.into_iter().zip(curves).collect()
     }
 
     fn idx(items: &[usize], device: Device) -> Tensor {

@@ -15,7 +15,7 @@
 
 use basin_core::{
     AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig, NormConfig,
-    Structure, TermConfig,
+    Structure, TermConfig, TraceOptions,
 };
 use basin_graph::batch::{BatchConfig, GraphBatch, batch_indices, make_batch};
 use basin_graph::laplacian::{LaplacianPe, laplacian_pe_many};
@@ -252,6 +252,30 @@ impl EtGraphClassifier {
 
     /// Class logits `[B, C]`.
     pub fn forward(&self, b: &DeviceGraphBatch, train: bool) -> Tensor {
+        let (mut x, structure) = self.prepare(b);
+        for block in &self.blocks {
+            x = block.forward(&x, &structure, train);
+        }
+        self.readout.forward(&x.select(1, 0))
+    }
+
+    /// Each block's energy at each of its steps (evaluation mode), averaged over the batch.
+    pub fn energy_per_step(&self, b: &DeviceGraphBatch) -> Vec<Vec<f64>> {
+        tch::no_grad(|| {
+            let (mut x, structure) = self.prepare(b);
+            let mut curves = Vec::with_capacity(self.blocks.len());
+            for block in &self.blocks {
+                let (next, trace) = block.run(&x, &structure, false, Some(TraceOptions::default()));
+                curves.push(trace.map(|t| t.mean_total()).unwrap_or_default());
+                x = next;
+            }
+            curves
+        })
+    }
+
+    /// The initial tokens (CLS in slot 0, projected encodings added) and the attention
+    /// structure with the parameterised adjacency of eq. 24.
+    fn prepare(&self, b: &DeviceGraphBatch) -> (Tensor, Structure) {
         let mut x = self.encoder.forward(&b.features);
         let n = x.size()[1];
         // Slot 0 is the CLS token.
@@ -285,10 +309,7 @@ impl EtGraphClassifier {
             // Shapes come from basin-graph's batch, which is consistent by construction.
             Err(e) => panic!("EtGraphClassifier: inconsistent batch: {e}"),
         };
-        for block in &self.blocks {
-            x = block.forward(&x, &structure, train);
-        }
-        self.readout.forward(&x.select(1, 0))
+        (x, structure)
     }
 }
 
@@ -377,6 +398,15 @@ impl GraphLearner {
         let y = Tensor::from_slice(&ids.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
             .to_device(self.vs.device());
         Ok((DeviceGraphBatch::new(&b, self.vs.device()), y))
+    }
+}
+
+impl GraphLearner {
+    /// Each block's energy at each step, averaged over the graphs `items` (evaluation mode).
+    pub fn energy_per_step(&self, items: &[usize]) -> Result<Vec<Vec<f64>>, TrainError> {
+        let mut rng = <ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
+        let (b, _) = self.batch(items, false, &mut rng)?;
+        Ok(self.model.energy_per_step(&b))
     }
 }
 

@@ -4,14 +4,18 @@
 //!   16), with the Table 14 ablations and the reference code's departures as switches.
 //! - [`image_train`]: training and evaluation of `EtImage` on image sets, its pictures, and the
 //!   reproduction of Table 14 at CPU scale.
-//!
-//! Still to come (issue "ET on graphs end to end"): `EtAnomaly` (Section 4, Appendix C) and
-//! `EtGraphClassifier` (Section 5, Appendix D) with presets for Tables 1 and 2.
+//! - [`anomaly::EtAnomaly`]: node anomaly detection (Section 4, Appendix C; Table 1, presets
+//!   of Table 6), sparse neighbour attention, heterogeneous pooling, subgraph sampling.
+//! - [`graph::EtGraphClassifier`]: graph classification (Section 5, Appendix D; Table 2,
+//!   presets of Table 9) with the parameterised adjacency of eq. 24–25.
+//! - [`run`]: one run from a config file (`basin train`) and its re-evaluation (`basin eval`).
+//! - [`table1`], [`table2`], [`table14`]: the reproductions behind `cargo xtask reproduce`.
 
 pub mod anomaly;
 pub mod graph;
 pub mod image;
 pub mod image_train;
+pub mod run;
 pub mod table1;
 pub mod table14;
 pub mod table2;
@@ -36,6 +40,9 @@ pub enum EtError {
     /// From image loading and preparation.
     #[error(transparent)]
     Image(#[from] basin_image::ImageError),
+    /// From a metric (e.g. a single class in the scored part).
+    #[error(transparent)]
+    Metric(#[from] basin_train::metrics::MetricError),
     /// From libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),

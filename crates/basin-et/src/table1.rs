@@ -157,6 +157,8 @@ pub struct Table1Result {
     pub config: EtAnomalyConfig,
     /// The protocol's report.
     pub report: ProtocolReport,
+    /// The graph's energy per step per relation (selected model of run 0).
+    pub energy: Vec<(String, Vec<f64>)>,
     /// Wall time in seconds.
     pub seconds: f64,
 }
@@ -220,6 +222,13 @@ pub fn reproduce(
                 Some(&out.join(&tag)),
                 &basin_core::device::describe(device),
             )?;
+            let energy =
+                crate::run::anomaly_energy(&data, &cfg, &out.join(&tag).join("run-0"), device)?;
+            crate::run::plot_energy(
+                &out.join(&tag).join("energy.png"),
+                &format!("{tag}: energy per step (run 0, selected model)"),
+                &energy,
+            )?;
             tracing::info!(
                 "{tag}: macro-F1 {}, AUC {}",
                 report.show("test_macro_f1", 100.0),
@@ -230,6 +239,7 @@ pub fn reproduce(
                 ratio,
                 config: cfg,
                 report,
+                energy,
                 seconds: t0.elapsed().as_secs_f64(),
             });
         }
@@ -307,6 +317,19 @@ fn markdown(
         md.push_str("\nDatasets not run:\n");
         for m in missing {
             md.push_str(&format!("- {m}\n"));
+        }
+    }
+    md.push_str("\nEnergy of the whole graph per descent step, run 0's selected model in evaluation mode (`<dataset>-<ratio>pct/energy.png`):\n");
+    for r in results {
+        for (rel, e) in &r.energy {
+            md.push_str(&format!(
+                "- {} {:.0} % ({rel}): {:.4e} → {:.4e} over {} steps\n",
+                r.dataset,
+                r.ratio * 100.0,
+                e.first().copied().unwrap_or(f64::NAN),
+                e.last().copied().unwrap_or(f64::NAN),
+                e.len().saturating_sub(1)
+            ));
         }
     }
     md.push_str(&format!(

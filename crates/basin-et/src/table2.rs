@@ -105,6 +105,8 @@ pub struct Table2Result {
     pub cv: ProtocolReport,
     /// The paper's procedure.
     pub et_paper: ProtocolReport,
+    /// Each block's energy per step (selected model of CV fold 0, first 64 graphs).
+    pub energy: Vec<(String, Vec<f64>)>,
     /// Wall time in seconds.
     pub seconds: f64,
 }
@@ -186,6 +188,20 @@ pub fn reproduce(
             Some(&out.join(name).join("cv")),
             &basin_core::device::describe(device),
         )?;
+        let items: Vec<usize> = (0..target.len()).collect();
+        let energy = crate::run::graph_energy(
+            data.clone(),
+            pe.clone(),
+            &opts.model,
+            &out.join(name).join("cv/repeat-0/fold-0"),
+            &items,
+            device,
+        )?;
+        crate::run::plot_energy(
+            &out.join(name).join("energy.png"),
+            &format!("{name}: energy per step (CV fold 0, selected model)"),
+            &energy,
+        )?;
         let et_paper = EtPaperProtocol {
             repeats: opts.et_paper_repeats,
             seed: 0,
@@ -208,6 +224,7 @@ pub fn reproduce(
             graphs: target.len(),
             cv,
             et_paper,
+            energy,
             seconds: t0.elapsed().as_secs_f64(),
         });
     }
@@ -243,8 +260,27 @@ pub fn reproduce(
             md.push_str(&format!("- {m}\n"));
         }
     }
+    for r in &results {
+        let curves: Vec<String> = r
+            .energy
+            .iter()
+            .map(|(b, e)| {
+                format!(
+                    "{b} {:.3} → {:.3}",
+                    e.first().copied().unwrap_or(f64::NAN),
+                    e.last().copied().unwrap_or(f64::NAN)
+                )
+            })
+            .collect();
+        md.push_str(&format!(
+            "\n{}: energy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode): {} — `{}/energy.png`.",
+            r.dataset,
+            curves.join("; "),
+            r.dataset
+        ));
+    }
     md.push_str(&format!(
-        "\nDevice: {}. Wall time {:.0} s.\n",
+        "\n\nDevice: {}. Wall time {:.0} s.\n",
         basin_core::device::describe(device),
         started.elapsed().as_secs_f64()
     ));

@@ -332,9 +332,6 @@ fn smallest_dense(l: &Mat<f64>, count: usize) -> Result<(Vec<f64>, Mat<f64>)> {
     {
         return Ok(r);
     }
-    if count < l.nrows() && l.nrows() >= 3 {
-        eprintln!("FALLBACK n={} count={}", l.nrows(), count);
-    }
     dense_eigh(l)
 }
 

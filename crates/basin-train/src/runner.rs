@@ -481,6 +481,29 @@ fn to_json<T: Serialize>(value: &T) -> Result<String, TrainError> {
     serde_json::to_string(value).map_err(|e| TrainError::State(format!("cannot serialise: {e}")))
 }
 
+/// Loads the selected epoch's weights of a finished or interrupted run from its
+/// `checkpoint.safetensors` into `vars`, and returns that epoch's validation (with what the
+/// test step needs, e.g. the threshold). This is how a trained run is evaluated again.
+pub fn load_best(checkpoint: &Path, vars: &VarStore) -> Result<Validation, TrainError> {
+    let (tensors, meta) = basin_core::checkpoint::read_file(checkpoint)?;
+    let best = meta.get("best").ok_or_else(|| {
+        TrainError::State(format!(
+            "{}: no selected epoch in the checkpoint (the run stopped before its first epoch ended)",
+            checkpoint.display()
+        ))
+    })?;
+    let v: Validation = serde_json::from_str(best).map_err(|e| {
+        TrainError::State(format!(
+            "{}: bad best-epoch entry: {e}",
+            checkpoint.display()
+        ))
+    })?;
+    let map: HashMap<String, Tensor> = tensors.into_iter().collect();
+    copy_into(vars, &map, "best.")
+        .map_err(|e| TrainError::State(format!("{}: {e}", checkpoint.display())))?;
+    Ok(v)
+}
+
 /// The run directory of one run inside a protocol's output directory.
 pub fn run_dir(root: Option<&Path>, name: &str) -> Option<PathBuf> {
     root.map(|r| r.join(name))
