@@ -91,19 +91,6 @@ fn dense_step(c: &mut Criterion) {
     group.finish();
 }
 
-/// Peak resident set size of this process in MiB (Linux `VmHWM`).
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
-/// Resets the peak-RSS counter (Linux ≥ 4.0).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
 fn sparse_step(c: &mut Criterion) {
     let dev = device();
     tch::manual_seed(0);
@@ -123,16 +110,9 @@ fn sparse_step(c: &mut Criterion) {
         })
     };
     let _ = step(); // warm up
-    reset_peak_rss();
-    let before = peak_rss_mib();
-    let _ = step();
-    let after = peak_rss_mib();
-    if let (Some(b), Some(a)) = (before, after) {
-        println!(
-            "et_step_sparse: peak RSS {a:.0} MiB during one step ({:.0} MiB above the resident inputs)",
-            a - b
-        );
-    }
+    basin_benches::print_peak_rss("et_step_sparse (one step)", || {
+        let _ = step();
+    });
     let mut group = c.benchmark_group("et_step_sparse");
     group
         .sample_size(10)

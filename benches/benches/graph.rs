@@ -84,27 +84,6 @@ fn encodings(c: &mut Criterion) {
     group.finish();
 }
 
-/// Peak resident set size of this process in MiB (Linux `VmHWM`).
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
-/// Current resident set size in MiB (`VmRSS`).
-fn rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
-/// Resets the peak-RSS counter (Linux ≥ 4.0).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
 /// A connected random graph of mean degree ≈ `degree`: a ring plus `n · (degree − 2) / 2`
 /// uniformly random node pairs (self pairs dropped, duplicates merged), both directions stored.
 fn random_graph(n: usize, degree: usize, seed: u64) -> Csr {
@@ -133,12 +112,12 @@ fn sparse_once() {
     let mut cfg = PeConfig::plain(10);
     cfg.solver = Solver::Sparse;
     cfg.lobpcg.tol = tol;
-    reset_peak_rss();
-    let base = rss_mib().unwrap_or(0.0);
+    basin_benches::reset_peak_rss();
+    let base = basin_benches::rss_mib().unwrap_or(0.0);
     let start = Instant::now();
     let s = smallest_nontrivial(&g, &cfg).expect("LOBPCG converges");
     let secs = start.elapsed().as_secs_f64();
-    let peak = peak_rss_mib().unwrap_or(f64::NAN);
+    let peak = basin_benches::peak_rss_mib().unwrap_or(f64::NAN);
     println!(
         "sparse_pe: n = {n}, nnz = {}, k = 10, tol = {tol:e}: {secs:.1} s, {} iterations, \
          max residual {:.2e}, peak RSS {peak:.0} MiB ({:.0} MiB above the graph), λ = {:?}",

@@ -1,1 +1,37 @@
-//! Benchmarks live in `benches/`.
+//! Benchmarks live in `benches/`; this library holds what several of them share.
+
+/// Peak resident set size of this process in MiB (Linux `VmHWM`; `None` elsewhere).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Current resident set size in MiB (Linux `VmRSS`).
+pub fn rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Resets the peak-RSS counter (Linux ≥ 4.0), so that the next [`peak_rss_mib`] covers only
+/// what runs after it.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Runs `f` once and prints the peak resident memory it reached, above what was resident
+/// before (`label` names it in the output).
+pub fn print_peak_rss(label: &str, f: impl FnOnce()) {
+    reset_peak_rss();
+    let before = peak_rss_mib();
+    f();
+    if let (Some(b), Some(a)) = (before, peak_rss_mib()) {
+        println!(
+            "{label}: peak RSS {a:.0} MiB ({:.0} MiB above the resident state before it)",
+            a - b
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! Model benchmarks: ET image completion at CIFAR scale, ET graph classification on NCI1 and
+//! ET anomaly detection on Tolokers (run with `cargo bench -p basin-benches --bench models`).
+//!
+//! - `et_image_cifar/train_step`, `/inference`: batch 128 of 32×32 RGB images, 64 tokens of
+//!   4×4 patches, D = 256, H = 4, Y = 64, K = 1024, T = 12 (issue 7); the peak resident memory
+//!   of one of each is printed.
+//! - `et_graph_nci1/inference_64_graphs_table9`: a batch of 64 NCI1 graphs through the Table 9
+//!   model (D = 128, 12 × 64 heads, K = 512, 4 blocks), evaluation mode.
+//! - Training epochs take tens of seconds on a CPU, too long for criterion's ten samples: they
+//!   are timed by the protocol runner itself over `BASIN_BENCH_EPOCHS` epochs (default 3) and
+//!   the per-epoch median is printed — NCI1 under the Table 9 model and the CPU-scale one, and
+//!   Tolokers (full-batch, the paper's default model). `BASIN_BENCH_EPOCHS=0` skips them.
+//!
+//! Data: `BASIN_DATA_DIR` (relative paths from the workspace root), else `../shared/data`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use basin_et::anomaly::{AnomalyLearner, EtAnomalyConfig};
+use basin_et::graph::{EtGraphConfig, GraphLearner, dataset_pe};
+use basin_et::image::{DeviceBatch, EtImage, EtImageConfig};
+use basin_graph::source::{Dataset, open};
+use basin_train::runner::{Learner, Runner, TrainConfig, Validation};
+use criterion::{Criterion, criterion_group};
+use tch::nn::{OptimizerConfig, VarStore};
+use tch::{Device, Kind, Tensor};
+
+fn device() -> Device {
+    basin_core::device::from_env().unwrap_or(Device::Cpu)
+}
+
+fn data_dir() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = std::env::var_os("BASIN_DATA_DIR")
+        .map(|d| root.join(d))
+        .unwrap_or_else(|| root.join("../shared/data"));
+    assert!(
+        dir.is_dir(),
+        "benchmark data not found at {}: set BASIN_DATA_DIR",
+        dir.display()
+    );
+    dir
+}
+
+/// The CIFAR-scale configuration of issue 7's benchmark.
+fn cifar_bench_config() -> EtImageConfig {
+    let mut cfg = EtImageConfig::cifar10_cpu();
+    cfg.block = basin_core::BlockConfig {
+        dim: 256,
+        ..cfg.block.clone()
+    };
+    for t in cfg.block.terms.iter_mut() {
+        match t {
+            basin_core::TermConfig::Attention(a) => {
+                a.heads = 4;
+                a.head_dim = 64;
+                a.beta = Some(0.125);
+            }
+            basin_core::TermConfig::Hopfield(h) => h.memories = 1024,
+        }
+    }
+    cfg
+}
+
+fn image(c: &mut Criterion) {
+    let dev = device();
+    tch::manual_seed(0);
+    let cfg = cifar_bench_config();
+    let vs = VarStore::new(dev);
+    let model = EtImage::new(&vs.root(), &cfg).expect("valid config");
+    let (b, n, p) = (128, cfg.tokens(), cfg.patch_len());
+    // The paper's mix at CIFAR scale: about half of the patches masked and scored.
+    let masked = Tensor::rand([b, n], (Kind::Float, dev)).lt(0.5);
+    let batch = DeviceBatch {
+        patches: Tensor::randn([b, n, p], (Kind::Float, dev)),
+        scored: masked.shallow_clone(),
+        masked,
+    };
+    let mut opt = tch::nn::AdamW::default()
+        .build(&vs, 1e-4)
+        .expect("optimiser");
+    let mut train_step = || {
+        let (pred, _) = model.forward(&batch, true, None);
+        opt.backward_step(&model.loss(&pred, &batch));
+        basin_core::device::synchronize(dev);
+    };
+    let infer = || {
+        tch::no_grad(|| {
+            let (pred, _) = model.forward(&batch, false, None);
+            basin_core::device::synchronize(dev);
+            pred
+        })
+    };
+    train_step();
+    basin_benches::print_peak_rss("et_image_cifar/train_step", &mut train_step);
+    basin_benches::print_peak_rss("et_image_cifar/inference", || {
+        let _ = infer();
+    });
+    let mut group = c.benchmark_group("et_image_cifar");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(60));
+    group.bench_function("train_step", |bch| bch.iter(&mut train_step));
+    group.bench_function("inference", |bch| bch.iter(infer));
+    group.finish();
+}
+
+fn graph_inference(c: &mut Criterion) {
+    let dev = device();
+    let Ok(Dataset::Graphs(data)) = open("NCI1", Some(&data_dir())) else {
+        panic!("NCI1 not found under the data directory");
+    };
+    let data = Arc::new(data);
+    let cfg = EtGraphConfig::tu_paper();
+    let pe = dataset_pe(&data, &cfg).expect("encodings").map(Arc::new);
+    let mut learner = GraphLearner::new(data, pe, &cfg, 0, dev).expect("learner");
+    let items: Vec<usize> = (0..64).collect();
+    let mut group = c.benchmark_group("et_graph_nci1");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    group.bench_function("inference_64_graphs_table9", |b| {
+        b.iter(|| learner.predict(&items).expect("predicts"))
+    });
+    group.finish();
+}
+
+/// Median seconds per epoch of `epochs` epochs of `learner` on `train` (validation skipped).
+fn epoch_median<L: Learner>(learner: &mut L, train: &[usize], epochs: usize) -> f64 {
+    let runner = Runner {
+        name: "bench".into(),
+        train: TrainConfig {
+            epochs,
+            ..TrainConfig::default()
+        },
+        seed: 0,
+        dir: None,
+        device: basin_core::device::describe(device()),
+        config: serde_json::Value::Null,
+        progress: false,
+    };
+    let record = runner
+        .fit(
+            learner,
+            train,
+            &[],
+            |_, _, _| Ok(Validation::default()),
+            |_, _| Ok(BTreeMap::new()),
+        )
+        .expect("trains");
+    let mut secs: Vec<f64> = record.epochs.iter().map(|e| e.seconds).collect();
+    secs.sort_by(f64::total_cmp);
+    secs[secs.len() / 2]
+}
+
+fn epochs() {
+    let epochs: usize = std::env::var("BASIN_BENCH_EPOCHS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    if epochs == 0 {
+        return;
+    }
+    let dev = device();
+    let dir = data_dir();
+    let Ok(Dataset::Graphs(nci1)) = open("NCI1", Some(&dir)) else {
+        panic!("NCI1 not found under the data directory");
+    };
+    let nci1 = Arc::new(nci1);
+    let all: Vec<usize> = (0..nci1.graphs.len()).collect();
+    for (name, cfg) in [
+        ("table9", EtGraphConfig::tu_paper()),
+        ("cpu", EtGraphConfig::tu_cpu()),
+    ] {
+        let pe = dataset_pe(&nci1, &cfg).expect("encodings").map(Arc::new);
+        let mut learner = GraphLearner::new(nci1.clone(), pe, &cfg, 0, dev).expect("learner");
+        let s = epoch_median(&mut learner, &all, epochs);
+        println!(
+            "et_graph_nci1/epoch_{name}: median {s:.2} s per epoch over {epochs} epochs ({} graphs, batch {})",
+            all.len(),
+            cfg.batch
+        );
+    }
+    let Ok(Dataset::Nodes(tolokers)) = open("tolokers", Some(&dir)) else {
+        panic!("tolokers not found under the data directory");
+    };
+    let cfg = EtAnomalyConfig::default();
+    let mut learner = AnomalyLearner::new(&tolokers, &cfg, 0, dev).expect("learner");
+    let train: Vec<usize> = (0..tolokers.labels.len()).step_by(5).collect();
+    let s = epoch_median(&mut learner, &train, epochs);
+    println!(
+        "et_anomaly_tolokers/epoch: median {s:.2} s per epoch over {epochs} epochs ({} nodes, {} edges, full batch)",
+        tolokers.graph.num_nodes(),
+        tolokers.graph.adjacency.nnz()
+    );
+}
+
+criterion_group!(benches, image, graph_inference);
+
+fn main() {
+    // `cargo bench -- <filter>`: the epoch timings run only when no filter or `epoch` is given.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if filter.is_empty() || filter.iter().any(|f| f.contains("epoch")) {
+        epochs();
+    }
+    benches();
+    criterion::Criterion::default()
+        .configure_from_args()
+        .final_summary();
+}
