@@ -52,8 +52,11 @@ enum Task {
         #[arg(long)]
         list: bool,
         /// Minutes-long version for CI.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "cpu")]
         quick: bool,
+        /// The documented CPU-scale configuration (et-table1, et-table2).
+        #[arg(long)]
+        cpu: bool,
         /// cpu, cuda or auto.
         #[arg(long)]
         device: Option<String>,
@@ -156,6 +159,7 @@ fn run(cli: Cli) -> Result<()> {
             table,
             list,
             quick,
+            cpu,
             device,
             rest,
         } => {
@@ -177,6 +181,9 @@ fn run(cli: Cli) -> Result<()> {
             ];
             if quick {
                 args.push("--quick");
+            }
+            if cpu {
+                args.push("--cpu");
             }
             if let Some(d) = device.as_deref() {
                 args.extend(["--device", d]);

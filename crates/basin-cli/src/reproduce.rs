@@ -15,8 +15,13 @@ pub struct Args {
     /// `hopfield-memory` (the Hopfield slides' claims on retrieval, metastability, capacity).
     table: String,
     /// Minutes-long smoke version (tiny subsets, one epoch): checks the whole path, not the model.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cpu")]
     quick: bool,
+    /// The documented CPU-scale configuration (et-table1, et-table2: smaller models or fewer
+    /// runs and epochs, about an hour on two cores; et-table14 and the Hopfield tables are
+    /// CPU-scale by default). Without it, et-table1 and et-table2 run the paper's protocol.
+    #[arg(long)]
+    cpu: bool,
     /// Data directory (default: BASIN_DATA_DIR, else ~/.cache/basin/data).
     #[arg(long)]
     data_dir: Option<PathBuf>,
@@ -94,6 +99,8 @@ pub fn run(args: &Args) -> Result<()> {
         "et-table1" => {
             let mut opts = if args.quick {
                 Table1Options::quick()
+            } else if args.cpu {
+                Table1Options::cpu()
             } else {
                 Table1Options::paper()
             };
@@ -108,6 +115,8 @@ pub fn run(args: &Args) -> Result<()> {
         "et-table2" => {
             let mut opts = if args.quick {
                 Table2Options::quick()
+            } else if args.cpu {
+                Table2Options::cpu()
             } else {
                 Table2Options::paper()
             };

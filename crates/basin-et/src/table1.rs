@@ -86,6 +86,16 @@ impl Table1Options {
         }
     }
 
+    /// CPU scale: the paper's protocol and models with 2 runs of 30 epochs (an epoch of the
+    /// default model over Tolokers takes 1.2 s on two cores — `benches/models.rs`).
+    pub fn cpu() -> Self {
+        Self {
+            runs: 2,
+            epochs: 30,
+            ..Self::paper()
+        }
+    }
+
     /// CI smoke version: one run of 3 epochs.
     pub fn quick() -> Self {
         Self {

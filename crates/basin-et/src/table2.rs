@@ -81,6 +81,20 @@ impl Table2Options {
         }
     }
 
+    /// CPU scale (about half an hour on two cores): the two smallest sets, MUTAG and ENZYMES,
+    /// 10 folds of 20 epochs of the CPU model (`EtGraphConfig::tu_cpu`), 10 et-paper repeats.
+    /// (One epoch over NCI1 takes 18.5 s with the CPU model and 76 s with Table 9's on two
+    /// cores — `benches/models.rs` — so the full table is for a GPU.)
+    pub fn cpu() -> Self {
+        Self {
+            datasets: vec!["MUTAG".into(), "ENZYMES".into()],
+            epochs: 20,
+            et_paper_repeats: 10,
+            model: EtGraphConfig::tu_cpu(),
+            ..Self::paper()
+        }
+    }
+
     /// CI smoke version: 3 folds, 2 epochs, the CPU model, MUTAG and ENZYMES only.
     pub fn quick() -> Self {
         Self {
