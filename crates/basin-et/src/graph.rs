@@ -169,6 +169,16 @@ pub struct DeviceGraphBatch {
 }
 
 impl DeviceGraphBatch {
+    /// The same batch with its float tensors (features, encodings) in `kind` (e.g. float64
+    /// for exact checks; the model's weights must match).
+    pub fn to_kind(self, kind: Kind) -> Self {
+        Self {
+            features: self.features.to_kind(kind),
+            pe: self.pe.map(|p| p.to_kind(kind)),
+            ..self
+        }
+    }
+
     /// Moves a basin-graph batch to `device`.
     pub fn new(b: &GraphBatch, device: Device) -> Self {
         let t3 = |a: &ndarray::Array3<f32>| {
@@ -250,9 +260,14 @@ impl EtGraphClassifier {
         })
     }
 
+    /// The stacked blocks, in order.
+    pub fn blocks(&self) -> &[EnergyBlock] {
+        &self.blocks
+    }
+
     /// Class logits `[B, C]`.
     pub fn forward(&self, b: &DeviceGraphBatch, train: bool) -> Tensor {
-        let (mut x, structure) = self.prepare(b);
+        let (mut x, structure) = self.tokens_and_structure(b);
         for block in &self.blocks {
             x = block.forward(&x, &structure, train);
         }
@@ -262,7 +277,7 @@ impl EtGraphClassifier {
     /// Each block's energy at each of its steps (evaluation mode), averaged over the batch.
     pub fn energy_per_step(&self, b: &DeviceGraphBatch) -> Vec<Vec<f64>> {
         tch::no_grad(|| {
-            let (mut x, structure) = self.prepare(b);
+            let (mut x, structure) = self.tokens_and_structure(b);
             let mut curves = Vec::with_capacity(self.blocks.len());
             for block in &self.blocks {
                 let (next, trace) = block.run(&x, &structure, false, Some(TraceOptions::default()));
@@ -275,7 +290,7 @@ impl EtGraphClassifier {
 
     /// The initial tokens (CLS in slot 0, projected encodings added) and the attention
     /// structure with the parameterised adjacency of eq. 24.
-    fn prepare(&self, b: &DeviceGraphBatch) -> (Tensor, Structure) {
+    pub fn tokens_and_structure(&self, b: &DeviceGraphBatch) -> (Tensor, Structure) {
         let mut x = self.encoder.forward(&b.features);
         let n = x.size()[1];
         // Slot 0 is the CLS token.
@@ -291,7 +306,11 @@ impl EtGraphClassifier {
             x = x + proj.forward(pe);
         }
         // Â = Conv2D(X ⊗ X) ⊙ A′ (eq. 24), from the initial tokens, per head: [B, H, N, N].
-        let outer = x.matmul(&x.transpose(1, 2)).unsqueeze(1);
+        // Padded tokens are zeroed in X ⊗ X: the 3×3 convolution would otherwise carry them
+        // into the real pairs at the graph's border, and a graph's output would depend on the
+        // batch it is in. Zeros are what the convolution's own padding sees without them.
+        let xr = &x * b.padding.to_kind(x.kind()).unsqueeze(-1);
+        let outer = xr.matmul(&xr.transpose(1, 2)).unsqueeze(1);
         let adj = b.mask.to_kind(x.kind()).unsqueeze(-1); // the CLS-augmented adjacency as one channel
         let a_prime = self.adj_proj.forward(&adj).permute([0, 3, 1, 2]);
         let a_hat = self.conv.forward(&outer) * a_prime;
