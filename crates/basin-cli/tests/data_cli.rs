@@ -1,29 +1,14 @@
 //! `basin data inspect` and `basin data pe` end to end, on real data and generated sets.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use basin_graph::cache::DatasetPe;
 use basin_graph::laplacian::{PeConfig, laplacian_pe};
 use serde_json::Value;
 
-/// The shared data directory (`BASIN_DATA_DIR`, relative to the workspace root, else
-/// `<workspace>/../shared/data`); fails when it is missing.
-fn data_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = match std::env::var_os("BASIN_DATA_DIR") {
-        Some(d) if PathBuf::from(&d).is_absolute() => PathBuf::from(d),
-        Some(d) => root.join(d),
-        None => root.join("../shared/data"),
-    };
-    assert!(
-        dir.join("tu").is_dir(),
-        "benchmark data not found at {}: set BASIN_DATA_DIR (CI: ../shared/data from the workspace root)",
-        dir.display()
-    );
-    dir
-}
+mod common;
+use common::data_dir;
 
 fn basin(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_basin"))

@@ -2,22 +2,10 @@
 //! report (the numbers of a quick run mean nothing; the path is what is checked).
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::process::Command;
 
-fn data_dir() -> PathBuf {
-    // Relative paths are taken from the workspace root (CI sets `../shared/data`).
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let dir = std::env::var_os("BASIN_DATA_DIR")
-        .map(|d| root.join(d))
-        .unwrap_or_else(|| root.join("../shared/data"));
-    assert!(
-        dir.is_dir(),
-        "no data directory at {}: set BASIN_DATA_DIR to the benchmark data",
-        dir.display()
-    );
-    dir
-}
+mod common;
+use common::data_dir;
 
 /// Runs a quick reproduction; `files` must exist in its output directory afterwards.
 fn reproduce(table: &str, extra: &[&str], files: &[&str]) -> String {

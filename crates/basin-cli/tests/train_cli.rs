@@ -5,19 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The shared data directory (`BASIN_DATA_DIR`, relative paths from the workspace root).
-fn data_dir() -> PathBuf {
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let dir = std::env::var_os("BASIN_DATA_DIR")
-        .map(|d| root.join(d))
-        .unwrap_or_else(|| root.join("../shared/data"));
-    assert!(
-        dir.is_dir(),
-        "no data directory at {}: set BASIN_DATA_DIR",
-        dir.display()
-    );
-    dir
-}
+mod common;
+use common::data_dir;
 
 fn basin(args: &[&str]) -> (bool, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_basin"))

@@ -262,10 +262,17 @@ pub fn reproduce(
                 r.et_paper.show("et_paper_accuracy", 100.0),
                 r.seconds
             )),
-            None => md.push_str(&format!(
-                "| {} | – | {p} | not run | not run | – |\n",
-                row.dataset
-            )),
+            None => {
+                let why = if opts.datasets.contains(&row.dataset) {
+                    "missing (below)"
+                } else {
+                    "not selected"
+                };
+                md.push_str(&format!(
+                    "| {} | – | {p} | {why} | {why} | – |\n",
+                    row.dataset
+                ));
+            }
         }
     }
     if !missing.is_empty() {
