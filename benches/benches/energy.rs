@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use basin_core::Energy;
 use basin_core::energy::autograd_energy_and_grad;
-use basin_core::{BlockConfig, EnergyBlock, SparseEdges, Structure, TermConfig};
+use basin_core::{AttentionConfig, BlockConfig, EnergyBlock, SparseEdges, Structure};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tch::{Device, Kind, Tensor, nn::VarStore};
 
@@ -26,11 +26,8 @@ fn device() -> Device {
 
 fn et_config(dim: i64, heads: i64, head_dim: i64, memories: i64, steps: usize) -> BlockConfig {
     let mut cfg = BlockConfig::et(dim, heads, head_dim, memories, steps);
-    for t in cfg.terms.iter_mut() {
-        if let TermConfig::Attention(a) = t {
-            a.init_std = 0.02;
-        }
-    }
+    cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.02)
+        .expect("the ET block's attention term");
     cfg
 }
 

@@ -26,18 +26,7 @@ use criterion::{Criterion, criterion_group};
 use rand::{RngExt, SeedableRng};
 
 fn data_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = match std::env::var_os("BASIN_DATA_DIR") {
-        Some(d) if PathBuf::from(&d).is_absolute() => PathBuf::from(d),
-        Some(d) => root.join(d),
-        None => root.join("../shared/data"),
-    };
-    assert!(
-        dir.join("tu").is_dir(),
-        "benchmark data not found at {}: set BASIN_DATA_DIR",
-        dir.display()
-    );
-    dir
+    basin_benches::data_dir("tu")
 }
 
 fn tu(name: &str) -> GraphDataset {

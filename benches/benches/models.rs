@@ -11,17 +11,18 @@
 //!   the per-epoch median is printed — NCI1 under the Table 9 model and the CPU-scale one, and
 //!   Tolokers (full-batch, the paper's default model). `BASIN_BENCH_EPOCHS=0` skips them.
 //!
-//! Data: `BASIN_DATA_DIR` (relative paths from the workspace root), else `../shared/data`.
+//! Data: the data directory (`BASIN_DATA_DIR`, relative paths from the workspace root).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use basin_et::anomaly::{AnomalyLearner, EtAnomalyConfig};
-use basin_et::graph::{EtGraphConfig, GraphLearner, dataset_pe};
-use basin_et::image::{DeviceBatch, EtImage, EtImageConfig};
+use basin_core::{AttentionConfig, HopfieldConfig};
 use basin_graph::source::{Dataset, open};
+use basin_tasks::graph_classification::{GraphClassifierLearner, dataset_pe};
+use basin_tasks::image_completion::{ImageCompletion, ImageCompletionConfig, PatchBatchOnDevice};
+use basin_tasks::node_anomaly::NodeAnomalyLearner;
 use basin_train::runner::{Learner, Runner, TrainConfig, Validation};
 use criterion::{Criterion, criterion_group};
 use tch::nn::{OptimizerConfig, VarStore};
@@ -32,35 +33,23 @@ fn device() -> Device {
 }
 
 fn data_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let dir = std::env::var_os("BASIN_DATA_DIR")
-        .map(|d| root.join(d))
-        .unwrap_or_else(|| root.join("../shared/data"));
-    assert!(
-        dir.is_dir(),
-        "benchmark data not found at {}: set BASIN_DATA_DIR",
-        dir.display()
-    );
-    dir
+    basin_benches::data_dir("tu/NCI1")
 }
 
 /// The CIFAR-scale configuration of issue 7's benchmark.
-fn cifar_bench_config() -> EtImageConfig {
-    let mut cfg = EtImageConfig::cifar10_cpu();
-    cfg.block = basin_core::BlockConfig {
-        dim: 256,
-        ..cfg.block.clone()
-    };
-    for t in cfg.block.terms.iter_mut() {
-        match t {
-            basin_core::TermConfig::Attention(a) => {
-                a.heads = 4;
-                a.head_dim = 64;
-                a.beta = Some(0.125);
-            }
-            basin_core::TermConfig::Hopfield(h) => h.memories = 1024,
-        }
-    }
+fn cifar_bench_config() -> ImageCompletionConfig {
+    let mut cfg = basin_et::image::cifar10_cpu();
+    cfg.block.dim = 256;
+    cfg.block
+        .edit_terms(|a: &mut AttentionConfig| {
+            a.heads = 4;
+            a.head_dim = 64;
+            a.beta = Some(0.125);
+        })
+        .expect("attention term");
+    cfg.block
+        .edit_terms(|h: &mut HopfieldConfig| h.memories = 1024)
+        .expect("hopfield term");
     cfg
 }
 
@@ -69,11 +58,11 @@ fn image(c: &mut Criterion) {
     tch::manual_seed(0);
     let cfg = cifar_bench_config();
     let vs = VarStore::new(dev);
-    let model = EtImage::new(&vs.root(), &cfg).expect("valid config");
+    let model = ImageCompletion::new(&vs.root(), &cfg).expect("valid config");
     let (b, n, p) = (128, cfg.tokens(), cfg.patch_len());
     // The paper's mix at CIFAR scale: about half of the patches masked and scored.
     let masked = Tensor::rand([b, n], (Kind::Float, dev)).lt(0.5);
-    let batch = DeviceBatch {
+    let batch = PatchBatchOnDevice {
         patches: Tensor::randn([b, n, p], (Kind::Float, dev)),
         scored: masked.shallow_clone(),
         masked,
@@ -115,9 +104,11 @@ fn graph_inference(c: &mut Criterion) {
         panic!("NCI1 not found under the data directory");
     };
     let data = Arc::new(data);
-    let cfg = EtGraphConfig::tu_paper();
-    let pe = dataset_pe(&data, &cfg).expect("encodings").map(Arc::new);
-    let mut learner = GraphLearner::new(data, pe, &cfg, 0, dev).expect("learner");
+    let cfg = basin_et::graph::tu_paper();
+    let pe = dataset_pe(&data, &cfg.batching)
+        .expect("encodings")
+        .map(Arc::new);
+    let mut learner = GraphClassifierLearner::new(data, pe, &cfg, 0, dev).expect("learner");
     let items: Vec<usize> = (0..64).collect();
     let mut group = c.benchmark_group("et_graph_nci1");
     group
@@ -173,11 +164,14 @@ fn epochs() {
     let nci1 = Arc::new(nci1);
     let all: Vec<usize> = (0..nci1.graphs.len()).collect();
     for (name, cfg) in [
-        ("table9", EtGraphConfig::tu_paper()),
-        ("cpu", EtGraphConfig::tu_cpu()),
+        ("table9", basin_et::graph::tu_paper()),
+        ("cpu", basin_et::graph::tu_cpu()),
     ] {
-        let pe = dataset_pe(&nci1, &cfg).expect("encodings").map(Arc::new);
-        let mut learner = GraphLearner::new(nci1.clone(), pe, &cfg, 0, dev).expect("learner");
+        let pe = dataset_pe(&nci1, &cfg.batching)
+            .expect("encodings")
+            .map(Arc::new);
+        let mut learner =
+            GraphClassifierLearner::new(nci1.clone(), pe, &cfg, 0, dev).expect("learner");
         let s = epoch_median(&mut learner, &all, epochs);
         println!(
             "et_graph_nci1/epoch_{name}: median {s:.2} s per epoch over {epochs} epochs ({} graphs, batch {})",
@@ -188,8 +182,8 @@ fn epochs() {
     let Ok(Dataset::Nodes(tolokers)) = open("tolokers", Some(&dir)) else {
         panic!("tolokers not found under the data directory");
     };
-    let cfg = EtAnomalyConfig::default();
-    let mut learner = AnomalyLearner::new(&tolokers, &cfg, 0, dev).expect("learner");
+    let cfg = basin_et::anomaly::default_model();
+    let mut learner = NodeAnomalyLearner::new(&tolokers, &cfg, 0, dev).expect("learner");
     let train: Vec<usize> = (0..tolokers.labels.len()).step_by(5).collect();
     let s = epoch_median(&mut learner, &train, epochs);
     println!(

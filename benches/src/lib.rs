@@ -1,5 +1,20 @@
 //! Benchmarks live in `benches/`; this library holds what several of them share.
 
+use std::path::PathBuf;
+
+/// The data directory the benchmarks read (the one rule of `basin_graph::datadir`, relative
+/// `BASIN_DATA_DIR` taken from the workspace root); panics naming what is missing, since a
+/// benchmark without its data measures nothing.
+pub fn data_dir(needs: &str) -> PathBuf {
+    let dir = basin_graph::datadir::test_data_dir();
+    assert!(
+        dir.join(needs).exists(),
+        "benchmark data not found: {} (set BASIN_DATA_DIR to the folder holding tu/, anomaly/, …)",
+        dir.join(needs).display()
+    );
+    dir
+}
+
 /// Peak resident set size of this process in MiB (Linux `VmHWM`; `None` elsewhere).
 pub fn peak_rss_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

@@ -25,19 +25,23 @@ pub const INPUT_NAMES: [&str; 5] = ["x", "padding", "mask", "bias", "edge_index"
 /// Arguments of `basin energy`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Block config (TOML): dim, steps, [norm], [[terms]] (kind = "attention" | "hopfield"), [dynamics].
+    /// Block config (TOML): dim, steps, [norm], [[terms]] (kind = a registered term), [dynamics]
+    /// (kind = a registered dynamics). `--kinds` lists the registered kinds.
+    #[arg(long, required_unless_present = "kinds")]
+    config: Option<PathBuf>,
+    /// List the registered energy terms and dynamics (the `kind`s a config may name) and exit.
     #[arg(long)]
-    config: PathBuf,
+    kinds: bool,
     /// Safetensors file with the input tokens `x` (and optional padding/mask/bias/edge_index),
     /// plus the weights unless `--weights` is given.
-    #[arg(long)]
-    input: PathBuf,
+    #[arg(long, required_unless_present = "kinds")]
+    input: Option<PathBuf>,
     /// Safetensors file with the block's weights (e.g. a checkpoint), if not in `--input`.
     #[arg(long)]
     weights: Option<PathBuf>,
     /// Where to write the results (safetensors).
-    #[arg(long)]
-    output: PathBuf,
+    #[arg(long, required_unless_present = "kinds")]
+    output: Option<PathBuf>,
     /// Override the number of descent steps of the config.
     #[arg(long)]
     steps: Option<usize>,
@@ -130,20 +134,34 @@ fn structure(
     Ok(s)
 }
 
+/// Prints the registered kinds.
+fn list_kinds() {
+    println!("energy terms ([[terms]] kind = …):");
+    for k in basin_core::registry::term_kinds() {
+        println!("  {:<16} {}", k.kind, k.about);
+    }
+    println!("dynamics ([dynamics] kind = …):");
+    for k in basin_core::registry::dynamics_kinds() {
+        println!("  {:<16} {}", k.kind, k.about);
+    }
+}
+
 pub fn run(args: &Args) -> Result<()> {
+    let (Some(config), Some(input), Some(output)) = (&args.config, &args.input, &args.output)
+    else {
+        list_kinds();
+        return Ok(());
+    };
     let device = crate::device(args.device)?;
     tch::manual_seed(args.seed);
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("reading {}", args.config.display()))?;
+    let text =
+        std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
     let mut cfg =
-        BlockConfig::from_toml(&text).with_context(|| format!("in {}", args.config.display()))?;
+        BlockConfig::from_toml(&text).with_context(|| format!("in {}", config.display()))?;
     if let Some(steps) = args.steps {
         cfg.steps = steps;
     }
-    let heads = cfg.terms.iter().find_map(|t| match t {
-        basin_core::TermConfig::Attention(a) => Some(a.heads),
-        _ => None,
-    });
+    let heads = cfg.heads();
 
     let mut vs = VarStore::new(device);
     let block = EnergyBlock::new(&vs.root(), &cfg)?;
@@ -156,7 +174,7 @@ pub fn run(args: &Args) -> Result<()> {
         Kind::Float
     };
 
-    let mut inputs: HashMap<String, Tensor> = read_tensors(&args.input)?
+    let mut inputs: HashMap<String, Tensor> = read_tensors(input)?
         .into_iter()
         .map(|(n, t)| (n, t.to_device(device)))
         .collect();
@@ -167,12 +185,12 @@ pub fn run(args: &Args) -> Result<()> {
             if let Some(extra) = inputs.keys().find(|k| !INPUT_NAMES.contains(&k.as_str())) {
                 bail!(
                     "{}: unexpected tensor `{extra}`: with --weights, the input holds only {:?}",
-                    args.input.display(),
+                    input.display(),
                     INPUT_NAMES
                 );
             }
         }
-        None => checkpoint::assign(&vs, &inputs, &args.input, &INPUT_NAMES)?,
+        None => checkpoint::assign(&vs, &inputs, input, &INPUT_NAMES)?,
     }
     let x = take(&mut inputs, "x")
         .ok_or_else(|| {
@@ -182,7 +200,7 @@ pub fn run(args: &Args) -> Result<()> {
                 "nothing",
             )
         })
-        .with_context(|| format!("in {}", args.input.display()))?;
+        .with_context(|| format!("in {}", input.display()))?;
     if !x.is_floating_point() {
         bail!(CoreError::tensor(
             "x",
@@ -200,7 +218,7 @@ pub fn run(args: &Args) -> Result<()> {
         ));
     }
     let s = structure(&mut inputs, size[0], size[1], heads, args.self_attention)
-        .with_context(|| format!("in {}", args.input.display()))?;
+        .with_context(|| format!("in {}", input.display()))?;
     block.check(&x, &s)?;
 
     let (x_final, trace, grad_input) = tch::no_grad(|| {
@@ -220,10 +238,10 @@ pub fn run(args: &Args) -> Result<()> {
         ("self_attention".to_owned(), args.self_attention.to_string()),
         ("device".to_owned(), basin_core::device::describe(device)),
     ]);
-    write_tensors(&args.output, &out, Some(meta))?;
+    write_tensors(output, &out, Some(meta))?;
 
     print_table(&trace);
-    println!("wrote {}", args.output.display());
+    println!("wrote {}", output.display());
     Ok(())
 }
 

@@ -4,14 +4,12 @@
 //!   step, the final tokens and ∂E/∂g (inspect an energy landscape; compare implementations).
 //! - `basin demo`: fit a small ET block and watch it complete masked patterns.
 //! - `basin data`: inspect a dataset's statistics, export its Laplacian encodings.
-//! - `basin train` / `basin eval`: train a graph model from a run file; score it again.
+//! - `basin train` / `basin eval`: train a model from a run file; score it again.
 //! - `basin reproduce`: a paper table end to end.
 
 mod data;
 mod demo;
 mod energy;
-mod hopfield_memory;
-mod hopfield_mil;
 mod reproduce;
 mod train;
 
@@ -40,7 +38,7 @@ enum Command {
     Reproduce(reproduce::Args),
     /// Inspect a dataset (statistics as JSON) or export its Laplacian positional encodings.
     Data(data::Args),
-    /// Train EtAnomaly or EtGraphClassifier from a run file (records, checkpoints, report).
+    /// Train a model from a run file (records, checkpoints, report); `--example` prints one.
     Train(train::TrainArgs),
     /// Score a trained run's saved weights on its held-out split again (and plot its energy).
     Eval(train::EvalArgs),

@@ -1,20 +1,22 @@
-//! `basin train` and `basin eval`: one graph-model run from a TOML run file, and its
-//! re-evaluation from the saved weights (see `basin_et::run` for the file's fields).
+//! `basin train` and `basin eval`: one run from a TOML run file, and its re-evaluation from
+//! the saved weights (see `basin_repro::runs` for the file's fields).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use basin_core::device::DeviceChoice;
-use basin_et::run::{self, RunSpec};
+use basin_repro::runs::{self, EXAMPLES, RunSpec};
 
 /// Arguments of `basin train`.
 #[derive(clap::Args)]
 pub struct TrainArgs {
-    /// The run file (TOML): `model` (et-anomaly or et-graph), `data`, `[architecture]`,
-    /// `[protocol]`. Start from `basin train --example et-graph > run.toml`.
+    /// The run file (TOML): `task` (graph-classification or node-anomaly), `data`,
+    /// `[architecture]` (with its `[architecture.block]`), `[protocol]`. Start from
+    /// `basin train --example et-graph > run.toml`.
     config: Option<PathBuf>,
-    /// Print a complete run file for this model (et-anomaly or et-graph) and exit.
-    #[arg(long, value_name = "MODEL")]
+    /// Print a complete run file and exit: et-graph (graph classification with ET blocks) or
+    /// et-anomaly (node anomaly detection with an ET block); `--example list` lists them.
+    #[arg(long, value_name = "NAME")]
     example: Option<String>,
     /// Output directory (run.toml, per-run records and checkpoints, report, energy.png). An
     /// interrupted run resumes from its last checkpoint when started again with the same file.
@@ -42,8 +44,14 @@ pub struct EvalArgs {
 }
 
 pub fn train(args: &TrainArgs) -> Result<()> {
-    if let Some(model) = &args.example {
-        print!("{}", RunSpec::example(model)?);
+    if let Some(name) = &args.example {
+        if name == "list" {
+            for (n, what) in EXAMPLES {
+                println!("{n:<12} {what}");
+            }
+        } else {
+            print!("{}", RunSpec::example(name)?);
+        }
         return Ok(());
     }
     let Some(config) = &args.config else {
@@ -51,10 +59,10 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     };
     let spec = RunSpec::read(config)?;
     let device = crate::device(args.device)?;
-    let data = basin_core::data::data_dir(args.data_dir.as_deref());
+    let data = basin_graph::datadir::data_dir(args.data_dir.as_deref());
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let outcome = run::train(&spec, Some(&data), &args.out, device)?;
+    let outcome = runs::train(&spec, Some(&data), &args.out, device)?;
     for (dir, m) in &outcome.runs {
         println!("{dir}: {}", show(m));
     }
@@ -64,8 +72,8 @@ pub fn train(args: &TrainArgs) -> Result<()> {
 
 pub fn eval(args: &EvalArgs) -> Result<()> {
     let device = crate::device(args.device)?;
-    let data = basin_core::data::data_dir(args.data_dir.as_deref());
-    let outcome = run::eval(&args.run, Some(&data), device)?;
+    let data = basin_graph::datadir::data_dir(args.data_dir.as_deref());
+    let outcome = runs::eval(&args.run, Some(&data), device)?;
     for (dir, m) in &outcome.runs {
         println!("{dir}: {}", show(m));
     }

@@ -26,6 +26,8 @@ fn basin(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn inspect_prints_statistics() {
+    basin_graph::require_data!("tu/MUTAG");
+    basin_graph::require_data!("anomaly/reddit.npz");
     let dir = data_dir();
     let d = dir.to_str().unwrap();
     let (ok, out, err) = basin(&["data", "inspect", "MUTAG", "--data-dir", d]);
@@ -77,6 +79,7 @@ fn bad_input_is_an_error_not_a_panic() {
 
 #[test]
 fn pe_writes_the_documented_npz() {
+    basin_graph::require_data!("tu/MUTAG");
     let dir = data_dir();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("mutag.npz");

@@ -42,6 +42,7 @@ fn reproduce(table: &str, extra: &[&str], files: &[&str]) -> String {
 
 #[test]
 fn et_table14_quick() {
+    basin_graph::require_data!("images/fashion-mnist");
     let md = reproduce("et-table14", &["--dataset", "fashion-mnist"], &[]);
     assert!(
         md.contains("| ET-Full (Ours) |") && md.contains("fashion-mnist MSE"),
@@ -51,6 +52,7 @@ fn et_table14_quick() {
 
 #[test]
 fn et_table1_quick() {
+    basin_graph::require_data!("anomaly/reddit.npz");
     let md = reproduce(
         "et-table1",
         &["--dataset", "reddit"],
@@ -66,6 +68,7 @@ fn et_table1_quick() {
 
 #[test]
 fn et_table2_quick() {
+    basin_graph::require_data!("tu/MUTAG");
     let md = reproduce("et-table2", &["--dataset", "MUTAG"], &["MUTAG/energy.png"]);
     assert!(
         md.contains("| MUTAG | 188 |")
@@ -77,11 +80,12 @@ fn et_table2_quick() {
 
 #[test]
 fn hopfield_reproductions_quick() {
-    let md = reproduce("hopfield-memory", &[], &[]);
+    let md = reproduce("hopfield-memory", &[], &["capacity.png"]);
     assert!(
         md.contains("Never rises for any of the four memories: **true**"),
         "{md}"
     );
+    basin_graph::require_data!("mil");
     let md = reproduce("hopfield-mil", &[], &[]);
     assert!(
         md.contains("| elephant | 200 | 1391 |") && md.contains("| musk1 | 92 | 476 |"),
@@ -89,15 +93,50 @@ fn hopfield_reproductions_quick() {
     );
 }
 
-#[test]
-fn unknown_tables_are_refused() {
+fn refused(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_basin"))
-        .args(["reproduce", "table99"])
+        .args(args)
         .output()
         .unwrap();
-    assert!(!o.status.success());
+    assert!(!o.status.success(), "{args:?} was accepted");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn unknown_tables_presets_and_flags_are_refused_by_name() {
+    let err = refused(&["reproduce", "table99"]);
     assert!(
-        String::from_utf8_lossy(&o.stderr)
-            .contains("unknown or not yet reproducible table `table99`")
+        err.contains("unknown table `table99`") && err.contains("et-table2"),
+        "{err}"
     );
+    let err = refused(&["reproduce", "et-table14", "--paper"]);
+    assert!(err.contains("--paper") && err.contains("--cpu"), "{err}");
+    let err = refused(&["reproduce", "hopfield-memory", "--epochs", "3"]);
+    assert!(
+        err.contains("--epochs") && err.contains("hopfield-memory"),
+        "{err}"
+    );
+    let err = refused(&["reproduce", "et-table2", "--train-images", "10"]);
+    assert!(err.contains("--train-images"), "{err}");
+    let err = refused(&["reproduce", "et-table1", "--dataset", "MUTAG"]);
+    assert!(err.contains("MUTAG") && err.contains("tolokers"), "{err}");
+}
+
+#[test]
+fn the_list_is_the_registry() {
+    let o = Command::new(env!("CARGO_BIN_EXE_basin"))
+        .args(["reproduce", "--list"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    for t in basin_repro::registry() {
+        assert!(
+            out.contains(t.id()),
+            "{} missing from --list:\n{out}",
+            t.id()
+        );
+    }
 }

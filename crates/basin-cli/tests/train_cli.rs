@@ -59,6 +59,7 @@ fn train_then_eval(run: &Path, out: &Path, runs: usize) {
 
 #[test]
 fn et_graph_trains_and_evaluates_on_mutag() {
+    basin_graph::require_data!("tu/MUTAG");
     let tmp = tempfile::tempdir().unwrap();
     let run = tiny_run(
         tmp.path(),
@@ -90,7 +91,7 @@ fn bad_run_files_and_directories_are_named_errors() {
     let bad = tmp.path().join("bad.toml");
     std::fs::write(
         &bad,
-        "model = \"et-graph\"\ndata = \"MUTAG\"\n[architecture]\ndimm = 3\n",
+        "task = \"graph-classification\"\ndata = \"MUTAG\"\n[architecture]\ndimm = 3\n",
     )
     .unwrap();
     let (ok, _, err) = basin(&["train", bad.to_str().unwrap()]);
@@ -99,12 +100,25 @@ fn bad_run_files_and_directories_are_named_errors() {
         "{err}"
     );
 
-    std::fs::write(&bad, "model = \"et-vision\"\ndata = \"MUTAG\"\n").unwrap();
+    std::fs::write(&bad, "task = \"et-vision\"\ndata = \"MUTAG\"\n").unwrap();
     let (ok, _, err) = basin(&["train", bad.to_str().unwrap()]);
     assert!(!ok && err.contains("et-vision"), "{err}");
 
+    // A term kind nobody registered, named with the registered ones.
+    std::fs::write(
+        &bad,
+        "task = \"graph-classification\"\ndata = \"MUTAG\"\n[architecture.block]\ndim = 8\n[[architecture.block.terms]]\nkind = \"attentoin\"\n",
+    )
+    .unwrap();
+    let (ok, _, err) = basin(&["train", bad.to_str().unwrap()]);
+    assert!(
+        !ok && err.contains("block.terms[0].kind") && err.contains("attentoin"),
+        "{err}"
+    );
+
     // A graph-level dataset for the node-level model.
-    std::fs::write(&bad, "model = \"et-anomaly\"\ndata = \"MUTAG\"\n").unwrap();
+    basin_graph::require_data!("tu/MUTAG");
+    std::fs::write(&bad, "task = \"node-anomaly\"\ndata = \"MUTAG\"\n").unwrap();
     let out = tmp.path().join("o");
     let (ok, _, err) = basin(&[
         "train",

@@ -10,55 +10,14 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
-use crate::attention::{AttentionConfig, EnergyAttention};
-use crate::dynamics::{Dynamics, DynamicsConfig, StepContext};
+use crate::dynamics::{Dynamics, StepContext};
 use crate::energy::{Energy, EnergySum};
 use crate::error::{CoreError, Result};
-use crate::memory::{HopfieldConfig, HopfieldEnergy};
 use crate::norm::{EnergyLayerNorm, NormConfig};
+use crate::registry::{DynamicsConfig, TermConfig, TermParams};
 use crate::structure::Structure;
-
-/// One energy term of a block, as written in a config file (`kind = "attention"` or
-/// `kind = "hopfield"`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum TermConfig {
-    /// [`EnergyAttention`].
-    Attention(AttentionConfig),
-    /// [`HopfieldEnergy`].
-    Hopfield(HopfieldConfig),
-}
-
-impl TermConfig {
-    /// The term's name (checkpoint prefix).
-    pub fn name(&self) -> &str {
-        match self {
-            Self::Attention(c) => &c.name,
-            Self::Hopfield(c) => &c.name,
-        }
-    }
-
-    fn weight(&self) -> f64 {
-        match self {
-            Self::Attention(c) => c.weight,
-            Self::Hopfield(c) => c.weight,
-        }
-    }
-
-    fn validate(&self, field: &str) -> Result<()> {
-        match self {
-            Self::Attention(c) => c.validate(field),
-            Self::Hopfield(c) => c.validate(field),
-        }
-    }
-
-    fn build(&self, path: &nn::Path, dim: i64) -> Box<dyn Energy> {
-        match self {
-            Self::Attention(c) => Box::new(EnergyAttention::new(&(path / c.name.as_str()), dim, c)),
-            Self::Hopfield(c) => Box::new(HopfieldEnergy::new(&(path / c.name.as_str()), dim, c)),
-        }
-    }
-}
+use crate::terms::attention::AttentionConfig;
+use crate::terms::hopfield_memory::HopfieldConfig;
 
 /// Configuration of an [`EnergyBlock`] (TOML or JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,17 +50,17 @@ impl BlockConfig {
             steps,
             norm: NormConfig::default(),
             terms: vec![
-                TermConfig::Attention(AttentionConfig {
+                TermConfig::new(&AttentionConfig {
                     heads,
                     head_dim,
                     ..AttentionConfig::default()
                 }),
-                TermConfig::Hopfield(HopfieldConfig {
+                TermConfig::new(&HopfieldConfig {
                     memories,
                     ..HopfieldConfig::default()
                 }),
             ],
-            dynamics: DynamicsConfig::GradientFlow { alpha: 0.1 },
+            dynamics: DynamicsConfig::gradient_flow(0.1),
         }
     }
 
@@ -141,6 +100,27 @@ impl BlockConfig {
             }
         }
         Ok(())
+    }
+
+    /// Changes the parameters of every term of kind `T` (e.g. `AttentionConfig`) in place.
+    pub fn edit_terms<T: TermParams>(&mut self, mut f: impl FnMut(&mut T)) -> Result<()> {
+        for t in &mut self.terms {
+            t.edit(&mut f)?;
+        }
+        Ok(())
+    }
+
+    /// The `heads` parameter of the first term that has one: the H of the per-head `[B, H, N, N]`
+    /// bias and scale a [`Structure`] hands to the terms.
+    pub fn heads(&self) -> Option<i64> {
+        self.terms
+            .iter()
+            .find_map(|t| t.params.get("heads").and_then(toml::Value::as_integer))
+    }
+
+    /// Whether the block has a term of kind `T`.
+    pub fn has_term<T: TermParams>(&self) -> bool {
+        self.terms.iter().any(TermConfig::is::<T>)
     }
 
     /// Parses a TOML config and validates it; errors name the line or the field.
@@ -217,19 +197,27 @@ impl std::fmt::Debug for EnergyBlock {
 }
 
 impl EnergyBlock {
-    /// Builds a block from a validated config; parameters are created under `path`
-    /// (`norm.gamma`, `norm.delta`, `<term>.<param>`).
+    /// Builds a block from a config; parameters are created under `path` (`norm.gamma`,
+    /// `norm.delta`, `<term>.<param>`, `dynamics.<param>`).
     pub fn new(path: &nn::Path, cfg: &BlockConfig) -> Result<Self> {
+        Self::with_shared(path, path, cfg)
+    }
+
+    /// As [`EnergyBlock::new`], with `shared` the path where parameters shared by every block
+    /// of a model live (a dynamics' coupling, say); each block built with the same `shared`
+    /// uses the same tensors.
+    pub fn with_shared(path: &nn::Path, shared: &nn::Path, cfg: &BlockConfig) -> Result<Self> {
         cfg.validate()?;
         let norm = EnergyLayerNorm::new(&(path / "norm"), cfg.dim, &cfg.norm);
         let mut sum = EnergySum::new();
-        for term in &cfg.terms {
-            sum.push(term.weight(), term.build(path, cfg.dim));
+        for (i, term) in cfg.terms.iter().enumerate() {
+            let t = term.build(path, shared, cfg.dim, &format!("terms[{i}]"))?;
+            sum.push(term.weight, t);
         }
         Ok(Self {
             norm,
             energy: Box::new(sum),
-            dynamics: cfg.dynamics.build(),
+            dynamics: cfg.dynamics.build(path, shared, cfg.dim, "dynamics")?,
             steps: cfg.steps,
         })
     }

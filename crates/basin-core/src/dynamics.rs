@@ -4,11 +4,16 @@
 //! normalised tokens g and applied to x. Discretised with step `α = dt/τ` this is
 //! [`GradientFlow`]; the graph-classification ET adds Gaussian noise (eq. 27), [`Langevin`].
 //! CDAT's controlled excitation–inhibition dynamics will be another implementation.
+//!
+//! A dynamics may hold terms of `x` itself (a decay, a coupling between tokens, a prior): the
+//! [`crate::energy::Energy`] contract is a function of the normalised tokens `g` only, so such
+//! terms belong here, not in an energy term.
 
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use crate::error::{CoreError, Result};
+use crate::registry::{BuildContext, DynamicsConfig, DynamicsParams};
 
 /// What a dynamics step may depend on besides the state and the gradient.
 #[derive(Clone, Copy, Debug)]
@@ -29,10 +34,11 @@ pub trait Dynamics {
     fn step(&self, x: &Tensor, grad: &Tensor, ctx: &StepContext) -> Tensor;
 }
 
-/// `x ← x − α ∂E/∂g` (ET eq. 6, explicit Euler step).
-#[derive(Clone, Debug)]
+/// `x ← x − α ∂E/∂g` (ET eq. 6, explicit Euler step). `kind = "gradient-flow"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GradientFlow {
-    /// Step size α = dt/τ.
+    /// Step size α = dt/τ (ET: 0.1).
     pub alpha: f64,
 }
 
@@ -46,20 +52,52 @@ impl Dynamics for GradientFlow {
     }
 }
 
-/// `x ← x − α ∂E/∂g + √α σ_t ε`, `ε ~ N(0, 1)` (ET eq. 27).
+fn positive(field: &str, name: &str, v: f64) -> Result<()> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(CoreError::config(
+            format!("{field}.{name}"),
+            format!("must be > 0, got {v}"),
+        ))
+    }
+}
+
+impl DynamicsParams for GradientFlow {
+    const KIND: &'static str = "gradient-flow";
+    const ABOUT: &'static str = "x ← x − α ∂E/∂g (ET eq. 6)";
+
+    fn validate(&self, field: &str) -> Result<()> {
+        positive(field, "alpha", self.alpha)
+    }
+
+    fn build(&self, _ctx: &BuildContext) -> Result<Box<dyn Dynamics>> {
+        Ok(Box::new(self.clone()))
+    }
+
+    fn alpha(&self) -> Option<f64> {
+        Some(self.alpha)
+    }
+}
+crate::register_dynamics!(GradientFlow);
+
+/// `x ← x − α ∂E/∂g + √α σ_t ε`, `ε ~ N(0, 1)` (ET eq. 27). `kind = "langevin"`.
 ///
 /// `σ_t = σ` or, with `decay = Some(p)`, `σ_t = σ / (1 + t)^p` (the graph reference code's
 /// `vary_noise` uses σ = 0.55, p = 0.55). Noise is drawn from libtorch's global generator
 /// (seed it with `tch::manual_seed`) and never added to padded tokens.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Langevin {
     /// Step size α.
     pub alpha: f64,
-    /// Noise scale σ.
+    /// Noise scale σ (graph ET: 0.02).
     pub sigma: f64,
     /// Optional decay exponent p of σ over the steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decay: Option<f64>,
     /// Whether noise is also added in evaluation (the graph reference code does; default no).
+    #[serde(default)]
     pub in_eval: bool,
 }
 
@@ -91,97 +129,56 @@ impl Dynamics for Langevin {
     }
 }
 
-/// Serialisable choice of dynamics.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum DynamicsConfig {
-    /// [`GradientFlow`].
-    GradientFlow {
-        /// Step size α (ET: 0.1).
-        alpha: f64,
-    },
-    /// [`Langevin`].
-    Langevin {
-        /// Step size α.
-        alpha: f64,
-        /// Noise scale σ (graph ET: 0.02).
-        sigma: f64,
-        /// Optional decay exponent of σ over the steps.
-        #[serde(default)]
-        decay: Option<f64>,
-        /// Whether noise is also added in evaluation.
-        #[serde(default)]
-        in_eval: bool,
-    },
+impl DynamicsParams for Langevin {
+    const KIND: &'static str = "langevin";
+    const ABOUT: &'static str = "x ← x − α ∂E/∂g + √α σ_t ε (ET eq. 27), noise in training";
+
+    fn validate(&self, field: &str) -> Result<()> {
+        positive(field, "alpha", self.alpha)?;
+        if !(self.sigma.is_finite() && self.sigma >= 0.0) {
+            return Err(CoreError::config(
+                format!("{field}.sigma"),
+                format!("must be ≥ 0, got {}", self.sigma),
+            ));
+        }
+        match self.decay {
+            Some(p) if !p.is_finite() => Err(CoreError::config(
+                format!("{field}.decay"),
+                "must be finite",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn build(&self, _ctx: &BuildContext) -> Result<Box<dyn Dynamics>> {
+        Ok(Box::new(self.clone()))
+    }
+
+    fn alpha(&self) -> Option<f64> {
+        Some(self.alpha)
+    }
 }
+crate::register_dynamics!(Langevin);
 
 impl Default for DynamicsConfig {
     fn default() -> Self {
-        Self::GradientFlow { alpha: 0.1 }
+        Self::gradient_flow(0.1)
     }
 }
 
 impl DynamicsConfig {
-    /// Checks the values; `field` is the config path used in errors.
-    pub fn validate(&self, field: &str) -> Result<()> {
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(CoreError::config(
-                    format!("{field}.{name}"),
-                    format!("must be > 0, got {v}"),
-                ))
-            }
-        };
-        match self {
-            Self::GradientFlow { alpha } => positive("alpha", *alpha),
-            Self::Langevin {
-                alpha,
-                sigma,
-                decay,
-                ..
-            } => {
-                positive("alpha", *alpha)?;
-                if !(sigma.is_finite() && *sigma >= 0.0) {
-                    return Err(CoreError::config(
-                        format!("{field}.sigma"),
-                        format!("must be ≥ 0, got {sigma}"),
-                    ));
-                }
-                match decay {
-                    Some(p) if !p.is_finite() => Err(CoreError::config(
-                        format!("{field}.decay"),
-                        "must be finite",
-                    )),
-                    _ => Ok(()),
-                }
-            }
-        }
+    /// [`GradientFlow`] with step α.
+    pub fn gradient_flow(alpha: f64) -> Self {
+        Self::new(&GradientFlow { alpha })
     }
 
-    /// Step size α.
-    pub fn alpha(&self) -> f64 {
-        match self {
-            Self::GradientFlow { alpha } | Self::Langevin { alpha, .. } => *alpha,
-        }
-    }
-
-    /// Builds the dynamics.
-    pub fn build(&self) -> Box<dyn Dynamics> {
-        match self {
-            Self::GradientFlow { alpha } => Box::new(GradientFlow { alpha: *alpha }),
-            Self::Langevin {
-                alpha,
-                sigma,
-                decay,
-                in_eval,
-            } => Box::new(Langevin {
-                alpha: *alpha,
-                sigma: *sigma,
-                decay: *decay,
-                in_eval: *in_eval,
-            }),
-        }
+    /// [`Langevin`] with step α and noise σ in training only.
+    pub fn langevin(alpha: f64, sigma: f64) -> Self {
+        Self::new(&Langevin {
+            alpha,
+            sigma,
+            decay: None,
+            in_eval: false,
+        })
     }
 }

@@ -82,7 +82,7 @@ impl ClassicalHopfield {
 /// The interaction function F of a dense associative memory.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Interaction {
+pub enum DamInteraction {
     /// `F(z) = zᵃ` (Krotov & Hopfield 2016; a = 2: the classical network).
     Polynomial(u32),
     /// `F(z) = exp(z)` (Demircigil et al. 2017).
@@ -95,7 +95,7 @@ pub struct DenseAssociativeMemory {
     /// Stored ±1 patterns `[N, d]`.
     pub patterns: Tensor,
     /// F.
-    pub interaction: Interaction,
+    pub interaction: DamInteraction,
 }
 
 impl DenseAssociativeMemory {
@@ -105,11 +105,11 @@ impl DenseAssociativeMemory {
     pub fn energy(&self, xi: &Tensor) -> Tensor {
         let z = xi.matmul(&self.patterns.tr()); // [B, N]
         match self.interaction {
-            Interaction::Polynomial(a) => {
+            DamInteraction::Polynomial(a) => {
                 -z.pow_tensor_scalar(f64::from(a))
                     .sum_dim_intlist(-1, false, z.kind())
             }
-            Interaction::Exponential => -z.logsumexp(-1, false),
+            DamInteraction::Exponential => -z.logsumexp(-1, false),
         }
     }
 
@@ -123,7 +123,7 @@ impl DenseAssociativeMemory {
             let rest = &z - xi.select(1, i).unsqueeze(1) * &xmu;
             let (plus, minus) = (&rest + &xmu, &rest - &xmu);
             let score = match self.interaction {
-                Interaction::Polynomial(a) => {
+                DamInteraction::Polynomial(a) => {
                     let a = f64::from(a);
                     (plus.pow_tensor_scalar(a) - minus.pow_tensor_scalar(a)).sum_dim_intlist(
                         -1,
@@ -131,7 +131,9 @@ impl DenseAssociativeMemory {
                         z.kind(),
                     )
                 }
-                Interaction::Exponential => plus.logsumexp(-1, false) - minus.logsumexp(-1, false),
+                DamInteraction::Exponential => {
+                    plus.logsumexp(-1, false) - minus.logsumexp(-1, false)
+                }
             };
             xi.select(1, i).copy_(&sign(&score));
         }
@@ -392,7 +394,7 @@ impl Hopfield {
         let associate = |q: &Tensor| {
             let mut logits = (q * beta).matmul(&k.transpose(-1, -2));
             if let Some(b) = &blocked {
-                logits = logits.masked_fill(b, crate::attention::BLOCKED_LOGIT);
+                logits = logits.masked_fill(b, crate::terms::attention::BLOCKED_LOGIT);
             }
             let w = logits.softmax(-1, q.kind());
             match &any {

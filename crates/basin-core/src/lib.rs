@@ -12,36 +12,47 @@
 //!   list), padding, and whether a token attends to itself.
 //! - [`energy::Energy`]: the trait every term implements; autograd gradient by default,
 //!   closed forms where they exist; [`energy::EnergySum`] for weighted sums.
-//! - Terms: [`attention::EnergyAttention`] (eq. 3–4), [`memory::HopfieldEnergy`] (eq. 5).
+//! - Terms ([`terms`]): [`terms::attention::EnergyAttention`] (eq. 3–4),
+//!   [`terms::hopfield_memory::HopfieldEnergy`] (eq. 5).
 //! - [`dynamics`]: gradient flow (eq. 6) and Langevin (eq. 27).
+//! - [`registry`]: the open catalogue behind `kind = "…"` in config files; a new term or
+//!   dynamics registers itself in its own file, in any crate.
 //! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`].
+//! - [`hopfield`]: the Hopfield, HopfieldPooling and HopfieldLayer modules and the classical,
+//!   dense and modern Hopfield networks of the Hopfield slides.
 //! - [`checkpoint`]: safetensors with the config beside them, written atomically.
 //! - [`device`]: CPU or CUDA at run time (`BASIN_DEVICE`).
+//! - [`testing`]: tolerances, finite differences, seeded sections, and the conformance suite
+//!   every energy term passes ([`testing::conformance::energy_term`]).
 //!
 //! Adding an energy term: write a struct holding its parameters (created under an
 //! `nn::Path`) and implement [`Energy::energy`]; override [`Energy::grad`] if it has a closed
-//! form, and add a test that holds it equal to autograd (see `tests/gradients.rs`).
+//! form; check it with [`testing::conformance::energy_term`]; to use it from config files,
+//! implement [`registry::TermParams`] for its config and call [`register_term!`].
 
-pub mod attention;
 pub mod block;
 pub mod checkpoint;
-pub mod data;
 pub mod device;
 pub mod dynamics;
 pub mod energy;
 pub mod error;
 pub mod hopfield;
-pub mod hopfield_demos;
-pub mod memory;
 pub mod norm;
+pub mod registry;
 pub mod structure;
+pub mod terms;
 pub mod testing;
 
-pub use attention::{AttentionConfig, EnergyAttention};
-pub use block::{BlockConfig, EnergyBlock, TermConfig, Trace, TraceOptions};
-pub use dynamics::{Dynamics, DynamicsConfig, GradientFlow, Langevin, StepContext};
+/// Re-exported for [`register_term!`] and [`register_dynamics!`].
+#[doc(hidden)]
+pub use inventory;
+
+pub use block::{BlockConfig, EnergyBlock, Trace, TraceOptions};
+pub use dynamics::{Dynamics, GradientFlow, Langevin, StepContext};
 pub use energy::{Energy, EnergySum};
 pub use error::{CoreError, Result};
-pub use memory::{Activation, HopfieldConfig, HopfieldEnergy};
 pub use norm::{EnergyLayerNorm, NormConfig};
+pub use registry::{BuildContext, DynamicsConfig, DynamicsParams, TermConfig, TermParams};
 pub use structure::{Interaction, SparseEdges, Structure};
+pub use terms::attention::{AttentionConfig, EnergyAttention};
+pub use terms::hopfield_memory::{Activation, HopfieldConfig, HopfieldEnergy};

@@ -139,10 +139,10 @@ fn mismatched_checkpoint_lists_every_problem_and_changes_nothing() {
     checkpoint::save(&vs, &path, &cfg).unwrap();
     // A model with more memories (xi has another shape) and no... same names otherwise.
     let mut other = cfg.clone();
-    if let basin_core::TermConfig::Hopfield(h) = &mut other.terms[1] {
-        h.memories = 21;
-        h.name = "memory".into();
-    }
+    other.terms[1]
+        .edit(|h: &mut basin_core::HopfieldConfig| h.memories = 21)
+        .unwrap();
+    other.terms[1].name = Some("memory".into());
     let (vs2, _) = block(&other);
     let before = vs2.variables();
     let err = checkpoint::load(&vs2, &path).unwrap_err();

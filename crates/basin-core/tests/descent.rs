@@ -5,29 +5,25 @@
 mod common;
 
 use basin_core::{
-    BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig, Structure, TermConfig, TraceOptions,
+    Activation, AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig,
+    Structure, TraceOptions,
 };
 use common::*;
 use tch::Kind;
 
 fn block(vs: &tch::nn::VarStore, alpha: f64, softmax: bool) -> EnergyBlock {
     let mut cfg = BlockConfig::et(8, 2, 4, 16, 100);
-    for t in cfg.terms.iter_mut() {
-        match t {
-            TermConfig::Attention(a) => a.init_std = 0.3,
-            TermConfig::Hopfield(h) => {
-                h.init_std = 0.3;
-                if softmax {
-                    *h = HopfieldConfig {
-                        activation: basin_core::Activation::Softmax,
-                        beta: Some(2.0),
-                        ..h.clone()
-                    };
-                }
-            }
+    cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.3)
+        .unwrap();
+    cfg.edit_terms(|h: &mut HopfieldConfig| {
+        h.init_std = 0.3;
+        if softmax {
+            h.activation = Activation::Softmax;
+            h.beta = Some(2.0);
         }
-    }
-    cfg.dynamics = DynamicsConfig::GradientFlow { alpha };
+    })
+    .unwrap();
+    cfg.dynamics = DynamicsConfig::gradient_flow(alpha);
     EnergyBlock::new(&vs.root(), &cfg).unwrap()
 }
 

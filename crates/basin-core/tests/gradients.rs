@@ -1,84 +1,66 @@
-//! Every term's closed-form gradient equals autograd (float64, rel < 1e-8) and central finite
-//! differences (< 1e-5), dense and sparse, with masks and padding.
+//! Every built-in term passes the public conformance suite (closed form = autograd = finite
+//! differences on every structure, padding invariance, monotone descent); sums and the
+//! attention's key-side term are checked on their own.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use basin_core::energy::autograd_grad;
-use basin_core::testing::{finite_difference, max_rel_error};
-use basin_core::{Activation, Energy, EnergySum, Structure};
+use basin_core::testing::{conformance, max_rel_error};
+use basin_core::{Activation, AttentionConfig, Energy, EnergyAttention, EnergySum, Structure};
 use common::*;
 
 const B: i64 = 3;
 const N: i64 = 6;
 const D: i64 = 5;
 
-fn check_term(term: &dyn Energy, label: &str, structures: &[(&str, Structure)]) {
-    for (name, s) in structures {
-        let g = tokens(B, N, D);
-        let (energy, closed) = term.energy_and_grad(&g, s);
-        let auto = autograd_grad(term, &g, s);
-        let err_auto = max_rel_error(&closed, &auto, 1e-12);
-        assert!(
-            err_auto < 1e-8,
-            "{label} [{name}]: closed form vs autograd rel err {err_auto:e}"
-        );
-        // energy_and_grad's energy must be the energy.
-        let err_e = max_rel_error(&energy, &term.energy(&g, s), 1e-12);
-        assert!(
-            err_e < 1e-12,
-            "{label} [{name}]: energy_and_grad energy differs ({err_e:e})"
-        );
-        assert!(
-            closed.abs().max().double_value(&[]) > 1e-6,
-            "{label} [{name}]: gradient is zero"
-        );
-        let fd = finite_difference(|x| total(term, x, s), &g, 1e-5);
-        let err_fd = max_rel_error(&closed, &fd, 1e-12);
-        assert!(
-            err_fd < 1e-5,
-            "{label} [{name}]: closed form vs finite differences rel err {err_fd:e}"
-        );
-    }
-}
-
 #[test]
-fn attention_closed_form_matches_autograd_and_finite_differences() {
-    tch::manual_seed(1);
+fn attention_passes_the_term_conformance_suite() {
     for learn_beta in [false, true] {
-        let mut vs = store();
-        let att = attention(&vs, D, 3, 4, learn_beta);
-        vs.double();
-        check_term(&att, "attention", &structures(B, N, 3));
+        conformance::energy_term("attention", 3, |path, dim| {
+            let cfg = AttentionConfig {
+                heads: 3,
+                head_dim: 4,
+                init_std: 0.4,
+                learn_beta,
+                beta: Some(0.7),
+            };
+            Box::new(EnergyAttention::new(path, dim, &cfg))
+        });
     }
 }
 
 #[test]
-fn hopfield_closed_forms_match_autograd_and_finite_differences() {
-    tch::manual_seed(2);
+fn hopfield_memories_pass_the_term_conformance_suite() {
     for act in [
         Activation::Relu,
         Activation::Power,
         Activation::Exp,
         Activation::Softmax,
     ] {
-        let mut vs = store();
-        let hop = hopfield(&vs, D, 7, act);
-        vs.double();
-        check_term(&hop, &format!("hopfield/{act:?}"), &structures(B, N, 2));
+        conformance::energy_term(&format!("hopfield/{act:?}"), 2, |path, dim| {
+            Box::new(hopfield_at(path, dim, 7, act))
+        });
     }
 }
 
 #[test]
-fn weighted_sum_gradient_is_the_weighted_sum_of_gradients() {
-    tch::manual_seed(3);
+fn weighted_sums_pass_the_term_conformance_suite_and_their_parts_add_up() {
+    let make = |path: &tch::nn::Path, dim: i64| {
+        let cfg = AttentionConfig {
+            heads: 2,
+            head_dim: 3,
+            init_std: 0.4,
+            learn_beta: false,
+            beta: Some(0.7),
+        };
+        let att = EnergyAttention::new(&(path / "attention"), dim, &cfg);
+        let hop = hopfield_at(&(path / "hopfield"), dim, 4, Activation::Relu);
+        EnergySum::new().with(0.7, att).with(-1.3, hop)
+    };
+    conformance::energy_term("sum", 2, |path, dim| Box::new(make(path, dim)));
     let mut vs = store();
-    let att = attention(&vs, D, 2, 3, false);
-    let hop = hopfield(&vs, D, 4, Activation::Relu);
+    let sum = make(&vs.root(), D);
     vs.double();
-    let sum = EnergySum::new().with(0.7, att).with(-1.3, hop);
-    check_term(&sum, "sum", &structures(B, N, 2));
-    // The parts add up to the total.
     let g = tokens(B, N, D);
     let s = Structure::full();
     let parts: f64 = sum
@@ -121,4 +103,59 @@ fn attention_gradient_needs_the_key_side_term() {
         max_rel_error(&fixed_keys, &grad, 1e-12) > 1e-3,
         "key-side term missing from the closed form"
     );
+}
+
+/// A term whose closed form is wrong (half the true gradient): the suite must catch it.
+struct WrongGradient(EnergyAttention);
+
+impl Energy for WrongGradient {
+    fn name(&self) -> &str {
+        "wrong"
+    }
+    fn energy(&self, g: &tch::Tensor, s: &Structure) -> tch::Tensor {
+        self.0.energy(g, s)
+    }
+    fn grad(&self, g: &tch::Tensor, s: &Structure) -> tch::Tensor {
+        self.0.grad(g, s) * 0.5
+    }
+    fn energy_and_grad(&self, g: &tch::Tensor, s: &Structure) -> (tch::Tensor, tch::Tensor) {
+        (self.energy(g, s), self.grad(g, s))
+    }
+}
+
+#[test]
+#[should_panic(expected = "differs from autograd")]
+fn the_conformance_suite_catches_a_wrong_closed_form() {
+    conformance::energy_term("wrong", 2, |path, dim| {
+        let cfg = AttentionConfig {
+            heads: 2,
+            head_dim: 3,
+            init_std: 0.4,
+            learn_beta: false,
+            beta: Some(0.7),
+        };
+        Box::new(WrongGradient(EnergyAttention::new(path, dim, &cfg)))
+    });
+}
+
+/// A term that reads every token, padded or not: the suite must catch it.
+struct ReadsPadding;
+
+impl Energy for ReadsPadding {
+    fn name(&self) -> &str {
+        "reads-padding"
+    }
+    fn energy(&self, g: &tch::Tensor, _s: &Structure) -> tch::Tensor {
+        -(g.sum_dim_intlist(&[1i64][..], false, g.kind()).square()).sum_dim_intlist(
+            &[1i64][..],
+            false,
+            g.kind(),
+        )
+    }
+}
+
+#[test]
+#[should_panic(expected = "depends on padded tokens")]
+fn the_conformance_suite_catches_a_term_that_reads_padding() {
+    conformance::energy_term("reads-padding", 2, |_, _| Box::new(ReadsPadding));
 }

@@ -3,129 +3,38 @@
 #![allow(clippy::unwrap_used)]
 
 use basin_core::hopfield::*;
-use basin_core::hopfield_demos::*;
-use basin_core::testing::max_rel_error;
+use basin_core::testing::{max_rel_error, seeded};
 use tch::{Device, Kind, Tensor, nn};
 
 const F64: (Kind, Device) = (Kind::Double, Device::Cpu);
 
-/// libtorch's generator is process-global: the seeded tests run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-#[test]
-fn retrieval_after_one_update_with_error_exponential_in_the_separation() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(1);
-    let curve = one_update_error(20, 64, &[1.0, 2.0, 3.0, 4.0], 0.1, 1.0);
-    assert!(
-        curve.windows(2).all(|w| w[1].0 > w[0].0 && w[1].1 < w[0].1),
-        "error does not fall with Δ: {curve:?}"
-    );
-    let (last_delta, last_err) = curve[3];
-    assert!(
-        last_err < 0.01,
-        "not retrieved in one update at Δ = {last_delta}: error {last_err}"
-    );
-    // ln(error) against Δ over the last three radii: slope ≈ −β (exponential decay).
-    let slope = (curve[3].1.ln() - curve[1].1.ln()) / (curve[3].0 - curve[1].0);
-    assert!(
-        slope < -0.5,
-        "error does not decay exponentially: slope {slope}, {curve:?}"
-    );
-}
-
-#[test]
-fn metastable_states_and_the_global_fixed_point() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(2);
-    let (to_mean, to_member) = metastable(32, 3, 5, 0.05, 1.0);
-    assert!(
-        to_mean < 0.25 * to_member,
-        "similar patterns should give a metastable state at their mean: {to_mean} vs {to_member}"
-    );
-    let (far, mean_norm) = global_fixed_point(20, 16, 0.01);
-    assert!(
-        far < 0.05 * mean_norm,
-        "small β should give one fixed point near the mean: {far} vs |mean| {mean_norm}"
-    );
-}
-
-#[test]
-fn storage_capacity_classical_fails_near_0_14_d_and_modern_stores_far_more() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(3);
-    let d = 64;
-    let classical = capacity(Memory::Classical, d, &[4, 16], 0.1);
-    assert!(
-        classical[0].1 <= 0.1,
-        "classical should store 0.06·d patterns: {classical:?}"
-    );
-    assert!(
-        classical[1].1 >= 0.5,
-        "classical should fail at 0.25·d patterns: {classical:?}"
-    );
-    let poly = capacity(Memory::Polynomial(3), d, &[64], 0.1);
-    assert!(poly[0].1 <= 0.1, "F = z³ should store d patterns: {poly:?}");
-    let exp = capacity(Memory::Exponential, d, &[128], 0.1);
-    assert_eq!(exp[0].1, 0.0, "F = exp should store 2·d patterns: {exp:?}");
-    let modern = capacity(Memory::Modern(32.0), d, &[1024], 0.2);
-    assert!(
-        modern[0].1 <= 0.01,
-        "the continuous modern network should store 16·d patterns: {modern:?}"
-    );
-}
-
-#[test]
-fn the_energy_never_rises_along_the_updates() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(4);
-    let curves = energy_along_updates(32, 20, 8, 2.0);
-    assert_eq!(curves.len(), 4);
-    for (name, e) in &curves {
-        assert!(
-            e.windows(2)
-                .all(|w| w[1] <= w[0] + 1e-9 * w[0].abs().max(1.0)),
-            "{name}: energy rose: {e:?}"
-        );
-        assert!(e[e.len() - 1] < e[0], "{name}: energy did not fall: {e:?}");
-    }
-    // Each stored pattern is a fixed point of the classical and exponential memories when few.
-    let x = binary(3, 64);
-    assert!(ClassicalHopfield::store(&x).retrieve(&x, 5).0.equal(&x));
-    let dam = DenseAssociativeMemory {
-        patterns: x.shallow_clone(),
-        interaction: Interaction::Exponential,
-    };
-    assert!(dam.retrieve(&x, 5).0.equal(&x));
-}
-
 #[test]
 fn modern_energy_matches_its_formula_and_the_update_is_its_cccp_step() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(5);
-    let x = Tensor::randn([7, 5], F64);
-    let net = ModernHopfield {
-        patterns: x.shallow_clone(),
-        beta: 0.7,
-    };
-    let xi = Tensor::randn([3, 5], F64);
-    // E = −β⁻¹ log Σ exp(β xᵢᵀξ) + ½ξᵀξ + β⁻¹ log N + ½M², written out.
-    let scores = xi.matmul(&x.tr()) * 0.7;
-    let lse = scores.exp().sum_dim_intlist(-1, false, Kind::Double).log() / 0.7;
-    let m2 = x.square().sum_dim_intlist(-1, false, Kind::Double).max();
-    let expect = -lse
-        + xi.square().sum_dim_intlist(-1, false, Kind::Double) * 0.5
-        + (7f64).ln() / 0.7
-        + m2 * 0.5;
-    assert!(max_rel_error(&net.energy(&xi), &expect, 1e-12) < 1e-12);
-    // ξ_new = X softmax(β Xᵀ ξ) is the stationary point of the concave-convex split: ∇(−lse) + ξ_new = 0.
-    let new = net.update(&xi);
-    let xr = xi.detach().set_requires_grad(true);
-    let l = ((xr.matmul(&x.tr()) * 0.7).logsumexp(-1, false) / 0.7).sum(Kind::Double);
-    let grad = Tensor::run_backward(&[l], &[&xr], false, false)
-        .pop()
-        .unwrap();
-    assert!(max_rel_error(&new, &grad, 1e-12) < 1e-12);
+    seeded(5, || {
+        let x = Tensor::randn([7, 5], F64);
+        let net = ModernHopfield {
+            patterns: x.shallow_clone(),
+            beta: 0.7,
+        };
+        let xi = Tensor::randn([3, 5], F64);
+        // E = −β⁻¹ log Σ exp(β xᵢᵀξ) + ½ξᵀξ + β⁻¹ log N + ½M², written out.
+        let scores = xi.matmul(&x.tr()) * 0.7;
+        let lse = scores.exp().sum_dim_intlist(-1, false, Kind::Double).log() / 0.7;
+        let m2 = x.square().sum_dim_intlist(-1, false, Kind::Double).max();
+        let expect = -lse
+            + xi.square().sum_dim_intlist(-1, false, Kind::Double) * 0.5
+            + (7f64).ln() / 0.7
+            + m2 * 0.5;
+        assert!(max_rel_error(&net.energy(&xi), &expect, 1e-12) < 1e-12);
+        // ξ_new = X softmax(β Xᵀ ξ) is the stationary point of the concave-convex split: ∇(−lse) + ξ_new = 0.
+        let new = net.update(&xi);
+        let xr = xi.detach().set_requires_grad(true);
+        let l = ((xr.matmul(&x.tr()) * 0.7).logsumexp(-1, false) / 0.7).sum(Kind::Double);
+        let grad = Tensor::run_backward(&[l], &[&xr], false, false)
+            .pop()
+            .unwrap();
+        assert!(max_rel_error(&new, &grad, 1e-12) < 1e-12);
+    });
 }
 
 fn layer(cfg: &AssociationConfig) -> (nn::VarStore, Hopfield) {
@@ -143,184 +52,184 @@ fn layer_norm(t: &Tensor) -> Tensor {
 
 #[test]
 fn one_step_of_hopfield_is_softmax_attention_with_the_same_weights() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(6);
-    let cfg = AssociationConfig {
-        state_size: 6,
-        stored_size: 5,
-        heads: 2,
-        hidden_size: Some(3),
-        pattern_size: Some(4),
-        init_std: 0.5,
-        ..AssociationConfig::default()
-    };
-    let (vs, h) = layer(&cfg);
-    let r = Tensor::randn([2, 3, 6], F64);
-    let y = Tensor::randn([2, 4, 5], F64);
-    let (out, weights) = h.forward_with_weights(&r, &y, None);
-    let v = vs.variables();
-    let (wq, wk, wv, wo, bo) = (
-        &v["w_q"],
-        &v["w_k"],
-        &v["w_v"],
-        &v["out.weight"],
-        &v["out.bias"],
-    );
-    let beta = 1.0 / 3f64.sqrt();
-    let (rn, yn) = (layer_norm(&r), layer_norm(&y));
-    let mut heads = Vec::new();
-    for hd in 0..2 {
-        let q = rn.matmul(&wq.narrow(0, 3 * hd, 3).tr());
-        let k = yn.matmul(&wk.narrow(0, 3 * hd, 3).tr());
-        let val = yn.matmul(&wv.narrow(0, 4 * hd, 4).tr());
-        let a = (q.matmul(&k.transpose(1, 2)) * beta).softmax(-1, Kind::Double);
-        assert!(
-            max_rel_error(&weights.select(1, hd), &a, 1e-12) < 1e-12,
-            "weights of head {hd}"
+    seeded(6, || {
+        let cfg = AssociationConfig {
+            state_size: 6,
+            stored_size: 5,
+            heads: 2,
+            hidden_size: Some(3),
+            pattern_size: Some(4),
+            init_std: 0.5,
+            ..AssociationConfig::default()
+        };
+        let (vs, h) = layer(&cfg);
+        let r = Tensor::randn([2, 3, 6], F64);
+        let y = Tensor::randn([2, 4, 5], F64);
+        let (out, weights) = h.forward_with_weights(&r, &y, None);
+        let v = vs.variables();
+        let (wq, wk, wv, wo, bo) = (
+            &v["w_q"],
+            &v["w_k"],
+            &v["w_v"],
+            &v["out.weight"],
+            &v["out.bias"],
         );
-        heads.push(a.matmul(&val));
-    }
-    let expect = Tensor::cat(&heads, -1).matmul(&wo.tr()) + bo;
-    assert_eq!(out.size(), [2, 3, 6]);
-    assert!(
-        max_rel_error(&out, &expect, 1e-12) < 1e-12,
-        "output differs from softmax attention"
-    );
+        let beta = 1.0 / 3f64.sqrt();
+        let (rn, yn) = (layer_norm(&r), layer_norm(&y));
+        let mut heads = Vec::new();
+        for hd in 0..2 {
+            let q = rn.matmul(&wq.narrow(0, 3 * hd, 3).tr());
+            let k = yn.matmul(&wk.narrow(0, 3 * hd, 3).tr());
+            let val = yn.matmul(&wv.narrow(0, 4 * hd, 4).tr());
+            let a = (q.matmul(&k.transpose(1, 2)) * beta).softmax(-1, Kind::Double);
+            assert!(
+                max_rel_error(&weights.select(1, hd), &a, 1e-12) < 1e-12,
+                "weights of head {hd}"
+            );
+            heads.push(a.matmul(&val));
+        }
+        let expect = Tensor::cat(&heads, -1).matmul(&wo.tr()) + bo;
+        assert_eq!(out.size(), [2, 3, 6]);
+        assert!(
+            max_rel_error(&out, &expect, 1e-12) < 1e-12,
+            "output differs from softmax attention"
+        );
+    });
 }
 
 #[test]
 fn iterated_retrieval_repeats_the_association_in_key_space() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(7);
-    let cfg = AssociationConfig {
-        state_size: 4,
-        stored_size: 4,
-        heads: 1,
-        update_steps_max: 3,
-        update_steps_eps: 0.0,
-        input_norms: false,
-        output_projection: false,
-        beta: Some(2.0),
-        init_std: 0.8,
-        ..AssociationConfig::default()
-    };
-    let (vs, h) = layer(&cfg);
-    let r = Tensor::randn([1, 2, 4], F64);
-    let y = Tensor::randn([1, 5, 4], F64);
-    let (out, _) = h.forward_with_weights(&r, &y, None);
-    let v = vs.variables();
-    let (q0, k, val) = (
-        r.matmul(&v["w_q"].tr()),
-        y.matmul(&v["w_k"].tr()),
-        y.matmul(&v["w_v"].tr()),
-    );
-    let mut xi = (q0 * 2.0)
-        .matmul(&k.transpose(1, 2))
-        .softmax(-1, Kind::Double);
-    for _ in 0..3 {
-        xi = (xi.matmul(&k) * 2.0)
+    seeded(7, || {
+        let cfg = AssociationConfig {
+            state_size: 4,
+            stored_size: 4,
+            heads: 1,
+            update_steps_max: 3,
+            update_steps_eps: 0.0,
+            input_norms: false,
+            output_projection: false,
+            beta: Some(2.0),
+            init_std: 0.8,
+            ..AssociationConfig::default()
+        };
+        let (vs, h) = layer(&cfg);
+        let r = Tensor::randn([1, 2, 4], F64);
+        let y = Tensor::randn([1, 5, 4], F64);
+        let (out, _) = h.forward_with_weights(&r, &y, None);
+        let v = vs.variables();
+        let (q0, k, val) = (
+            r.matmul(&v["w_q"].tr()),
+            y.matmul(&v["w_k"].tr()),
+            y.matmul(&v["w_v"].tr()),
+        );
+        let mut xi = (q0 * 2.0)
             .matmul(&k.transpose(1, 2))
             .softmax(-1, Kind::Double);
-    }
-    assert!(max_rel_error(&out, &xi.matmul(&val), 1e-12) < 1e-12);
-    // Gradients flow through the iterations.
-    let rr = r.detach().set_requires_grad(true);
-    let g = Tensor::run_backward(
-        &[h.forward(&rr, &y, None).sum(Kind::Double)],
-        &[&rr],
-        false,
-        false,
-    )
-    .pop()
-    .unwrap();
-    assert!(g.abs().max().double_value(&[]) > 0.0);
+        for _ in 0..3 {
+            xi = (xi.matmul(&k) * 2.0)
+                .matmul(&k.transpose(1, 2))
+                .softmax(-1, Kind::Double);
+        }
+        assert!(max_rel_error(&out, &xi.matmul(&val), 1e-12) < 1e-12);
+        // Gradients flow through the iterations.
+        let rr = r.detach().set_requires_grad(true);
+        let g = Tensor::run_backward(
+            &[h.forward(&rr, &y, None).sum(Kind::Double)],
+            &[&rr],
+            false,
+            false,
+        )
+        .pop()
+        .unwrap();
+        assert!(g.abs().max().double_value(&[]) > 0.0);
+    });
 }
 
 #[test]
 fn ignored_stored_patterns_get_exactly_zero_weight() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(8);
-    let (_, h) = layer(&AssociationConfig {
-        state_size: 4,
-        stored_size: 4,
-        heads: 2,
-        init_std: 0.5,
-        ..AssociationConfig::default()
+    seeded(8, || {
+        let (_, h) = layer(&AssociationConfig {
+            state_size: 4,
+            stored_size: 4,
+            heads: 2,
+            init_std: 0.5,
+            ..AssociationConfig::default()
+        });
+        let r = Tensor::randn([2, 3, 4], F64);
+        let y = Tensor::randn([2, 5, 4], F64);
+        let ignore = Tensor::from_slice(&[
+            false, true, false, true, true, false, false, false, false, true,
+        ])
+        .view([2, 5]);
+        let (out, w) = h.forward_with_weights(&r, &y, Some(&ignore));
+        let blocked = ignore.view([2, 1, 1, 5]).expand_as(&w);
+        assert_eq!(w.masked_select(&blocked).abs().max().double_value(&[]), 0.0);
+        assert!(
+            (w.sum_dim_intlist(-1, false, Kind::Double) - 1.0)
+                .abs()
+                .max()
+                .double_value(&[])
+                < 1e-12
+        );
+        // Ignored patterns do not influence the output at all.
+        let y2 = y.where_self(
+            &ignore.unsqueeze(-1).logical_not(),
+            &(Tensor::randn([2, 5, 4], F64) * 100.0),
+        );
+        assert!(max_rel_error(&h.forward(&r, &y2, Some(&ignore)), &out, 1e-12) < 1e-12);
+        // Everything ignored: zero weights, not NaN.
+        let all = Tensor::ones([2, 5], (Kind::Bool, Device::Cpu));
+        let (_, w) = h.forward_with_weights(&r, &y, Some(&all));
+        assert_eq!(w.abs().max().double_value(&[]), 0.0);
     });
-    let r = Tensor::randn([2, 3, 4], F64);
-    let y = Tensor::randn([2, 5, 4], F64);
-    let ignore = Tensor::from_slice(&[
-        false, true, false, true, true, false, false, false, false, true,
-    ])
-    .view([2, 5]);
-    let (out, w) = h.forward_with_weights(&r, &y, Some(&ignore));
-    let blocked = ignore.view([2, 1, 1, 5]).expand_as(&w);
-    assert_eq!(w.masked_select(&blocked).abs().max().double_value(&[]), 0.0);
-    assert!(
-        (w.sum_dim_intlist(-1, false, Kind::Double) - 1.0)
-            .abs()
-            .max()
-            .double_value(&[])
-            < 1e-12
-    );
-    // Ignored patterns do not influence the output at all.
-    let y2 = y.where_self(
-        &ignore.unsqueeze(-1).logical_not(),
-        &(Tensor::randn([2, 5, 4], F64) * 100.0),
-    );
-    assert!(max_rel_error(&h.forward(&r, &y2, Some(&ignore)), &out, 1e-12) < 1e-12);
-    // Everything ignored: zero weights, not NaN.
-    let all = Tensor::ones([2, 5], (Kind::Bool, Device::Cpu));
-    let (_, w) = h.forward_with_weights(&r, &y, Some(&all));
-    assert_eq!(w.abs().max().double_value(&[]), 0.0);
 }
 
 #[test]
 fn pooling_and_lookup_layers_are_hopfield_with_learned_patterns() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::manual_seed(9);
-    let mut vs = nn::VarStore::new(Device::Cpu);
-    let cfg = AssociationConfig {
-        state_size: 4,
-        stored_size: 6,
-        heads: 2,
-        init_std: 0.5,
-        ..AssociationConfig::default()
-    };
-    let pool = HopfieldPooling::new(&(vs.root() / "pool"), &cfg, 3).unwrap();
-    let lookup = HopfieldLayer::new(
-        &(vs.root() / "lookup"),
-        &AssociationConfig {
-            stored_size: 4,
-            ..cfg.clone()
-        },
-        7,
-    )
-    .unwrap();
-    vs.double();
-    let y = Tensor::randn([2, 9, 6], F64);
-    let pooled = pool.forward(&y, None);
-    assert_eq!(pooled.size(), [2, 3 * 4]);
-    let direct = pool
-        .hopfield
-        .forward(&pool.queries.expand([2, -1, -1], false), &y, None)
-        .reshape([2, -1]);
-    assert!(max_rel_error(&pooled, &direct, 1e-12) < 1e-12);
-    // Pooling is invariant to the order of the set.
-    let perm = Tensor::randperm(9, (Kind::Int64, Device::Cpu));
-    assert!(
-        max_rel_error(
-            &pool.forward(&y.index_select(1, &perm), None),
-            &pooled,
-            1e-12
-        ) < 1e-10
-    );
-    let r = Tensor::randn([2, 5, 4], F64);
-    let out = lookup.forward(&r);
-    assert_eq!(out.size(), [2, 5, 4]);
-    let direct = lookup
-        .hopfield
-        .forward(&r, &lookup.lookup.expand([2, -1, -1], false), None);
-    assert!(max_rel_error(&out, &direct, 1e-12) < 1e-12);
-    assert!(AssociationConfig { heads: 0, ..cfg }.validate().is_err());
+    seeded(9, || {
+        let mut vs = nn::VarStore::new(Device::Cpu);
+        let cfg = AssociationConfig {
+            state_size: 4,
+            stored_size: 6,
+            heads: 2,
+            init_std: 0.5,
+            ..AssociationConfig::default()
+        };
+        let pool = HopfieldPooling::new(&(vs.root() / "pool"), &cfg, 3).unwrap();
+        let lookup = HopfieldLayer::new(
+            &(vs.root() / "lookup"),
+            &AssociationConfig {
+                stored_size: 4,
+                ..cfg.clone()
+            },
+            7,
+        )
+        .unwrap();
+        vs.double();
+        let y = Tensor::randn([2, 9, 6], F64);
+        let pooled = pool.forward(&y, None);
+        assert_eq!(pooled.size(), [2, 3 * 4]);
+        let direct = pool
+            .hopfield
+            .forward(&pool.queries.expand([2, -1, -1], false), &y, None)
+            .reshape([2, -1]);
+        assert!(max_rel_error(&pooled, &direct, 1e-12) < 1e-12);
+        // Pooling is invariant to the order of the set.
+        let perm = Tensor::randperm(9, (Kind::Int64, Device::Cpu));
+        assert!(
+            max_rel_error(
+                &pool.forward(&y.index_select(1, &perm), None),
+                &pooled,
+                1e-12
+            ) < 1e-10
+        );
+        let r = Tensor::randn([2, 5, 4], F64);
+        let out = lookup.forward(&r);
+        assert_eq!(out.size(), [2, 5, 4]);
+        let direct = lookup
+            .hopfield
+            .forward(&r, &lookup.lookup.expand([2, -1, -1], false), None);
+        assert!(max_rel_error(&out, &direct, 1e-12) < 1e-12);
+        assert!(AssociationConfig { heads: 0, ..cfg }.validate().is_err());
+    });
 }

@@ -7,7 +7,8 @@ mod common;
 
 use basin_core::testing::{finite_difference, max_rel_error};
 use basin_core::{
-    BlockConfig, DynamicsConfig, Energy, EnergyBlock, EnergySum, Structure, TermConfig,
+    AttentionConfig, BlockConfig, DynamicsConfig, Energy, EnergyBlock, EnergySum, HopfieldConfig,
+    Structure,
 };
 use common::*;
 use tch::{Kind, Tensor, nn::VarStore};
@@ -16,16 +17,14 @@ const D: i64 = 4;
 
 fn tiny_block(vs: &VarStore) -> EnergyBlock {
     let mut cfg = BlockConfig::et(D, 2, 3, 5, 3);
-    for t in cfg.terms.iter_mut() {
-        match t {
-            TermConfig::Attention(a) => {
-                a.init_std = 0.5;
-                a.learn_beta = true;
-            }
-            TermConfig::Hopfield(h) => h.init_std = 0.5,
-        }
-    }
-    cfg.dynamics = DynamicsConfig::GradientFlow { alpha: 0.3 };
+    cfg.edit_terms(|a: &mut AttentionConfig| {
+        a.init_std = 0.5;
+        a.learn_beta = true;
+    })
+    .unwrap();
+    cfg.edit_terms(|h: &mut HopfieldConfig| h.init_std = 0.5)
+        .unwrap();
+    cfg.dynamics = DynamicsConfig::gradient_flow(0.3);
     EnergyBlock::new(&vs.root(), &cfg).unwrap()
 }
 

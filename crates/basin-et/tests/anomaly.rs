@@ -1,20 +1,22 @@
-//! `EtAnomaly` through the anomaly protocol on a planted-anomaly graph: it learns, well above
+//! Node anomaly detection with an ET block through the anomaly protocol on a planted-anomaly graph: it learns, well above
 //! chance, with the paper's defaults and with the reference's switches.
 #![allow(clippy::unwrap_used)]
 
-use basin_et::anomaly::{AnomalyLearner, EtAnomalyConfig, neighbour_structure};
+use basin_core::testing::lock_generator;
+use basin_et::anomaly::{Table6Row, table6};
 use basin_graph::SplitConfig;
 use basin_graph::anomaly::{PlantedConfig, generate_planted};
+use basin_tasks::node_anomaly::{
+    NodeAnomalyConfig, NodeAnomalyLearner, RelationPool, neighbour_structure,
+};
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{AnomalyProtocol, ScoreMode};
 use basin_train::runner::TrainConfig;
 use tch::Device;
 
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn et_anomaly_detects_planted_anomalies() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = lock_generator();
     // Contextual anomalies carry another community's features and structural ones sit in
     // cliques: neither is visible from a node's own features (a feature-only model is at
     // chance, AUC 0.5); the neighbourhood attention has to find them.
@@ -42,16 +44,19 @@ fn et_anomaly_detects_planted_anomalies() {
             ..TrainConfig::default()
         },
     };
-    let cfg = EtAnomalyConfig::table6(32, 64, 1, 1);
+    let cfg = table6(Table6Row {
+        y: 32,
+        k: 64,
+        t: 1,
+        h: 1,
+    });
     let report = protocol
         .run(
             "planted",
             &data.labelled,
             &is_anomaly,
-            |_, seed| {
-                AnomalyLearner::new(&data, &cfg, seed, Device::Cpu)
-                    .map_err(|e| basin_train::TrainError::State(e.to_string()))
-            },
+            |run| Ok(NodeAnomalyLearner::new(&data, &cfg, run.seed, Device::Cpu)?),
+            |_, _| Ok(()),
             None,
             "cpu",
         )
@@ -64,7 +69,7 @@ fn et_anomaly_detects_planted_anomalies() {
     );
 
     // The reference's switches: no positional embedding, self loops, its pre-step scoring.
-    let reference = EtAnomalyConfig {
+    let reference = NodeAnomalyConfig {
         positional: false,
         self_loops: true,
         ..cfg.clone()
@@ -79,10 +84,15 @@ fn et_anomaly_detects_planted_anomalies() {
             "planted-ref",
             &data.labelled,
             &is_anomaly,
-            |_, seed| {
-                AnomalyLearner::new(&data, &reference, seed, Device::Cpu)
-                    .map_err(|e| basin_train::TrainError::State(e.to_string()))
+            |run| {
+                Ok(NodeAnomalyLearner::new(
+                    &data,
+                    &reference,
+                    run.seed,
+                    Device::Cpu,
+                )?)
             },
+            |_, _| Ok(()),
             None,
             "cpu",
         )
@@ -90,7 +100,7 @@ fn et_anomaly_detects_planted_anomalies() {
     assert!(r.aggregate["test_auc"].0 > 0.6, "{:?}", r.aggregate);
 
     // Appendix C.2: a fresh subgraph of half the training nodes each epoch.
-    let sampled = EtAnomalyConfig {
+    let sampled = NodeAnomalyConfig {
         subgraph_ratio: Some(0.5),
         ..cfg.clone()
     };
@@ -102,10 +112,15 @@ fn et_anomaly_detects_planted_anomalies() {
         "planted-sub",
         &data.labelled,
         &is_anomaly,
-        |_, seed| {
-            AnomalyLearner::new(&data, &sampled, seed, Device::Cpu)
-                .map_err(|e| basin_train::TrainError::State(e.to_string()))
+        |run| {
+            Ok(NodeAnomalyLearner::new(
+                &data,
+                &sampled,
+                run.seed,
+                Device::Cpu,
+            )?)
         },
+        |_, _| Ok(()),
         None,
         "cpu",
     )
@@ -139,8 +154,7 @@ fn neighbour_structure_follows_the_adjacency_and_the_self_loop_switch() {
 
 #[test]
 fn heterogeneous_graphs_run_one_block_per_relation() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    use basin_et::anomaly::RelationPool;
+    let _s = lock_generator();
     use basin_graph::mat::{FraudConfig, load_fraud_mat};
     use basin_train::runner::Learner;
     // The scipy-written CARE-GNN-layout fixture of basin-graph (three relations).
@@ -158,12 +172,17 @@ fn heterogeneous_graphs_run_one_block_per_relation() {
     let items: Vec<usize> = data.labelled.iter().map(|&i| i as usize).collect();
     let mut outputs = Vec::new();
     for pool in [RelationPool::Max, RelationPool::Concat] {
-        let cfg = EtAnomalyConfig {
+        let cfg = NodeAnomalyConfig {
             heterogeneous: true,
             relation_pool: pool,
-            ..EtAnomalyConfig::table6(16, 32, 1, 1)
+            ..table6(Table6Row {
+                y: 16,
+                k: 32,
+                t: 1,
+                h: 1,
+            })
         };
-        let mut learner = AnomalyLearner::new(&data, &cfg, 0, Device::Cpu).unwrap();
+        let mut learner = NodeAnomalyLearner::new(&data, &cfg, 0, Device::Cpu).unwrap();
         let p = learner.predict(&items).unwrap();
         assert_eq!(p.0.len(), items.len());
         assert!(p.positive().iter().all(|v| (0.0..=1.0).contains(v)));

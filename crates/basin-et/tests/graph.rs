@@ -1,10 +1,12 @@
-//! `EtGraphClassifier` learns to tell graph shapes apart from structure alone.
+//! The graph classifier with ET blocks learns to tell graph shapes apart from structure alone.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 
-use basin_et::graph::{AdjacencyMode, EtGraphConfig, GraphLearner, dataset_pe};
 use basin_graph::{Csr, Graph, GraphDataset, Split, Targets};
+use basin_tasks::graph_classification::{
+    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, dataset_pe,
+};
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{FixedSplitProtocol, Metric};
 use basin_train::runner::TrainConfig;
@@ -53,12 +55,12 @@ fn et_graph_classifier_learns_shapes_from_structure() {
         .collect();
     let split = Split::new((0..80).collect(), (80..100).collect(), (100..120).collect());
     for adjacency in [AdjacencyMode::Masked, AdjacencyMode::ReferenceMultiply] {
-        let cfg = EtGraphConfig {
+        let cfg = GraphClassifierConfig {
             adjacency,
             batch: 16,
-            ..EtGraphConfig::tu_cpu()
+            ..basin_et::graph::tu_cpu()
         };
-        let pe = dataset_pe(&data, &cfg).unwrap().map(Arc::new);
+        let pe = dataset_pe(&data, &cfg.batching).unwrap().map(Arc::new);
         let protocol = FixedSplitProtocol {
             runs: 1,
             seed: 0,
@@ -77,10 +79,16 @@ fn et_graph_classifier_learns_shapes_from_structure() {
                 "shapes",
                 &split,
                 &target,
-                |_, seed| {
-                    GraphLearner::new(data.clone(), pe.clone(), &cfg, seed, Device::Cpu)
-                        .map_err(|e| basin_train::TrainError::State(e.to_string()))
+                |run| {
+                    Ok(GraphClassifierLearner::new(
+                        data.clone(),
+                        pe.clone(),
+                        &cfg,
+                        run.seed,
+                        Device::Cpu,
+                    )?)
                 },
+                |_, _| Ok(()),
                 None,
                 "cpu",
             )

@@ -1,25 +1,25 @@
-//! Properties of the graph models that must hold for any weights: EtAnomaly is permutation
-//! equivariant, ignores isolated padding nodes and gives the same answer with sparse and dense
-//! attention; EtGraphClassifier's CLS output ignores padding, non-edges carry exactly zero
-//! attention weight under the default (eq. 25) switch, and each block's energy does not rise
-//! along its steps without noise.
+//! Properties of the graph tasks with ET blocks that must hold for any weights: node anomaly
+//! detection is permutation equivariant, ignores isolated padding nodes and gives the same
+//! answer with sparse and dense attention; the graph classifier's CLS output ignores padding,
+//! non-edges carry exactly zero attention weight under the default (eq. 25) switch, and each
+//! block's energy does not rise along its steps without noise.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 
-use basin_core::Structure;
-use basin_et::anomaly::{EtAnomaly, EtAnomalyConfig, neighbour_structure};
-use basin_et::graph::{
-    AdjacencyMode, DeviceGraphBatch, EtGraphClassifier, EtGraphConfig, dataset_pe,
-};
+use basin_core::testing::lock_generator;
+use basin_core::{DynamicsConfig, Structure};
+use basin_et::anomaly::{Table6Row, table6};
 use basin_graph::anomaly::{PlantedConfig, generate_planted};
 use basin_graph::batch::make_batch;
 use basin_graph::{Csr, Graph, GraphDataset, Targets};
+use basin_tasks::graph_classification::{
+    AdjacencyMode, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, dataset_pe,
+};
+use basin_tasks::node_anomaly::{NodeAnomaly, NodeAnomalyConfig, neighbour_structure};
 use rand::SeedableRng;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn edges(adj: &Csr) -> (Vec<u32>, Vec<u32>) {
     let mut src = Vec::new();
@@ -29,9 +29,9 @@ fn edges(adj: &Csr) -> (Vec<u32>, Vec<u32>) {
     (src, adj.indices().to_vec())
 }
 
-/// A 40-node planted graph, an EtAnomaly on it in float64 (no positional embeddings: those are
+/// A 40-node planted graph, an ET anomaly model on it in float64 (no positional embeddings: those are
 /// per node id, so equivariance holds only without them), and its features.
-fn anomaly_fixture(extra_nodes: i64) -> (VarStore, EtAnomaly, Csr, Tensor) {
+fn anomaly_fixture(extra_nodes: i64) -> (VarStore, NodeAnomaly, Csr, Tensor) {
     let data = generate_planted(&PlantedConfig {
         nodes: 40,
         cliques: 1,
@@ -47,17 +47,22 @@ fn anomaly_fixture(extra_nodes: i64) -> (VarStore, EtAnomaly, Csr, Tensor) {
     let feats =
         Tensor::from_slice(&x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>()).view([n, f]);
     tch::manual_seed(3);
-    let cfg = EtAnomalyConfig {
+    let cfg = NodeAnomalyConfig {
         positional: false,
-        ..EtAnomalyConfig::table6(16, 32, 3, 2)
+        ..table6(Table6Row {
+            y: 16,
+            k: 32,
+            t: 3,
+            h: 2,
+        })
     };
     let mut vs = VarStore::new(Device::Cpu);
-    let model = EtAnomaly::new(&vs.root(), &cfg, f, n + extra_nodes, 1).unwrap();
+    let model = NodeAnomaly::new(&vs.root(), &cfg, f, n + extra_nodes, 1).unwrap();
     vs.double();
     (vs, model, adj, feats)
 }
 
-fn logits(model: &EtAnomaly, adj: &Csr, feats: &Tensor) -> Tensor {
+fn logits(model: &NodeAnomaly, adj: &Csr, feats: &Tensor) -> Tensor {
     let s = neighbour_structure(adj, false, Device::Cpu).unwrap();
     tch::no_grad(|| model.forward(feats, &[s], false))
 }
@@ -68,7 +73,7 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
 
 #[test]
 fn et_anomaly_is_permutation_equivariant() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = lock_generator();
     let (_vs, model, adj, feats) = anomaly_fixture(0);
     let n = adj.num_nodes();
     let base = logits(&model, &adj, &feats);
@@ -93,7 +98,7 @@ fn et_anomaly_is_permutation_equivariant() {
 
 #[test]
 fn et_anomaly_ignores_isolated_padding_nodes() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = lock_generator();
     let extra = 6;
     let (_vs, model, adj, feats) = anomaly_fixture(extra);
     let n = adj.num_nodes();
@@ -114,7 +119,7 @@ fn et_anomaly_ignores_isolated_padding_nodes() {
 
 #[test]
 fn et_anomaly_sparse_and_dense_attention_agree() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = lock_generator();
     let (_vs, model, adj, feats) = anomaly_fixture(0);
     let n = adj.num_nodes() as i64;
     let sparse = logits(&model, &adj, &feats);
@@ -166,10 +171,10 @@ fn graphs() -> Arc<GraphDataset> {
     })
 }
 
-fn classifier(cfg: &EtGraphConfig) -> (VarStore, EtGraphClassifier) {
+fn classifier(cfg: &GraphClassifierConfig) -> (VarStore, GraphClassifier) {
     tch::manual_seed(11);
     let mut vs = VarStore::new(Device::Cpu);
-    let model = EtGraphClassifier::new(&vs.root(), cfg, 2, 2).unwrap();
+    let model = GraphClassifier::new(&vs.root(), cfg, 2, 2).unwrap();
     vs.double();
     // Larger weights than the initialisation, so that every term matters.
     tch::no_grad(|| {
@@ -180,19 +185,20 @@ fn classifier(cfg: &EtGraphConfig) -> (VarStore, EtGraphClassifier) {
     (vs, model)
 }
 
-fn batch(data: &GraphDataset, cfg: &EtGraphConfig, ids: &[usize]) -> DeviceGraphBatch {
-    let pe = dataset_pe(data, cfg).unwrap();
+fn batch(data: &GraphDataset, cfg: &GraphClassifierConfig, ids: &[usize]) -> GraphBatchOnDevice {
+    let pe = dataset_pe(data, &cfg.batching).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let b = make_batch(data, ids, &cfg.batching, pe.as_deref(), &mut rng).unwrap();
-    DeviceGraphBatch::new(&b, Device::Cpu).to_kind(Kind::Double)
+    GraphBatchOnDevice::new(&b, Device::Cpu)
+        .unwrap()
+        .to_kind(Kind::Double)
 }
 
-fn small_cfg() -> EtGraphConfig {
-    let mut cfg = EtGraphConfig {
-        steps: 4,
-        noise: 0.0,
-        ..EtGraphConfig::tu_cpu()
-    };
+/// The CPU preset with 4 noiseless steps per block and k = 3 encodings.
+fn small_cfg() -> GraphClassifierConfig {
+    let mut cfg = basin_et::graph::tu_cpu();
+    cfg.block.steps = 4;
+    cfg.block.dynamics = DynamicsConfig::gradient_flow(0.01);
     if let Some(pe) = cfg.batching.pe.as_mut() {
         pe.k = 3;
     }
@@ -201,17 +207,17 @@ fn small_cfg() -> EtGraphConfig {
 
 #[test]
 fn et_graph_cls_output_ignores_padding() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = lock_generator();
     let data = graphs();
     for adjacency in [AdjacencyMode::Masked, AdjacencyMode::ReferenceMultiply] {
-        let cfg = EtGraphConfig {
+        let cfg = GraphClassifierConfig {
             adjacency,
             ..small_cfg()
         };
         let (_vs, model) = classifier(&cfg);
-        let alone = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0]), false));
+        let alone = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0]), false).unwrap());
         // Graph 5 has 15 nodes: graph 0 (5 nodes) is padded to 16 tokens with it.
-        let padded = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0, 5]), false));
+        let padded = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0, 5]), false).unwrap());
         let d = max_diff(&padded.narrow(0, 0, 1), &alone);
         assert!(
             d < 1e-10,
@@ -222,12 +228,12 @@ fn et_graph_cls_output_ignores_padding() {
 
 #[test]
 fn et_graph_non_edges_carry_zero_attention_weight() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = lock_generator();
     let data = graphs();
     let cfg = small_cfg();
     let (_vs, model) = classifier(&cfg);
     let b = batch(&data, &cfg, &[2, 3]);
-    let (x, s) = model.tokens_and_structure(&b);
+    let (x, s) = model.tokens_and_structure(&b).unwrap();
     let block = &model.blocks()[0];
     let g = block.norm.forward(&x).detach();
     // ∂E/∂Â_ij is the attention weight of the pair times its score: exactly zero for a pair
@@ -258,17 +264,22 @@ fn et_graph_non_edges_carry_zero_attention_weight() {
 
 #[test]
 fn et_graph_block_energies_do_not_rise_without_noise() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = lock_generator();
     let data = graphs();
     let cfg = small_cfg();
     let (_vs, model) = classifier(&cfg);
-    let curves = model.energy_per_step(&batch(&data, &cfg, &[0, 1, 2, 3, 4, 5]));
+    let curves = model
+        .energy_per_step(&batch(&data, &cfg, &[0, 1, 2, 3, 4, 5]))
+        .unwrap();
     assert_eq!(curves.len(), cfg.blocks);
     for (i, c) in curves.iter().enumerate() {
-        assert_eq!(c.len(), cfg.steps + 1);
+        assert_eq!(c.len(), cfg.block.steps + 1);
         for w in c.windows(2) {
             assert!(w[1] <= w[0] + 1e-9 * w[0].abs(), "block {i} rose: {c:?}");
         }
-        assert!(c[cfg.steps] < c[0], "block {i} did not descend: {c:?}");
+        assert!(
+            c[cfg.block.steps] < c[0],
+            "block {i} did not descend: {c:?}"
+        );
     }
 }

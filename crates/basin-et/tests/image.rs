@@ -1,57 +1,25 @@
-//! `EtImage` learns to complete synthetic stripes well below the mean predictor, its energy falls
+//! Image completion with an ET block learns to complete synthetic stripes well below the mean predictor, its energy falls
 //! along the steps, and its pictures have the expected sizes and content.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 
 use basin_core::{BlockConfig, TraceOptions};
-use basin_et::image::{EtImageConfig, ImageLoss};
-use basin_et::image_train::{ImageLearner, write_energy};
+use basin_et::image::{ablation, cifar10_cpu, imagenet};
 use basin_image::{Augment, ImageSet, MaskStrategy, Normalize};
+use basin_tasks::image_completion::{
+    ImageCompletionConfig, ImageLearner, ImageLoss, PatchBatchOnDevice, summary,
+};
 use basin_train::optim::OptimConfig;
 use basin_train::runner::{Runner, TrainConfig, Validation};
 use tch::Device;
 
-/// Stripes and checkerboards, 16×16 grey, random widths and phases.
 fn stripes(n: usize, seed: u64) -> ImageSet {
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    let mut next = |m: u64| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (state >> 33) % m
-    };
-    let mut pixels = Vec::with_capacity(n * 256);
-    let mut labels = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (family, width, py, px) = (next(3), next(3) + 1, next(6), next(6));
-        for y in 0..16u64 {
-            for x in 0..16u64 {
-                let v = match family {
-                    0 => (y + py) / width,
-                    1 => (x + px) / width,
-                    _ => (x + px) / width + (y + py) / width,
-                };
-                pixels.push(if v % 2 == 0 { 30u8 } else { 220 });
-            }
-        }
-        labels.push(family as i64);
-    }
-    ImageSet::new(
-        16,
-        16,
-        1,
-        pixels,
-        labels,
-        vec!["h".into(), "v".into(), "checker".into()],
-    )
-    .unwrap()
+    basin_image::synthetic::stripes(n, seed).unwrap()
 }
 
-fn small_config() -> EtImageConfig {
-    EtImageConfig {
+fn small_config() -> ImageCompletionConfig {
+    ImageCompletionConfig {
         channels: 1,
         height: 16,
         width: 16,
@@ -106,22 +74,14 @@ fn etimage_learns_to_complete_stripes_and_descends() {
             &train,
             &[("train", &train), ("val", &val), ("test", &test)],
             |l, _, _| {
-                let r = l
-                    .evaluate(&val, &[0])
-                    .map_err(|e| basin_train::TrainError::State(e.to_string()))?;
+                let r = l.evaluate(&val, &[0])?;
                 Ok(Validation {
                     metrics: BTreeMap::from([("val_mse".into(), r.mse)]),
                     score: -r.mse,
                     ..Validation::default()
                 })
             },
-            |l, _| {
-                Ok(basin_et::image_train::summary(
-                    "test_",
-                    &l.evaluate(&test, &[0, 1])
-                        .map_err(|e| basin_train::TrainError::State(e.to_string()))?,
-                ))
-            },
+            |l, _| Ok(summary("test_", &l.evaluate(&test, &[0, 1])?)),
         )
         .unwrap();
     // Predicting the mean (0 after normalisation) costs the variance, ≈ 1.
@@ -137,7 +97,7 @@ fn etimage_learns_to_complete_stripes_and_descends() {
     );
 
     // The energy falls along the steps for every image at evaluation.
-    let b = basin_et::image::DeviceBatch::new(
+    let b = PatchBatchOnDevice::new(
         &learner
             .eval_pipe
             .batch(&learner.data, &test[..16], 3)
@@ -192,25 +152,24 @@ fn etimage_learns_to_complete_stripes_and_descends() {
         .unwrap()
         .to_rgb8();
     assert_eq!(dynamics.dimensions().1, 4 + 3 * (64 + 4));
-    write_energy(&terms, "energy", &dir.path().join("energy.png")).unwrap();
 }
 
 #[test]
 fn ablations_select_the_terms_and_bad_configs_are_refused() {
-    let base = EtImageConfig::cifar10_cpu();
+    let base = cifar10_cpu();
     assert_eq!(base.tokens(), 64);
     assert_eq!(base.patch_len(), 48);
-    let nohn = base.ablation("nohn+self").unwrap();
+    let nohn = ablation(&base, "nohn+self").unwrap();
     assert!(
         nohn.self_attention
             && nohn.block.terms.len() == 1
             && nohn.block.terms[0].name() == "attention"
     );
-    let noatt = base.ablation("noatt").unwrap();
+    let noatt = ablation(&base, "noatt").unwrap();
     assert!(!noatt.self_attention && noatt.block.terms[0].name() == "hopfield");
-    assert!(base.ablation("nothing").is_err());
+    assert!(ablation(&base, "nothing").is_err());
     assert!(
-        EtImageConfig {
+        ImageCompletionConfig {
             patch: 5,
             ..base.clone()
         }
@@ -219,7 +178,7 @@ fn ablations_select_the_terms_and_bad_configs_are_refused() {
         .to_string()
         .contains("patch")
     );
-    let imagenet = EtImageConfig::imagenet();
+    let imagenet = imagenet();
     assert_eq!(
         (imagenet.tokens(), imagenet.patch_len(), imagenet.block.dim),
         (196, 768, 768)

@@ -77,6 +77,16 @@ pub enum GraphError {
         /// The count found.
         found: usize,
     },
+    /// A line of a text file is malformed (a message that fits no narrower variant).
+    #[error("{path}:{line}: {message}", path = path.display())]
+    AtLine {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong and what was expected.
+        message: String,
+    },
     /// A binary container (npz, mat, cache) does not hold what the format promises.
     #[error("{path}: {message}")]
     Format {

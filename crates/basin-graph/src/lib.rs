@@ -11,7 +11,9 @@
 //!   parallel, sparse LOBPCG for big graphs; ET eq. 23), [`batch`] (CLS, padding with a cap,
 //!   masks, neighbour CSR), [`sample`] (induced-subgraph and neighbour sampling), [`split`]
 //!   (seeded stratified splits with a hash), [`cache`] (preprocessed results on disk);
-//! - [`source`]: open a dataset by path or by name under a data directory.
+//! - [`source`]: open a dataset by path or by name under a data directory ([`datadir`]: the
+//!   one rule for where that is);
+//! - [`mil`]: multiple-instance bags (the Hopfield MIL benchmarks: CSV and PRTools files).
 //!
 //! The arrays it produces are handed to basin-core by the model crates; this crate never
 //! depends on tch.
@@ -39,11 +41,13 @@
 pub mod anomaly;
 pub mod batch;
 pub mod cache;
+pub mod datadir;
 pub mod error;
 pub mod laplacian;
 pub mod lobpcg;
 pub mod lrgb;
 pub mod mat;
+pub mod mil;
 pub mod npz;
 mod partial_eigh;
 pub mod sample;

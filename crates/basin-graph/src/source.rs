@@ -46,13 +46,6 @@ impl Dataset {
     }
 }
 
-/// `BASIN_DATA_DIR`, if set.
-pub fn data_dir_from_env() -> Option<PathBuf> {
-    std::env::var_os("BASIN_DATA_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
 /// Reads a dataset from a path (see the module docs).
 pub fn open_path(path: &Path) -> Result<Dataset> {
     if path.is_dir() {
@@ -122,12 +115,7 @@ pub fn open(spec: &str, data_dir: Option<&Path>) -> Result<Dataset> {
         "planted" => return Ok(Dataset::Nodes(generate_planted(&PlantedConfig::default())?)),
         _ => {}
     }
-    let dir = data_dir.map(Path::to_path_buf).or_else(data_dir_from_env).ok_or_else(|| {
-        GraphError::invalid(
-            "dataset",
-            format!("`{spec}` is not a path; to open it by name give --data-dir or set BASIN_DATA_DIR"),
-        )
-    })?;
+    let dir = crate::datadir::data_dir(data_dir);
     let candidates: Vec<PathBuf> = match lower.as_str() {
         "reddit" | "tolokers" => vec![dir.join("anomaly").join(format!("{lower}.npz"))],
         "peptides-func" | "peptides-functional" => vec![dir.join("lrgb/peptides-functional")],
@@ -160,7 +148,7 @@ pub fn open(spec: &str, data_dir: Option<&Path>) -> Result<Dataset> {
                 .cloned()
                 .unwrap_or_else(|| dir.join("tu").join(spec)),
             what: format!(
-                "dataset `{spec}`: not a path, not found under {}; known names: {} or a TU folder under tu/",
+                "dataset `{spec}`: not a path, not found under {} (the data directory: --data-dir, else BASIN_DATA_DIR, else the user cache); known names: {} or a TU folder under tu/",
                 dir.display(),
                 KNOWN_NAMES.join(", ")
             ),

@@ -5,8 +5,6 @@
 //! the reference's sink-node encoding.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use basin_graph::Csr;
 use basin_graph::laplacian::{
     LaplacianPe, PeConfig, SignFlip, Solver, laplacian_pe, laplacian_pe_many, normalized_laplacian,
@@ -175,7 +173,7 @@ fn eigenpairs_match_scipy() {
 fn fixture_graphs_are_the_loaded_tu_graphs() {
     let mut z = NpzReader::open(std::path::Path::new(FIXTURE)).unwrap();
     let cases = cases(&mut z);
-    let mutag = basin_graph::tu::load_tu(&common::data("tu/MUTAG")).unwrap();
+    let mutag = basin_graph::tu::load_tu(&basin_graph::require_data!("tu/MUTAG")).unwrap();
     for (case, g) in [(0, 0), (1, 1), (2, 2), (3, 4)] {
         assert_eq!(cases[case].adj, mutag.graphs[g].adjacency);
     }

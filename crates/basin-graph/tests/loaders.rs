@@ -3,8 +3,6 @@
 //! their named errors on malformed input.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
 use basin_graph::GraphError;
@@ -180,7 +178,7 @@ fn malformed_mat_files_are_named_errors() {
 #[test]
 fn anomaly_npz_graphs_match_published_statistics() {
     let reddit = load_anomaly_npz(
-        &common::data("anomaly/reddit.npz"),
+        &basin_graph::require_data!("anomaly/reddit.npz"),
         &NodeLoadOptions::default(),
     )
     .unwrap();
@@ -196,7 +194,7 @@ fn anomaly_npz_graphs_match_published_statistics() {
         s.anomaly_ratio
     );
     let tolokers = load_anomaly_npz(
-        &common::data("anomaly/tolokers.npz"),
+        &basin_graph::require_data!("anomaly/tolokers.npz"),
         &NodeLoadOptions::default(),
     )
     .unwrap();
@@ -214,7 +212,7 @@ fn anomaly_npz_graphs_match_published_statistics() {
     }
     // Unsymmetrised, the stored rows come back as they are.
     let raw = load_anomaly_npz(
-        &common::data("anomaly/tolokers.npz"),
+        &basin_graph::require_data!("anomaly/tolokers.npz"),
         &NodeLoadOptions {
             symmetrize: false,
             self_loops: SelfLoops::Keep,
@@ -223,7 +221,7 @@ fn anomaly_npz_graphs_match_published_statistics() {
     .unwrap();
     assert_eq!(raw.graph.adjacency.nnz(), 519_000);
     let looped = load_anomaly_npz(
-        &common::data("anomaly/tolokers.npz"),
+        &basin_graph::require_data!("anomaly/tolokers.npz"),
         &NodeLoadOptions {
             symmetrize: true,
             self_loops: SelfLoops::Add,
@@ -298,7 +296,7 @@ fn malformed_npz_are_named_errors() {
 
 #[test]
 fn peptides_func_with_its_official_split() {
-    let ds = load_peptides_func(&common::data("lrgb/peptides-functional")).unwrap();
+    let ds = load_peptides_func(&basin_graph::require_data!("lrgb/peptides-functional")).unwrap();
     ds.validate().unwrap();
     let s = ds.stats();
     assert_eq!(s.graphs, 15_535);

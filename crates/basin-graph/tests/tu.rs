@@ -2,8 +2,6 @@
 //! `write_tu`, and the named errors on malformed files.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::path::Path;
 
 use basin_graph::tu::{load_tu, write_tu};
@@ -81,7 +79,7 @@ const PUBLISHED: &[Published] = &[
 #[test]
 fn six_tu_datasets_match_published_statistics() {
     for p in PUBLISHED {
-        let ds = load_tu(&common::data(&format!("tu/{}", p.name))).unwrap();
+        let ds = load_tu(&basin_graph::require_data!(&format!("tu/{}", p.name))).unwrap();
         ds.validate().unwrap();
         let s = ds.stats();
         assert_eq!(s.name, p.name);
@@ -117,7 +115,7 @@ fn six_tu_datasets_match_published_statistics() {
 
 #[test]
 fn mutag_details_follow_pyg() {
-    let ds = load_tu(&common::data("tu/MUTAG")).unwrap();
+    let ds = load_tu(&basin_graph::require_data!("tu/MUTAG")).unwrap();
     assert_eq!(ds.class_values, vec![-1, 1]);
     let Targets::Classes {
         labels,
@@ -146,7 +144,7 @@ fn mutag_details_follow_pyg() {
 
 #[test]
 fn enzymes_features_are_attributes_then_one_hot_labels() {
-    let ds = load_tu(&common::data("tu/ENZYMES")).unwrap();
+    let ds = load_tu(&basin_graph::require_data!("tu/ENZYMES")).unwrap();
     let f = &ds.graphs[0].node_features;
     // First line of ENZYMES_node_attributes.txt.
     assert!((f[[0, 0]] - 11.0).abs() < 1e-6 && (f[[0, 1]] - 15.887014).abs() < 1e-4);
@@ -186,7 +184,7 @@ fn round_trip_through_write_tu() {
     let back = basin_graph::tu::load_tu_with(&out, Some("T"), &Default::default()).unwrap();
     assert_eq!(back, ds);
     // And a real dataset with edge labels.
-    let mutag = load_tu(&common::data("tu/MUTAG")).unwrap();
+    let mutag = load_tu(&basin_graph::require_data!("tu/MUTAG")).unwrap();
     let out = tmp.path().join("MUTAG");
     write_tu(&mutag, &out).unwrap();
     assert_eq!(load_tu(&out).unwrap(), mutag);

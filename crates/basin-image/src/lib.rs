@@ -10,6 +10,7 @@
 //! - [`patch::Grid`]: patchify / unpatchify, exact round trip.
 //! - [`mask::MaskStrategy`]: k random patches, the paper's masked/visible-but-scored mix, blocks.
 //! - [`batch::Pipeline`]: augment → normalise → patchify → mask, in parallel and deterministic.
+//! - [`synthetic::stripes`]: a toy set (stripes, checkerboards) that needs no download.
 
 pub mod batch;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod idx;
 pub mod mask;
 pub mod patch;
 pub mod set;
+pub mod synthetic;
 pub mod transform;
 
 pub use batch::{PatchBatch, Pipeline};

@@ -24,6 +24,12 @@ pub enum TrainError {
     /// A saved state (checkpoint, optimiser state) does not fit.
     #[error("{0}")]
     State(String),
+    /// From loading or preparing data (splits, batches, loaders).
+    #[error(transparent)]
+    Data(#[from] basin_graph::GraphError),
+    /// From a learner's own code (a task or model crate's error, with its source chain).
+    #[error(transparent)]
+    Learner(Box<dyn std::error::Error + Send + Sync>),
     /// A metric could not be computed.
     #[error(transparent)]
     Metric(#[from] crate::metrics::MetricError),
@@ -41,4 +47,11 @@ pub enum TrainError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl TrainError {
+    /// Wraps a learner's own error.
+    pub fn learner(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Learner(Box::new(e))
+    }
 }

@@ -21,7 +21,6 @@
 pub mod image_metrics;
 pub mod loss;
 pub mod metrics;
-pub mod mil;
 pub mod optim;
 pub mod plot;
 pub mod protocol;

@@ -46,6 +46,27 @@ fn graph_err(e: basin_graph::GraphError) -> TrainError {
 /// Mean ± std (population) of each summary metric over runs.
 pub type Aggregate = BTreeMap<String, (f64, f64)>;
 
+/// One run (or fold) of a protocol, known before anything trains: the directory it writes
+/// under the protocol's output directory, its split and its model seed. `make` gets it to
+/// build the learner (which may fit feature statistics on `split.train` only), `basin eval`
+/// gets the same list to find each run again; the directory names exist only here.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedRun {
+    /// Directory under the protocol's output, e.g. `repeat-0/fold-3` or `run-1`.
+    pub dir: String,
+    /// Train / validation / test items.
+    pub split: Split,
+    /// Model seed.
+    pub seed: u64,
+}
+
+impl PlannedRun {
+    /// The training items as indices.
+    pub fn train(&self) -> Vec<usize> {
+        ids(&self.split.train)
+    }
+}
+
 /// The result of a protocol: every run's record and the aggregate.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProtocolReport {
@@ -185,18 +206,14 @@ impl Default for AnomalyProtocol {
 }
 
 impl AnomalyProtocol {
-    /// Runs the protocol. `labelled` are the node ids with a label (Amazon: all but the first
-    /// 3305), `is_anomaly[i]` the label of node `i`; `make(run, seed)` builds a fresh learner.
-    /// With `out`, each run writes its record and checkpoints under `out/run-<r>`.
-    pub fn run<L: Learner>(
+    /// The runs: one stratified split (fixed seed) shared by every run, model seeds
+    /// `seed, seed + 1, …`, directories `run-<r>`. `labelled` are the node ids with a label
+    /// (Amazon: all but the first 3305), `is_anomaly[i]` the label of node `i`.
+    pub fn plan(
         &self,
-        name: &str,
         labelled: &[u32],
         is_anomaly: &[bool],
-        mut make: impl FnMut(usize, u64) -> Result<L, TrainError>,
-        out: Option<&Path>,
-        device: &str,
-    ) -> Result<ProtocolReport, TrainError> {
+    ) -> Result<Vec<PlannedRun>, TrainError> {
         let labels: Vec<usize> = labelled
             .iter()
             .map(|&i| is_anomaly.get(i as usize).map(|&a| usize::from(a)))
@@ -206,19 +223,44 @@ impl AnomalyProtocol {
                 message: "a node id is beyond the labels".into(),
             })?;
         let split = stratified_split(labelled, &labels, &self.split).map_err(graph_err)?;
-        let (train, val, test) = (ids(&split.train), ids(&split.val), ids(&split.test));
-        let truth = |items: &[usize]| items.iter().map(|&i| is_anomaly[i]).collect::<Vec<bool>>();
-        let (val_y, test_y) = (truth(&val), truth(&test));
+        Ok((0..self.runs)
+            .map(|r| PlannedRun {
+                dir: format!("run-{r}"),
+                split: split.clone(),
+                seed: self.seed + r as u64,
+            })
+            .collect())
+    }
+
+    /// Runs the protocol (see [`AnomalyProtocol::plan`]). `make` builds a fresh learner per run;
+    /// `finished` sees each trained learner with its selected weights restored. With `out`,
+    /// each run writes its record and checkpoints under `out/<dir>`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run<L: Learner>(
+        &self,
+        name: &str,
+        labelled: &[u32],
+        is_anomaly: &[bool],
+        mut make: impl FnMut(&PlannedRun) -> Result<L, TrainError>,
+        mut finished: impl FnMut(&PlannedRun, &mut L) -> Result<(), TrainError>,
+        out: Option<&Path>,
+        device: &str,
+    ) -> Result<ProtocolReport, TrainError> {
+        let plan = self.plan(labelled, is_anomaly)?;
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
-        let mut runs = Vec::with_capacity(self.runs);
-        for r in 0..self.runs {
-            let seed = self.seed + r as u64;
-            let mut learner = make(r, seed)?;
+        let mut runs = Vec::with_capacity(plan.len());
+        for run in &plan {
+            let split = &run.split;
+            let (train, val, test) = (ids(&split.train), ids(&split.val), ids(&split.test));
+            let truth =
+                |items: &[usize]| items.iter().map(|&i| is_anomaly[i]).collect::<Vec<bool>>();
+            let (val_y, test_y) = (truth(&val), truth(&test));
+            let mut learner = make(run)?;
             let runner = Runner {
-                name: format!("{name}/run-{r}"),
+                name: format!("{name}/{}", run.dir),
                 train: self.train.clone(),
-                seed,
-                dir: out.map(|o| o.join(format!("run-{r}"))),
+                seed: run.seed,
+                dir: out.map(|o| o.join(&run.dir)),
                 device: device.into(),
                 config: config.clone(),
                 progress: true,
@@ -248,24 +290,26 @@ impl AnomalyProtocol {
                     Ok(Validation {
                         metrics: BTreeMap::from([("val_macro_f1".into(), f1), ("val_auc".into(), auc), ("threshold".into(), threshold)]),
                         score: f1,
-                        carry: BTreeMap::from([("threshold".into(), threshold)]),
+                        for_test: BTreeMap::from([("threshold".into(), threshold)]),
                         test_now,
                     })
                 },
                 |l, v| {
-                    let threshold = v.carry.get("threshold").copied().unwrap_or(0.5);
+                    let threshold = v.for_test.get("threshold").copied().unwrap_or(0.5);
                     Ok(anomaly_metrics(&test_y, &l.predict(&test)?.positive(), threshold)?)
                 },
             )?;
+            finished(run, &mut learner)?;
             runs.push(record);
         }
+        let hash = plan.first().map_or("", |r| r.split.hash.as_str());
         let mut notes = vec![format!(
             "split: stratified, train ratio {}, val:test = {:.2}:{:.2} of the rest, seed {} (hash {})",
             self.split.train_ratio,
             1.0 - self.split.test_fraction_of_rest,
             self.split.test_fraction_of_rest,
             self.split.seed,
-            &split.hash[..12]
+            &hash[..12.min(hash.len())]
         )];
         if self.score == ScoreMode::ReferencePreStep {
             notes.push("score = reference-pre-step: training-mode logits from before each optimiser step, test read every epoch (the reference code's behaviour)".into());
@@ -274,7 +318,8 @@ impl AnomalyProtocol {
     }
 }
 
-fn anomaly_metrics(
+/// The anomaly protocol's test metrics (macro-F1 at `threshold`, AUC, AP) of scores `p`.
+pub fn anomaly_metrics(
     y: &[bool],
     p: &[f64],
     threshold: f64,
@@ -404,16 +449,9 @@ fn fold_runs<L: Learner>(
 }
 
 impl CrossValidation {
-    /// Runs every fold of every repeat. `target[i]` is item `i`'s class (or value);
-    /// `make(repeat, fold, seed)` builds a fresh learner.
-    pub fn run<L: Learner>(
-        &self,
-        name: &str,
-        target: &[f64],
-        mut make: impl FnMut(usize, usize, u64) -> Result<L, TrainError>,
-        out: Option<&Path>,
-        device: &str,
-    ) -> Result<ProtocolReport, TrainError> {
+    /// The folds: stratified k-fold of `target` (classes; one stratum for `mae`), repeat `r`
+    /// seeded `folds.seed + r`, directories `repeat-<r>/fold-<f>`.
+    pub fn plan(&self, target: &[f64]) -> Result<Vec<PlannedRun>, TrainError> {
         let items: Vec<u32> = (0..target.len() as u32).collect();
         let classes: Vec<usize> = target
             .iter()
@@ -425,8 +463,7 @@ impl CrossValidation {
                 }
             })
             .collect();
-        let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
-        let mut runs = Vec::new();
+        let mut plan = Vec::new();
         for r in 0..self.repeats {
             let folds = stratified_kfold(
                 &items,
@@ -437,30 +474,55 @@ impl CrossValidation {
                 },
             )
             .map_err(graph_err)?;
-            for (f, split) in folds.iter().enumerate() {
-                let seed = self
-                    .folds
-                    .seed
-                    .wrapping_mul(1000)
-                    .wrapping_add((r * folds.len() + f) as u64);
-                let mut learner = make(r, f, seed)?;
-                let runner = Runner {
-                    name: format!("{name}/repeat-{r}/fold-{f}"),
-                    train: self.train.clone(),
-                    seed,
-                    dir: out.map(|o| o.join(format!("repeat-{r}")).join(format!("fold-{f}"))),
-                    device: device.into(),
-                    config: config.clone(),
-                    progress: true,
-                };
-                runs.push(fold_runs(
+            let k = folds.len();
+            for (f, split) in folds.into_iter().enumerate() {
+                plan.push(PlannedRun {
+                    dir: format!("repeat-{r}/fold-{f}"),
                     split,
-                    target,
-                    self.metric,
-                    &runner,
-                    &mut learner,
-                )?);
+                    seed: self
+                        .folds
+                        .seed
+                        .wrapping_mul(1000)
+                        .wrapping_add((r * k + f) as u64),
+                });
             }
+        }
+        Ok(plan)
+    }
+
+    /// Runs every fold of every repeat (see [`CrossValidation::plan`]). `target[i]` is item
+    /// `i`'s class (or value); `make` builds a fresh learner per fold; `finished` sees each
+    /// trained learner with its selected weights restored.
+    pub fn run<L: Learner>(
+        &self,
+        name: &str,
+        target: &[f64],
+        mut make: impl FnMut(&PlannedRun) -> Result<L, TrainError>,
+        mut finished: impl FnMut(&PlannedRun, &mut L) -> Result<(), TrainError>,
+        out: Option<&Path>,
+        device: &str,
+    ) -> Result<ProtocolReport, TrainError> {
+        let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
+        let mut runs = Vec::new();
+        for run in self.plan(target)? {
+            let mut learner = make(&run)?;
+            let runner = Runner {
+                name: format!("{name}/{}", run.dir),
+                train: self.train.clone(),
+                seed: run.seed,
+                dir: out.map(|o| o.join(&run.dir)),
+                device: device.into(),
+                config: config.clone(),
+                progress: true,
+            };
+            runs.push(fold_runs(
+                &run.split,
+                target,
+                self.metric,
+                &runner,
+                &mut learner,
+            )?);
+            finished(&run, &mut learner)?;
         }
         let notes = vec![format!(
             "{}-fold stratified cross-validation × {} repeats; model selection on an inner validation split ({:.3} of each training part); test folds never seen in training or selection",
@@ -485,27 +547,40 @@ pub struct FixedSplitProtocol {
 }
 
 impl FixedSplitProtocol {
-    /// Runs the protocol on the published `split`; `target[i]` is item `i`'s class or value.
+    /// The runs on the published `split`: seeds `seed, seed + 1, …`, directories `run-<r>`.
+    pub fn plan(&self, split: &Split) -> Result<Vec<PlannedRun>, TrainError> {
+        split.check_disjoint().map_err(graph_err)?;
+        Ok((0..self.runs.max(1))
+            .map(|r| PlannedRun {
+                dir: format!("run-{r}"),
+                split: split.clone(),
+                seed: self.seed + r as u64,
+            })
+            .collect())
+    }
+
+    /// Runs the protocol on the published `split`; `target[i]` is item `i`'s class or value;
+    /// `make` builds a fresh learner per run, `finished` sees it trained.
+    #[allow(clippy::too_many_arguments)]
     pub fn run<L: Learner>(
         &self,
         name: &str,
         split: &Split,
         target: &[f64],
-        mut make: impl FnMut(usize, u64) -> Result<L, TrainError>,
+        mut make: impl FnMut(&PlannedRun) -> Result<L, TrainError>,
+        mut finished: impl FnMut(&PlannedRun, &mut L) -> Result<(), TrainError>,
         out: Option<&Path>,
         device: &str,
     ) -> Result<ProtocolReport, TrainError> {
-        split.check_disjoint().map_err(graph_err)?;
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
         let mut runs = Vec::new();
-        for r in 0..self.runs.max(1) {
-            let seed = self.seed + r as u64;
-            let mut learner = make(r, seed)?;
+        for run in self.plan(split)? {
+            let mut learner = make(&run)?;
             let runner = Runner {
-                name: format!("{name}/run-{r}"),
+                name: format!("{name}/{}", run.dir),
                 train: self.train.clone(),
-                seed,
-                dir: out.map(|o| o.join(format!("run-{r}"))),
+                seed: run.seed,
+                dir: out.map(|o| o.join(&run.dir)),
                 device: device.into(),
                 config: config.clone(),
                 progress: true,
@@ -517,6 +592,7 @@ impl FixedSplitProtocol {
                 &runner,
                 &mut learner,
             )?);
+            finished(&run, &mut learner)?;
         }
         Ok(ProtocolReport::new(
             "fixed-split",
@@ -563,23 +639,33 @@ impl Default for EtPaperProtocol {
 }
 
 impl EtPaperProtocol {
-    /// Runs the procedure; `target[i]` is graph `i`'s class.
+    /// The one run: every graph in training, directory `et-paper`.
+    pub fn plan(&self, items: usize) -> PlannedRun {
+        PlannedRun {
+            dir: "et-paper".into(),
+            split: Split::new((0..items as u32).collect(), Vec::new(), Vec::new()),
+            seed: self.seed,
+        }
+    }
+
+    /// Runs the procedure; `target[i]` is graph `i`'s class; `make` builds the learner.
     pub fn run<L: Learner>(
         &self,
         name: &str,
         target: &[f64],
-        mut make: impl FnMut(u64) -> Result<L, TrainError>,
+        mut make: impl FnMut(&PlannedRun) -> Result<L, TrainError>,
         out: Option<&Path>,
         device: &str,
     ) -> Result<ProtocolReport, TrainError> {
         let all: Vec<usize> = (0..target.len()).collect();
         let classes: Vec<i64> = target.iter().map(|&t| t as i64).collect();
-        let mut learner = make(self.seed)?;
+        let plan = self.plan(target.len());
+        let mut learner = make(&plan)?;
         let runner = Runner {
-            name: format!("{name}/et-paper"),
+            name: format!("{name}/{}", plan.dir),
             train: self.train.clone(),
             seed: self.seed,
-            dir: out.map(|o| o.join("et-paper")),
+            dir: out.map(|o| o.join(&plan.dir)),
             device: device.into(),
             config: serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?,
             progress: true,

@@ -161,12 +161,3 @@ pub fn git_revision() -> String {
         None => "unknown".into(),
     }
 }
-
-/// Writes a reproduction's `report.md` and `report.json` into `out`, each atomically.
-pub fn write_report<T: Serialize>(out: &Path, markdown: &str, json: &T) -> Result<(), TrainError> {
-    basin_core::checkpoint::write_atomic(&out.join("report.md"), markdown.as_bytes())?;
-    let text = serde_json::to_string_pretty(json)
-        .map_err(|e| TrainError::State(format!("cannot serialise the report: {e}")))?;
-    basin_core::checkpoint::write_atomic(&out.join("report.json"), text.as_bytes())?;
-    Ok(())
-}

@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
+use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn::VarStore};
@@ -86,24 +87,87 @@ pub struct EpochOutput {
     pub pre_step_scores: Option<Scores>,
 }
 
-/// A model the protocols can train and evaluate; items (nodes, graphs) are indices.
+/// What one training step of a learner produces.
+#[derive(Debug)]
+pub struct StepOutput {
+    /// The loss to backpropagate (a scalar tensor with a graph).
+    pub loss: Tensor,
+    /// Training-mode scores of every item from the same forward pass, before the step (the
+    /// anomaly reference quirk; full-batch learners only).
+    pub pre_step_scores: Option<Scores>,
+}
+
+impl StepOutput {
+    /// A step with just a loss.
+    pub fn loss(loss: Tensor) -> Self {
+        Self {
+            loss,
+            pre_step_scores: None,
+        }
+    }
+}
+
+/// A model the protocols can train and evaluate; items (nodes, graphs, images) are indices.
+///
+/// The mini-batch loop is the runner's, not the learner's: each epoch the training items are
+/// shuffled with the epoch's `rng` and cut into batches of [`Learner::batch_size`] (or taken
+/// all at once), and [`Learner::train_step`] gives each batch's loss.
 pub trait Learner {
     /// The model's parameters (optimised and checkpointed).
     fn vars(&self) -> &VarStore;
-    /// One epoch on the `train` items: call [`Steps::step`] once per mini-batch. Draw every
-    /// random choice from `rng` or libtorch's generator (both reseeded per epoch).
-    fn train_epoch(
+    /// Items per optimiser step; `None` for one full-batch step per epoch on the training
+    /// items in their given order.
+    fn batch_size(&self) -> Option<usize>;
+    /// The training-mode loss of one batch of items. Draw every random choice from `rng` or
+    /// libtorch's generator (both reseeded per epoch).
+    fn train_step(
         &mut self,
-        train: &[usize],
-        steps: &mut Steps<'_>,
+        items: &[usize],
         rng: &mut ChaCha8Rng,
-    ) -> Result<EpochOutput, TrainError>;
+    ) -> Result<StepOutput, TrainError>;
     /// Evaluation-mode scores of `items`, one row per item, in order.
     fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError>;
 }
 
-/// The optimiser steps of one epoch, handed to [`Learner::train_epoch`].
-pub struct Steps<'a> {
+/// One epoch of `learner` on `train`: the shared mini-batch loop (see [`Learner`]).
+pub(crate) fn train_epoch<L: Learner + ?Sized>(
+    learner: &mut L,
+    train: &[usize],
+    steps: &mut Steps<'_>,
+    rng: &mut ChaCha8Rng,
+) -> Result<EpochOutput, TrainError> {
+    let batches: Vec<Vec<usize>> = match learner.batch_size() {
+        Some(0) => {
+            return Err(TrainError::Config {
+                field: "batch".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        Some(size) => {
+            let mut order = train.to_vec();
+            order.shuffle(rng);
+            order.chunks(size).map(<[usize]>::to_vec).collect()
+        }
+        None => vec![train.to_vec()],
+    };
+    let (mut total, mut n) = (0.0, 0usize);
+    let mut pre_step_scores = None;
+    for items in &batches {
+        let out = learner.train_step(items, rng)?;
+        total += steps.step(&out.loss)?;
+        n += 1;
+        if out.pre_step_scores.is_some() {
+            pre_step_scores = out.pre_step_scores;
+        }
+    }
+    Ok(EpochOutput {
+        loss: total / n.max(1) as f64,
+        pre_step_scores,
+    })
+}
+
+/// The optimiser steps of one epoch.
+pub(crate) struct Steps<'a> {
     opt: &'a mut AdamW,
     schedule: Option<&'a (Schedule, Unit)>,
     epoch: usize,
@@ -176,7 +240,7 @@ pub struct Validation {
     /// The selection score: the best epoch has the highest (ties keep the earlier).
     pub score: f64,
     /// Values the test step needs (e.g. the threshold chosen on validation).
-    pub carry: BTreeMap<String, f64>,
+    pub for_test: BTreeMap<String, f64>,
     /// Test metrics computed now, for protocols whose reference scores the test set every
     /// epoch (a named quirk); when present they become the summary if this epoch is selected.
     pub test_now: Option<BTreeMap<String, f64>>,
@@ -317,8 +381,7 @@ impl Runner {
                 epoch,
             };
             let lr = steps.lr();
-            let out = learner
-                .train_epoch(train, &mut steps, &mut rng)
+            let out = train_epoch(learner, train, &mut steps, &mut rng)
                 .inspect_err(|e| self.fail(&mut record, e))?;
             if !out.loss.is_finite() {
                 let e = TrainError::NonFinite {
@@ -502,9 +565,4 @@ pub fn load_best(checkpoint: &Path, vars: &VarStore) -> Result<Validation, Train
     copy_into(vars, &map, "best.")
         .map_err(|e| TrainError::State(format!("{}: {e}", checkpoint.display())))?;
     Ok(v)
-}
-
-/// The run directory of one run inside a protocol's output directory.
-pub fn run_dir(root: Option<&Path>, name: &str) -> Option<PathBuf> {
-    root.map(|r| r.join(name))
 }

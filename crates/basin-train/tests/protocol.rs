@@ -9,13 +9,11 @@ use std::rc::Rc;
 use basin_graph::{KFoldConfig, Split, SplitConfig};
 use basin_train::loss::{cross_entropy, weighted_bce};
 use basin_train::protocol::*;
-use basin_train::runner::{EpochOutput, Learner, Scores, Steps, TrainConfig};
+use basin_train::runner::{Learner, Scores, StepOutput, TrainConfig};
 use basin_train::{TrainError, optim::OptimConfig};
 use rand_chacha::ChaCha8Rng;
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// What a learner was asked to do, to check for leaks.
 #[derive(Default, Debug)]
@@ -59,17 +57,19 @@ impl Learner for Linear {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
-    fn train_epoch(
+    fn batch_size(&self) -> Option<usize> {
+        None // full batch, like the anomaly references
+    }
+    fn train_step(
         &mut self,
         train: &[usize],
-        steps: &mut Steps<'_>,
         _rng: &mut ChaCha8Rng,
-    ) -> Result<EpochOutput, TrainError> {
+    ) -> Result<StepOutput, TrainError> {
         self.log
             .borrow_mut()
             .trained_on
             .extend(train.iter().copied());
-        let logits = self.lin.forward(&self.x); // full batch, like the anomaly references
+        let logits = self.lin.forward(&self.x);
         let idx = Self::idx(train);
         let (loss, pre) = if self.binary {
             let z = logits.squeeze_dim(1);
@@ -97,9 +97,8 @@ impl Learner for Linear {
                 None,
             )
         };
-        let value = steps.step(&loss)?;
-        Ok(EpochOutput {
-            loss: value,
+        Ok(StepOutput {
+            loss,
             pre_step_scores: pre,
         })
     }
@@ -138,7 +137,7 @@ fn train_cfg(epochs: usize) -> TrainConfig {
 
 #[test]
 fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = basin_core::testing::lock_generator();
     let (x, y, is_anomaly) = anomaly_data();
     // The first 100 nodes are unlabelled (like Amazon's first 3305): never used anywhere.
     let labelled: Vec<u32> = (100..800).collect();
@@ -155,7 +154,8 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
             "toy",
             &labelled,
             &is_anomaly,
-            |_, seed| Ok(Linear::new(&x, &y, 2, seed, log.clone())),
+            |run: &PlannedRun| Ok(Linear::new(&x, &y, 2, run.seed, log.clone())),
+            |_, _| Ok(()),
             None,
             "cpu",
         )
@@ -212,7 +212,8 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
             "toy",
             &labelled,
             &is_anomaly,
-            |_, seed| Ok(Linear::new(&x, &y, 2, seed, Rc::default())),
+            |run: &PlannedRun| Ok(Linear::new(&x, &y, 2, run.seed, Rc::default())),
+            |_, _| Ok(()),
             None,
             "cpu",
         )
@@ -233,7 +234,8 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
             "toy",
             &labelled,
             &is_anomaly,
-            |_, seed| Ok(Linear::new(&x, &y, 2, seed, log2.clone())),
+            |run: &PlannedRun| Ok(Linear::new(&x, &y, 2, run.seed, log2.clone())),
+            |_, _| Ok(()),
             None,
             "cpu",
         )
@@ -248,7 +250,7 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
 
 #[test]
 fn cross_validation_partitions_and_learns() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = basin_core::testing::lock_generator();
     tch::manual_seed(12);
     let n = 300;
     let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(3);
@@ -270,7 +272,8 @@ fn cross_validation_partitions_and_learns() {
         .run(
             "toy-cv",
             &target,
-            |_, _, seed| Ok(Linear::new(&x, &y, 3, seed, log.clone())),
+            |run: &PlannedRun| Ok(Linear::new(&x, &y, 3, run.seed, log.clone())),
+            |_, _| Ok(()),
             None,
             "cpu",
         )
@@ -306,7 +309,7 @@ fn cross_validation_partitions_and_learns() {
 
 #[test]
 fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
-    let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _s = basin_core::testing::lock_generator();
     tch::manual_seed(13);
     let n = 200;
     let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(2);
@@ -322,7 +325,7 @@ fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
         .run(
             "toy-et",
             &target,
-            |seed| Ok(Linear::new(&x, &y, 2, seed, Rc::default())),
+            |run: &PlannedRun| Ok(Linear::new(&x, &y, 2, run.seed, Rc::default())),
             None,
             "cpu",
         )
@@ -352,7 +355,8 @@ fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
             "toy-fixed",
             &split,
             &target,
-            |_, seed| Ok(Linear::new(&x, &y, 2, seed, Rc::default())),
+            |run: &PlannedRun| Ok(Linear::new(&x, &y, 2, run.seed, Rc::default())),
+            |_, _| Ok(()),
             None,
             "cpu",
         )
@@ -375,7 +379,8 @@ fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
                 "bad",
                 &overlapping,
                 &target,
-                |_, seed| Ok(Linear::new(&x, &y, 2, seed, Rc::default())),
+                |run: &PlannedRun| Ok(Linear::new(&x, &y, 2, run.seed, Rc::default())),
+                |_, _| Ok(()),
                 None,
                 "cpu"
             )

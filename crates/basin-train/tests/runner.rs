@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 
 use basin_train::loss::cross_entropy;
 use basin_train::metrics::accuracy;
-use basin_train::runner::{EpochOutput, Learner, Runner, Scores, Steps, TrainConfig, Validation};
+use basin_train::runner::{Learner, Runner, Scores, StepOutput, TrainConfig, Validation};
 use basin_train::{TrainError, optim::OptimConfig, record::RunStatus};
-use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use tch::nn::{self, Module, ModuleT};
 use tch::{Device, Kind, Tensor};
@@ -20,8 +19,9 @@ struct Toy {
     drop: f64,
     x: Tensor,
     y: Tensor,
-    crash_at: Option<usize>,
-    epoch: usize,
+    /// Fail at the start of this optimiser step (8 steps per epoch: 120 items in 16s).
+    crash_at_step: Option<usize>,
+    steps: usize,
     poison: bool,
 }
 
@@ -44,8 +44,8 @@ impl Toy {
             drop: 0.2,
             x,
             y,
-            crash_at: None,
-            epoch: 0,
+            crash_at_step: None,
+            steps: 0,
             poison: false,
         }
     }
@@ -55,33 +55,29 @@ impl Learner for Toy {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
-    fn train_epoch(
+    fn batch_size(&self) -> Option<usize> {
+        Some(16)
+    }
+    fn train_step(
         &mut self,
-        train: &[usize],
-        steps: &mut Steps<'_>,
-        rng: &mut ChaCha8Rng,
-    ) -> Result<EpochOutput, TrainError> {
-        if self.crash_at == Some(self.epoch) {
+        items: &[usize],
+        _rng: &mut ChaCha8Rng,
+    ) -> Result<StepOutput, TrainError> {
+        if self.crash_at_step == Some(self.steps) {
             return Err(TrainError::State("simulated crash".into()));
         }
-        self.epoch += 1;
-        let mut order = train.to_vec();
-        order.shuffle(rng);
-        let mut total = 0.0;
-        let batches: Vec<&[usize]> = order.chunks(16).collect();
-        for batch in &batches {
-            let idx = Tensor::from_slice(&batch.iter().map(|&i| i as i64).collect::<Vec<_>>());
-            let h = self.x.index_select(0, &idx).dropout(self.drop, true);
-            let mut logits = self.net.forward(&h);
-            if self.poison {
-                logits = logits * f64::NAN;
-            }
-            total += steps.step(&cross_entropy(&logits, &self.y.index_select(0, &idx), 0.0))?;
+        self.steps += 1;
+        let idx = Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>());
+        let h = self.x.index_select(0, &idx).dropout(self.drop, true);
+        let mut logits = self.net.forward(&h);
+        if self.poison {
+            logits = logits * f64::NAN;
         }
-        Ok(EpochOutput {
-            loss: total / batches.len() as f64,
-            pre_step_scores: None,
-        })
+        Ok(StepOutput::loss(cross_entropy(
+            &logits,
+            &self.y.index_select(0, &idx),
+            0.0,
+        )))
     }
     fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
         let idx = Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>());
@@ -92,9 +88,6 @@ impl Learner for Toy {
         Scores::from_tensor(&p)
     }
 }
-
-/// libtorch's generator is global to the process: tests that rely on seeding run one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn labels(toy: &Toy, items: &[usize]) -> Vec<i64> {
     items
@@ -153,7 +146,7 @@ fn fit(toy: &mut Toy, r: &Runner) -> Result<basin_train::record::RunRecord, Trai
 
 #[test]
 fn learns_a_separable_task_and_selects_on_validation() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = basin_core::testing::lock_generator();
     let mut toy = Toy::new(1);
     let rec = fit(&mut toy, &runner(None, 15)).unwrap();
     assert_eq!(rec.status, RunStatus::Finished);
@@ -183,14 +176,14 @@ fn learns_a_separable_task_and_selects_on_validation() {
 
 #[test]
 fn resumed_run_equals_a_straight_run() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = basin_core::testing::lock_generator();
     let straight_dir = tempfile::tempdir().unwrap();
     let resumed_dir = tempfile::tempdir().unwrap();
     let mut a = Toy::new(2);
     let straight = fit(&mut a, &runner(Some(straight_dir.path().into()), 6)).unwrap();
 
     let mut b = Toy::new(2);
-    b.crash_at = Some(3);
+    b.crash_at_step = Some(3 * 8);
     let err = fit(&mut b, &runner(Some(resumed_dir.path().into()), 6)).unwrap_err();
     assert!(err.to_string().contains("simulated crash"));
     let crashed =
@@ -223,7 +216,7 @@ fn resumed_run_equals_a_straight_run() {
 
 #[test]
 fn nan_loss_stops_the_run_naming_epoch_and_step() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = basin_core::testing::lock_generator();
     let dir = tempfile::tempdir().unwrap();
     let mut toy = Toy::new(3);
     toy.poison = true;

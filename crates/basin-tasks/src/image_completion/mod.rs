@@ -1,29 +1,30 @@
-//! `EtImage`: masked image completion with one recurrent ET block (paper Section 3, Appendix B;
+//! Masked image completion with one recurrent energy block (ET Section 3, Appendix B;
 //! reference-implementations §1).
 //!
 //! Patches are encoded by one affine map, masked patches are replaced by a learned MASK token,
 //! a learned position bias is added to every token (after an optional learned CLS token), and
-//! one ET block — energy attention and Hopfield memory with shared weights — descends its
-//! energy for T steps. A decoder (LayerNorm + affine) maps the final tokens back to pixels, and
-//! the loss is the MSE on the scored patches.
+//! one block — ET: energy attention and Hopfield memory with shared weights, `basin_et::image`
+//! — descends its energy for T steps. A decoder (LayerNorm + affine) maps the final tokens back
+//! to pixels, and the loss is the MSE on the scored patches. [`ImageLearner`] trains it through
+//! the protocols and draws its pictures.
 //!
 //! Switches against the paper's defaults: `self_attention` (the image reference code lets a
 //! patch attend to itself; Table 14 shows both), `cls_token` (the reference prepends one),
 //! `loss = "reference-rmse"` (the reference's square root of the mean over the *whole* patch
-//! tensor with unscored values zeroed). The ablations of Table 14 are block configs without
-//! the Hopfield or the attention term.
+//! tensor with unscored values zeroed).
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
-use basin_core::{
-    AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig, NormConfig,
-    Structure, TermConfig, Trace, TraceOptions,
-};
+use basin_core::{BlockConfig, EnergyBlock, Structure, Trace, TraceOptions};
 use basin_image::PatchBatch;
 
-use crate::EtError;
+use crate::graph_classification::prefix_field;
+use crate::{Result, TaskError};
+
+mod learner;
+pub use learner::{ImageLearner, Reconstruction, summary};
 
 /// The training loss on the scored patches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,10 +37,10 @@ pub enum ImageLoss {
     ReferenceRmse,
 }
 
-/// Configuration of an [`EtImage`].
+/// Configuration of an [`ImageCompletion`] model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct EtImageConfig {
+pub struct ImageCompletionConfig {
     /// Image channels.
     pub channels: i64,
     /// Image height.
@@ -60,82 +61,24 @@ pub struct EtImageConfig {
     pub loss: ImageLoss,
 }
 
-impl Default for EtImageConfig {
+impl Default for ImageCompletionConfig {
+    /// 32² RGB in 4² patches with [`BlockConfig::default`] (ET presets: `basin_et::image`).
     fn default() -> Self {
-        Self::cifar10_cpu()
-    }
-}
-
-fn block(
-    dim: i64,
-    heads: i64,
-    head_dim: i64,
-    memories: i64,
-    steps: usize,
-    alpha: f64,
-) -> BlockConfig {
-    BlockConfig {
-        dim,
-        steps,
-        norm: NormConfig::default(),
-        terms: vec![
-            TermConfig::Attention(AttentionConfig {
-                heads,
-                head_dim,
-                beta: Some(1.0 / (head_dim as f64).sqrt()),
-                ..AttentionConfig::default()
-            }),
-            TermConfig::Hopfield(HopfieldConfig {
-                memories,
-                ..HopfieldConfig::default()
-            }),
-        ],
-        dynamics: DynamicsConfig::GradientFlow { alpha },
-    }
-}
-
-impl EtImageConfig {
-    /// The paper's ImageNet model (Table 4): 224² RGB, 16² patches, D = 768, 12 heads of 64,
-    /// β = 1/8, K = 3072 ReLU memories, T = 12, α = 0.1. Needs an ImageNet-style folder and a GPU.
-    pub fn imagenet() -> Self {
         Self {
             channels: 3,
-            height: 224,
-            width: 224,
-            patch: 16,
-            block: block(768, 12, 64, 3072, 12, 0.1),
+            height: 32,
+            width: 32,
+            patch: 4,
+            block: BlockConfig::default(),
             self_attention: false,
             cls_token: true,
             token_init_std: 0.002,
             loss: ImageLoss::MaskedMse,
         }
     }
+}
 
-    /// CIFAR-10 at CPU scale: 32² RGB, 4² patches (64 tokens), D = 64, 4 heads of 16,
-    /// K = 256 (4·D, the paper's ratio), T = 12, α = 0.1 — the paper's architecture shrunk
-    /// twelvefold in width so that a training run takes minutes on two cores.
-    pub fn cifar10_cpu() -> Self {
-        Self {
-            channels: 3,
-            height: 32,
-            width: 32,
-            patch: 4,
-            block: block(64, 4, 16, 256, 12, 0.1),
-            ..Self::imagenet()
-        }
-    }
-
-    /// Fashion-MNIST at CPU scale: 28² grey, 4² patches (49 tokens), otherwise as
-    /// [`EtImageConfig::cifar10_cpu`].
-    pub fn fashion_mnist_cpu() -> Self {
-        Self {
-            channels: 1,
-            height: 28,
-            width: 28,
-            ..Self::cifar10_cpu()
-        }
-    }
-
+impl ImageCompletionConfig {
     /// Number of patches.
     pub fn tokens(&self) -> i64 {
         (self.height / self.patch.max(1)) * (self.width / self.patch.max(1))
@@ -147,51 +90,23 @@ impl EtImageConfig {
     }
 
     /// Checks the geometry and the block.
-    pub fn validate(&self) -> Result<(), EtError> {
+    pub fn validate(&self) -> Result<()> {
         if self.patch < 1 || self.height % self.patch != 0 || self.width % self.patch != 0 {
-            return Err(EtError::Config {
-                field: "patch".into(),
-                message: format!(
+            return Err(TaskError::config(
+                "patch",
+                format!(
                     "a patch side dividing {}×{}, got {}",
                     self.height, self.width, self.patch
                 ),
-            });
+            ));
         }
         if !(self.channels == 1 || self.channels == 3) {
-            return Err(EtError::Config {
-                field: "channels".into(),
-                message: format!("1 or 3, got {}", self.channels),
-            });
+            return Err(TaskError::config(
+                "channels",
+                format!("1 or 3, got {}", self.channels),
+            ));
         }
-        self.block.validate()?;
-        Ok(())
-    }
-
-    /// The Table 14 ablation `name` of this config: `full`, `full+self`, `nohn`, `nohn+self`,
-    /// `noatt`.
-    pub fn ablation(&self, name: &str) -> Result<Self, EtError> {
-        let mut c = self.clone();
-        let (att, hn, selfatt) = match name {
-            "full" => (true, true, false),
-            "full+self" => (true, true, true),
-            "nohn" => (true, false, false),
-            "nohn+self" => (true, false, true),
-            "noatt" => (false, true, false),
-            other => {
-                return Err(EtError::Config {
-                    field: "ablation".into(),
-                    message: format!(
-                        "one of full, full+self, nohn, nohn+self, noatt; got `{other}`"
-                    ),
-                });
-            }
-        };
-        c.self_attention = selfatt;
-        c.block.terms.retain(|t| match t {
-            TermConfig::Attention(_) => att,
-            TermConfig::Hopfield(_) => hn,
-        });
-        Ok(c)
+        self.block.validate().map_err(|e| prefix_field("block", e))
     }
 }
 
@@ -199,9 +114,9 @@ impl EtImageConfig {
 /// `block.…` (the block's checkpoint names), `decoder_norm.{weight,bias}`,
 /// `decoder.{weight,bias}`.
 #[derive(Debug)]
-pub struct EtImage {
+pub struct ImageCompletion {
     /// The configuration.
-    pub cfg: EtImageConfig,
+    pub cfg: ImageCompletionConfig,
     encoder: nn::Linear,
     mask_token: Tensor,
     cls_token: Option<Tensor>,
@@ -215,7 +130,7 @@ pub struct EtImage {
 
 /// A batch on the device: patches `[B, N, P]`, masked and scored flags `[B, N]`.
 #[derive(Debug)]
-pub struct DeviceBatch {
+pub struct PatchBatchOnDevice {
     /// Normalised patch values.
     pub patches: Tensor,
     /// Replaced by MASK.
@@ -224,7 +139,7 @@ pub struct DeviceBatch {
     pub scored: Tensor,
 }
 
-impl DeviceBatch {
+impl PatchBatchOnDevice {
     /// Moves a [`PatchBatch`] to `device`.
     pub fn new(b: &PatchBatch, device: Device) -> Self {
         let (bs, n, p) = (b.batch as i64, b.tokens as i64, b.patch_len as i64);
@@ -242,9 +157,9 @@ impl DeviceBatch {
     }
 }
 
-impl EtImage {
-    /// Builds the model under `path`.
-    pub fn new(path: &nn::Path, cfg: &EtImageConfig) -> Result<Self, EtError> {
+impl ImageCompletion {
+    /// Builds the model under `path` (the block's parameters under `block`).
+    pub fn new(path: &nn::Path, cfg: &ImageCompletionConfig) -> Result<Self> {
         cfg.validate()?;
         let d = cfg.block.dim;
         let small = nn::Init::Randn {
@@ -252,11 +167,14 @@ impl EtImage {
             stdev: cfg.token_init_std,
         };
         let n = cfg.tokens() + i64::from(cfg.cls_token);
-        let block = EnergyBlock::new(&(path / "block"), &cfg.block)?;
-        let memories = cfg.block.terms.iter().find_map(|t| match t {
-            TermConfig::Hopfield(h) => (path / "block" / h.name.as_str()).get("xi"),
-            TermConfig::Attention(_) => None,
-        });
+        let block = EnergyBlock::new(&(path / "block"), &cfg.block)
+            .map_err(|e| prefix_field("block", e))?;
+        // The first term with memories ξ (ET's Hopfield term), for Figure 5's pictures.
+        let memories = cfg
+            .block
+            .terms
+            .iter()
+            .find_map(|t| (path / "block" / t.name()).get("xi"));
         Ok(Self {
             cfg: cfg.clone(),
             encoder: nn::linear(path / "encoder", cfg.patch_len(), d, Default::default()),
@@ -316,7 +234,7 @@ impl EtImage {
     /// Predicted pixels for every patch, `[B, N, P]`, and the trace if asked.
     pub fn forward(
         &self,
-        batch: &DeviceBatch,
+        batch: &PatchBatchOnDevice,
         train: bool,
         trace: Option<TraceOptions>,
     ) -> (Tensor, Option<Trace>) {
@@ -326,7 +244,7 @@ impl EtImage {
     }
 
     /// The training loss of predictions on a batch.
-    pub fn loss(&self, pred: &Tensor, batch: &DeviceBatch) -> Tensor {
+    pub fn loss(&self, pred: &Tensor, batch: &PatchBatchOnDevice) -> Tensor {
         match self.cfg.loss {
             ImageLoss::MaskedMse => {
                 basin_train::loss::masked_mse(pred, &batch.patches, &batch.scored)
@@ -342,7 +260,7 @@ impl EtImage {
     }
 
     /// Per-image MSE over the scored patches, `[B]`.
-    pub fn per_image_mse(pred: &Tensor, batch: &DeviceBatch) -> Tensor {
+    pub fn per_image_mse(pred: &Tensor, batch: &PatchBatchOnDevice) -> Tensor {
         let m = batch.scored.unsqueeze(-1).to_kind(Kind::Float);
         let p = pred.size()[2] as f64;
         ((pred - &batch.patches).square() * &m).sum_dim_intlist(&[1i64, 2][..], false, Kind::Float)

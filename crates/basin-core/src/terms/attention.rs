@@ -16,6 +16,7 @@ use tch::{Kind, Tensor, nn};
 
 use crate::energy::Energy;
 use crate::error::{CoreError, Result};
+use crate::registry::{BuildContext, TermParams};
 use crate::structure::{SparseEdges, Structure};
 
 /// Logit given to pairs that may not interact (finite, so that rows with no key at all give
@@ -29,10 +30,6 @@ const EDGE_CHUNK: i64 = 1 << 16;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AttentionConfig {
-    /// Name of the term (checkpoint prefix and trace label).
-    pub name: String,
-    /// Factor of the term in a block's energy sum.
-    pub weight: f64,
     /// Number of heads H.
     pub heads: i64,
     /// Width of each head Y.
@@ -48,8 +45,6 @@ pub struct AttentionConfig {
 impl Default for AttentionConfig {
     fn default() -> Self {
         Self {
-            name: "attention".into(),
-            weight: 1.0,
             heads: 4,
             head_dim: 16,
             beta: None,
@@ -93,12 +88,6 @@ impl AttentionConfig {
                 "must be ≥ 0",
             ));
         }
-        if !self.weight.is_finite() {
-            return Err(CoreError::config(
-                format!("{field}.weight"),
-                "must be finite",
-            ));
-        }
         Ok(())
     }
 }
@@ -136,7 +125,7 @@ impl EnergyAttention {
             w_q: path.var("w_q", &shape, init),
             w_k: path.var("w_k", &shape, init),
             beta,
-            name: cfg.name.clone(),
+            name: "attention".into(),
         }
     }
 
@@ -439,3 +428,27 @@ impl Energy for EnergyAttention {
         (energy, self.dense_grad(&omega, &q, &k, s))
     }
 }
+
+impl EnergyAttention {
+    /// The same term under another name (traces, plots).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+}
+
+impl TermParams for AttentionConfig {
+    const KIND: &'static str = "attention";
+    const ABOUT: &'static str = "multi-head energy attention (ET eq. 3–4), dense or sparse";
+
+    fn validate(&self, field: &str) -> Result<()> {
+        AttentionConfig::validate(self, field)
+    }
+
+    fn build(&self, ctx: &BuildContext, name: &str) -> Result<Box<dyn Energy>> {
+        Ok(Box::new(
+            EnergyAttention::new(ctx.path, ctx.dim, self).with_name(name),
+        ))
+    }
+}
+crate::register_term!(AttentionConfig);

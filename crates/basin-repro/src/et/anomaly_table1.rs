@@ -13,28 +13,60 @@
 use std::path::Path;
 use std::time::Instant;
 
+use basin_core::{AttentionConfig, HopfieldConfig};
+use basin_et::anomaly::{Table6Row, default_model, table6};
 use basin_graph::NodeDataset;
 use basin_graph::SplitConfig;
 use basin_graph::mat::{FraudConfig, load_fraud_mat};
 use basin_graph::npz::{NodeLoadOptions, load_anomaly_npz};
-use basin_train::TrainError;
+use basin_tasks::node_anomaly::{NodeAnomalyConfig, NodeAnomalyLearner};
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{AnomalyProtocol, ProtocolReport, ScoreMode};
 use basin_train::runner::TrainConfig;
 use serde::{Deserialize, Serialize};
-use tch::Device;
 
-use crate::EtError;
-use crate::anomaly::{AnomalyLearner, EtAnomalyConfig};
+use crate::report::{self, Missing, Report};
+use crate::{Context, Override, Preset, ReproError, Reproduction, Result, selected};
 
-const PAPER: &str = include_str!("../../../data/papers/et-table1.toml");
+/// ET Table 1.
+#[derive(Debug)]
+pub struct EtTable1;
 
-#[derive(Debug, Deserialize)]
-struct Table6 {
-    y: i64,
-    k: i64,
-    t: usize,
-    h: i64,
+const DATASETS: &[&str] = &[
+    "yelp", "amazon", "tfinance", "tsocial", "reddit", "tolokers",
+];
+
+impl Reproduction for EtTable1 {
+    fn id(&self) -> &'static str {
+        "et-table1"
+    }
+    fn title(&self) -> &'static str {
+        "ET Table 1: node anomaly detection (macro-F1, AUC) on the anomaly graphs found"
+    }
+    fn paper(&self) -> &'static str {
+        "energy-transformer.txt, Section 4, Table 1 (hyperparameters: Table 6)"
+    }
+    fn datasets(&self) -> &'static [&'static str] {
+        DATASETS
+    }
+    fn presets(&self) -> &'static [Preset] {
+        &[Preset::Paper, Preset::Cpu, Preset::Quick]
+    }
+    fn accepts(&self) -> &'static [Override] {
+        &[Override::Epochs, Override::Dataset]
+    }
+    fn run(&self, ctx: &Context) -> Result<Report> {
+        let mut opts = match ctx.preset {
+            Preset::Paper => Table1Options::paper(),
+            Preset::Cpu => Table1Options::cpu(),
+            Preset::Quick => Table1Options::quick(),
+        };
+        if let Some(e) = ctx.overrides.epochs {
+            opts.epochs = e;
+        }
+        opts.datasets = selected(self, ctx, DATASETS);
+        run(&opts, ctx)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -45,7 +77,7 @@ struct PaperRow {
     et_auc: [f64; 2],
     bwgnn_f1: [f64; 2],
     bwgnn_auc: [f64; 2],
-    table6: Table6,
+    table6: Table6Row,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,12 +109,7 @@ impl Table1Options {
             runs: 5,
             epochs: 100,
             lr: 1e-3,
-            datasets: [
-                "yelp", "amazon", "tfinance", "tsocial", "reddit", "tolokers",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+            datasets: DATASETS.iter().map(|s| s.to_string()).collect(),
         }
     }
 
@@ -107,12 +134,12 @@ impl Table1Options {
 }
 
 /// Where a dataset's file is expected, and how to read it.
-fn load(name: &str, data_dir: &Path) -> Result<Result<NodeDataset, EtError>, String> {
+fn load(name: &str, data_dir: &Path) -> std::result::Result<Result<NodeDataset>, String> {
     let dir = data_dir.join("anomaly");
-    let npz = |file: &str| -> Result<Result<NodeDataset, EtError>, String> {
+    let npz = |file: &str| -> std::result::Result<Result<NodeDataset>, String> {
         let p = dir.join(file);
         if p.exists() {
-            Ok(load_anomaly_npz(&p, &NodeLoadOptions::default()).map_err(EtError::from))
+            Ok(load_anomaly_npz(&p, &NodeLoadOptions::default()).map_err(ReproError::from))
         } else {
             Err(format!("{} not found", p.display()))
         }
@@ -136,7 +163,7 @@ fn load(name: &str, data_dir: &Path) -> Result<Result<NodeDataset, EtError>, Str
             } else {
                 FraudConfig::amazon()
             };
-            Ok(load_fraud_mat(&p, &cfg).map_err(EtError::from))
+            Ok(load_fraud_mat(&p, &cfg).map_err(ReproError::from))
         }
         "tfinance" | "tsocial" => Err(format!(
             "{name}: published as a DGL binary graph (BWGNN's release), which basin does not read yet; convert it to the npz layout of `anomaly/*.npz` to run it"
@@ -144,15 +171,6 @@ fn load(name: &str, data_dir: &Path) -> Result<Result<NodeDataset, EtError>, Str
         "reddit" => npz("reddit.npz"),
         "tolokers" => npz("tolokers.npz"),
         other => Err(format!("unknown dataset `{other}`")),
-    }
-}
-
-impl From<basin_graph::GraphError> for EtError {
-    fn from(e: basin_graph::GraphError) -> Self {
-        EtError::Config {
-            field: "data".into(),
-            message: e.to_string(),
-        }
     }
 }
 
@@ -164,7 +182,7 @@ pub struct Table1Result {
     /// Training ratio.
     pub ratio: f64,
     /// The model configuration used.
-    pub config: EtAnomalyConfig,
+    pub config: NodeAnomalyConfig,
     /// The protocol's report.
     pub report: ProtocolReport,
     /// The graph's energy per step per relation (selected model of run 0).
@@ -173,26 +191,18 @@ pub struct Table1Result {
     pub seconds: f64,
 }
 
-/// Runs Table 1 and writes `out/report.md`, `out/report.json` and the run records.
-pub fn reproduce(
-    opts: &Table1Options,
-    data_dir: &Path,
-    out: &Path,
-    device: Device,
-    quick: bool,
-) -> Result<Vec<Table1Result>, EtError> {
+/// Runs Table 1 with `opts`; run records go under `ctx.out/<dataset>-<ratio>pct/`.
+pub fn run(opts: &Table1Options, ctx: &Context) -> Result<Report> {
     let started = Instant::now();
-    let paper: PaperTable = toml::from_str(PAPER).map_err(|e| EtError::Config {
-        field: "data/papers/et-table1.toml".into(),
-        message: e.to_string(),
-    })?;
+    let paper: PaperTable = report::paper("et-table1")?;
+    let device = ctx.device_name();
     let mut results = Vec::new();
-    let mut missing = Vec::new();
+    let mut missing = Missing::default();
     for name in &opts.datasets {
-        let data = match load(name, data_dir) {
+        let data = match load(name, &ctx.data_dir) {
             Ok(d) => d?,
             Err(why) => {
-                missing.push(why);
+                missing.0.push(why);
                 continue;
             }
         };
@@ -202,9 +212,7 @@ pub fn reproduce(
                 .rows
                 .iter()
                 .find(|r| r.dataset == *name && (r.ratio - ratio).abs() < 1e-9);
-            let cfg = row.map_or_else(EtAnomalyConfig::default, |r| {
-                EtAnomalyConfig::table6(r.table6.y, r.table6.k, r.table6.t, r.table6.h)
-            });
+            let cfg = row.map_or_else(default_model, |r| table6(r.table6));
             let protocol = AnomalyProtocol {
                 split: SplitConfig::bwgnn(ratio),
                 runs: opts.runs,
@@ -221,21 +229,23 @@ pub fn reproduce(
             };
             let t0 = Instant::now();
             let tag = format!("{name}-{}pct", (ratio * 100.0).round());
+            let mut energy = Vec::new();
             let report = protocol.run(
                 &tag,
                 &data.labelled,
                 &is_anomaly,
-                |_, seed| {
-                    AnomalyLearner::new(&data, &cfg, seed, device)
-                        .map_err(|e| TrainError::State(e.to_string()))
+                |run| Ok(NodeAnomalyLearner::new(&data, &cfg, run.seed, ctx.device)?),
+                |_, learner| {
+                    if energy.is_empty() {
+                        energy = learner.energy_per_step();
+                    }
+                    Ok(())
                 },
-                Some(&out.join(&tag)),
-                &basin_core::device::describe(device),
+                Some(&ctx.out.join(&tag)),
+                &device,
             )?;
-            let energy =
-                crate::run::anomaly_energy(&data, &cfg, &out.join(&tag).join("run-0"), device)?;
-            crate::run::plot_energy(
-                &out.join(&tag).join("energy.png"),
+            report::plot_energy(
+                &ctx.out.join(&tag).join("energy.png"),
                 &format!("{tag}: energy per step (run 0, selected model)"),
                 &energy,
             )?;
@@ -259,31 +269,51 @@ pub fn reproduce(
         &results,
         &missing,
         opts,
-        device,
-        quick,
+        ctx,
         started.elapsed().as_secs_f64(),
     );
-    basin_train::record::write_report(
-        out,
-        &md,
+    let ran = results.len();
+    Report::new(
+        md,
         &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-    )?;
-    Ok(results)
+        ran,
+    )
+}
+
+/// Y, K, T, H of a model config, as Table 6 lists them.
+fn table6_of(cfg: &NodeAnomalyConfig) -> String {
+    let att = cfg
+        .block
+        .terms
+        .iter()
+        .find_map(|t| t.params::<AttentionConfig>().ok());
+    let hop = cfg
+        .block
+        .terms
+        .iter()
+        .find_map(|t| t.params::<HopfieldConfig>().ok());
+    format!(
+        "{}, {}, {}, {}",
+        att.as_ref().map_or(0, |a| a.head_dim),
+        hop.map_or(0, |h| h.memories),
+        cfg.block.steps,
+        att.map_or(0, |a| a.heads)
+    )
 }
 
 fn markdown(
     paper: &PaperTable,
     results: &[Table1Result],
-    missing: &[String],
+    missing: &Missing,
     opts: &Table1Options,
-    device: Device,
-    quick: bool,
+    ctx: &Context,
     seconds: f64,
 ) -> String {
     let mut md = String::from("# ET Table 1 — node anomaly detection\n\n");
-    if quick {
-        md.push_str("**`--quick` run (CI smoke test): one run of a few epochs; the numbers say nothing about the model.**\n\n");
-    }
+    md.push_str(&report::banner(
+        ctx.preset,
+        &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
+    ));
     md.push_str(&format!(
         "Protocol: BWGNN/ET — stratified split with a fixed seed (2) at each training ratio, the rest split val:test = 1:2, threshold swept on validation macro-F1, best-validation epoch, test scored once; {} runs (model seeds 0…), {} epochs, Adam lr {}, weighted BCE (eq. 22). Model: EtAnomaly with Table 6's Y, K, T, H where the paper has the dataset (D = Y, α = 1), the defaults otherwise; paper switches (positional embeddings on, no added self loops, evaluation-mode scores after the step). Numbers ×100, mean ± std over runs. The paper says its 5 runs use different splits; the reference code fixes the split seed, as we do.\n\n",
         opts.runs, opts.epochs, opts.lr
@@ -298,7 +328,7 @@ fn markdown(
             v.map_or("–".to_owned(), |v| format!("{:.1} ± {:.1}", v[0], v[1]))
         };
         md.push_str(&format!(
-            "| {} | {:.0} % | {} | {} | {} | {} | {} | {}, {}, {}, {} | {:.0} |\n",
+            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {:.0} |\n",
             r.dataset,
             r.ratio * 100.0,
             pair(p.map(|p| p.et_f1)),
@@ -309,10 +339,7 @@ fn markdown(
                 "{:.1} / {:.1}",
                 p.bwgnn_f1[0], p.bwgnn_auc[0]
             )),
-            r.config.head_dim,
-            r.config.memories,
-            r.config.steps,
-            r.config.heads,
+            table6_of(&r.config),
             r.seconds
         ));
     }
@@ -323,12 +350,7 @@ fn markdown(
             md.push_str(&format!("| {} | {:.0} % | {:.1} ± {:.1} | not run | {:.1} ± {:.1} | not run | {:.1} / {:.1} | | |\n", row.dataset, row.ratio * 100.0, row.et_f1[0], row.et_f1[1], row.et_auc[0], row.et_auc[1], row.bwgnn_f1[0], row.bwgnn_auc[0]));
         }
     }
-    if !missing.is_empty() {
-        md.push_str("\nDatasets not run:\n");
-        for m in missing {
-            md.push_str(&format!("- {m}\n"));
-        }
-    }
+    md.push_str(&missing.to_markdown());
     md.push_str("\nEnergy of the whole graph per descent step, run 0's selected model in evaluation mode (`<dataset>-<ratio>pct/energy.png`):\n");
     for r in results {
         for (rel, e) in &r.energy {
@@ -344,7 +366,7 @@ fn markdown(
     }
     md.push_str(&format!(
         "\nDevice: {}. Wall time {:.0} s. Run records under `<dataset>-<ratio>pct/run-<r>/`.\n",
-        basin_core::device::describe(device),
+        ctx.device_name(),
         seconds
     ));
     md

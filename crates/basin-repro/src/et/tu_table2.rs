@@ -3,24 +3,68 @@
 //! and under the paper's own `et-paper` procedure (train on every graph, score subsets of the
 //! same graphs — training-set accuracies), side by side with the paper's numbers.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use basin_core::{AttentionConfig, HopfieldConfig, Langevin};
 use basin_graph::KFoldConfig;
 use basin_graph::tu::load_tu;
-use basin_train::TrainError;
+use basin_tasks::graph_classification::{
+    GraphClassifierConfig, GraphClassifierLearner, dataset_pe, graph_classes,
+};
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{CrossValidation, EtPaperProtocol, Metric, ProtocolReport};
 use basin_train::runner::TrainConfig;
 use basin_train::schedule::{Schedule, Unit};
 use serde::{Deserialize, Serialize};
-use tch::Device;
 
-use crate::EtError;
-use crate::graph::{EtGraphConfig, GraphLearner, dataset_pe};
+use crate::report::{self, Missing, Report};
+use crate::{Context, Override, Preset, Reproduction, Result, selected};
 
-const PAPER: &str = include_str!("../../../data/papers/et-table2.toml");
+/// ET Table 2.
+#[derive(Debug)]
+pub struct EtTable2;
+
+const DATASETS: &[&str] = &[
+    "PROTEINS",
+    "NCI1",
+    "NCI109",
+    "DD",
+    "ENZYMES",
+    "MUTAG",
+    "Mutagenicity",
+    "FRANKENSTEIN",
+];
+
+impl Reproduction for EtTable2 {
+    fn id(&self) -> &'static str {
+        "et-table2"
+    }
+    fn title(&self) -> &'static str {
+        "ET Table 2: TU classification, leak-free CV beside the paper's et-paper procedure"
+    }
+    fn paper(&self) -> &'static str {
+        "energy-transformer.txt, Section 5, Table 2 (hyperparameters: Table 9)"
+    }
+    fn datasets(&self) -> &'static [&'static str] {
+        DATASETS
+    }
+    fn presets(&self) -> &'static [Preset] {
+        &[Preset::Paper, Preset::Cpu, Preset::Quick]
+    }
+    fn accepts(&self) -> &'static [Override] {
+        &[Override::Epochs, Override::Dataset]
+    }
+    fn run(&self, ctx: &Context) -> Result<Report> {
+        let mut opts = Table2Options::preset(ctx.preset);
+        if let Some(e) = ctx.overrides.epochs {
+            opts.epochs = e;
+        }
+        let default: Vec<&str> = opts.datasets.iter().map(String::as_str).collect();
+        opts.datasets = selected(self, ctx, &default);
+        run(&opts, ctx)
+    }
+}
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {
@@ -51,38 +95,35 @@ pub struct Table2Options {
     /// Peak learning rate (warm-up + cosine, the reference's shape).
     pub lr: f64,
     /// The model.
-    pub model: EtGraphConfig,
+    pub model: GraphClassifierConfig,
 }
 
 impl Table2Options {
+    /// The options of a preset.
+    pub fn preset(preset: Preset) -> Self {
+        match preset {
+            Preset::Paper => Self::paper(),
+            Preset::Cpu => Self::cpu(),
+            Preset::Quick => Self::quick(),
+        }
+    }
+
     /// The paper's settings (Table 9; for a GPU): 10 folds, 300 epochs (50 of warm-up from
     /// 5e-6 to 1e-3, cosine back to 5e-6), the Table 9 model.
     pub fn paper() -> Self {
         Self {
-            datasets: [
-                "PROTEINS",
-                "NCI1",
-                "NCI109",
-                "DD",
-                "ENZYMES",
-                "MUTAG",
-                "Mutagenicity",
-                "FRANKENSTEIN",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+            datasets: DATASETS.iter().map(|s| s.to_string()).collect(),
             folds: 10,
             repeats: 1,
             epochs: 300,
             et_paper_repeats: 100,
             lr: 1e-3,
-            model: EtGraphConfig::tu_paper(),
+            model: basin_et::graph::tu_paper(),
         }
     }
 
     /// CPU scale (about half an hour on two cores): the two smallest sets, MUTAG and ENZYMES,
-    /// 10 folds of 20 epochs of the CPU model (`EtGraphConfig::tu_cpu`), 10 et-paper repeats.
+    /// 10 folds of 20 epochs of the CPU model (`basin_et::graph::tu_cpu`), 10 et-paper repeats.
     /// (One epoch over NCI1 takes 18.5 s with the CPU model and 76 s with Table 9's on two
     /// cores — `benches/models.rs` — so the full table is for a GPU.)
     pub fn cpu() -> Self {
@@ -90,7 +131,7 @@ impl Table2Options {
             datasets: vec!["MUTAG".into(), "ENZYMES".into()],
             epochs: 20,
             et_paper_repeats: 10,
-            model: EtGraphConfig::tu_cpu(),
+            model: basin_et::graph::tu_cpu(),
             ..Self::paper()
         }
     }
@@ -102,7 +143,7 @@ impl Table2Options {
             folds: 3,
             epochs: 2,
             et_paper_repeats: 5,
-            model: EtGraphConfig::tu_cpu(),
+            model: basin_et::graph::tu_cpu(),
             ..Self::paper()
         }
     }
@@ -125,43 +166,53 @@ pub struct Table2Result {
     pub seconds: f64,
 }
 
-/// Runs Table 2 and writes `out/report.md` and `out/report.json`.
-pub fn reproduce(
-    opts: &Table2Options,
-    data_dir: &Path,
-    out: &Path,
-    device: Device,
-    quick: bool,
-) -> Result<Vec<Table2Result>, EtError> {
+/// The model's description for the report, read from its config.
+fn describe(model: &GraphClassifierConfig) -> String {
+    let b = &model.block;
+    let att = b
+        .terms
+        .iter()
+        .find_map(|t| t.params::<AttentionConfig>().ok());
+    let hop = b
+        .terms
+        .iter()
+        .find_map(|t| t.params::<HopfieldConfig>().ok());
+    let noise = b.dynamics.params::<Langevin>().map_or(0.0, |l| l.sigma);
+    format!(
+        "D = {}, {} heads × {}, K = {}, {} blocks × {} steps, α = {}, Langevin σ = {noise} in training",
+        b.dim,
+        att.as_ref().map_or(0, |a| a.heads),
+        att.as_ref().map_or(0, |a| a.head_dim),
+        hop.as_ref().map_or(0, |h| h.memories),
+        model.blocks,
+        b.steps,
+        b.dynamics.alpha().unwrap_or(f64::NAN),
+    )
+}
+
+/// Runs Table 2 with `opts`.
+pub fn run(opts: &Table2Options, ctx: &Context) -> Result<Report> {
     let started = Instant::now();
-    let paper: PaperTable = toml::from_str(PAPER).map_err(|e| EtError::Config {
-        field: "data/papers/et-table2.toml".into(),
-        message: e.to_string(),
-    })?;
+    let paper: PaperTable = report::paper("et-table2")?;
+    let device = ctx.device_name();
     let mut results = Vec::new();
-    let mut missing = Vec::new();
+    let mut missing = Missing::default();
     for name in &opts.datasets {
-        let dir = data_dir.join("tu").join(name);
+        let dir = ctx.data_dir.join("tu").join(name);
         if !dir.is_dir() {
-            missing.push(format!(
-                "{name}: {} not found (TUDataset, https://chrsmrrs.github.io/datasets/)",
-                dir.display()
-            ));
+            missing.push(
+                name,
+                format!(
+                    "{} not found (TUDataset, https://chrsmrrs.github.io/datasets/)",
+                    dir.display()
+                ),
+            );
             continue;
         }
         let t0 = Instant::now();
         let data = Arc::new(load_tu(&dir)?);
-        let target: Vec<f64> = data
-            .targets
-            .classes()
-            .ok_or_else(|| EtError::Config {
-                field: "targets".into(),
-                message: format!("{name}: not single-label"),
-            })?
-            .iter()
-            .map(|&c| c as f64)
-            .collect();
-        let pe = dataset_pe(&data, &opts.model)?.map(Arc::new);
+        let target: Vec<f64> = graph_classes(&data)?.0.iter().map(|&c| c as f64).collect();
+        let pe = dataset_pe(&data, &opts.model.batching)?.map(Arc::new);
         let steps_per_epoch = (target.len() as u64)
             .div_ceil(opts.model.batch as u64)
             .max(1);
@@ -181,10 +232,17 @@ pub fn reproduce(
             }),
             schedule_unit: Unit::Step,
         };
-        let make = |seed: u64| {
-            GraphLearner::new(data.clone(), pe.clone(), &opts.model, seed, device)
-                .map_err(|e| TrainError::State(e.to_string()))
+        let make = |run: &basin_train::protocol::PlannedRun| {
+            Ok(GraphClassifierLearner::new(
+                data.clone(),
+                pe.clone(),
+                &opts.model,
+                run.seed,
+                ctx.device,
+            )?)
         };
+        let first_graphs: Vec<usize> = (0..target.len().min(64)).collect();
+        let mut energy = Vec::new();
         let cv = CrossValidation {
             folds: KFoldConfig {
                 folds: opts.folds,
@@ -198,21 +256,24 @@ pub fn reproduce(
         .run(
             name,
             &target,
-            |_, _, seed| make(seed),
-            Some(&out.join(name).join("cv")),
-            &basin_core::device::describe(device),
+            make,
+            |run, learner| {
+                if energy.is_empty() {
+                    energy = learner
+                        .energy_per_step(&first_graphs)?
+                        .into_iter()
+                        .enumerate()
+                        .map(|(b, e)| (format!("block {b}"), e))
+                        .collect();
+                    tracing::debug!("{name}: energy of {}", run.dir);
+                }
+                Ok(())
+            },
+            Some(&ctx.out.join(name).join("cv")),
+            &device,
         )?;
-        let items: Vec<usize> = (0..target.len()).collect();
-        let energy = crate::run::graph_energy(
-            data.clone(),
-            pe.clone(),
-            &opts.model,
-            &out.join(name).join("cv/repeat-0/fold-0"),
-            &items,
-            device,
-        )?;
-        crate::run::plot_energy(
-            &out.join(name).join("energy.png"),
+        report::plot_energy(
+            &ctx.out.join(name).join("energy.png"),
             &format!("{name}: energy per step (CV fold 0, selected model)"),
             &energy,
         )?;
@@ -221,13 +282,7 @@ pub fn reproduce(
             seed: 0,
             train,
         }
-        .run(
-            name,
-            &target,
-            make,
-            Some(&out.join(name)),
-            &basin_core::device::describe(device),
-        )?;
+        .run(name, &target, make, Some(&ctx.out.join(name)), &device)?;
         tracing::info!(
             "{name}: CV {}, et-paper {}",
             cv.show("test_accuracy", 100.0),
@@ -243,12 +298,22 @@ pub fn reproduce(
         });
     }
     let mut md = String::from("# ET Table 2 — TU graph classification\n\n");
-    if quick {
-        md.push_str("**`--quick` run (CI smoke test): 3 folds, 2 epochs, a small model; the numbers say nothing about the model.**\n\n");
-    }
+    md.push_str(&report::banner(
+        ctx.preset,
+        &format!(
+            "{} folds, {} epochs, a D = {} model",
+            opts.folds, opts.epochs, opts.model.block.dim
+        ),
+    ));
     md.push_str(&format!(
-        "Two protocols side by side. **CV** — stratified {}-fold cross-validation × {} repeat(s), epoch selected on an inner validation split (1/9 of each training part), each test fold used once: leak-free. **et-paper** — the ET reference's procedure (reference-implementations §2.6): one model trained on every graph, then {} repeats of scoring subsets of those same graphs; these are training-set accuracies, listed because they are how the paper's Table 2 numbers were produced, not as a cross-validation. Model: EtGraphClassifier D = {}, {} heads × {}, K = {}, {} blocks × {} steps, α = {}, Langevin σ = {} in training, k = 15 eigenvectors, Â masked as eq. 25, masked padding; AdamW (0.9, 0.99), wd 0.05, gradient centralisation, warm-up + cosine to {} over {} epochs, label smoothing {}.\n\n",
-        opts.folds, opts.repeats, opts.et_paper_repeats, opts.model.dim, opts.model.heads, opts.model.head_dim, opts.model.memories, opts.model.blocks, opts.model.steps, opts.model.alpha, opts.model.noise, opts.lr, opts.epochs, opts.model.label_smoothing
+        "Two protocols side by side. **CV** — stratified {}-fold cross-validation × {} repeat(s), epoch selected on an inner validation split (1/9 of each training part), each test fold used once: leak-free. **et-paper** — the ET reference's procedure (reference-implementations §2.6): one model trained on every graph, then {} repeats of scoring subsets of those same graphs; these are training-set accuracies, listed because they are how the paper's Table 2 numbers were produced, not as a cross-validation. Model: graph classifier with ET blocks, {}, k = 15 eigenvectors, Â masked as eq. 25, masked padding; AdamW (0.9, 0.99), wd 0.05, gradient centralisation, warm-up + cosine to {} over {} epochs, label smoothing {}.\n\n",
+        opts.folds,
+        opts.repeats,
+        opts.et_paper_repeats,
+        describe(&opts.model),
+        opts.lr,
+        opts.epochs,
+        opts.model.label_smoothing
     ));
     md.push_str("| dataset | graphs | paper (ET) | ours: CV accuracy | ours: et-paper accuracy | wall (s) |\n|---|---|---|---|---|---|\n");
     for row in &paper.rows {
@@ -275,40 +340,23 @@ pub fn reproduce(
             }
         }
     }
-    if !missing.is_empty() {
-        md.push_str("\nDatasets not run:\n");
-        for m in &missing {
-            md.push_str(&format!("- {m}\n"));
-        }
-    }
+    md.push_str(&missing.to_markdown());
     for r in &results {
-        let curves: Vec<String> = r
-            .energy
-            .iter()
-            .map(|(b, e)| {
-                format!(
-                    "{b} {:.3} → {:.3}",
-                    e.first().copied().unwrap_or(f64::NAN),
-                    e.last().copied().unwrap_or(f64::NAN)
-                )
-            })
-            .collect();
         md.push_str(&format!(
             "\n{}: energy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode): {} — `{}/energy.png`.",
             r.dataset,
-            curves.join("; "),
+            report::curve_ends(&r.energy),
             r.dataset
         ));
     }
     md.push_str(&format!(
-        "\n\nDevice: {}. Wall time {:.0} s.\n",
-        basin_core::device::describe(device),
+        "\n\nDevice: {device}. Wall time {:.0} s.\n",
         started.elapsed().as_secs_f64()
     ));
-    basin_train::record::write_report(
-        out,
-        &md,
+    let ran = results.len();
+    Report::new(
+        md,
         &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-    )?;
-    Ok(results)
+        ran,
+    )
 }

@@ -1,9 +1,12 @@
 //! The claims of the Hopfield slides as computations, shared by the tests (with thresholds) and
-//! by `basin reproduce hopfield-memory` (as plots). Each returns plain numbers.
+//! by `basin reproduce hopfield-memory` (as plots). Each returns plain numbers; each draws from
+//! libtorch's global generator (seed it first).
 
 use tch::{Device, Kind, Tensor};
 
-use crate::hopfield::{ClassicalHopfield, DenseAssociativeMemory, Interaction, ModernHopfield};
+use basin_core::hopfield::{
+    ClassicalHopfield, DamInteraction, DenseAssociativeMemory, ModernHopfield,
+};
 
 const F64: (Kind, Device) = (Kind::Double, Device::Cpu);
 
@@ -154,7 +157,7 @@ pub fn capacity(memory: Memory, d: i64, counts: &[i64], flip: f64) -> Vec<(i64, 
                         Memory::Polynomial(a) => {
                             DenseAssociativeMemory {
                                 patterns: x.shallow_clone(),
-                                interaction: Interaction::Polynomial(a),
+                                interaction: DamInteraction::Polynomial(a),
                             }
                             .retrieve(&q, 20)
                             .0
@@ -162,7 +165,7 @@ pub fn capacity(memory: Memory, d: i64, counts: &[i64], flip: f64) -> Vec<(i64, 
                         _ => {
                             DenseAssociativeMemory {
                                 patterns: x.shallow_clone(),
-                                interaction: Interaction::Exponential,
+                                interaction: DamInteraction::Exponential,
                             }
                             .retrieve(&q, 20)
                             .0
@@ -210,8 +213,8 @@ pub fn energy_along_updates(
     }
     out.push(("classical (binary)", e));
     for (name, interaction) in [
-        ("dense, F = z³", Interaction::Polynomial(3)),
-        ("dense, F = exp", Interaction::Exponential),
+        ("dense, F = z³", DamInteraction::Polynomial(3)),
+        ("dense, F = exp", DamInteraction::Exponential),
     ] {
         let dam = DenseAssociativeMemory {
             patterns: xb.shallow_clone(),

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use basin_image::{Augment, ImageSet, MaskStrategy, Normalize};
-use basin_train::TrainError;
+use basin_tasks::image_completion::{ImageCompletionConfig, ImageLearner, summary};
 use basin_train::optim::OptimConfig;
 use basin_train::record::RunRecord;
 use basin_train::runner::{Runner, TrainConfig, Validation};
@@ -22,14 +22,51 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use tch::Device;
 
-use crate::EtError;
-use crate::image::EtImageConfig;
-use crate::image_train::{ImageLearner, summary, write_energy};
+use crate::report::{self, Missing, Report};
+use crate::{Context, Override, Preset, Reproduction, Result, selected};
 
-/// The paper's numbers (`data/papers/et-table14.toml`).
-const PAPER: &str = include_str!("../../../data/papers/et-table14.toml");
+/// ET Table 14.
+#[derive(Debug)]
+pub struct EtTable14;
+
+impl Reproduction for EtTable14 {
+    fn id(&self) -> &'static str {
+        "et-table14"
+    }
+    fn title(&self) -> &'static str {
+        "ET Table 14: module ablation of masked image completion (CIFAR-10, Fashion-MNIST)"
+    }
+    fn paper(&self) -> &'static str {
+        "energy-transformer.txt, Appendix B, Table 14 (ImageNet; here at CPU scale)"
+    }
+    fn datasets(&self) -> &'static [&'static str] {
+        &["cifar10", "fashion-mnist"]
+    }
+    fn presets(&self) -> &'static [Preset] {
+        // The paper's scale is ImageNet-1k for 100 epochs on GPUs: no such preset here.
+        &[Preset::Cpu, Preset::Quick]
+    }
+    fn accepts(&self) -> &'static [Override] {
+        &[Override::Epochs, Override::Dataset, Override::TrainImages]
+    }
+    fn run(&self, ctx: &Context) -> Result<Report> {
+        let mut opts = match ctx.preset {
+            Preset::Quick => Table14Options::quick(),
+            _ => Table14Options::cpu(),
+        };
+        if let Some(e) = ctx.overrides.epochs {
+            opts.epochs = e;
+        }
+        if let Some(n) = ctx.overrides.train_images {
+            opts.train_images = n;
+        }
+        let names = selected(self, ctx, self.datasets());
+        opts.datasets
+            .retain(|d| names.iter().any(|n| n == d.name()));
+        run(&opts, ctx)
+    }
+}
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {
@@ -69,7 +106,7 @@ impl ImageDataset {
     }
 
     /// Train and test splits from the data directory.
-    pub fn load(self, data_dir: &Path) -> Result<(ImageSet, ImageSet), EtError> {
+    pub fn load(self, data_dir: &Path) -> Result<(ImageSet, ImageSet)> {
         Ok(match self {
             Self::Cifar10 => {
                 let tar = data_dir.join("images/cifar10-jpg/CIFAR-10-images_jpg.tar");
@@ -89,10 +126,10 @@ impl ImageDataset {
     }
 
     /// The CPU-scale model of this dataset.
-    pub fn config(self) -> EtImageConfig {
+    pub fn config(self) -> ImageCompletionConfig {
         match self {
-            Self::Cifar10 => EtImageConfig::cifar10_cpu(),
-            Self::FashionMnist => EtImageConfig::fashion_mnist_cpu(),
+            Self::Cifar10 => basin_et::image::cifar10_cpu(),
+            Self::FashionMnist => basin_et::image::fashion_mnist_cpu(),
         }
     }
 }
@@ -131,7 +168,7 @@ impl Table14Options {
     pub fn cpu() -> Self {
         Self {
             datasets: vec![ImageDataset::Cifar10, ImageDataset::FashionMnist],
-            ablations: ["full", "full+self", "nohn+self", "nohn", "noatt"]
+            ablations: basin_et::image::ABLATIONS
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
@@ -192,27 +229,19 @@ fn fmt_params(n: i64) -> String {
     }
 }
 
-/// Runs the ablation table and writes `out/report.md`, `out/report.json`, the run records and
-/// the pictures. `progress` prints one line per finished run.
-pub fn reproduce(
-    opts: &Table14Options,
-    data_dir: &Path,
-    out: &Path,
-    device: Device,
-    quick: bool,
-) -> Result<Vec<AblationResult>, EtError> {
+/// Runs the ablation table with `opts`; run records and pictures go under
+/// `ctx.out/<dataset>/<ablation>/`.
+pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
     let started = Instant::now();
-    let paper: PaperTable = toml::from_str(PAPER).map_err(|e| EtError::Config {
-        field: "data/papers/et-table14.toml".into(),
-        message: e.to_string(),
-    })?;
+    let paper: PaperTable = report::paper("et-table14")?;
+    let (out, device) = (&ctx.out, ctx.device);
     let mut results = Vec::new();
-    let mut missing = Vec::new();
+    let mut missing = Missing::default();
     for &ds in &opts.datasets {
-        let (train_all, test_all) = match ds.load(data_dir) {
+        let (train_all, test_all) = match ds.load(&ctx.data_dir) {
             Ok(sets) => sets,
             Err(e) => {
-                missing.push(format!("{}: {e}", ds.name()));
+                missing.push(ds.name(), e);
                 continue;
             }
         };
@@ -247,7 +276,7 @@ pub fn reproduce(
         base.block.steps = opts.steps;
         let mask = MaskStrategy::et_mix(base.tokens() as usize);
         for ablation in &opts.ablations {
-            let cfg = base.ablation(ablation)?;
+            let cfg = basin_et::image::ablation(&base, ablation)?;
             tch::manual_seed(opts.seed as i64);
             let mut learner = ImageLearner::new(
                 &cfg,
@@ -281,7 +310,7 @@ pub fn reproduce(
                 },
                 seed: opts.seed,
                 dir: Some(dir.clone()),
-                device: basin_core::device::describe(device),
+                device: ctx.device_name(),
                 config: serde_json::json!({ "model": cfg, "mask": mask, "options": opts, "normalize": normalize, "drawn": drawn }),
                 progress: true,
             };
@@ -291,34 +320,26 @@ pub fn reproduce(
                 &train,
                 &[("train", &train), ("val", &val), ("test", &test)],
                 |l, _, _| {
-                    let r = l
-                        .evaluate(&val, &[0])
-                        .map_err(|e| TrainError::State(e.to_string()))?;
+                    let r = l.evaluate(&val, &[0])?;
                     Ok(Validation {
                         metrics: BTreeMap::from([("val_mse".into(), r.mse)]),
                         score: -r.mse,
                         ..Validation::default()
                     })
                 },
-                |l, _| {
-                    Ok(summary(
-                        "test_",
-                        &l.evaluate(&test, &seeds)
-                            .map_err(|e| TrainError::State(e.to_string()))?,
-                    ))
-                },
+                |l, _| Ok(summary("test_", &l.evaluate(&test, &seeds)?)),
             )?;
             // Pictures of the selected model.
             let shown: Vec<usize> = test.iter().take(8).copied().collect();
             learner.write_reconstructions(&shown, seeds[0], &dir.join("reconstructions.png"))?;
             let terms = learner.write_dynamics(shown[0], seeds[0], &dir.join("dynamics.png"))?;
-            write_energy(
-                &terms,
+            report::plot_terms(
+                &dir.join("energy.png"),
                 &format!(
                     "ET {ablation} on {}: energy per step (one test image)",
                     ds.name()
                 ),
-                &dir.join("energy.png"),
+                &terms,
             )?;
             learner.write_memories(100, &dir.join("memories.png"))?;
             let params = block_params(&learner);
@@ -337,36 +358,38 @@ pub fn reproduce(
             });
         }
     }
-    let md = report(
+    let md = markdown(
         &paper,
         &results,
         &missing,
         opts,
-        device,
-        quick,
+        ctx,
         started.elapsed().as_secs_f64(),
     );
-    basin_train::record::write_report(
-        out,
-        &md,
+    let ran = results.len();
+    Report::new(
+        md,
         &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-    )?;
-    Ok(results)
+        ran,
+    )
 }
 
-fn report(
+fn markdown(
     paper: &PaperTable,
     results: &[AblationResult],
-    missing: &[String],
+    missing: &Missing,
     opts: &Table14Options,
-    device: Device,
-    quick: bool,
+    ctx: &Context,
     seconds: f64,
 ) -> String {
     let mut md = String::from("# ET Table 14 — module ablation for masked image completion\n\n");
-    if quick {
-        md.push_str("**`--quick` run (CI smoke test): tiny subsets, one epoch; the numbers say nothing about the model.**\n\n");
-    }
+    md.push_str(&report::banner(
+        ctx.preset,
+        &format!(
+            "{} training images, {} epoch(s), T = {}",
+            opts.train_images, opts.epochs, opts.steps
+        ),
+    ));
     md.push_str(&format!(
         "Paper: {} (the paper trains 100 epochs on ImageNet-1k, D = 768, on GPUs). Ours: CPU scale — {} training images, {} epochs, \
          batch {}, T = {}, {} masking seeds, the small presets below. **The scale differs by orders of magnitude: compare the ordering \
@@ -426,7 +449,7 @@ fn report(
         "\nDevice: {}. Wall time: {:.0} s in all. Switches: defaults of the paper (no self-attention unless the row says so, masked MSE \
          loss, CLS token as the reference code). Optimiser: AdamW β = (0.9, 0.99), wd 0.05, clip 1.0, warm-up + cosine to peak lr {} \
          (Table 4's shape).\n\n",
-        basin_core::device::describe(device),
+        ctx.device_name(),
         seconds,
         opts.lr
     ));
@@ -449,11 +472,6 @@ fn report(
     md.push_str("\nPictures per run: `<dataset>/<ablation>/reconstructions.png` (masked input / completed / original), `energy.png`, \
                  `dynamics.png` (tokens and each module's gradient decoded over the steps, Figure 4), `memories.png` (Hopfield memories \
                  decoded, Figure 5).\n");
-    if !missing.is_empty() {
-        md.push_str("\nDatasets not run:\n");
-        for m in missing {
-            md.push_str(&format!("- {m} (the files come from the dataset's public release; see `../shared/data/README.md`)\n"));
-        }
-    }
+    md.push_str(&missing.to_markdown());
     md
 }

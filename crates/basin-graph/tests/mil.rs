@@ -1,27 +1,11 @@
 //! MIL readers on the real benchmark CSVs and on malformed files.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-
-use basin_train::mil::{load_csv, load_prtools_zip};
-
-fn data_dir() -> PathBuf {
-    // Relative paths are taken from the workspace root (CI sets `../shared/data`).
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let dir = std::env::var_os("BASIN_DATA_DIR")
-        .map(|d| root.join(d))
-        .unwrap_or_else(|| root.join("../shared/data"));
-    assert!(
-        dir.is_dir(),
-        "no data directory at {}: set BASIN_DATA_DIR to the benchmark data",
-        dir.display()
-    );
-    dir
-}
+use basin_graph::mil::{load_csv, load_prtools_zip};
 
 #[test]
 fn benchmark_csvs_have_the_published_counts() {
-    let dir = data_dir().join("mil");
+    let dir = basin_graph::require_data!("mil");
     for (name, bags, instances, features, positive) in [
         ("musk1", 92, 476, 166, 47),
         ("elephant", 200, 1391, 230, 100),
@@ -44,7 +28,7 @@ fn benchmark_csvs_have_the_published_counts() {
 
 #[test]
 fn prtools_mat_files_in_fte_zip_have_the_published_counts() {
-    let zip = data_dir().join("mil/fte.zip");
+    let zip = basin_graph::require_data!("mil/fte.zip");
     for (member, instances) in [
         ("fox.mat", 1320),
         ("tiger.mat", 1220),
@@ -63,7 +47,7 @@ fn prtools_mat_files_in_fte_zip_have_the_published_counts() {
         );
     }
     // The .mat Elephant and the CSV Elephant are the same data.
-    let csv = load_csv(&data_dir().join("mil/elephant.csv")).unwrap();
+    let csv = load_csv(&basin_graph::require_data!("mil/elephant.csv")).unwrap();
     let mat = load_prtools_zip(&zip, "elephant.mat").unwrap();
     assert_eq!(csv.instances(), mat.instances());
     assert_eq!(

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::TrainError;
+use crate::error::{GraphError, Result};
 
 /// One bag: its instances (`len × features`, row-major) and label.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,17 +46,10 @@ impl MilDataset {
     }
 
     /// Builds bags from instance rows `(bag id, instance label, features)`.
-    fn from_rows(
-        name: String,
-        file: &Path,
-        rows: Vec<(i64, bool, Vec<f32>)>,
-    ) -> Result<Self, TrainError> {
+    fn from_rows(name: String, file: &Path, rows: Vec<(i64, bool, Vec<f32>)>) -> Result<Self> {
         let features = rows.first().map_or(0, |r| r.2.len());
         if features == 0 {
-            return Err(TrainError::State(format!(
-                "{}: no instances",
-                file.display()
-            )));
+            return Err(GraphError::format(file, "no instances"));
         }
         let mut by_bag: BTreeMap<i64, Bag> = BTreeMap::new();
         for (id, label, f) in rows {
@@ -85,11 +78,8 @@ fn stem(path: &Path) -> String {
 }
 
 /// Reads the `mil` package's CSV layout; errors name the file, line and column.
-pub fn load_csv(path: &Path) -> Result<MilDataset, TrainError> {
-    let text = std::fs::read_to_string(path).map_err(|e| TrainError::Io {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+pub fn load_csv(path: &Path) -> Result<MilDataset> {
+    let text = std::fs::read_to_string(path).map_err(|e| GraphError::io(path, e))?;
     let mut rows = Vec::new();
     let mut width = None;
     for (ln, line) in text.lines().enumerate() {
@@ -97,7 +87,11 @@ pub fn load_csv(path: &Path) -> Result<MilDataset, TrainError> {
         if line.is_empty() {
             continue;
         }
-        let at = |what: String| TrainError::State(format!("{}:{}: {what}", path.display(), ln + 1));
+        let at = |message: String| GraphError::AtLine {
+            path: path.to_path_buf(),
+            line: ln + 1,
+            message,
+        };
         let cols: Vec<&str> = line.split(',').map(str::trim).collect();
         if cols.len() < 3 {
             return Err(at(format!(
@@ -146,11 +140,11 @@ pub fn load_csv(path: &Path) -> Result<MilDataset, TrainError> {
 /// Reads a PRTools MIL dataset (`fox.mat`, `tiger.mat`, `elephant.mat`): the variable `x`, a
 /// `dataset` object with `data` (instances × features), `nlab` (1 = negative, 2 = positive, one
 /// per instance, constant within a bag) and `ident.milbag` (the bag of each instance).
-pub fn load_prtools_mat(name: &str, shown: &Path, bytes: &[u8]) -> Result<MilDataset, TrainError> {
-    use basin_graph::mat::{MatFile, MatValue};
-    let bad = |what: String| TrainError::State(format!("{}: {what}", shown.display()));
-    let mat = MatFile::parse(shown, bytes).map_err(|e| TrainError::State(e.to_string()))?;
-    let x = mat.get("x").map_err(|e| TrainError::State(e.to_string()))?;
+pub fn load_prtools_mat(name: &str, shown: &Path, bytes: &[u8]) -> Result<MilDataset> {
+    use crate::mat::{MatFile, MatValue};
+    let bad = |what: String| GraphError::format(shown, what);
+    let mat = MatFile::parse(shown, bytes)?;
+    let x = mat.get("x")?;
     let dense = |v: Option<&MatValue>, field: &str| match v {
         Some(MatValue::Dense { dims, data }) => Ok((dims.clone(), data.clone())),
         _ => Err(bad(format!(
@@ -195,31 +189,24 @@ pub fn load_prtools_mat(name: &str, shown: &Path, bytes: &[u8]) -> Result<MilDat
                 (0..f).map(|j| data[j * n + i] as f32).collect(),
             ))
         })
-        .collect::<Result<Vec<_>, TrainError>>()?;
+        .collect::<Result<Vec<_>>>()?;
     MilDataset::from_rows(name.to_owned(), shown, rows)
 }
 
 /// Reads `member` (e.g. `fox.mat`) from a zip archive such as `fte.zip`.
-pub fn load_prtools_zip(zip_path: &Path, member: &str) -> Result<MilDataset, TrainError> {
+pub fn load_prtools_zip(zip_path: &Path, member: &str) -> Result<MilDataset> {
     use std::io::Read;
-    let file = std::fs::File::open(zip_path).map_err(|e| TrainError::Io {
-        path: zip_path.to_path_buf(),
-        source: e,
-    })?;
+    let file = std::fs::File::open(zip_path).map_err(|e| GraphError::io(zip_path, e))?;
     let shown = zip_path.join(member);
-    let mut archive = zip::ZipArchive::new(file).map_err(|e| {
-        TrainError::State(format!("{}: not a zip archive: {e}", zip_path.display()))
-    })?;
+    let mut archive = zip::ZipArchive::new(file)
+        .map_err(|e| GraphError::format(zip_path, format!("not a zip archive: {e}")))?;
     let mut entry = archive
         .by_name(member)
-        .map_err(|e| TrainError::State(format!("{}: {e}", shown.display())))?;
+        .map_err(|e| GraphError::format(&shown, e.to_string()))?;
     let mut bytes = Vec::new();
-    entry.read_to_end(&mut bytes).map_err(|e| {
-        TrainError::State(format!(
-            "{}: truncated or corrupt entry: {e}",
-            shown.display()
-        ))
-    })?;
+    entry
+        .read_to_end(&mut bytes)
+        .map_err(|e| GraphError::format(&shown, format!("truncated or corrupt entry: {e}")))?;
     let name = member.trim_end_matches(".mat");
     load_prtools_mat(name, &shown, &bytes)
 }

@@ -3,17 +3,52 @@
 //! the global fixed point, storage capacity of classical, polynomial, exponential and continuous
 //! modern memories, and the energy along the updates.
 
-use std::path::Path;
 use std::time::Instant;
 
-use anyhow::Result;
-use basin_core::hopfield_demos::{self, Memory};
 use basin_train::plot::{Series, line_panels};
 
-pub fn run(out: &Path, quick: bool) -> Result<()> {
+use super::claims::{self as hopfield_demos, Memory};
+use crate::report::Report;
+use crate::{Context, Override, Preset, ReproError, Reproduction, Result};
+
+/// The Hopfield slides' claims.
+#[derive(Debug)]
+pub struct HopfieldMemory;
+
+impl Reproduction for HopfieldMemory {
+    fn id(&self) -> &'static str {
+        "hopfield-memory"
+    }
+    fn title(&self) -> &'static str {
+        "Hopfield slides: retrieval, metastability, capacity, energy"
+    }
+    fn paper(&self) -> &'static str {
+        "hopfield-networks-is-all-you-need-slides.txt (Theorems 2, 4, 5; capacity)"
+    }
+    fn datasets(&self) -> &'static [&'static str] {
+        &[]
+    }
+    fn presets(&self) -> &'static [Preset] {
+        &[Preset::Cpu, Preset::Quick]
+    }
+    fn accepts(&self) -> &'static [Override] {
+        &[]
+    }
+    fn run(&self, ctx: &Context) -> Result<Report> {
+        run(ctx)
+    }
+}
+
+fn plot_err(e: impl std::fmt::Display) -> ReproError {
+    ReproError::config("plot", e.to_string())
+}
+
+/// Measures and plots the claims into `ctx.out` (on the CPU: the computations are small).
+pub fn run(ctx: &Context) -> Result<Report> {
     let started = Instant::now();
+    let (out, quick) = (&ctx.out, ctx.preset == Preset::Quick);
     tch::manual_seed(0);
-    std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out).map_err(|e| basin_core::CoreError::io(out, e))?;
     let mut md = String::from("# Hopfield memories: the slides' claims, measured\n\n");
     if quick {
         md.push_str("**`--quick` run: small sizes.**\n\n");
@@ -31,7 +66,8 @@ pub fn run(out: &Path, quick: bool) -> Result<()> {
             Series::new("log10 ‖f(ξ) − xᵢ‖ after one update", log_err.clone()),
             Series::new("mean separation Δ", curve.iter().map(|c| c.0).collect()),
         ],
-    )?;
+    )
+    .map_err(plot_err)?;
     md.push_str("## Retrieval in one update (Theorem 4/5)\n\n20 patterns on a sphere of growing radius in d = 64, β = 1, query = pattern + N(0, 0.1²) noise; error after **one** update.\n\n| Δ | error |\n|---|---|\n");
     for (d, e) in &curve {
         md.push_str(&format!("| {d:.2} | {e:.3e} |\n"));
@@ -93,7 +129,8 @@ pub fn run(out: &Path, quick: bool) -> Result<()> {
         &format!("retrieval error against stored patterns (N = {counts:?}, d = {d})"),
         "N index",
         &panels,
-    )?;
+    )
+    .map_err(plot_err)?;
     md.push_str("\nThe classical network breaks down between 0.14·d and 0.25·d; the dense and modern memories keep retrieving far beyond d. Plot: `capacity.png`.\n\n");
 
     // 4. Energy along the updates.
@@ -110,13 +147,24 @@ pub fn run(out: &Path, quick: bool) -> Result<()> {
             .iter()
             .map(|(n, e)| Series::new(*n, e.clone()))
             .collect::<Vec<_>>(),
-    )?;
+    )
+    .map_err(plot_err)?;
     md.push_str(&format!("## Energy along the updates (Theorem 2)\n\nNever rises for any of the four memories: **{monotone}**. Plot: `energy.png`.\n\n"));
     md.push_str(&format!(
         "Wall time: {:.1} s on {}.\n",
         started.elapsed().as_secs_f64(),
         basin_core::device::describe(tch::Device::Cpu)
     ));
-    basin_core::checkpoint::write_atomic(&out.join("report.md"), md.as_bytes())?;
-    Ok(())
+    Report::new(
+        md,
+        &serde_json::json!({
+            "one_update": curve,
+            "metastable": { "to_mean": to_mean, "to_member": to_member },
+            "global_fixed_point": { "farthest": far, "mean_norm": mean_norm },
+            "capacity": curves,
+            "energy_monotone": monotone,
+            "energy": energies,
+        }),
+        1,
+    )
 }

@@ -1,10 +1,11 @@
-//! `EtAnomaly`: node anomaly detection with an ET block whose attention is restricted to each
-//! node's neighbours (paper Section 4, Appendix C; reference-implementations §3).
+//! Node anomaly detection with an energy block whose attention is restricted to each node's
+//! neighbours (ET Section 4, Appendix C; reference-implementations §3; CDAT §2.2 runs the same
+//! task with its own block).
 //!
 //! `x_A = E y_A + λ_A` (eq. 14; λ a learned embedding per node, off in the reference code:
-//! `positional = false`), T steps of descent on the energy of eq. 20 — sparse energy attention
-//! over the graph's edges plus a ReLU Hopfield memory — then an MLP with a sigmoid reads
-//! `g¹ ‖ gᵀ` (eq. 21) and the weighted likelihood of eq. 22 trains it. Heterogeneous graphs run
+//! `positional = false`), T steps of descent of the block — ET: sparse energy attention over the
+//! graph's edges plus a ReLU Hopfield memory (eq. 20), `basin_et::anomaly` — then an MLP with a
+//! sigmoid reads `g¹ ‖ gᵀ` (eq. 21) and the weighted likelihood of eq. 22 trains it. Heterogeneous graphs run
 //! the block on each relation and aggregate by max-pooling or concatenation (Appendix E).
 //! Self loops: the paper's neighbourhoods are the graph's edges (`self_loops = false`); the
 //! reference adds a self loop to every node (`self_loops = true`).
@@ -13,17 +14,15 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
-use basin_core::{
-    AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig, NormConfig,
-    SparseEdges, Structure, TermConfig, TraceOptions,
-};
+use basin_core::{BlockConfig, EnergyBlock, SparseEdges, Structure, TraceOptions};
 use basin_graph::{Csr, NodeDataset};
 use basin_train::TrainError;
 use basin_train::loss::{anomaly_weight, weighted_bce};
-use basin_train::runner::{EpochOutput, Learner, Scores, Steps};
+use basin_train::runner::{Learner, Scores, StepOutput};
 use rand_chacha::ChaCha8Rng;
 
-use crate::EtError;
+use crate::graph_classification::prefix_field;
+use crate::{Result, TaskError, index_tensor};
 
 /// How relation representations are combined (Appendix E).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,22 +35,12 @@ pub enum RelationPool {
     Concat,
 }
 
-/// Configuration of an [`EtAnomaly`].
+/// Configuration of a [`NodeAnomaly`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct EtAnomalyConfig {
-    /// Token width D.
-    pub dim: i64,
-    /// Heads H.
-    pub heads: i64,
-    /// Head width Y.
-    pub head_dim: i64,
-    /// Hopfield memories K.
-    pub memories: i64,
-    /// Descent steps T.
-    pub steps: usize,
-    /// Step size α.
-    pub alpha: f64,
+pub struct NodeAnomalyConfig {
+    /// The energy block (its `dim` is the token width D).
+    pub block: BlockConfig,
     /// Learned positional embedding per node (eq. 14); the reference code has none.
     pub positional: bool,
     /// Add a self loop to every node (the reference code does).
@@ -67,59 +56,42 @@ pub struct EtAnomalyConfig {
     pub subgraph_ratio: Option<f64>,
 }
 
-impl Default for EtAnomalyConfig {
+impl Default for NodeAnomalyConfig {
     fn default() -> Self {
-        Self::table6(64, 128, 1, 1)
-    }
-}
-
-impl EtAnomalyConfig {
-    /// A Table 6 row: head width Y (= D, as in the reference code), K memories, T steps, H
-    /// heads; α = 1 (the reference's explicit update is a unit step).
-    pub fn table6(y: i64, k: i64, t: usize, h: i64) -> Self {
         Self {
-            dim: y,
-            heads: h,
-            head_dim: y,
-            memories: k,
-            steps: t,
-            alpha: 1.0,
+            block: BlockConfig::default(),
             positional: true,
             self_loops: false,
-            readout_hidden: y,
+            readout_hidden: 64,
             heterogeneous: false,
             relation_pool: RelationPool::Max,
             subgraph_ratio: None,
         }
     }
+}
 
-    fn block(&self) -> BlockConfig {
-        BlockConfig {
-            dim: self.dim,
-            steps: self.steps,
-            norm: NormConfig::default(),
-            terms: vec![
-                TermConfig::Attention(AttentionConfig {
-                    heads: self.heads,
-                    head_dim: self.head_dim,
-                    learn_beta: true,
-                    init_std: 0.01,
-                    ..AttentionConfig::default()
-                }),
-                TermConfig::Hopfield(HopfieldConfig {
-                    memories: self.memories,
-                    ..HopfieldConfig::default()
-                }),
-            ],
-            dynamics: DynamicsConfig::GradientFlow { alpha: self.alpha },
+impl NodeAnomalyConfig {
+    /// Checks the front end and the block.
+    pub fn validate(&self) -> Result<()> {
+        if self.readout_hidden < 1 {
+            return Err(TaskError::config("readout_hidden", "must be ≥ 1"));
         }
+        if let Some(r) = self.subgraph_ratio
+            && !(r > 0.0 && r <= 1.0)
+        {
+            return Err(TaskError::config(
+                "subgraph_ratio",
+                format!("in (0, 1], got {r}"),
+            ));
+        }
+        self.block.validate().map_err(|e| prefix_field("block", e))
     }
 }
 
 /// The model, for one graph (its node count fixes the positional embeddings).
 #[derive(Debug)]
-pub struct EtAnomaly {
-    cfg: EtAnomalyConfig,
+pub struct NodeAnomaly {
+    cfg: NodeAnomalyConfig,
     encoder: nn::Linear,
     positional: Option<Tensor>,
     block: EnergyBlock,
@@ -127,11 +99,7 @@ pub struct EtAnomaly {
 }
 
 /// A sparse structure over one graph's nodes (`[1, N]` tokens).
-pub fn neighbour_structure(
-    adj: &Csr,
-    self_loops: bool,
-    device: Device,
-) -> Result<Structure, EtError> {
+pub fn neighbour_structure(adj: &Csr, self_loops: bool, device: Device) -> Result<Structure> {
     let n = adj.num_nodes();
     let mut query = Vec::with_capacity(adj.indices().len());
     for (i, w) in adj.indptr().windows(2).enumerate() {
@@ -146,17 +114,35 @@ pub fn neighbour_structure(
     Ok(Structure::sparse(edges.to_device(device)).with_self_attention(self_loops))
 }
 
-impl EtAnomaly {
+impl NodeAnomaly {
     /// Builds the model for `nodes` nodes with `features` input features and `relations`
-    /// relation subgraphs (1 for a homogeneous graph).
+    /// relation subgraphs (1 for a homogeneous graph); the block's parameters live under
+    /// `block`.
     pub fn new(
         path: &nn::Path,
-        cfg: &EtAnomalyConfig,
+        cfg: &NodeAnomalyConfig,
         features: i64,
         nodes: i64,
         relations: i64,
-    ) -> Result<Self, EtError> {
-        let d = cfg.dim;
+    ) -> Result<Self> {
+        cfg.validate()?;
+        let block = || {
+            EnergyBlock::new(&(path / "block"), &cfg.block).map_err(|e| prefix_field("block", e))
+        };
+        Self::with_block(path, cfg, features, nodes, relations, block)
+    }
+
+    /// The front end of `cfg` around a block that `block()` builds (a family's own, or a
+    /// user's; called once, after the readout is created); its width must be `cfg.block.dim`.
+    pub fn with_block(
+        path: &nn::Path,
+        cfg: &NodeAnomalyConfig,
+        features: i64,
+        nodes: i64,
+        relations: i64,
+        block: impl FnOnce() -> Result<EnergyBlock>,
+    ) -> Result<Self> {
+        let d = cfg.block.dim;
         let width = match cfg.relation_pool {
             RelationPool::Concat => d * relations.max(1),
             RelationPool::Max => d,
@@ -187,7 +173,7 @@ impl EtAnomaly {
                     },
                 )
             }),
-            block: EnergyBlock::new(&(path / "block"), &cfg.block())?,
+            block: block()?,
             readout,
             cfg: cfg.clone(),
         })
@@ -258,12 +244,12 @@ impl EtAnomaly {
     }
 }
 
-/// An [`EtAnomaly`] on one node dataset (full-batch training, as the reference).
-pub struct AnomalyLearner {
+/// A [`NodeAnomaly`] on one node dataset (full-batch training, as the reference).
+pub struct NodeAnomalyLearner {
     vs: nn::VarStore,
-    model: EtAnomaly,
+    model: NodeAnomaly,
     graph: basin_graph::Graph,
-    cfg: EtAnomalyConfig,
+    cfg: NodeAnomalyConfig,
     features: Tensor,
     labels: Tensor,
     label_vec: Vec<bool>,
@@ -271,22 +257,22 @@ pub struct AnomalyLearner {
     relation_names: Vec<String>,
 }
 
-impl std::fmt::Debug for AnomalyLearner {
+impl std::fmt::Debug for NodeAnomalyLearner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnomalyLearner")
+        f.debug_struct("NodeAnomalyLearner")
             .field("cfg", &self.model.cfg)
             .finish()
     }
 }
 
-impl AnomalyLearner {
+impl NodeAnomalyLearner {
     /// A learner for `data` with `cfg`, seeded by `seed`.
     pub fn new(
         data: &NodeDataset,
-        cfg: &EtAnomalyConfig,
+        cfg: &NodeAnomalyConfig,
         seed: u64,
         device: Device,
-    ) -> Result<Self, EtError> {
+    ) -> Result<Self> {
         tch::manual_seed(seed as i64);
         let x = &data.graph.node_features;
         let (n, f) = (x.nrows() as i64, x.ncols() as i64);
@@ -302,17 +288,17 @@ impl AnomalyLearner {
                 (vec![&data.graph.adjacency], vec!["homogeneous".into()])
             };
         if cfg.subgraph_ratio.is_some() && adjacencies.len() > 1 {
-            return Err(EtError::Config {
-                field: "subgraph_ratio".into(),
-                message: "subgraph sampling is implemented for homogeneous graphs; set heterogeneous = false".into(),
-            });
+            return Err(TaskError::config(
+                "subgraph_ratio",
+                "subgraph sampling is implemented for homogeneous graphs; set heterogeneous = false",
+            ));
         }
         let structures = adjacencies
             .iter()
             .map(|a| neighbour_structure(a, cfg.self_loops, device))
             .collect::<Result<Vec<_>, _>>()?;
         let vs = nn::VarStore::new(device);
-        let model = EtAnomaly::new(&vs.root(), cfg, f, n, structures.len() as i64)?;
+        let model = NodeAnomaly::new(&vs.root(), cfg, f, n, structures.len() as i64)?;
         let label_vec: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
         let labels = Tensor::from_slice(
             &label_vec
@@ -345,31 +331,33 @@ impl AnomalyLearner {
         names.into_iter().zip(curves).collect()
     }
 
-    fn idx(items: &[usize], device: Device) -> Tensor {
-        Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>()).to_device(device)
+    /// The model.
+    pub fn model(&self) -> &NodeAnomaly {
+        &self.model
     }
 }
 
-impl Learner for AnomalyLearner {
+impl Learner for NodeAnomalyLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
 
-    fn train_epoch(
+    fn batch_size(&self) -> Option<usize> {
+        None
+    }
+
+    fn train_step(
         &mut self,
         train: &[usize],
-        steps: &mut Steps<'_>,
         rng: &mut ChaCha8Rng,
-    ) -> Result<EpochOutput, TrainError> {
+    ) -> std::result::Result<StepOutput, TrainError> {
         if let Some(ratio) = self.cfg.subgraph_ratio {
             // Appendix C.2: a fresh subgraph induced by a share of the training nodes each epoch.
             let pool: Vec<u32> = train.iter().map(|&i| i as u32).collect();
             let sub =
-                basin_graph::sample::induced_by_ratio(&self.graph, Some(&pool), ratio, false, rng)
-                    .map_err(|e| TrainError::State(e.to_string()))?;
+                basin_graph::sample::induced_by_ratio(&self.graph, Some(&pool), ratio, false, rng)?;
             let device = self.vs.device();
-            let structure = neighbour_structure(&sub.graph.adjacency, self.cfg.self_loops, device)
-                .map_err(|e| TrainError::State(e.to_string()))?;
+            let structure = neighbour_structure(&sub.graph.adjacency, self.cfg.self_loops, device)?;
             let ids =
                 Tensor::from_slice(&sub.nodes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
                     .to_device(device);
@@ -384,40 +372,35 @@ impl Learner for AnomalyLearner {
                 .iter()
                 .map(|&i| self.label_vec[i as usize])
                 .collect();
-            let loss = weighted_bce(
+            return Ok(StepOutput::loss(weighted_bce(
                 &logits,
                 &self.labels.index_select(0, &ids),
                 anomaly_weight(&labels),
-            );
-            return Ok(EpochOutput {
-                loss: steps.step(&loss)?,
-                pre_step_scores: None,
-            });
+            )));
         }
         let logits = self.model.forward(&self.features, &self.structures, true);
         let pre = Scores::from_tensor(&logits.detach().sigmoid())?;
-        let idx = Self::idx(train, self.vs.device());
+        let idx = index_tensor(train, self.vs.device());
         let omega = anomaly_weight(&train.iter().map(|&i| self.label_vec[i]).collect::<Vec<_>>());
         let loss = weighted_bce(
             &logits.index_select(0, &idx),
             &self.labels.index_select(0, &idx),
             omega,
         );
-        let value = steps.step(&loss)?;
-        Ok(EpochOutput {
-            loss: value,
+        Ok(StepOutput {
+            loss,
             pre_step_scores: Some(pre),
         })
     }
 
-    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+    fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let p = tch::no_grad(|| {
             self.model
                 .forward(&self.features, &self.structures, false)
                 .sigmoid()
         });
         Scores::from_tensor(
-            &p.index_select(0, &Self::idx(items, self.vs.device()))
+            &p.index_select(0, &index_tensor(items, self.vs.device()))
                 .to_kind(Kind::Double),
         )
     }

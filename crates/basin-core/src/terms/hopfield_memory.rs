@@ -17,6 +17,7 @@ use tch::{Tensor, nn};
 
 use crate::energy::Energy;
 use crate::error::{CoreError, Result};
+use crate::registry::{BuildContext, TermParams};
 use crate::structure::Structure;
 
 /// The activation `r = G'` of the memory.
@@ -38,10 +39,6 @@ pub enum Activation {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HopfieldConfig {
-    /// Name of the term (checkpoint prefix and trace label).
-    pub name: String,
-    /// Factor of the term in a block's energy sum.
-    pub weight: f64,
     /// Number of memories K (rows of ξ).
     pub memories: i64,
     /// The activation.
@@ -59,8 +56,6 @@ pub struct HopfieldConfig {
 impl Default for HopfieldConfig {
     fn default() -> Self {
         Self {
-            name: "hopfield".into(),
-            weight: 1.0,
             memories: 64,
             activation: Activation::Relu,
             beta: None,
@@ -135,12 +130,6 @@ impl HopfieldConfig {
                 "must be ≥ 0",
             ));
         }
-        if !self.weight.is_finite() {
-            return Err(CoreError::config(
-                format!("{field}.weight"),
-                "must be finite",
-            ));
-        }
         Ok(())
     }
 }
@@ -197,7 +186,7 @@ impl HopfieldEnergy {
         Self {
             xi,
             form,
-            name: cfg.name.clone(),
+            name: "hopfield".into(),
         }
     }
 
@@ -281,3 +270,27 @@ impl Energy for HopfieldEnergy {
         )
     }
 }
+
+impl HopfieldEnergy {
+    /// The same term under another name (traces, plots).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+}
+
+impl TermParams for HopfieldConfig {
+    const KIND: &'static str = "hopfield";
+    const ABOUT: &'static str = "Hopfield memory −Σ G(ξ·g) (ET eq. 5; relu, power, exp, softmax)";
+
+    fn validate(&self, field: &str) -> Result<()> {
+        HopfieldConfig::validate(self, field)
+    }
+
+    fn build(&self, ctx: &BuildContext, name: &str) -> Result<Box<dyn Energy>> {
+        Ok(Box::new(
+            HopfieldEnergy::new(ctx.path, ctx.dim, self).with_name(name),
+        ))
+    }
+}
+crate::register_term!(HopfieldConfig);

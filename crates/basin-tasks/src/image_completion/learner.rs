@@ -1,25 +1,24 @@
-//! Training, evaluation and pictures for [`EtImage`] on image sets.
+//! Training, evaluation and pictures for an [`ImageCompletion`] model on image sets.
 
 use std::collections::BTreeMap;
 
 use basin_image::{Augment, ImageSet, MaskStrategy, Normalize, Pipeline};
 use basin_train::TrainError;
-use basin_train::runner::{EpochOutput, Learner, Scores, Steps};
+use basin_train::runner::{Learner, Scores, StepOutput};
 use rand::RngExt;
-use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind, Tensor, nn};
 
-use crate::EtError;
-use crate::image::{DeviceBatch, EtImage, EtImageConfig};
+use super::{ImageCompletion, ImageCompletionConfig, PatchBatchOnDevice};
+use crate::{Result, TaskError};
 
-/// An [`EtImage`] with its data: items index into `data` (training and evaluation images
+/// An [`ImageCompletion`] model with its data: items index into `data` (training and evaluation images
 /// together; the protocol decides which are which).
 pub struct ImageLearner {
     /// The parameters.
     pub vs: nn::VarStore,
     /// The model.
-    pub model: EtImage,
+    pub model: ImageCompletion,
     /// All images.
     pub data: ImageSet,
     /// Training preparation (augmentations on).
@@ -63,16 +62,16 @@ pub struct Reconstruction {
 impl ImageLearner {
     /// A learner for `cfg` on `data`, normalising with `normalize` and masking with `mask`.
     pub fn new(
-        cfg: &EtImageConfig,
+        cfg: &ImageCompletionConfig,
         data: ImageSet,
         normalize: Normalize,
         mask: MaskStrategy,
         augment: Augment,
         batch: usize,
         device: Device,
-    ) -> Result<Self, EtError> {
+    ) -> Result<Self> {
         let vs = nn::VarStore::new(device);
-        let model = EtImage::new(&vs.root(), cfg)?;
+        let model = ImageCompletion::new(&vs.root(), cfg)?;
         let eval_pipe = Pipeline {
             patch: cfg.patch as usize,
             augment: Augment::none(),
@@ -88,13 +87,13 @@ impl ImageLearner {
             || data.height as i64 != cfg.height
             || data.width as i64 != cfg.width
         {
-            return Err(EtError::Config {
-                field: "image".into(),
-                message: format!(
+            return Err(TaskError::config(
+                "image",
+                format!(
                     "the model expects {}×{}×{}, the data is {}×{}×{}",
                     cfg.height, cfg.width, cfg.channels, data.height, data.width, data.channels
                 ),
-            });
+            ));
         }
         Ok(Self {
             vs,
@@ -118,14 +117,14 @@ impl ImageLearner {
         pipe: &Pipeline,
         seed: u64,
         train: bool,
-    ) -> Result<(Tensor, DeviceBatch), EtError> {
-        let b = DeviceBatch::new(&pipe.batch(&self.data, items, seed)?, self.device());
+    ) -> Result<(Tensor, PatchBatchOnDevice)> {
+        let b = PatchBatchOnDevice::new(&pipe.batch(&self.data, items, seed)?, self.device());
         let (pred, _) = self.model.forward(&b, train, None);
         Ok((pred, b))
     }
 
     /// Masked-patch MSE, PSNR and SSIM over `items` for each masking seed in `seeds`.
-    pub fn evaluate(&self, items: &[usize], seeds: &[u64]) -> Result<Reconstruction, EtError> {
+    pub fn evaluate(&self, items: &[usize], seeds: &[u64]) -> Result<Reconstruction> {
         let grid = self.eval_pipe.grid(&self.data)?;
         let (h, w, c) = (self.data.height, self.data.width, self.data.channels);
         let mut per_image = vec![0f64; items.len()];
@@ -143,26 +142,23 @@ impl ImageLearner {
                     )
                 })?;
                 let mse: Vec<f64> = Vec::try_from(
-                    &EtImage::per_image_mse(&pred, &b)
+                    &ImageCompletion::per_image_mse(&pred, &b)
                         .to_kind(Kind::Double)
                         .to_device(Device::Cpu),
-                )
-                .map_err(EtError::Torch)?;
+                )?;
                 let completed = pred.where_self(&b.masked.unsqueeze(-1), &b.patches);
                 let completed: Vec<f32> = Vec::try_from(
                     &completed
                         .to_kind(Kind::Float)
                         .to_device(Device::Cpu)
                         .reshape([-1]),
-                )
-                .map_err(EtError::Torch)?;
+                )?;
                 let original: Vec<f32> = Vec::try_from(
                     &b.patches
                         .to_kind(Kind::Float)
                         .to_device(Device::Cpu)
                         .reshape([-1]),
-                )
-                .map_err(EtError::Torch)?;
+                )?;
                 let per = grid.tokens() * grid.patch_len();
                 for (k, m) in mse.iter().enumerate() {
                     per_image[chunk_no * self.batch + k] += m;
@@ -173,11 +169,8 @@ impl ImageLearner {
                     self.eval_pipe.normalize.invert(&mut z);
                     z.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
                     a.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
-                    psnr += basin_train::image_metrics::psnr(&a, &z, 1.0)
-                        .map_err(TrainError::from)?
-                        .min(100.0);
-                    ssim += basin_train::image_metrics::ssim(&a, &z, h, w, c, 1.0)
-                        .map_err(TrainError::from)?;
+                    psnr += basin_train::image_metrics::psnr(&a, &z, 1.0)?.min(100.0);
+                    ssim += basin_train::image_metrics::ssim(&a, &z, h, w, c, 1.0)?;
                     count += 1;
                 }
             }
@@ -205,31 +198,22 @@ impl Learner for ImageLearner {
         &self.vs
     }
 
-    fn train_epoch(
+    fn batch_size(&self) -> Option<usize> {
+        Some(self.batch)
+    }
+
+    fn train_step(
         &mut self,
-        train: &[usize],
-        steps: &mut Steps<'_>,
+        items: &[usize],
         rng: &mut ChaCha8Rng,
-    ) -> Result<EpochOutput, TrainError> {
-        let mut order = train.to_vec();
-        order.shuffle(rng);
-        let (mut total, mut n) = (0.0, 0usize);
-        for chunk in order.chunks(self.batch) {
-            let seed: u64 = rng.random();
-            let (pred, b) = self
-                .run_batch(chunk, &self.train_pipe, seed, true)
-                .map_err(|e| TrainError::State(e.to_string()))?;
-            total += steps.step(&self.model.loss(&pred, &b))?;
-            n += 1;
-        }
-        Ok(EpochOutput {
-            loss: total / n.max(1) as f64,
-            pre_step_scores: None,
-        })
+    ) -> std::result::Result<StepOutput, TrainError> {
+        let seed: u64 = rng.random();
+        let (pred, b) = self.run_batch(items, &self.train_pipe, seed, true)?;
+        Ok(StepOutput::loss(self.model.loss(&pred, &b)))
     }
 
     /// One row per image: its masked-patch MSE under the fixed evaluation masks.
-    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+    fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let mut rows = Vec::with_capacity(items.len());
         for (k, chunk) in items.chunks(self.batch).enumerate() {
             let (pred, b) = tch::no_grad(|| {
@@ -239,10 +223,9 @@ impl Learner for ImageLearner {
                     self.eval_seed ^ ((k as u64) << 32),
                     false,
                 )
-            })
-            .map_err(|e| TrainError::State(e.to_string()))?;
+            })?;
             let mse: Vec<f64> = Vec::try_from(
-                &EtImage::per_image_mse(&pred, &b)
+                &ImageCompletion::per_image_mse(&pred, &b)
                     .to_kind(Kind::Double)
                     .to_device(Device::Cpu),
             )?;
@@ -268,7 +251,7 @@ pub fn summary(prefix: &str, r: &Reconstruction) -> BTreeMap<String, f64> {
 use std::path::Path;
 
 use basin_core::TraceOptions;
-use basin_train::plot::{Picture, Series, image_grid, line_panels};
+use basin_train::plot::{Picture, image_grid};
 
 fn picture(data: Vec<f32>, w: usize, h: usize, c: usize) -> Picture {
     Picture {
@@ -293,7 +276,7 @@ fn stretch(mut v: Vec<f32>) -> Vec<f32> {
 
 impl ImageLearner {
     /// Patches `[N·P]` (normalised) → an image in `[0, 1]`.
-    fn to_image(&self, patches: &[f32]) -> Result<Vec<f32>, EtError> {
+    fn to_image(&self, patches: &[f32]) -> Result<Vec<f32>> {
         let grid = self.eval_pipe.grid(&self.data)?;
         let mut img = grid.unpatchify(patches);
         self.eval_pipe.normalize.invert(&mut img);
@@ -301,19 +284,14 @@ impl ImageLearner {
         Ok(img)
     }
 
-    fn flat(t: &Tensor) -> Result<Vec<f32>, EtError> {
+    fn flat(t: &Tensor) -> Result<Vec<f32>> {
         Ok(Vec::try_from(
             &t.to_kind(Kind::Float).to_device(Device::Cpu).reshape([-1]),
         )?)
     }
 
     /// Masked input / completion / original for `items` (ET Figures 3, 8, 9).
-    pub fn write_reconstructions(
-        &self,
-        items: &[usize],
-        seed: u64,
-        path: &Path,
-    ) -> Result<(), EtError> {
+    pub fn write_reconstructions(&self, items: &[usize], seed: u64, path: &Path) -> Result<()> {
         let (pred, b) = tch::no_grad(|| self.run_batch(items, &self.eval_pipe, seed, false))?;
         let grey = b.patches.full_like(0.0);
         let shown = b
@@ -328,16 +306,12 @@ impl ImageLearner {
                 rows[r].push(picture(self.to_image(&Self::flat(&t.get(k))?)?, w, h, c));
             }
         }
-        image_grid(path, &rows, &["masked input", "completed", "original"], 4).map_err(|e| {
-            EtError::Config {
-                field: "picture".into(),
-                message: e.to_string(),
-            }
-        })
+        image_grid(path, &rows, &["masked input", "completed", "original"], 4)
+            .map_err(|e| TaskError::config("picture", e.to_string()))
     }
 
     /// The first `count` Hopfield memories decoded to patches (ET Figure 5).
-    pub fn write_memories(&self, count: usize, path: &Path) -> Result<bool, EtError> {
+    pub fn write_memories(&self, count: usize, path: &Path) -> Result<bool> {
         let Some(mem) = tch::no_grad(|| self.model.decoded_memories()) else {
             return Ok(false);
         };
@@ -365,10 +339,7 @@ impl ImageLearner {
                 row.push(picture(img, p, p, c));
             }
         }
-        image_grid(path, &rows, &[], 6).map_err(|e| EtError::Config {
-            field: "picture".into(),
-            message: e.to_string(),
-        })?;
+        image_grid(path, &rows, &[], 6).map_err(|e| TaskError::config("picture", e.to_string()))?;
         Ok(true)
     }
 
@@ -380,8 +351,8 @@ impl ImageLearner {
         item: usize,
         seed: u64,
         path: &Path,
-    ) -> Result<Vec<(String, Vec<f64>)>, EtError> {
-        let b = DeviceBatch::new(
+    ) -> Result<Vec<(String, Vec<f64>)>> {
+        let b = PatchBatchOnDevice::new(
             &self.eval_pipe.batch(&self.data, &[item], seed)?,
             self.device(),
         );
@@ -397,10 +368,7 @@ impl ImageLearner {
                 }),
             )
         });
-        let trace = trace.ok_or_else(|| EtError::Config {
-            field: "trace".into(),
-            message: "no trace recorded".into(),
-        })?;
+        let trace = trace.ok_or_else(|| TaskError::config("trace", "no trace recorded"))?;
         let (w, h, c) = (self.data.width, self.data.height, self.data.channels);
         let steps = trace.states.len();
         let picks: Vec<usize> = (0..6).map(|i| i * (steps - 1) / 5).collect();
@@ -429,27 +397,8 @@ impl ImageLearner {
             labels.push(format!("−∂E/∂g {name}"));
         }
         let label_refs: Vec<&str> = labels.iter().map(String::as_str).collect();
-        image_grid(path, &rows, &label_refs, 4).map_err(|e| EtError::Config {
-            field: "picture".into(),
-            message: e.to_string(),
-        })?;
+        image_grid(path, &rows, &label_refs, 4)
+            .map_err(|e| TaskError::config("picture", e.to_string()))?;
         Ok(trace.mean_terms())
     }
-}
-
-/// Energy per step (total and per term) as a PNG.
-pub fn write_energy(terms: &[(String, Vec<f64>)], title: &str, path: &Path) -> Result<(), EtError> {
-    let total: Vec<f64> = (0..terms.first().map_or(0, |t| t.1.len()))
-        .map(|i| terms.iter().map(|t| t.1[i]).sum())
-        .collect();
-    let mut panels = vec![Series::new("total energy", total)];
-    panels.extend(
-        terms
-            .iter()
-            .map(|(n, v)| Series::new(format!("{n} energy"), v.clone())),
-    );
-    line_panels(path, title, "step", &panels).map_err(|e| EtError::Config {
-        field: "plot".into(),
-        message: e.to_string(),
-    })
 }

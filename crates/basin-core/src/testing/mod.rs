@@ -1,8 +1,30 @@
-//! Helpers for tests in this and downstream crates: tolerances and finite differences.
+//! Helpers for tests in this and downstream crates: tolerances, finite differences, seeded
+//! sections, and the [`conformance`] suite every energy term passes.
 //!
 //! Comparisons use burn's rule `|a − b| ≤ max(rel·|a + b|/2, abs)` element-wise.
 
+pub mod conformance;
+
+use std::sync::{Mutex, MutexGuard};
+
 use tch::{Kind, Tensor};
+
+static GENERATOR: Mutex<()> = Mutex::new(());
+
+/// Holds libtorch's global generator for the calling test until the guard drops: tests that
+/// seed it and draw from it run one at a time, so they get the same numbers every time.
+pub fn lock_generator() -> MutexGuard<'static, ()> {
+    GENERATOR
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs `f` after `tch::manual_seed(seed)`, holding [`lock_generator`] (not reentrant).
+pub fn seeded<T>(seed: i64, f: impl FnOnce() -> T) -> T {
+    let _guard = lock_generator();
+    tch::manual_seed(seed);
+    f()
+}
 
 /// A relative/absolute tolerance.
 #[derive(Clone, Copy, Debug)]

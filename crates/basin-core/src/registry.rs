@@ -1,0 +1,421 @@
+//! The open catalogue of energy terms and dynamics: what a `kind = "…"` in a config file means.
+//!
+//! A term is usable from TOML, and so from every task, once its parameter struct implements
+//! [`TermParams`] and one line registers it — in the term's own file, in any crate:
+//!
+//! ```ignore
+//! #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+//! #[serde(default, deny_unknown_fields)]
+//! pub struct ProjectionConfig { pub width: i64 }
+//!
+//! impl basin_core::registry::TermParams for ProjectionConfig {
+//!     const KIND: &'static str = "projection";
+//!     const ABOUT: &'static str = "−½‖P g‖² per token";
+//!     fn build(&self, ctx: &BuildContext, name: &str) -> basin_core::Result<Box<dyn Energy>> { … }
+//! }
+//! basin_core::register_term!(ProjectionConfig);
+//! ```
+//!
+//! Dynamics work the same way with [`DynamicsParams`] and [`register_dynamics!`](crate::register_dynamics).
+//! Built-in terms and dynamics register exactly so, which is why `block.rs` names none of
+//! them. (The registration is collected at link time by `inventory`; nothing needs calling.)
+//!
+//! In a config file a term is a table with `kind`, an optional `name` (default: the kind;
+//! checkpoint prefix and trace label), an optional `weight` (default 1; CDAT eq. 9's λ) and the
+//! kind's own parameters, which are checked by deserialising them into its struct, so errors name
+//! the field (`terms[1].heads`).
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tch::nn;
+
+use crate::dynamics::Dynamics;
+use crate::energy::Energy;
+use crate::error::{CoreError, Result};
+
+/// Where a block's parameters are created.
+#[derive(Debug)]
+pub struct BuildContext<'a> {
+    /// This term's (or dynamics') own path: per-block parameters go here.
+    pub path: &'a nn::Path<'a>,
+    /// A path shared by every block of one model, for parameters that all blocks share
+    /// (CDAT's coupling W and damping ω). Reuse what is already there with `shared.get(name)`.
+    pub shared: &'a nn::Path<'a>,
+    /// Token width D.
+    pub dim: i64,
+}
+
+/// The parameters of an energy term as written in a config file. Implement it for a
+/// `Serialize + Deserialize` struct (with `#[serde(default, deny_unknown_fields)]`) and register
+/// the struct with [`register_term!`](crate::register_term).
+pub trait TermParams: Serialize + DeserializeOwned {
+    /// The `kind` that names the term in config files, e.g. `"attention"`.
+    const KIND: &'static str;
+    /// One line on what the term is (listings, error messages).
+    const ABOUT: &'static str;
+    /// Checks the values; `field` is the config path for errors, e.g. `terms[1]`.
+    fn validate(&self, _field: &str) -> Result<()> {
+        Ok(())
+    }
+    /// Creates the term's parameters under `ctx.path`; `name` is the term's name in traces.
+    fn build(&self, ctx: &BuildContext, name: &str) -> Result<Box<dyn Energy>>;
+}
+
+/// The parameters of a dynamics as written in a config file (see [`TermParams`]); register
+/// with [`register_dynamics!`](crate::register_dynamics).
+pub trait DynamicsParams: Serialize + DeserializeOwned {
+    /// The `kind` in config files, e.g. `"langevin"`.
+    const KIND: &'static str;
+    /// One line on what it is.
+    const ABOUT: &'static str;
+    /// Checks the values; `field` is the config path for errors, e.g. `dynamics`.
+    fn validate(&self, _field: &str) -> Result<()> {
+        Ok(())
+    }
+    /// Builds the dynamics, creating any parameters under `ctx.path` (or `ctx.shared`).
+    fn build(&self, ctx: &BuildContext) -> Result<Box<dyn Dynamics>>;
+    /// The step size α, if the dynamics has one (reports print it).
+    fn alpha(&self) -> Option<f64> {
+        None
+    }
+}
+
+type ValidateFn = fn(&toml::Table, &str) -> Result<()>;
+type BuildTermFn = fn(&toml::Table, &BuildContext, &str, &str) -> Result<Box<dyn Energy>>;
+type BuildDynamicsFn = fn(&toml::Table, &BuildContext, &str) -> Result<Box<dyn Dynamics>>;
+
+/// A registered term kind (collected from every crate of the binary).
+pub struct TermKind {
+    /// The `kind` in config files.
+    pub kind: &'static str,
+    /// One line on what it is.
+    pub about: &'static str,
+    validate: ValidateFn,
+    build: BuildTermFn,
+}
+
+/// A registered dynamics kind.
+pub struct DynamicsKind {
+    /// The `kind` in config files.
+    pub kind: &'static str,
+    /// One line on what it is.
+    pub about: &'static str,
+    validate: ValidateFn,
+    build: BuildDynamicsFn,
+    alpha: fn(&toml::Table) -> Option<f64>,
+}
+
+inventory::collect!(TermKind);
+inventory::collect!(DynamicsKind);
+
+/// The parameters of kind `T` from a config table; errors name `field`.
+fn parse<T: DeserializeOwned>(params: &toml::Table, field: &str) -> Result<T> {
+    T::deserialize(toml::Value::Table(params.clone()))
+        .map_err(|e| CoreError::config(field, e.to_string().trim_end().replace('\n', " ")))
+}
+
+fn validate_term<T: TermParams>(params: &toml::Table, field: &str) -> Result<()> {
+    parse::<T>(params, field)?.validate(field)
+}
+
+fn build_term<T: TermParams>(
+    params: &toml::Table,
+    ctx: &BuildContext,
+    name: &str,
+    field: &str,
+) -> Result<Box<dyn Energy>> {
+    let p = parse::<T>(params, field)?;
+    p.validate(field)?;
+    p.build(ctx, name)
+}
+
+fn validate_dynamics<T: DynamicsParams>(params: &toml::Table, field: &str) -> Result<()> {
+    parse::<T>(params, field)?.validate(field)
+}
+
+fn build_dynamics<T: DynamicsParams>(
+    params: &toml::Table,
+    ctx: &BuildContext,
+    field: &str,
+) -> Result<Box<dyn Dynamics>> {
+    let p = parse::<T>(params, field)?;
+    p.validate(field)?;
+    p.build(ctx)
+}
+
+fn alpha_of<T: DynamicsParams>(params: &toml::Table) -> Option<f64> {
+    parse::<T>(params, "").ok().and_then(|p| p.alpha())
+}
+
+impl TermKind {
+    /// The registration of `T` (what [`register_term!`](crate::register_term) submits).
+    pub const fn of<T: TermParams>() -> Self {
+        Self {
+            kind: T::KIND,
+            about: T::ABOUT,
+            validate: validate_term::<T>,
+            build: build_term::<T>,
+        }
+    }
+}
+
+impl DynamicsKind {
+    /// The registration of `T` (what [`register_dynamics!`](crate::register_dynamics) submits).
+    pub const fn of<T: DynamicsParams>() -> Self {
+        Self {
+            kind: T::KIND,
+            about: T::ABOUT,
+            validate: validate_dynamics::<T>,
+            build: build_dynamics::<T>,
+            alpha: alpha_of::<T>,
+        }
+    }
+}
+
+/// Registers an energy term's parameter struct (which implements [`TermParams`]) so that
+/// `kind = "<its KIND>"` works in every config file. Write it next to the term.
+#[macro_export]
+macro_rules! register_term {
+    ($params:ty) => {
+        $crate::inventory::submit! { $crate::registry::TermKind::of::<$params>() }
+    };
+}
+
+/// Registers a dynamics' parameter struct (which implements [`DynamicsParams`]).
+#[macro_export]
+macro_rules! register_dynamics {
+    ($params:ty) => {
+        $crate::inventory::submit! { $crate::registry::DynamicsKind::of::<$params>() }
+    };
+}
+
+/// Every registered term kind, sorted by name.
+pub fn term_kinds() -> Vec<&'static TermKind> {
+    let mut v: Vec<&TermKind> = inventory::iter::<TermKind>.into_iter().collect();
+    v.sort_by_key(|k| k.kind);
+    v
+}
+
+/// Every registered dynamics kind, sorted by name.
+pub fn dynamics_kinds() -> Vec<&'static DynamicsKind> {
+    let mut v: Vec<&DynamicsKind> = inventory::iter::<DynamicsKind>.into_iter().collect();
+    v.sort_by_key(|k| k.kind);
+    v
+}
+
+fn term_kind(kind: &str, field: &str) -> Result<&'static TermKind> {
+    let kinds = term_kinds();
+    kinds.iter().copied().find(|k| k.kind == kind).ok_or_else(|| {
+        let known: Vec<&str> = kinds.iter().map(|k| k.kind).collect();
+        CoreError::config(
+            format!("{field}.kind"),
+            format!(
+                "unknown energy term `{kind}`; registered: {} (a new term registers itself with basin_core::register_term!)",
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+fn dynamics_kind(kind: &str, field: &str) -> Result<&'static DynamicsKind> {
+    let kinds = dynamics_kinds();
+    kinds.iter().copied().find(|k| k.kind == kind).ok_or_else(|| {
+        let known: Vec<&str> = kinds.iter().map(|k| k.kind).collect();
+        CoreError::config(
+            format!("{field}.kind"),
+            format!(
+                "unknown dynamics `{kind}`; registered: {} (register one with basin_core::register_dynamics!)",
+                known.join(", ")
+            ),
+        )
+    })
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn is_one(w: &f64) -> bool {
+    *w == 1.0
+}
+
+fn table_of<T: Serialize>(params: &T) -> Result<toml::Table> {
+    match toml::Value::try_from(params) {
+        Ok(toml::Value::Table(t)) => Ok(t),
+        Ok(_) => Err(CoreError::config("params", "must serialise to a table")),
+        Err(e) => Err(CoreError::config("params", e.to_string())),
+    }
+}
+
+/// One energy term of a block as written in a config file: `kind`, optional `name` and
+/// `weight`, and the kind's parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TermConfig {
+    /// A registered term kind (`attention`, `hopfield`, or one registered by another crate).
+    pub kind: String,
+    /// Name in traces and checkpoints (default: the kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Factor of the term in the block's energy sum (CDAT eq. 9's λ; default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub weight: f64,
+    /// The kind's own parameters.
+    #[serde(flatten)]
+    pub params: toml::Table,
+}
+
+impl TermConfig {
+    /// The term `params` (of a registered kind) with its default name and weight 1.
+    pub fn new<T: TermParams>(params: &T) -> Self {
+        Self {
+            kind: T::KIND.to_owned(),
+            name: None,
+            weight: 1.0,
+            // Serialising a plain config struct to TOML cannot fail for the built-in terms; an
+            // unrepresentable one is reported when the block is validated.
+            params: table_of(params).unwrap_or_default(),
+        }
+    }
+
+    /// The same term under another name.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The same term with another weight.
+    pub fn weighted(mut self, weight: f64) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// The name in traces and checkpoints.
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.kind)
+    }
+
+    /// Whether this term is of kind `T`.
+    pub fn is<T: TermParams>(&self) -> bool {
+        self.kind == T::KIND
+    }
+
+    /// The parameters as `T`, if the term is of that kind.
+    pub fn params<T: TermParams>(&self) -> Result<T> {
+        if !self.is::<T>() {
+            return Err(CoreError::config(
+                "kind",
+                format!("the term is a `{}`, not a `{}`", self.kind, T::KIND),
+            ));
+        }
+        parse(&self.params, self.name())
+    }
+
+    /// Changes the parameters of a term of kind `T` in place (no-op for other kinds).
+    pub fn edit<T: TermParams>(&mut self, f: impl FnOnce(&mut T)) -> Result<()> {
+        if self.is::<T>() {
+            let mut p: T = self.params()?;
+            f(&mut p);
+            self.params = table_of(&p)?;
+        }
+        Ok(())
+    }
+
+    /// Checks the kind, the parameters and the weight; `field` is the config path.
+    pub fn validate(&self, field: &str) -> Result<()> {
+        if !self.weight.is_finite() {
+            return Err(CoreError::config(
+                format!("{field}.weight"),
+                "must be finite",
+            ));
+        }
+        (term_kind(&self.kind, field)?.validate)(&self.params, field)
+    }
+
+    /// Builds the term with its parameters under `ctx.path / name`.
+    pub fn build(
+        &self,
+        path: &nn::Path,
+        shared: &nn::Path,
+        dim: i64,
+        field: &str,
+    ) -> Result<Box<dyn Energy>> {
+        let kind = term_kind(&self.kind, field)?;
+        let own = path / self.name();
+        let ctx = BuildContext {
+            path: &own,
+            shared,
+            dim,
+        };
+        (kind.build)(&self.params, &ctx, self.name(), field)
+    }
+}
+
+/// The dynamics of a block as written in a config file: `kind` and its parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DynamicsConfig {
+    /// A registered dynamics kind (`gradient-flow`, `langevin`, or one registered elsewhere).
+    pub kind: String,
+    /// The kind's own parameters.
+    #[serde(flatten)]
+    pub params: toml::Table,
+}
+
+impl DynamicsConfig {
+    /// The dynamics `params` of a registered kind.
+    pub fn new<T: DynamicsParams>(params: &T) -> Self {
+        Self {
+            kind: T::KIND.to_owned(),
+            params: table_of(params).unwrap_or_default(),
+        }
+    }
+
+    /// The parameters as `T`, if the dynamics is of that kind.
+    pub fn params<T: DynamicsParams>(&self) -> Result<T> {
+        if self.kind != T::KIND {
+            return Err(CoreError::config(
+                "dynamics.kind",
+                format!("the dynamics is `{}`, not `{}`", self.kind, T::KIND),
+            ));
+        }
+        parse(&self.params, "dynamics")
+    }
+
+    /// Changes the parameters of a dynamics of kind `T` in place (no-op for other kinds).
+    pub fn edit<T: DynamicsParams>(&mut self, f: impl FnOnce(&mut T)) -> Result<()> {
+        if self.kind == T::KIND {
+            let mut p: T = self.params()?;
+            f(&mut p);
+            self.params = table_of(&p)?;
+        }
+        Ok(())
+    }
+
+    /// The step size α, if the kind has one.
+    pub fn alpha(&self) -> Option<f64> {
+        let kind = dynamics_kind(&self.kind, "dynamics").ok()?;
+        (kind.alpha)(&self.params)
+    }
+
+    /// Checks the kind and the parameters; `field` is the config path.
+    pub fn validate(&self, field: &str) -> Result<()> {
+        (dynamics_kind(&self.kind, field)?.validate)(&self.params, field)
+    }
+
+    /// Builds the dynamics with any parameters under `path / "dynamics"` (or `shared`).
+    pub fn build(
+        &self,
+        path: &nn::Path,
+        shared: &nn::Path,
+        dim: i64,
+        field: &str,
+    ) -> Result<Box<dyn Dynamics>> {
+        let kind = dynamics_kind(&self.kind, field)?;
+        let own = path / "dynamics";
+        let ctx = BuildContext {
+            path: &own,
+            shared,
+            dim,
+        };
+        (kind.build)(&self.params, &ctx, field)
+    }
+}

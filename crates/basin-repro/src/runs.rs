@@ -1,0 +1,430 @@
+//! One run from a run file (`basin train`) and its re-evaluation from disk (`basin eval`).
+//!
+//! A run file names the task, the dataset, the model and the protocol:
+//!
+//! ```toml
+//! task = "graph-classification"   # or "node-anomaly"
+//! data = "MUTAG"                  # a name under the data directory, or a path
+//! [architecture]                  # the task's config (default: ET's preset)
+//! blocks = 2
+//! [architecture.block]            # the energy block: any registered terms and dynamics
+//! dim = 32
+//! [[architecture.block.terms]]
+//! kind = "attention"
+//! heads = 4
+//! [protocol]                      # CrossValidation / AnomalyProtocol
+//! repeats = 1
+//! ```
+//!
+//! `train` writes `run.toml` (the resolved file), one directory per run or fold with its
+//! `record.json` and `checkpoint.safetensors` (the selected epoch's weights included),
+//! `report.md` / `report.json` and `energy.png` (each block's energy per step for the first
+//! run's selected model). The data are loaded and encoded once, the splits come from the
+//! protocol, and each run's model is built once. `eval` rebuilds every split from `run.toml`,
+//! checks it against the hash in the run's record, loads the selected weights and scores the
+//! held-out part again.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use basin_graph::source::{Dataset, open};
+use basin_graph::{GraphDataset, NodeDataset};
+use basin_tasks::graph_classification::{
+    GraphClassifierConfig, GraphClassifierLearner, dataset_pe, graph_classes,
+};
+use basin_tasks::node_anomaly::{NodeAnomalyConfig, NodeAnomalyLearner};
+use basin_train::metrics;
+use basin_train::protocol::{
+    AnomalyProtocol, CrossValidation, PlannedRun, ProtocolReport, anomaly_metrics,
+};
+use basin_train::record::{RunRecord, split_hash};
+use basin_train::runner::{Learner, Validation, load_best};
+use serde::{Deserialize, Serialize};
+use tch::Device;
+
+use crate::report::plot_energy;
+use crate::{ReproError, Result};
+
+/// What `basin train` runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "task", rename_all = "kebab-case")]
+pub enum RunSpec {
+    /// [`basin_tasks::node_anomaly`] under the node anomaly protocol (ET Table 1).
+    NodeAnomaly(AnomalyRun),
+    /// [`basin_tasks::graph_classification`] under stratified k-fold cross-validation with an
+    /// inner validation split (ET Table 2, leak-free).
+    GraphClassification(GraphRun),
+}
+
+/// Node anomaly detection: a node dataset, the model and the protocol.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnomalyRun {
+    /// Dataset name (`tolokers`, `reddit`, `yelpchi`, `amazon`, `planted`) or path.
+    pub data: String,
+    /// The model (default: ET's model for datasets outside Table 6).
+    #[serde(default = "basin_et::anomaly::default_model")]
+    pub architecture: NodeAnomalyConfig,
+    /// Split, runs, training (default: 40 % train, 5 runs of 100 epochs).
+    #[serde(default)]
+    pub protocol: AnomalyProtocol,
+}
+
+/// Graph classification: a graph dataset, the model and the protocol.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GraphRun {
+    /// Dataset name (a TU folder such as `MUTAG`, `pattern`, `cluster`) or path.
+    pub data: String,
+    /// The model (default: ET Table 9).
+    #[serde(default = "basin_et::graph::tu_paper")]
+    pub architecture: GraphClassifierConfig,
+    /// Folds, repeats, training (default: 10 folds, 1 repeat, 100 epochs).
+    #[serde(default)]
+    pub protocol: CrossValidation,
+}
+
+/// The run files `basin train --example` prints.
+pub const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "et-graph",
+        "graph classification with ET blocks at CPU scale on MUTAG, 10-fold CV",
+    ),
+    (
+        "et-anomaly",
+        "node anomaly detection with an ET block on tolokers, one run",
+    ),
+];
+
+impl RunSpec {
+    /// The complete example run file `name` (see [`EXAMPLES`]), as TOML.
+    pub fn example(name: &str) -> Result<String> {
+        let spec = match name {
+            "et-anomaly" => RunSpec::NodeAnomaly(AnomalyRun {
+                data: "tolokers".into(),
+                architecture: basin_et::anomaly::default_model(),
+                protocol: AnomalyProtocol {
+                    runs: 1,
+                    ..AnomalyProtocol::default()
+                },
+            }),
+            "et-graph" => RunSpec::GraphClassification(GraphRun {
+                data: "MUTAG".into(),
+                architecture: basin_et::graph::tu_cpu(),
+                protocol: CrossValidation::default(),
+            }),
+            other => {
+                let known: Vec<&str> = EXAMPLES.iter().map(|(n, _)| *n).collect();
+                return Err(ReproError::config(
+                    "--example",
+                    format!("`{other}` is not an example; expected {}", known.join(", ")),
+                ));
+            }
+        };
+        spec.to_toml()
+    }
+
+    /// Parses a run file; errors name the file and the field.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| basin_core::CoreError::io(path, e))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses run-file text (`file` names it in errors) and checks the model config.
+    pub fn parse(text: &str, file: &str) -> Result<Self> {
+        let spec: Self = toml::from_str(text)
+            .map_err(|e| ReproError::config(file, e.to_string().trim_end().to_owned()))?;
+        let checked = match &spec {
+            RunSpec::NodeAnomaly(r) => r.architecture.validate(),
+            RunSpec::GraphClassification(r) => r.architecture.validate(),
+        };
+        checked.map_err(|e| ReproError::config(format!("{file}: architecture"), e.to_string()))?;
+        Ok(spec)
+    }
+
+    /// The run file as TOML.
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string(self)
+            .map_err(|e| ReproError::config("run", format!("cannot serialise: {e}")))
+    }
+
+    fn title(&self) -> String {
+        match self {
+            RunSpec::NodeAnomaly(r) => format!("node-anomaly on {}", r.data),
+            RunSpec::GraphClassification(r) => format!("graph-classification on {}", r.data),
+        }
+    }
+}
+
+/// What a train or eval call produced.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunOutcome {
+    /// The run file.
+    pub spec: RunSpec,
+    /// Per run or fold: its directory and metrics.
+    pub runs: Vec<(String, BTreeMap<String, f64>)>,
+    /// Each block's (or relation's) energy per step, selected model of the first run.
+    pub energy: Vec<(String, Vec<f64>)>,
+}
+
+fn node_data(spec: &str, data_dir: Option<&Path>) -> Result<NodeDataset> {
+    match open(spec, data_dir)? {
+        Dataset::Nodes(d) => Ok(d),
+        Dataset::Graphs(_) => Err(ReproError::config(
+            "data",
+            format!(
+                "`{spec}` is a graph-level dataset; node-anomaly needs one graph with node labels"
+            ),
+        )),
+    }
+}
+
+fn graph_data(spec: &str, data_dir: Option<&Path>) -> Result<GraphDataset> {
+    match open(spec, data_dir)? {
+        Dataset::Graphs(d) => Ok(d),
+        Dataset::Nodes(_) => Err(ReproError::config(
+            "data",
+            format!(
+                "`{spec}` is a node-level dataset; graph-classification needs many labelled graphs"
+            ),
+        )),
+    }
+}
+
+/// A graph learner's energy curves over the first 64 graphs of `items`, named by block.
+fn graph_energy(
+    learner: &GraphClassifierLearner,
+    items: &[usize],
+) -> basin_tasks::Result<Vec<(String, Vec<f64>)>> {
+    let sample: Vec<usize> = items.iter().copied().take(64).collect();
+    Ok(learner
+        .energy_per_step(&sample)?
+        .into_iter()
+        .enumerate()
+        .map(|(b, e)| (format!("block {b}"), e))
+        .collect())
+}
+
+fn ids(v: &[u32]) -> Vec<usize> {
+    v.iter().map(|&i| i as usize).collect()
+}
+
+/// Trains as `spec` says, writing everything under `out` (resuming an interrupted run there).
+pub fn train(
+    spec: &RunSpec,
+    data_dir: Option<&Path>,
+    out: &Path,
+    device: Device,
+) -> Result<RunOutcome> {
+    let file = out.join("run.toml");
+    let text = spec.to_toml()?;
+    if let Ok(old) = std::fs::read_to_string(&file)
+        && old != text
+    {
+        return Err(ReproError::config(
+            file.display().to_string(),
+            "this directory holds another run; choose another --out or remove it",
+        ));
+    }
+    basin_core::checkpoint::write_atomic(&file, text.as_bytes())?;
+    let dev = basin_core::device::describe(device);
+    let mut energy = Vec::new();
+    let report = match spec {
+        RunSpec::NodeAnomaly(run) => {
+            let data = node_data(&run.data, data_dir)?;
+            let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+            run.protocol.run(
+                &data.name,
+                &data.labelled,
+                &is_anomaly,
+                |r: &PlannedRun| {
+                    Ok(NodeAnomalyLearner::new(
+                        &data,
+                        &run.architecture,
+                        r.seed,
+                        device,
+                    )?)
+                },
+                |_, learner| {
+                    if energy.is_empty() {
+                        energy = learner.energy_per_step();
+                    }
+                    Ok(())
+                },
+                Some(out),
+                &dev,
+            )?
+        }
+        RunSpec::GraphClassification(run) => {
+            let data = Arc::new(graph_data(&run.data, data_dir)?);
+            let target: Vec<f64> = graph_classes(&data)?.0.iter().map(|&c| c as f64).collect();
+            let pe = dataset_pe(&data, &run.architecture.batching)?.map(Arc::new);
+            let name = data.name.clone();
+            run.protocol.run(
+                &name,
+                &target,
+                |r: &PlannedRun| {
+                    Ok(GraphClassifierLearner::new(
+                        data.clone(),
+                        pe.clone(),
+                        &run.architecture,
+                        r.seed,
+                        device,
+                    )?)
+                },
+                |r, learner| {
+                    if energy.is_empty() {
+                        energy = graph_energy(learner, &ids(&r.split.test))?;
+                    }
+                    Ok(())
+                },
+                Some(out),
+                &dev,
+            )?
+        }
+    };
+    let outcome = RunOutcome {
+        spec: spec.clone(),
+        runs: report
+            .runs
+            .iter()
+            .map(|r| {
+                let dir = r.name.split_once('/').map_or(r.name.as_str(), |(_, d)| d);
+                // What `eval` measures again (the selection's validation numbers stay in the
+                // report).
+                let test = r
+                    .summary
+                    .iter()
+                    .filter(|(k, _)| !k.starts_with("selected_"))
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
+                (dir.to_owned(), test)
+            })
+            .collect(),
+        energy,
+    };
+    write_outputs(out, &outcome, Some(&report), "report")?;
+    Ok(outcome)
+}
+
+/// Scores the held-out part of every run under `out` again from its saved weights and writes
+/// `eval.md`, `eval.json` and `energy.png` there.
+pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome> {
+    let spec = RunSpec::read(&out.join("run.toml"))?;
+    let with_checkpoint = |plan: Vec<PlannedRun>| -> Result<Vec<PlannedRun>> {
+        let found: Vec<PlannedRun> = plan
+            .into_iter()
+            .filter(|r| out.join(&r.dir).join("checkpoint.safetensors").exists())
+            .collect();
+        if found.is_empty() {
+            return Err(ReproError::config(
+                out.display().to_string(),
+                "no run with a checkpoint here (train first: basin train)",
+            ));
+        }
+        Ok(found)
+    };
+    let mut runs = Vec::new();
+    let mut energy = Vec::new();
+    match &spec {
+        RunSpec::NodeAnomaly(run) => {
+            let data = node_data(&run.data, data_dir)?;
+            let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+            for planned in with_checkpoint(run.protocol.plan(&data.labelled, &is_anomaly)?)? {
+                let mut learner = NodeAnomalyLearner::new(&data, &run.architecture, 0, device)?;
+                let test = ids(&planned.split.test);
+                let threshold = restore(out, &planned.dir, &learner, &test)?
+                    .for_test
+                    .get("threshold")
+                    .copied()
+                    .unwrap_or(0.5);
+                let p = learner.predict(&test)?.positive();
+                let y: Vec<bool> = test.iter().map(|&i| is_anomaly[i]).collect();
+                if energy.is_empty() {
+                    energy = learner.energy_per_step();
+                }
+                runs.push((planned.dir, anomaly_metrics(&y, &p, threshold)?));
+            }
+        }
+        RunSpec::GraphClassification(run) => {
+            let data = Arc::new(graph_data(&run.data, data_dir)?);
+            let (classes, _) = graph_classes(&data)?;
+            let target: Vec<f64> = classes.iter().map(|&c| c as f64).collect();
+            let pe = dataset_pe(&data, &run.architecture.batching)?.map(Arc::new);
+            for planned in with_checkpoint(run.protocol.plan(&target)?)? {
+                let mut learner = GraphClassifierLearner::new(
+                    data.clone(),
+                    pe.clone(),
+                    &run.architecture,
+                    0,
+                    device,
+                )?;
+                let test = ids(&planned.split.test);
+                restore(out, &planned.dir, &learner, &test)?;
+                let pred = learner.predict(&test)?.argmax();
+                let y: Vec<i64> = test.iter().map(|&i| classes[i]).collect();
+                if energy.is_empty() {
+                    energy = graph_energy(&learner, &test)?;
+                }
+                runs.push((
+                    planned.dir,
+                    BTreeMap::from([("test_accuracy".to_owned(), metrics::accuracy(&y, &pred)?)]),
+                ));
+            }
+        }
+    }
+    let outcome = RunOutcome { spec, runs, energy };
+    write_outputs(out, &outcome, None, "eval")?;
+    Ok(outcome)
+}
+
+/// Loads a run's selected weights, after checking that its record was made on `test`.
+fn restore<L: Learner>(out: &Path, dir: &str, learner: &L, test: &[usize]) -> Result<Validation> {
+    let run_dir = out.join(dir);
+    let record = RunRecord::read(&run_dir.join("record.json"))?;
+    let recorded = record.split_hashes.get("test").cloned().unwrap_or_default();
+    if recorded != split_hash(test) {
+        return Err(ReproError::config(
+            run_dir.join("record.json").display().to_string(),
+            "the test split rebuilt from run.toml differs from the one this run was trained with (was the dataset changed?)",
+        ));
+    }
+    Ok(load_best(
+        &run_dir.join("checkpoint.safetensors"),
+        learner.vars(),
+    )?)
+}
+
+fn write_outputs(
+    out: &Path,
+    outcome: &RunOutcome,
+    report: Option<&ProtocolReport>,
+    stem: &str,
+) -> Result<()> {
+    let title = outcome.spec.title();
+    plot_energy(
+        &out.join("energy.png"),
+        &format!("{title}: energy per step (selected model, first run)"),
+        &outcome.energy,
+    )?;
+    let mut md = format!("# {title} — {stem}\n\n");
+    if let Some(r) = report {
+        md.push_str(&r.to_markdown());
+        md.push('\n');
+    } else {
+        md.push_str("Each run's selected weights, re-scored on the held-out split rebuilt from `run.toml` (split hashes checked against the run records).\n\n");
+    }
+    md.push_str("| run | metrics |\n|---|---|\n");
+    for (dir, m) in &outcome.runs {
+        let cells: Vec<String> = m.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+        md.push_str(&format!("| {dir} | {} |\n", cells.join(", ")));
+    }
+    md.push_str("\nEnergy per step: `energy.png`.\n");
+    let json = serde_json::json!({ "outcome": outcome, "report": report });
+    basin_core::checkpoint::write_atomic(&out.join(format!("{stem}.md")), md.as_bytes())?;
+    let text = serde_json::to_string_pretty(&json)
+        .map_err(|e| ReproError::config("outcome", format!("cannot serialise: {e}")))?;
+    basin_core::checkpoint::write_atomic(&out.join(format!("{stem}.json")), text.as_bytes())?;
+    Ok(())
+}

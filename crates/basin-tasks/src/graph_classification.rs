@@ -1,0 +1,512 @@
+//! Graph classification with stacked energy blocks (ET Section 5, Appendix D;
+//! reference-implementations §2; CDAT §2.1 runs the same front end with its own block).
+//!
+//! Node features are encoded, a learned CLS token is prepended, and a linear projection of the
+//! k smallest non-trivial Laplacian eigenvectors of the CLS-augmented graph (eq. 23) is added to
+//! every token. The attention of each head is modulated by the parameterised adjacency
+//! `Â = Conv2D(X ⊗ X) ⊙ A′` (eq. 24), computed once from the initial tokens; non-edges are
+//! masked out of the attention as eq. 25 says. S blocks, each with its own LayerNorm and weights,
+//! descend their energies; the CLS token of the last block is read out linearly; label-smoothed
+//! cross-entropy trains it.
+//!
+//! What the blocks are is the family's choice: [`GraphClassifierConfig::block`] (ET: attention +
+//! Hopfield memory with Langevin dynamics, `basin_et::graph`), or prebuilt blocks through
+//! [`GraphClassifier::with_blocks`]. Â has one channel per head of the block's attention term
+//! (the `heads` parameter of its first term that has one); a block without one gets no Â.
+//!
+//! Switches for the reference code: `adjacency = "reference-multiply"` (Â multiplies the logits
+//! of every pair, so after training non-edges are no longer masked) and the batch settings of
+//! basin-graph (`sink` padding, per-entry sign flips).
+
+use std::sync::Arc;
+
+use basin_core::{BlockConfig, EnergyBlock, Structure, TraceOptions};
+use basin_graph::batch::{BatchConfig, GraphBatch, make_batch};
+use basin_graph::laplacian::{LaplacianPe, SignFlip, laplacian_pe_many};
+use basin_graph::{Csr, GraphDataset};
+use basin_train::TrainError;
+use basin_train::loss::cross_entropy;
+use basin_train::runner::{Learner, Scores, StepOutput};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Module};
+use tch::{Device, Kind, Tensor};
+
+use crate::{Result, TaskError};
+
+/// How Â enters the attention.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdjacencyMode {
+    /// Â multiplies the scores of edges; non-edges are masked (eq. 25).
+    #[default]
+    Masked,
+    /// The reference: Â multiplies every pair's score and only exact zeros are masked, so the
+    /// learned bias of `A′` lets non-edges back in; only padding is masked here.
+    ReferenceMultiply,
+}
+
+/// Configuration of a [`GraphClassifier`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GraphClassifierConfig {
+    /// The energy block; each of the `blocks` stacked blocks has its own weights.
+    pub block: BlockConfig,
+    /// Stacked blocks S.
+    pub blocks: usize,
+    /// Side of the Conv2D kernel on X ⊗ X (eq. 24).
+    pub conv_kernel: i64,
+    /// How Â enters the attention.
+    pub adjacency: AdjacencyMode,
+    /// Label smoothing of the cross-entropy (the ET reference: 0.05).
+    pub label_smoothing: f64,
+    /// Graphs per batch.
+    pub batch: usize,
+    /// Batching (CLS, cap, padding, encodings, sign flips).
+    pub batching: BatchConfig,
+}
+
+impl Default for GraphClassifierConfig {
+    fn default() -> Self {
+        Self {
+            block: BlockConfig::default(),
+            blocks: 1,
+            conv_kernel: 3,
+            adjacency: AdjacencyMode::Masked,
+            label_smoothing: 0.0,
+            batch: 32,
+            batching: BatchConfig::et_graph(),
+        }
+    }
+}
+
+impl GraphClassifierConfig {
+    /// Heads of Â: the `heads` of the block's first term that has one.
+    pub fn heads(&self) -> Option<i64> {
+        self.block.heads()
+    }
+
+    /// Checks the front end and the block.
+    pub fn validate(&self) -> Result<()> {
+        if !self.batching.cls {
+            return Err(TaskError::config(
+                "batching.cls",
+                "the classifier reads the CLS token; enable it",
+            ));
+        }
+        if self.blocks < 1 {
+            return Err(TaskError::config("blocks", "must be ≥ 1"));
+        }
+        if self.conv_kernel < 1 || self.conv_kernel % 2 == 0 {
+            return Err(TaskError::config(
+                "conv_kernel",
+                format!("an odd side ≥ 1, got {}", self.conv_kernel),
+            ));
+        }
+        if !(0.0..1.0).contains(&self.label_smoothing) {
+            return Err(TaskError::config(
+                "label_smoothing",
+                format!("in [0, 1), got {}", self.label_smoothing),
+            ));
+        }
+        if self.batch < 1 {
+            return Err(TaskError::config("batch", "must be ≥ 1"));
+        }
+        self.block
+            .validate()
+            .map_err(|e| prefix_field("block", e))?;
+        Ok(())
+    }
+}
+
+/// A core config error with `prefix.` in front of its field.
+pub(crate) fn prefix_field(prefix: &str, e: basin_core::CoreError) -> TaskError {
+    match e {
+        basin_core::CoreError::Config { field, message } => TaskError::Config {
+            field: format!("{prefix}.{field}"),
+            message,
+        },
+        other => other.into(),
+    }
+}
+
+/// A basin-graph batch on the device: features and encodings `[B, N', F]`, padding `[B, N']`,
+/// the CLS-augmented adjacency `[B, N', N']`.
+#[derive(Debug)]
+pub struct GraphBatchOnDevice {
+    features: Tensor,
+    pe: Option<Tensor>,
+    padding: Tensor,
+    mask: Tensor,
+}
+
+impl GraphBatchOnDevice {
+    /// Moves a basin-graph batch to `device`; errors if its arrays disagree on their shapes.
+    pub fn new(b: &GraphBatch, device: Device) -> Result<Self> {
+        let (bs, n) = b.padding.dim();
+        let (fb, fn_, _) = b.features.dim();
+        let (mb, mn, mn2) = b.mask.dim();
+        if (fb, fn_) != (bs, n) || (mb, mn, mn2) != (bs, n, n) {
+            return Err(TaskError::config(
+                "batch",
+                format!(
+                    "inconsistent graph batch: padding {:?}, features {:?}, mask {:?}",
+                    b.padding.dim(),
+                    b.features.dim(),
+                    b.mask.dim()
+                ),
+            ));
+        }
+        if let Some(pe) = &b.pe {
+            let (pb, pn, _) = pe.dim();
+            if (pb, pn) != (bs, n) {
+                return Err(TaskError::config(
+                    "batch",
+                    format!("encodings {:?} for {bs} graphs of {n} tokens", pe.dim()),
+                ));
+            }
+        }
+        let t3 = |a: &ndarray::Array3<f32>| {
+            let s = a.shape();
+            let v: Vec<f32> = a.iter().copied().collect();
+            Tensor::from_slice(&v)
+                .view([s[0] as i64, s[1] as i64, s[2] as i64])
+                .to_device(device)
+        };
+        let (bs, n) = (bs as i64, n as i64);
+        let padding: Vec<bool> = b.padding.iter().copied().collect();
+        let mask: Vec<bool> = b.mask.iter().copied().collect();
+        Ok(Self {
+            features: t3(&b.features),
+            pe: b.pe.as_ref().map(t3),
+            padding: Tensor::from_slice(&padding).view([bs, n]).to_device(device),
+            mask: Tensor::from_slice(&mask).view([bs, n, n]).to_device(device),
+        })
+    }
+
+    /// The same batch with its float tensors (features, encodings) in `kind` (e.g. float64
+    /// for exact checks; the model's weights must match).
+    pub fn to_kind(self, kind: Kind) -> Self {
+        Self {
+            features: self.features.to_kind(kind),
+            pe: self.pe.map(|p| p.to_kind(kind)),
+            ..self
+        }
+    }
+}
+
+/// The model: encoder, CLS, projected encodings, Â, S blocks, linear readout of CLS.
+#[derive(Debug)]
+pub struct GraphClassifier {
+    cfg: GraphClassifierConfig,
+    encoder: nn::Linear,
+    cls: Tensor,
+    pe_proj: Option<nn::Linear>,
+    adjacency: Option<(nn::Conv2D, nn::Linear)>,
+    blocks: Vec<EnergyBlock>,
+    readout: nn::Linear,
+}
+
+impl GraphClassifier {
+    /// Builds the model for `features` node features and `classes` classes, with
+    /// `cfg.blocks` blocks of `cfg.block` under `block0`, `block1`, …
+    pub fn new(
+        path: &nn::Path,
+        cfg: &GraphClassifierConfig,
+        features: i64,
+        classes: i64,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        let blocks = (0..cfg.blocks)
+            .map(|s| {
+                EnergyBlock::with_shared(
+                    &(path / format!("block{s}")),
+                    &(path / "shared"),
+                    &cfg.block,
+                )
+            })
+            .collect::<basin_core::Result<Vec<_>>>()
+            .map_err(|e| prefix_field("block", e))?;
+        Self::with_blocks(path, cfg, features, classes, blocks)
+    }
+
+    /// The front end of `cfg` around prebuilt `blocks` (a family's own, or a user's); the
+    /// blocks' width must be `cfg.block.dim`.
+    pub fn with_blocks(
+        path: &nn::Path,
+        cfg: &GraphClassifierConfig,
+        features: i64,
+        classes: i64,
+        blocks: Vec<EnergyBlock>,
+    ) -> Result<Self> {
+        cfg.validate()?;
+        if blocks.is_empty() {
+            return Err(TaskError::config("blocks", "at least one block"));
+        }
+        let d = cfg.block.dim;
+        let pad = cfg.conv_kernel / 2;
+        Ok(Self {
+            encoder: nn::linear(path / "encoder", features, d, Default::default()),
+            cls: path.var(
+                "cls",
+                &[d],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.02,
+                },
+            ),
+            pe_proj: cfg
+                .batching
+                .pe
+                .as_ref()
+                .map(|pe| nn::linear(path / "pe_proj", pe.k as i64, d, Default::default())),
+            adjacency: cfg.heads().map(|heads| {
+                (
+                    nn::conv2d(
+                        path / "conv",
+                        1,
+                        heads,
+                        cfg.conv_kernel,
+                        nn::ConvConfig {
+                            padding: pad,
+                            bias: false,
+                            ..Default::default()
+                        },
+                    ),
+                    nn::linear(
+                        path / "adj_proj",
+                        1,
+                        heads,
+                        nn::LinearConfig {
+                            bs_init: Some(nn::Init::Const(0.0)),
+                            ..Default::default()
+                        },
+                    ),
+                )
+            }),
+            blocks,
+            readout: nn::linear(path / "readout", d, classes, Default::default()),
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// The stacked blocks, in order.
+    pub fn blocks(&self) -> &[EnergyBlock] {
+        &self.blocks
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GraphClassifierConfig {
+        &self.cfg
+    }
+
+    /// Class logits `[B, C]`.
+    pub fn forward(&self, b: &GraphBatchOnDevice, train: bool) -> Result<Tensor> {
+        let (mut x, structure) = self.tokens_and_structure(b)?;
+        for block in &self.blocks {
+            x = block.forward(&x, &structure, train);
+        }
+        Ok(self.readout.forward(&x.select(1, 0)))
+    }
+
+    /// Each block's energy at each of its steps (evaluation mode), averaged over the batch.
+    pub fn energy_per_step(&self, b: &GraphBatchOnDevice) -> Result<Vec<Vec<f64>>> {
+        tch::no_grad(|| {
+            let (mut x, structure) = self.tokens_and_structure(b)?;
+            let mut curves = Vec::with_capacity(self.blocks.len());
+            for block in &self.blocks {
+                let (next, trace) = block.run(&x, &structure, false, Some(TraceOptions::default()));
+                curves.push(trace.map(|t| t.mean_total()).unwrap_or_default());
+                x = next;
+            }
+            Ok(curves)
+        })
+    }
+
+    /// The initial tokens (CLS in slot 0, projected encodings added) and the attention
+    /// structure with the parameterised adjacency of eq. 24.
+    pub fn tokens_and_structure(&self, b: &GraphBatchOnDevice) -> Result<(Tensor, Structure)> {
+        let mut x = self.encoder.forward(&b.features);
+        let n = x.size()[1];
+        // Slot 0 is the CLS token.
+        let is_cls = Tensor::arange(n, (Kind::Int64, x.device()))
+            .eq(0)
+            .view([1, n, 1]);
+        x = self
+            .cls
+            .view([1, 1, -1])
+            .expand_as(&x)
+            .where_self(&is_cls, &x);
+        if let (Some(proj), Some(pe)) = (&self.pe_proj, &b.pe) {
+            x = x + proj.forward(pe);
+        }
+        let structure = match self.cfg.adjacency {
+            AdjacencyMode::Masked => Structure::mask(b.mask.shallow_clone())?,
+            AdjacencyMode::ReferenceMultiply => Structure::full(),
+        }
+        .with_self_attention(self.cfg.batching.self_loops)
+        .with_padding(b.padding.shallow_clone())?;
+        let structure = match &self.adjacency {
+            // Â = Conv2D(X ⊗ X) ⊙ A′ (eq. 24), from the initial tokens, per head: [B, H, N, N].
+            // Padded tokens are zeroed in X ⊗ X: the 3×3 convolution would otherwise carry them
+            // into the real pairs at the graph's border, and a graph's output would depend on
+            // the batch it is in. Zeros are what the convolution's own padding sees without them.
+            Some((conv, adj_proj)) => {
+                let xr = &x * b.padding.to_kind(x.kind()).unsqueeze(-1);
+                let outer = xr.matmul(&xr.transpose(1, 2)).unsqueeze(1);
+                let adj = b.mask.to_kind(x.kind()).unsqueeze(-1); // the adjacency as one channel
+                let a_prime = adj_proj.forward(&adj).permute([0, 3, 1, 2]);
+                structure.with_scale(conv.forward(&outer) * a_prime)?
+            }
+            None => structure,
+        };
+        Ok((x, structure))
+    }
+}
+
+/// The encodings of every graph of a dataset (computed once, in parallel), if `batching` asks
+/// for them.
+pub fn dataset_pe(data: &GraphDataset, batching: &BatchConfig) -> Result<Option<Vec<LaplacianPe>>> {
+    match &batching.pe {
+        Some(pe) => {
+            let adjs: Vec<&Csr> = data.graphs.iter().map(|g| &g.adjacency).collect();
+            Ok(Some(laplacian_pe_many(&adjs, pe)?))
+        }
+        None => Ok(None),
+    }
+}
+
+/// The class of every graph (as model labels), and the number of classes (at least 2).
+pub fn graph_classes(data: &GraphDataset) -> Result<(Vec<i64>, i64)> {
+    let labels: Vec<i64> = data
+        .targets
+        .classes()
+        .ok_or_else(|| {
+            TaskError::config(
+                "data",
+                format!(
+                    "{}: graph classification needs one class per graph",
+                    data.name
+                ),
+            )
+        })?
+        .iter()
+        .map(|&c| c as i64)
+        .collect();
+    let classes = labels.iter().copied().max().map_or(2, |m| m + 1).max(2);
+    Ok((labels, classes))
+}
+
+/// A [`GraphClassifier`] on a graph dataset; items are graph indices.
+pub struct GraphClassifierLearner {
+    vs: nn::VarStore,
+    model: GraphClassifier,
+    data: Arc<GraphDataset>,
+    labels: Vec<i64>,
+    pe: Option<Arc<Vec<LaplacianPe>>>,
+}
+
+impl std::fmt::Debug for GraphClassifierLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphClassifierLearner")
+            .field("cfg", &self.model.cfg)
+            .finish()
+    }
+}
+
+impl GraphClassifierLearner {
+    /// A learner seeded by `seed`; `pe` are the dataset's encodings from [`dataset_pe`]
+    /// (computed once and shared between folds).
+    pub fn new(
+        data: Arc<GraphDataset>,
+        pe: Option<Arc<Vec<LaplacianPe>>>,
+        cfg: &GraphClassifierConfig,
+        seed: u64,
+        device: Device,
+    ) -> Result<Self> {
+        tch::manual_seed(seed as i64);
+        let (labels, classes) = graph_classes(&data)?;
+        let features = data
+            .graphs
+            .first()
+            .map_or(1, |g| g.node_features.ncols() as i64);
+        let vs = nn::VarStore::new(device);
+        let model = GraphClassifier::new(&vs.root(), cfg, features, classes)?;
+        Ok(Self {
+            vs,
+            model,
+            data,
+            labels,
+            pe,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &GraphClassifier {
+        &self.model
+    }
+
+    fn batch(
+        &self,
+        ids: &[usize],
+        train: bool,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<(GraphBatchOnDevice, Tensor)> {
+        let mut bcfg = self.model.cfg.batching.clone();
+        if !train {
+            bcfg.sign_flip = SignFlip::None;
+        }
+        let pe = self.pe.as_ref().map(|p| p.as_slice());
+        let b = make_batch(&self.data, ids, &bcfg, pe, rng)?;
+        let y = Tensor::from_slice(&ids.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
+            .to_device(self.vs.device());
+        Ok((GraphBatchOnDevice::new(&b, self.vs.device())?, y))
+    }
+
+    /// Each block's energy at each step, averaged over the graphs `items` (evaluation mode).
+    pub fn energy_per_step(&self, items: &[usize]) -> Result<Vec<Vec<f64>>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let (b, _) = self.batch(items, false, &mut rng)?;
+        self.model.energy_per_step(&b)
+    }
+}
+
+impl Learner for GraphClassifierLearner {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+
+    fn batch_size(&self) -> Option<usize> {
+        Some(self.model.cfg.batch)
+    }
+
+    fn train_step(
+        &mut self,
+        items: &[usize],
+        rng: &mut ChaCha8Rng,
+    ) -> std::result::Result<StepOutput, TrainError> {
+        let (b, y) = self.batch(items, true, rng)?;
+        let logits = self.model.forward(&b, true)?;
+        Ok(StepOutput::loss(cross_entropy(
+            &logits,
+            &y,
+            self.model.cfg.label_smoothing,
+        )))
+    }
+
+    fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut rows = Vec::with_capacity(items.len());
+        for ids in items.chunks(self.model.cfg.batch.max(1)) {
+            let (b, _) = self.batch(ids, false, &mut rng)?;
+            let p = tch::no_grad(|| {
+                self.model
+                    .forward(&b, false)
+                    .map(|l| l.softmax(-1, Kind::Double))
+            })?;
+            rows.extend(Scores::from_tensor(&p)?.0);
+        }
+        Ok(Scores(rows))
+    }
+}

@@ -1,0 +1,78 @@
+//! # basin-tasks
+//!
+//! Task front ends generic over the energy block, each with the one learner the protocols of
+//! basin-train drive. A family (ET, CDAT, …) is a choice of blocks — a [`basin_core::BlockConfig`]
+//! in the task's config, or prebuilt [`basin_core::EnergyBlock`]s for code users — plus presets;
+//! the task owns encoding, structure, readout and loss.
+//!
+//! - [`graph_classification`]: graph classification with a CLS token, Laplacian encodings and
+//!   the parameterised adjacency of ET eq. 23–25 (ET Section 5; CDAT's graph model).
+//! - [`node_anomaly`]: node anomaly detection with neighbour-restricted attention on sparse
+//!   graphs (ET Section 4; CDAT's anomaly model).
+//! - [`image_completion`]: masked image completion with one recurrent block (ET Section 3),
+//!   its learner and pictures.
+//! - [`bag_classification`]: multiple-instance bags pooled by `HopfieldPooling` (the Hopfield
+//!   MIL benchmarks).
+
+pub mod bag_classification;
+pub mod graph_classification;
+pub mod image_completion;
+pub mod node_anomaly;
+
+/// Errors of basin-tasks.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// A configuration value is invalid.
+    #[error("config field `{field}`: {message}")]
+    Config {
+        /// The field.
+        field: String,
+        /// What was expected.
+        message: String,
+    },
+    /// From the energy core.
+    #[error(transparent)]
+    Core(#[from] basin_core::CoreError),
+    /// From training and evaluation.
+    #[error(transparent)]
+    Train(#[from] basin_train::TrainError),
+    /// From graph data and preprocessing.
+    #[error(transparent)]
+    Graph(#[from] basin_graph::GraphError),
+    /// From image loading and preparation.
+    #[error(transparent)]
+    Image(#[from] basin_image::ImageError),
+    /// From a metric (e.g. a single class in the scored part).
+    #[error(transparent)]
+    Metric(#[from] basin_train::metrics::MetricError),
+    /// From libtorch.
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+}
+
+impl TaskError {
+    /// Shorthand for a [`TaskError::Config`].
+    pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Config {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<TaskError> for basin_train::TrainError {
+    fn from(e: TaskError) -> Self {
+        match e {
+            TaskError::Train(t) => t,
+            other => Self::learner(other),
+        }
+    }
+}
+
+/// The result type of basin-tasks.
+pub type Result<T, E = TaskError> = std::result::Result<T, E>;
+
+/// `[n]` int64 indices on `device`.
+pub(crate) fn index_tensor(items: &[usize], device: tch::Device) -> tch::Tensor {
+    tch::Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>()).to_device(device)
+}
