@@ -14,7 +14,7 @@
 //!   `BASIN_BENCH_SPARSE_NODES` (default 1000000, 0 skips it) and `BASIN_BENCH_SPARSE_TOL`
 //!   (default 1e-4) change it.
 //!
-//! Data: `BASIN_DATA_DIR` (relative paths from the workspace root), else `../shared/data`.
+//! Data: the data directory (`BASIN_DATA_DIR`, relative paths from the workspace root).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -65,7 +65,10 @@ fn cache_hits_misses_and_repairs() {
 
 #[test]
 fn open_by_name_and_path() {
-    let dir = basin_graph::require_data!(".");
+    basin_graph::require_data!("tu/MUTAG");
+    basin_graph::require_data!("tu/ENZYMES");
+    basin_graph::require_data!("anomaly/reddit.npz");
+    let dir = basin_graph::datadir::test_data_dir();
     let Dataset::Graphs(m) = open("mutag", Some(&dir)).unwrap() else {
         panic!("MUTAG is a graph dataset")
     };

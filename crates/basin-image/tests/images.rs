@@ -2,32 +2,15 @@
 //! patching, masking and augmentation contracts.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-
 use basin_image::folder::{load_folder, load_tar};
 use basin_image::idx::load_fashion_mnist;
 use basin_image::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-/// `BASIN_DATA_DIR`, else `../shared/data` beside the workspace; a missing directory fails.
-fn data_dir() -> PathBuf {
-    // Relative paths are taken from the workspace root (CI sets `../shared/data`).
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let dir = std::env::var_os("BASIN_DATA_DIR")
-        .map(|d| root.join(d))
-        .unwrap_or_else(|| root.join("../shared/data"));
-    assert!(
-        dir.is_dir(),
-        "no data directory at {}: set BASIN_DATA_DIR to the benchmark data",
-        dir.display()
-    );
-    dir
-}
-
 #[test]
 fn fashion_mnist_has_the_published_counts() {
-    let dir = data_dir().join("images/fashion-mnist");
+    let dir = basin_graph::require_data!("images/fashion-mnist");
     let test = load_fashion_mnist(&dir, false).unwrap();
     assert_eq!(
         (test.len(), test.width, test.height, test.channels),
@@ -50,7 +33,7 @@ fn fashion_mnist_has_the_published_counts() {
 
 #[test]
 fn cifar10_tar_has_the_published_counts() {
-    let tar = data_dir().join("images/cifar10-jpg/CIFAR-10-images_jpg.tar");
+    let tar = basin_graph::require_data!("images/cifar10-jpg/CIFAR-10-images_jpg.tar");
     let test = load_tar(&tar, "test", false).unwrap();
     assert_eq!(
         (test.len(), test.width, test.height, test.channels),
