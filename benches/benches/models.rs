@@ -108,7 +108,9 @@ fn graph_inference(c: &mut Criterion) {
     let pe = dataset_pe(&data, &cfg.batching)
         .expect("encodings")
         .map(Arc::new);
-    let mut learner = GraphClassifierLearner::new(data, pe, &cfg, 0, dev).expect("learner");
+    let all: Vec<usize> = (0..data.graphs.len()).collect();
+    let mut learner =
+        GraphClassifierLearner::new(data, pe, &cfg, &all, 0, dev).expect("learner");
     let items: Vec<usize> = (0..64).collect();
     let mut group = c.benchmark_group("et_graph_nci1");
     group
@@ -171,7 +173,7 @@ fn epochs() {
             .expect("encodings")
             .map(Arc::new);
         let mut learner =
-            GraphClassifierLearner::new(nci1.clone(), pe, &cfg, 0, dev).expect("learner");
+            GraphClassifierLearner::new(nci1.clone(), pe, &cfg, &all, 0, dev).expect("learner");
         let s = epoch_median(&mut learner, &all, epochs);
         println!(
             "et_graph_nci1/epoch_{name}: median {s:.2} s per epoch over {epochs} epochs ({} graphs, batch {})",
@@ -183,8 +185,9 @@ fn epochs() {
         panic!("tolokers not found under the data directory");
     };
     let cfg = basin_et::anomaly::default_model();
-    let mut learner = NodeAnomalyLearner::new(&tolokers, &cfg, 0, dev).expect("learner");
     let train: Vec<usize> = (0..tolokers.labels.len()).step_by(5).collect();
+    let mut learner =
+        NodeAnomalyLearner::new(&tolokers, &cfg, &train, 0, dev).expect("learner");
     let s = epoch_median(&mut learner, &train, epochs);
     println!(
         "et_anomaly_tolokers/epoch: median {s:.2} s per epoch over {epochs} epochs ({} nodes, {} edges, full batch)",

@@ -152,6 +152,7 @@ pub mod image {
 /// Node anomaly detection (ET Section 4, Appendix C; Table 6).
 pub mod anomaly {
     use basin_core::{AttentionConfig, DynamicsConfig};
+    use basin_graph::features::FeatureScaling;
     use basin_tasks::node_anomaly::{NodeAnomalyConfig, RelationPool};
     use serde::{Deserialize, Serialize};
 
@@ -193,6 +194,7 @@ pub mod anomaly {
             heterogeneous: false,
             relation_pool: RelationPool::Max,
             subgraph_ratio: None,
+            features: FeatureScaling::Standardize,
         }
     }
 
@@ -211,6 +213,7 @@ pub mod anomaly {
 pub mod graph {
     use basin_core::{AttentionConfig, DynamicsConfig};
     use basin_graph::batch::BatchConfig;
+    use basin_graph::features::FeatureScaling;
     use basin_tasks::graph_classification::{AdjacencyMode, GraphClassifierConfig};
 
     /// ET Table 9 (TU datasets): D = 128, 12 heads of 64 (β learned), K = 512, 4 blocks × 1
@@ -253,6 +256,7 @@ pub mod graph {
             label_smoothing: 0.05,
             batch: 32,
             batching: BatchConfig::et_graph(),
+            features: FeatureScaling::Standardize,
         }
     }
 }

@@ -55,7 +55,7 @@ fn et_anomaly_detects_planted_anomalies() {
             "planted",
             &data.labelled,
             &is_anomaly,
-            |run| Ok(NodeAnomalyLearner::new(&data, &cfg, run.seed, Device::Cpu)?),
+            |run| Ok(NodeAnomalyLearner::new(&data, &cfg, &run.train(), run.seed, Device::Cpu)?),
             |_, _| Ok(()),
             None,
             "cpu",
@@ -88,6 +88,7 @@ fn et_anomaly_detects_planted_anomalies() {
                 Ok(NodeAnomalyLearner::new(
                     &data,
                     &reference,
+                    &run.train(),
                     run.seed,
                     Device::Cpu,
                 )?)
@@ -116,6 +117,7 @@ fn et_anomaly_detects_planted_anomalies() {
             Ok(NodeAnomalyLearner::new(
                 &data,
                 &sampled,
+                &run.train(),
                 run.seed,
                 Device::Cpu,
             )?)
@@ -182,7 +184,7 @@ fn heterogeneous_graphs_run_one_block_per_relation() {
                 h: 1,
             })
         };
-        let mut learner = NodeAnomalyLearner::new(&data, &cfg, 0, Device::Cpu).unwrap();
+        let mut learner = NodeAnomalyLearner::new(&data, &cfg, &items, 0, Device::Cpu).unwrap();
         let p = learner.predict(&items).unwrap();
         assert_eq!(p.0.len(), items.len());
         assert!(p.positive().iter().all(|v| (0.0..=1.0).contains(v)));

@@ -84,6 +84,7 @@ fn et_graph_classifier_learns_shapes_from_structure() {
                         data.clone(),
                         pe.clone(),
                         &cfg,
+                        &run.train(),
                         run.seed,
                         Device::Cpu,
                     )?)

@@ -10,7 +10,8 @@
 //! - preprocessing: [`laplacian`] (normalised-Laplacian eigenvectors, dense per graph in
 //!   parallel, sparse LOBPCG for big graphs; ET eq. 23), [`batch`] (CLS, padding with a cap,
 //!   masks, neighbour CSR), [`sample`] (induced-subgraph and neighbour sampling), [`split`]
-//!   (seeded stratified splits with a hash), [`cache`] (preprocessed results on disk);
+//!   (seeded stratified splits with a hash), [`cache`] (preprocessed results on disk),
+//!   [`features`] (attribute scaling fitted on training items only);
 //! - [`source`]: open a dataset by path or by name under a data directory ([`datadir`]: the
 //!   one rule for where that is);
 //! - [`mil`]: multiple-instance bags (the Hopfield MIL benchmarks: CSV and PRTools files).
@@ -43,6 +44,7 @@ pub mod batch;
 pub mod cache;
 pub mod datadir;
 pub mod error;
+pub mod features;
 pub mod laplacian;
 pub mod lobpcg;
 pub mod lrgb;

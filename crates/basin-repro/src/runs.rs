@@ -242,6 +242,7 @@ pub fn train(
                     Ok(NodeAnomalyLearner::new(
                         &data,
                         &run.architecture,
+                        &r.train(),
                         r.seed,
                         device,
                     )?)
@@ -269,6 +270,7 @@ pub fn train(
                         data.clone(),
                         pe.clone(),
                         &run.architecture,
+                        &r.train(),
                         r.seed,
                         device,
                     )?)
@@ -332,7 +334,8 @@ pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOu
             let data = node_data(&run.data, data_dir)?;
             let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
             for planned in with_checkpoint(run.protocol.plan(&data.labelled, &is_anomaly)?)? {
-                let mut learner = NodeAnomalyLearner::new(&data, &run.architecture, 0, device)?;
+                let mut learner =
+                    NodeAnomalyLearner::new(&data, &run.architecture, &planned.train(), 0, device)?;
                 let test = ids(&planned.split.test);
                 let threshold = restore(out, &planned.dir, &learner, &test)?
                     .for_test
@@ -357,6 +360,7 @@ pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOu
                     data.clone(),
                     pe.clone(),
                     &run.architecture,
+                    &planned.train(),
                     0,
                     device,
                 )?;

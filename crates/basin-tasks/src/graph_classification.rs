@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use basin_core::{BlockConfig, EnergyBlock, Structure, TraceOptions};
 use basin_graph::batch::{BatchConfig, GraphBatch, make_batch};
+use basin_graph::features::{FeatureScaling, Standardizer};
 use basin_graph::laplacian::{LaplacianPe, SignFlip, laplacian_pe_many};
 use basin_graph::{Csr, GraphDataset};
 use basin_train::TrainError;
@@ -65,6 +66,9 @@ pub struct GraphClassifierConfig {
     pub batch: usize,
     /// Batching (CLS, cap, padding, encodings, sign flips).
     pub batching: BatchConfig,
+    /// Node attributes standardised with the training graphs' statistics (default) or raw, as
+    /// the reference code feeds them.
+    pub features: FeatureScaling,
 }
 
 impl Default for GraphClassifierConfig {
@@ -77,6 +81,7 @@ impl Default for GraphClassifierConfig {
             label_smoothing: 0.0,
             batch: 32,
             batching: BatchConfig::et_graph(),
+            features: FeatureScaling::Standardize,
         }
     }
 }
@@ -405,6 +410,7 @@ pub struct GraphClassifierLearner {
     data: Arc<GraphDataset>,
     labels: Vec<i64>,
     pe: Option<Arc<Vec<LaplacianPe>>>,
+    scaling: Standardizer,
 }
 
 impl std::fmt::Debug for GraphClassifierLearner {
@@ -417,15 +423,22 @@ impl std::fmt::Debug for GraphClassifierLearner {
 
 impl GraphClassifierLearner {
     /// A learner seeded by `seed`; `pe` are the dataset's encodings from [`dataset_pe`]
-    /// (computed once and shared between folds).
+    /// (computed once and shared between folds); attribute statistics are fitted on the graphs
+    /// `fit_on` (a split's training items) when `cfg.features` standardises.
     pub fn new(
         data: Arc<GraphDataset>,
         pe: Option<Arc<Vec<LaplacianPe>>>,
         cfg: &GraphClassifierConfig,
+        fit_on: &[usize],
         seed: u64,
         device: Device,
     ) -> Result<Self> {
         tch::manual_seed(seed as i64);
+        let width = data.graphs.first().map_or(0, |g| g.node_features.ncols());
+        let scaling = match cfg.features {
+            FeatureScaling::Standardize => Standardizer::fit_graphs(&data, fit_on),
+            FeatureScaling::Raw => Standardizer::identity(width),
+        };
         let (labels, classes) = graph_classes(&data)?;
         let features = data
             .graphs
@@ -439,6 +452,7 @@ impl GraphClassifierLearner {
             data,
             labels,
             pe,
+            scaling,
         })
     }
 
@@ -458,7 +472,8 @@ impl GraphClassifierLearner {
             bcfg.sign_flip = SignFlip::None;
         }
         let pe = self.pe.as_ref().map(|p| p.as_slice());
-        let b = make_batch(&self.data, ids, &bcfg, pe, rng)?;
+        let mut b = make_batch(&self.data, ids, &bcfg, pe, rng)?;
+        self.scaling.apply_batch(&mut b, bcfg.cls);
         let y = Tensor::from_slice(&ids.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
             .to_device(self.vs.device());
         Ok((GraphBatchOnDevice::new(&b, self.vs.device())?, y))

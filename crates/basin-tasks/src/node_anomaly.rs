@@ -15,6 +15,7 @@ use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
 use basin_core::{BlockConfig, EnergyBlock, SparseEdges, Structure, TraceOptions};
+use basin_graph::features::{FeatureScaling, Standardizer};
 use basin_graph::{Csr, NodeDataset};
 use basin_train::TrainError;
 use basin_train::loss::{anomaly_weight, weighted_bce};
@@ -54,6 +55,9 @@ pub struct NodeAnomalyConfig {
     /// Train each epoch on the subgraph induced by this share of the training nodes (Appendix
     /// C.2: 5 % for T-Finance and T-Social); `None` trains on the whole graph.
     pub subgraph_ratio: Option<f64>,
+    /// Node attributes standardised with the training nodes' statistics (default) or raw, as
+    /// the reference code feeds them.
+    pub features: FeatureScaling,
 }
 
 impl Default for NodeAnomalyConfig {
@@ -66,6 +70,7 @@ impl Default for NodeAnomalyConfig {
             heterogeneous: false,
             relation_pool: RelationPool::Max,
             subgraph_ratio: None,
+            features: FeatureScaling::Standardize,
         }
     }
 }
@@ -266,15 +271,20 @@ impl std::fmt::Debug for NodeAnomalyLearner {
 }
 
 impl NodeAnomalyLearner {
-    /// A learner for `data` with `cfg`, seeded by `seed`.
+    /// A learner for `data` with `cfg`, seeded by `seed`; attribute statistics are fitted on
+    /// the nodes `fit_on` (a split's training nodes) when `cfg.features` standardises.
     pub fn new(
         data: &NodeDataset,
         cfg: &NodeAnomalyConfig,
+        fit_on: &[usize],
         seed: u64,
         device: Device,
     ) -> Result<Self> {
         tch::manual_seed(seed as i64);
-        let x = &data.graph.node_features;
+        let mut x = data.graph.node_features.clone();
+        if cfg.features == FeatureScaling::Standardize {
+            Standardizer::fit_rows(&x, fit_on).apply(&mut x);
+        }
         let (n, f) = (x.nrows() as i64, x.ncols() as i64);
         let flat: Vec<f32> = x.iter().copied().collect();
         let features = Tensor::from_slice(&flat).view([n, f]).to_device(device);

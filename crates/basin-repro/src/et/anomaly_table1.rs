@@ -234,7 +234,15 @@ pub fn run(opts: &Table1Options, ctx: &Context) -> Result<Report> {
                 &tag,
                 &data.labelled,
                 &is_anomaly,
-                |run| Ok(NodeAnomalyLearner::new(&data, &cfg, run.seed, ctx.device)?),
+                |run| {
+                    Ok(NodeAnomalyLearner::new(
+                        &data,
+                        &cfg,
+                        &run.train(),
+                        run.seed,
+                        ctx.device,
+                    )?)
+                },
                 |_, learner| {
                     if energy.is_empty() {
                         energy = learner.energy_per_step();

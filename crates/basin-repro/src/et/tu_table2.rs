@@ -237,6 +237,7 @@ pub fn run(opts: &Table2Options, ctx: &Context) -> Result<Report> {
                 data.clone(),
                 pe.clone(),
                 &opts.model,
+                &run.train(),
                 run.seed,
                 ctx.device,
             )?)
