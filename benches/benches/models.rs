@@ -109,8 +109,7 @@ fn graph_inference(c: &mut Criterion) {
         .expect("encodings")
         .map(Arc::new);
     let all: Vec<usize> = (0..data.graphs.len()).collect();
-    let mut learner =
-        GraphClassifierLearner::new(data, pe, &cfg, &all, 0, dev).expect("learner");
+    let mut learner = GraphClassifierLearner::new(data, pe, &cfg, &all, 0, dev).expect("learner");
     let items: Vec<usize> = (0..64).collect();
     let mut group = c.benchmark_group("et_graph_nci1");
     group
@@ -186,8 +185,7 @@ fn epochs() {
     };
     let cfg = basin_et::anomaly::default_model();
     let train: Vec<usize> = (0..tolokers.labels.len()).step_by(5).collect();
-    let mut learner =
-        NodeAnomalyLearner::new(&tolokers, &cfg, &train, 0, dev).expect("learner");
+    let mut learner = NodeAnomalyLearner::new(&tolokers, &cfg, &train, 0, dev).expect("learner");
     let s = epoch_median(&mut learner, &train, epochs);
     println!(
         "et_anomaly_tolokers/epoch: median {s:.2} s per epoch over {epochs} epochs ({} nodes, {} edges, full batch)",

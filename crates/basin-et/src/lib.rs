@@ -224,9 +224,14 @@ pub mod graph {
         model(128, 12, 64, 512, 4, 1)
     }
 
-    /// A CPU-scale version: D = 32, 4 heads of 8, K = 128, 2 blocks × 2 steps.
+    /// A CPU-scale version: D = 32, 4 heads of 8, K = 128, 2 blocks × 2 steps, and the
+    /// reference notebooks' α = 0.1: at Table 9's α = 0.01 and this size each step moves a token
+    /// by about 10⁻⁴ of its energy, the blocks are close to the identity and the CLS token
+    /// carries little of the graph (`research/observations.md`).
     pub fn tu_cpu() -> GraphClassifierConfig {
-        model(32, 4, 8, 128, 2, 2)
+        let mut cfg = model(32, 4, 8, 128, 2, 2);
+        cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.02);
+        cfg
     }
 
     fn model(

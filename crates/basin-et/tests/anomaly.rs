@@ -55,7 +55,15 @@ fn et_anomaly_detects_planted_anomalies() {
             "planted",
             &data.labelled,
             &is_anomaly,
-            |run| Ok(NodeAnomalyLearner::new(&data, &cfg, &run.train(), run.seed, Device::Cpu)?),
+            |run| {
+                Ok(NodeAnomalyLearner::new(
+                    &data,
+                    &cfg,
+                    &run.train(),
+                    run.seed,
+                    Device::Cpu,
+                )?)
+            },
             |_, _| Ok(()),
             None,
             "cpu",

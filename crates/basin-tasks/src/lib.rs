@@ -13,8 +13,12 @@
 //!   its learner and pictures.
 //! - [`bag_classification`]: multiple-instance bags pooled by `HopfieldPooling` (the Hopfield
 //!   MIL benchmarks).
+//! - [`baselines`]: what every report sets beside the energy models on the same splits — a
+//!   no-graph baseline (pooled node features → MLP), GIN, and the node-anomaly floor (features
+//!   and neighbour means → MLP).
 
 pub mod bag_classification;
+pub mod baselines;
 pub mod graph_classification;
 pub mod image_completion;
 pub mod node_anomaly;

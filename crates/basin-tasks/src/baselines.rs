@@ -1,0 +1,461 @@
+//! Baselines every classification report carries, trained by the same protocols on the same
+//! splits as the energy models, so a table shows at a glance whether a model learned the graph:
+//!
+//! - [`PooledFeaturesLearner`]: **no graph** — per graph, the mean and standard deviation of
+//!   its node attributes (one-hot label columns give the label histogram), its node and edge
+//!   counts and degree statistics, standardised on the training graphs, into a small MLP.
+//! - [`GinLearner`]: **message passing** — GIN (Xu et al., ICLR 2019): `h ← MLP((1 + ε) h + Σ_{
+//!   neighbours} h)` for L layers, a sum readout of every layer (the input included) through its
+//!   own linear head, summed; on the same dense batches as the graph classifier (no CLS).
+//! - [`NeighbourMeanLearner`]: the node-anomaly floor — each node's attributes with the mean of
+//!   its 1-hop and its 2-hop neighbours' (GADBench's finding: simple neighbourhood aggregation
+//!   with a plain classifier beats most GNNs), into an MLP with the weighted BCE of ET eq. 22.
+
+use std::sync::Arc;
+
+use basin_graph::batch::{BatchConfig, make_batch};
+use basin_graph::features::Standardizer;
+use basin_graph::{GraphDataset, NodeDataset};
+use basin_train::TrainError;
+use basin_train::loss::{anomaly_weight, cross_entropy, weighted_bce};
+use basin_train::runner::{Learner, Scores, StepOutput};
+use ndarray::Array2;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, Module, ModuleT};
+use tch::{Device, Kind, Tensor};
+
+use crate::graph_classification::graph_classes;
+use crate::{Result, index_tensor};
+
+/// A two-layer MLP's size and regularisation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MlpConfig {
+    /// Hidden width.
+    pub hidden: i64,
+    /// Dropout after the hidden layer (training only).
+    pub dropout: f64,
+    /// Items per batch (`0`: the whole training set at once).
+    pub batch: usize,
+}
+
+impl Default for MlpConfig {
+    fn default() -> Self {
+        Self {
+            hidden: 64,
+            dropout: 0.2,
+            batch: 32,
+        }
+    }
+}
+
+fn mlp(path: &nn::Path, input: i64, hidden: i64, out: i64, dropout: f64) -> nn::SequentialT {
+    nn::seq_t()
+        .add(nn::linear(path / "l1", input, hidden, Default::default()))
+        .add_fn(|t| t.relu())
+        .add_fn_t(move |t, train| t.dropout(dropout, train))
+        .add(nn::linear(path / "l2", hidden, out, Default::default()))
+}
+
+fn rows_tensor(x: &Array2<f32>, device: Device) -> Tensor {
+    let (n, f) = x.dim();
+    let v: Vec<f32> = x.iter().copied().collect();
+    Tensor::from_slice(&v)
+        .view([n as i64, f as i64])
+        .to_device(device)
+}
+
+/// The pooled description of every graph: attribute means and standard deviations, node and
+/// edge counts, degree mean, standard deviation and maximum (`[G, 2F + 5]`).
+pub fn pooled_features(data: &GraphDataset) -> Array2<f32> {
+    let f = data.graphs.first().map_or(0, |g| g.node_features.ncols());
+    let mut out = Array2::<f32>::zeros((data.graphs.len(), 2 * f + 5));
+    for (i, g) in data.graphs.iter().enumerate() {
+        let n = g.node_features.nrows().max(1) as f64;
+        for j in 0..f {
+            let col = g.node_features.column(j);
+            let mean = col.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+            let var = col
+                .iter()
+                .map(|&v| (f64::from(v) - mean).powi(2))
+                .sum::<f64>()
+                / n;
+            out[[i, j]] = mean as f32;
+            out[[i, f + j]] = var.sqrt() as f32;
+        }
+        let deg: Vec<f64> = g
+            .adjacency
+            .indptr()
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as f64)
+            .collect();
+        let dn = deg.len().max(1) as f64;
+        let dmean = deg.iter().sum::<f64>() / dn;
+        let dstd = (deg.iter().map(|d| (d - dmean).powi(2)).sum::<f64>() / dn).sqrt();
+        let dmax = deg.iter().copied().fold(0.0, f64::max);
+        let base = 2 * f;
+        out[[i, base]] = g.node_features.nrows() as f32;
+        out[[i, base + 1]] = g.adjacency.indices().len() as f32;
+        out[[i, base + 2]] = dmean as f32;
+        out[[i, base + 3]] = dstd as f32;
+        out[[i, base + 4]] = dmax as f32;
+    }
+    out
+}
+
+/// No-graph baseline: pooled node features of each graph into an MLP.
+pub struct PooledFeaturesLearner {
+    vs: nn::VarStore,
+    net: nn::SequentialT,
+    x: Tensor,
+    y: Tensor,
+    batch: usize,
+}
+
+impl std::fmt::Debug for PooledFeaturesLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PooledFeaturesLearner").finish()
+    }
+}
+
+impl PooledFeaturesLearner {
+    /// A learner on `data`, its pooled features standardised on the graphs `fit_on`.
+    pub fn new(
+        data: &GraphDataset,
+        cfg: &MlpConfig,
+        fit_on: &[usize],
+        seed: u64,
+        device: Device,
+    ) -> Result<Self> {
+        tch::manual_seed(seed as i64);
+        let (labels, classes) = graph_classes(data)?;
+        let mut x = pooled_features(data);
+        Standardizer::fit_rows(&x, fit_on).apply(&mut x);
+        let vs = nn::VarStore::new(device);
+        let net = mlp(
+            &vs.root(),
+            x.ncols() as i64,
+            cfg.hidden,
+            classes,
+            cfg.dropout,
+        );
+        Ok(Self {
+            x: rows_tensor(&x, device),
+            y: Tensor::from_slice(&labels).to_device(device),
+            net,
+            vs,
+            batch: cfg.batch,
+        })
+    }
+}
+
+impl Learner for PooledFeaturesLearner {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+    fn batch_size(&self) -> Option<usize> {
+        (self.batch > 0).then_some(self.batch)
+    }
+    fn train_step(
+        &mut self,
+        items: &[usize],
+        _rng: &mut ChaCha8Rng,
+    ) -> std::result::Result<StepOutput, TrainError> {
+        let idx = index_tensor(items, self.vs.device());
+        let logits = self.net.forward_t(&self.x.index_select(0, &idx), true);
+        Ok(StepOutput::loss(cross_entropy(
+            &logits,
+            &self.y.index_select(0, &idx),
+            0.0,
+        )))
+    }
+    fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
+        let idx = index_tensor(items, self.vs.device());
+        let p = tch::no_grad(|| {
+            self.net
+                .forward_t(&self.x.index_select(0, &idx), false)
+                .softmax(-1, Kind::Double)
+        });
+        Scores::from_tensor(&p)
+    }
+}
+
+/// GIN's size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GinConfig {
+    /// Message-passing layers L.
+    pub layers: usize,
+    /// Hidden width.
+    pub hidden: i64,
+    /// Dropout on the readout (training only).
+    pub dropout: f64,
+    /// Graphs per batch.
+    pub batch: usize,
+    /// Cap on nodes per graph (the first ones are kept).
+    pub max_nodes: usize,
+}
+
+impl Default for GinConfig {
+    /// 5 layers of width 64, dropout 0.5, batch 32 (Xu et al.; Errica et al.'s fair protocol).
+    fn default() -> Self {
+        Self {
+            layers: 5,
+            hidden: 64,
+            dropout: 0.5,
+            batch: 32,
+            max_nodes: 500,
+        }
+    }
+}
+
+/// Message-passing baseline: GIN with a sum readout of every layer.
+pub struct GinLearner {
+    vs: nn::VarStore,
+    layers: Vec<(Tensor, nn::Sequential)>,
+    heads: Vec<nn::Linear>,
+    data: Arc<GraphDataset>,
+    labels: Vec<i64>,
+    scaling: Standardizer,
+    batching: BatchConfig,
+    cfg: GinConfig,
+}
+
+impl std::fmt::Debug for GinLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GinLearner")
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+impl GinLearner {
+    /// A learner on `data` with attributes standardised on the graphs `fit_on`.
+    pub fn new(
+        data: Arc<GraphDataset>,
+        cfg: &GinConfig,
+        fit_on: &[usize],
+        seed: u64,
+        device: Device,
+    ) -> Result<Self> {
+        tch::manual_seed(seed as i64);
+        let (labels, classes) = graph_classes(&data)?;
+        let f = data
+            .graphs
+            .first()
+            .map_or(1, |g| g.node_features.ncols() as i64);
+        let vs = nn::VarStore::new(device);
+        let root = vs.root();
+        let mut layers = Vec::new();
+        let mut heads = vec![nn::linear(&root / "head0", f, classes, Default::default())];
+        let mut width = f;
+        for l in 0..cfg.layers {
+            let p = &root / format!("layer{l}");
+            let eps = p.zeros("eps", &[1]);
+            let net = nn::seq()
+                .add(nn::linear(&p / "l1", width, cfg.hidden, Default::default()))
+                .add_fn(|t| t.relu())
+                .add(nn::linear(
+                    &p / "l2",
+                    cfg.hidden,
+                    cfg.hidden,
+                    Default::default(),
+                ))
+                .add_fn(|t| t.relu());
+            layers.push((eps, net));
+            heads.push(nn::linear(
+                &root / format!("head{}", l + 1),
+                cfg.hidden,
+                classes,
+                Default::default(),
+            ));
+            width = cfg.hidden;
+        }
+        let batching = BatchConfig {
+            cls: false,
+            pe: None,
+            max_nodes: cfg.max_nodes,
+            ..BatchConfig::et_graph()
+        };
+        Ok(Self {
+            vs,
+            layers,
+            heads,
+            scaling: Standardizer::fit_graphs(&data, fit_on),
+            data,
+            labels,
+            batching,
+            cfg: cfg.clone(),
+        })
+    }
+
+    fn logits(&self, ids: &[usize], rng: &mut ChaCha8Rng, train: bool) -> Result<Tensor> {
+        let mut b = make_batch(&self.data, ids, &self.batching, None, rng)?;
+        self.scaling.apply_batch(&mut b, false);
+        let dev = self.vs.device();
+        let (bs, n, f) = b.features.dim();
+        let feats: Vec<f32> = b.features.iter().copied().collect();
+        let adj: Vec<f32> = b.mask.iter().map(|&m| f32::from(u8::from(m))).collect();
+        let real: Vec<f32> = b.padding.iter().map(|&m| f32::from(u8::from(m))).collect();
+        let (bs, n) = (bs as i64, n as i64);
+        let mut h = Tensor::from_slice(&feats)
+            .view([bs, n, f as i64])
+            .to_device(dev);
+        let adj = Tensor::from_slice(&adj).view([bs, n, n]).to_device(dev);
+        let real = Tensor::from_slice(&real).view([bs, n, 1]).to_device(dev);
+        let pool = |h: &Tensor| h.sum_dim_intlist(1, false, h.kind());
+        let mut out = self.heads[0]
+            .forward(&pool(&h))
+            .dropout(self.cfg.dropout, train);
+        for ((eps, net), head) in self.layers.iter().zip(&self.heads[1..]) {
+            let agg = &h * (eps + 1.0) + adj.matmul(&h);
+            h = net.forward(&agg) * &real;
+            out = out + head.forward(&pool(&h)).dropout(self.cfg.dropout, train);
+        }
+        Ok(out)
+    }
+
+    fn targets(&self, ids: &[usize]) -> Tensor {
+        Tensor::from_slice(&ids.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
+            .to_device(self.vs.device())
+    }
+}
+
+impl Learner for GinLearner {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+    fn batch_size(&self) -> Option<usize> {
+        Some(self.cfg.batch)
+    }
+    fn train_step(
+        &mut self,
+        items: &[usize],
+        rng: &mut ChaCha8Rng,
+    ) -> std::result::Result<StepOutput, TrainError> {
+        let logits = self.logits(items, rng, true)?;
+        Ok(StepOutput::loss(cross_entropy(
+            &logits,
+            &self.targets(items),
+            0.0,
+        )))
+    }
+    fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
+        let mut rng = <ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
+        let mut rows = Vec::with_capacity(items.len());
+        for ids in items.chunks(self.cfg.batch.max(1)) {
+            let p = tch::no_grad(|| {
+                self.logits(ids, &mut rng, false)
+                    .map(|l| l.softmax(-1, Kind::Double))
+            })?;
+            rows.extend(Scores::from_tensor(&p)?.0);
+        }
+        Ok(Scores(rows))
+    }
+}
+
+/// `x ‖ mean of 1-hop neighbours' x ‖ mean of 2-hop` (the row-normalised adjacency applied
+/// once and twice; isolated nodes get zeros), `[N, 3F]`.
+pub fn neighbour_means(data: &NodeDataset, x: &Array2<f32>) -> Array2<f32> {
+    let adj = &data.graph.adjacency;
+    let (n, f) = x.dim();
+    let mean_of = |src: &Array2<f32>| {
+        let mut out = Array2::<f32>::zeros((n, f));
+        for (i, w) in adj.indptr().windows(2).enumerate() {
+            let nbrs = &adj.indices()[w[0]..w[1]];
+            if nbrs.is_empty() {
+                continue;
+            }
+            let mut row = out.row_mut(i);
+            for &j in nbrs {
+                row += &src.row(j as usize);
+            }
+            row /= nbrs.len() as f32;
+        }
+        out
+    };
+    let one = mean_of(x);
+    let two = mean_of(&one);
+    ndarray::concatenate(ndarray::Axis(1), &[x.view(), one.view(), two.view()])
+        .unwrap_or_else(|_| x.clone())
+}
+
+/// Node-anomaly floor: features and neighbour means into an MLP (full batch, weighted BCE).
+pub struct NeighbourMeanLearner {
+    vs: nn::VarStore,
+    net: nn::SequentialT,
+    x: Tensor,
+    y: Tensor,
+    labels: Vec<bool>,
+}
+
+impl std::fmt::Debug for NeighbourMeanLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NeighbourMeanLearner").finish()
+    }
+}
+
+impl NeighbourMeanLearner {
+    /// A learner on `data`, attributes standardised on the nodes `fit_on` before averaging.
+    pub fn new(
+        data: &NodeDataset,
+        cfg: &MlpConfig,
+        fit_on: &[usize],
+        seed: u64,
+        device: Device,
+    ) -> Result<Self> {
+        tch::manual_seed(seed as i64);
+        let mut x = data.graph.node_features.clone();
+        Standardizer::fit_rows(&x, fit_on).apply(&mut x);
+        let x = neighbour_means(data, &x);
+        let vs = nn::VarStore::new(device);
+        let net = mlp(&vs.root(), x.ncols() as i64, cfg.hidden, 1, cfg.dropout);
+        let labels: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+        let y: Vec<f32> = labels.iter().map(|&b| f32::from(u8::from(b))).collect();
+        Ok(Self {
+            x: rows_tensor(&x, device),
+            y: Tensor::from_slice(&y).to_device(device),
+            net,
+            vs,
+            labels,
+        })
+    }
+}
+
+impl Learner for NeighbourMeanLearner {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+    fn batch_size(&self) -> Option<usize> {
+        None
+    }
+    fn train_step(
+        &mut self,
+        items: &[usize],
+        _rng: &mut ChaCha8Rng,
+    ) -> std::result::Result<StepOutput, TrainError> {
+        let idx = index_tensor(items, self.vs.device());
+        let logits = self
+            .net
+            .forward_t(&self.x.index_select(0, &idx), true)
+            .squeeze_dim(-1);
+        let omega = anomaly_weight(&items.iter().map(|&i| self.labels[i]).collect::<Vec<_>>());
+        Ok(StepOutput::loss(weighted_bce(
+            &logits,
+            &self.y.index_select(0, &idx),
+            omega,
+        )))
+    }
+    fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
+        let idx = index_tensor(items, self.vs.device());
+        let p = tch::no_grad(|| {
+            self.net
+                .forward_t(&self.x.index_select(0, &idx), false)
+                .squeeze_dim(-1)
+                .sigmoid()
+                .to_kind(Kind::Double)
+        });
+        Scores::from_tensor(&p)
+    }
+}
