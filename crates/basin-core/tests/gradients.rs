@@ -30,9 +30,78 @@ fn attention_passes_the_term_conformance_suite() {
 }
 
 #[test]
+fn vmf_attention_passes_the_term_conformance_suite() {
+    for learn_beta in [false, true] {
+        conformance::energy_term("vmf-attention", 3, |path, dim| {
+            let cfg = AttentionConfig {
+                heads: 3,
+                head_dim: 4,
+                init_std: 0.4,
+                learn_beta,
+                beta: Some(1.3),
+            };
+            Box::new(EnergyAttention::new(path, dim, &cfg).unit_vectors(1e-12))
+        });
+    }
+}
+
+/// CDAT eq. 10: scaling W_Q or W_K by c > 0 changes neither the vMF energy nor its gradient;
+/// the plain attention's energy does change (control).
+#[test]
+fn vmf_attention_is_invariant_to_the_scale_of_its_projections() {
+    basin_core::testing::seeded(11, || {
+        let mut vs = store();
+        let cfg = AttentionConfig {
+            heads: 2,
+            head_dim: 3,
+            init_std: 0.4,
+            learn_beta: false,
+            beta: Some(0.9),
+        };
+        let vmf = EnergyAttention::new(&(vs.root() / "vmf"), D, &cfg).unit_vectors(1e-12);
+        let plain = EnergyAttention::new(&(vs.root() / "plain"), D, &cfg);
+        vs.double();
+        let g = tokens(B, N, D);
+        for (name, s) in structures(B, N, 2) {
+            let (e0, d0) = vmf.energy_and_grad(&g, &s);
+            let p0 = plain.energy(&g, &s);
+            tch::no_grad(|| {
+                let _ = vmf.w_q.shallow_clone().g_mul_scalar_(3.7);
+                let _ = vmf.w_k.shallow_clone().g_mul_scalar_(0.2);
+                let _ = plain.w_q.shallow_clone().g_mul_scalar_(3.7);
+            });
+            let (e1, d1) = vmf.energy_and_grad(&g, &s);
+            assert!(
+                max_rel_error(&e1, &e0, 1e-12) < 1e-9,
+                "{name}: energy changed"
+            );
+            assert!(
+                max_rel_error(&d1, &d0, 1e-12) < 1e-8,
+                "{name}: gradient changed"
+            );
+            assert!(
+                max_rel_error(&plain.energy(&g, &s), &p0, 1e-12) > 1e-3,
+                "{name}: the control did not change"
+            );
+            tch::no_grad(|| {
+                let _ = vmf.w_q.shallow_clone().g_div_scalar_(3.7);
+                let _ = vmf.w_k.shallow_clone().g_div_scalar_(0.2);
+                let _ = plain.w_q.shallow_clone().g_div_scalar_(3.7);
+            });
+        }
+        // Every logit of a unit query and key lies in [−β, β]: the energy per query is within
+        // (1/β)·log(N) + 1 of −1 in magnitude.
+        let e = vmf.energy(&g, &Structure::full());
+        let bound = (2 * N) as f64 * ((N as f64).ln() / 0.9 + 1.0);
+        assert!(e.abs().max().double_value(&[]) <= bound);
+    });
+}
+
+#[test]
 fn hopfield_memories_pass_the_term_conformance_suite() {
     for act in [
         Activation::Relu,
+        Activation::Rectified,
         Activation::Power,
         Activation::Exp,
         Activation::Softmax,

@@ -101,7 +101,30 @@ pub struct EnergyAttention {
     pub w_k: Tensor,
     /// Inverse temperature per head `[H]` (trainable only if configured).
     pub beta: Tensor,
+    /// `Some(ε)`: queries and keys are unit vectors per head, `u / sqrt(‖u‖² + ε)` (the vMF
+    /// attention of CDAT eq. 10–11).
+    unit: Option<f64>,
     name: String,
+}
+
+/// vMF attention's unit directions `[M, H, Y]` and norms `[M, H, 1]` of the raw queries and
+/// keys, for the normalisation's Jacobian `(I − q̂q̂ᵀ)/n` in the gradient.
+struct Unit {
+    q_hat: Tensor,
+    k_hat: Tensor,
+    nq: Tensor,
+    nk: Tensor,
+}
+
+impl Unit {
+    /// `(x − ĥ (ĥ·x)) / n` per head for `x: [M, H·Y]` (the Jacobian of `u / n(u)` applied to
+    /// a gradient with respect to the direction).
+    fn back(x: &Tensor, hat: &Tensor, n: &Tensor) -> Tensor {
+        let m = x.size()[0];
+        let x = x.view(hat.size().as_slice());
+        let along = (&x * hat).sum_dim_intlist(-1, true, x.kind());
+        ((x - hat * along) / n).view([m, -1])
+    }
 }
 
 impl EnergyAttention {
@@ -125,8 +148,16 @@ impl EnergyAttention {
             w_q: path.var("w_q", &shape, init),
             w_k: path.var("w_k", &shape, init),
             beta,
+            unit: None,
             name: "attention".into(),
         }
+    }
+
+    /// The same parameters as vMF attention: per-head unit queries and keys with the smooth
+    /// norm `sqrt(‖u‖² + eps)` (CDAT eq. 10–11).
+    pub fn unit_vectors(mut self, eps: f64) -> Self {
+        self.unit = Some(eps);
+        self
     }
 
     /// Number of heads.
@@ -135,10 +166,30 @@ impl EnergyAttention {
     }
 
     /// β-scaled queries `βQ` and keys `K`, `[..., H, Y]` each, of tokens `g: [..., D]`, in one
-    /// matmul (β is folded into W_Q, so the logits need no extra pass).
-    fn project(&self, g: &Tensor) -> (Tensor, Tensor) {
+    /// matmul (β is folded into W_Q, so the logits need no extra pass). In unit mode they are
+    /// `βQ̂` and `K̂`, with the [`Unit`] parts the gradient needs.
+    fn project(&self, g: &Tensor) -> (Tensor, Tensor, Option<Unit>) {
         let s = self.w_q.size();
         let (h, y, d) = (s[0], s[1], s[2]);
+        if let Some(eps) = self.unit {
+            let w = Tensor::cat(&[&self.w_q, &self.w_k], 0).view([2 * h * y, d]);
+            let mut shape = g.size();
+            shape.pop();
+            shape.extend([2 * h, y]);
+            let uv = g.matmul(&w.tr()).view(shape.as_slice());
+            let parts = uv.split(h, -2);
+            let norm = |t: &Tensor| (t.square().sum_dim_intlist(-1, true, t.kind()) + eps).sqrt();
+            let (nq, nk) = (norm(&parts[0]), norm(&parts[1]));
+            let (q_hat, k_hat) = (&parts[0] / &nq, &parts[1] / &nk);
+            let q = &q_hat * self.beta.view([h, 1]);
+            let unit = Unit {
+                q_hat: q_hat.reshape([-1, h, y]),
+                k_hat: k_hat.reshape([-1, h, y]),
+                nq: nq.reshape([-1, h, 1]),
+                nk: nk.reshape([-1, h, 1]),
+            };
+            return (q, k_hat, Some(unit));
+        }
         let wq = &self.w_q * self.beta.view([h, 1, 1]);
         let w = Tensor::cat(&[&wq, &self.w_k], 0).view([2 * h * y, d]);
         let qk = g.matmul(&w.tr());
@@ -147,26 +198,36 @@ impl EnergyAttention {
         shape.extend([2 * h, y]);
         let qk = qk.view(shape.as_slice());
         let parts = qk.split(h, -2);
-        (parts[0].shallow_clone(), parts[1].shallow_clone())
+        (parts[0].shallow_clone(), parts[1].shallow_clone(), None)
     }
 
     /// `∂E/∂g = −(T^Q W_Q + T^K W_K / β)` from the per-head aggregates `T^Q = Σ ω K` and
     /// `T^K = Σ ωᵀ (βQ)`, given as `[M, H·Y]` matrices; returns `[M, D]`.
-    fn back_project(&self, tq: &Tensor, tk: &Tensor) -> Tensor {
+    ///
+    /// In unit mode `T^Q = Σ ω K̂` and `T^K = Σ ωᵀ (βQ̂)` are gradients with respect to the
+    /// directions; the normalisation's Jacobian takes them back to the raw projections first.
+    fn back_project(&self, tq: &Tensor, tk: &Tensor, unit: Option<&Unit>) -> Tensor {
         let s = self.w_q.size();
         let (h, y, d) = (s[0], s[1], s[2]);
         let wq = -self.w_q.view([h * y, d]);
         let wk = (-&self.w_k / self.beta.view([h, 1, 1])).view([h * y, d]);
-        tq.matmul(&wq).addmm(tk, &wk)
+        match unit {
+            None => tq.matmul(&wq).addmm(tk, &wk),
+            Some(u) => {
+                let tq = Unit::back(tq, &u.q_hat, &u.nq);
+                let tk = Unit::back(tk, &u.k_hat, &u.nk);
+                tq.matmul(&wq).addmm(&tk, &wk)
+            }
+        }
     }
 
     // ---------------------------------------------------------------- dense
 
     /// Masked logits `[B, H, N, N]` (query × key), β-scaled queries and keys `[B, H, N, Y]`,
-    /// and which queries have a key at all.
-    fn dense_logits(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor, Tensor, Option<Tensor>) {
+    /// which queries have a key at all, and the unit parts in unit mode.
+    fn dense_logits(&self, g: &Tensor, s: &Structure) -> DenseLogits {
         let n = g.size()[1];
-        let (q, k) = self.project(g); // [B, N, H, Y]
+        let (q, k, unit) = self.project(g); // [B, N, H, Y]
         // Contiguous once, so that the three batched matmuls below take views.
         let (q, k) = (
             q.transpose(1, 2).contiguous(),
@@ -187,7 +248,13 @@ impl EnergyAttention {
             logits = logits.masked_fill_(blocked, BLOCKED_LOGIT);
         }
         let has = layout.has_keys.as_ref().map(|h| h.to_kind(g.kind()));
-        (logits, q, k, has)
+        DenseLogits {
+            logits,
+            q,
+            k,
+            has,
+            unit,
+        }
     }
 
     /// `E = −Σ_h (1/β_h) Σ_q lse_q` from per-query log-sum-exps `[B, H, N]`.
@@ -202,7 +269,8 @@ impl EnergyAttention {
 
     /// The dense gradient from the attention weights ω `[B, H, N, N]` (times the structure's
     /// scale Â, which multiplies the scores and so both gradient terms).
-    fn dense_grad(&self, omega: &Tensor, q: &Tensor, k: &Tensor, s: &Structure) -> Tensor {
+    fn dense_grad(&self, omega: &Tensor, d: &DenseLogits, s: &Structure) -> Tensor {
+        let (q, k) = (&d.q, &d.k);
         let scaled;
         let omega = match s.scale() {
             Some(scale) => {
@@ -216,7 +284,8 @@ impl EnergyAttention {
         let rows = |t: Tensor| t.transpose(1, 2).reshape([b * n, -1]); // [B·N, H·Y]
         let tq = rows(omega.matmul(k));
         let tk = rows(omega.transpose(-1, -2).matmul(q));
-        self.back_project(&tq, &tk).view([b, n, -1])
+        self.back_project(&tq, &tk, d.unit.as_ref())
+            .view([b, n, -1])
     }
 
     /// Attention weights from the softmax over keys: zero for queries without keys.
@@ -229,11 +298,16 @@ impl EnergyAttention {
 
     // --------------------------------------------------------------- sparse
 
-    /// Per-edge logits `[E, H]` and per-token queries and keys `[T, H, Y]` (T = B·N).
-    fn sparse_logits(&self, g: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor, Tensor) {
+    /// Per-edge logits `[E, H]`, per-token queries and keys `[T, H, Y]` (T = B·N), and the
+    /// unit parts in unit mode.
+    fn sparse_logits(
+        &self,
+        g: &Tensor,
+        edges: &SparseEdges,
+    ) -> (Tensor, Tensor, Tensor, Option<Unit>) {
         let d = g.size()[2];
         let h = self.heads();
-        let (q, k) = self.project(&g.reshape([-1, d])); // [T, H, Y]
+        let (q, k, unit) = self.project(&g.reshape([-1, d])); // [T, H, Y]
         let e = edges.len();
         let mut chunks = Vec::new();
         let mut start = 0;
@@ -254,7 +328,7 @@ impl EnergyAttention {
         } else {
             Tensor::cat(&chunks, 0)
         };
-        (s, q, k)
+        (s, q, k, unit)
     }
 
     /// Row-wise log-sum-exp over each query's edges: `(lse [T, H], exp(s − max) [E, H],
@@ -293,7 +367,7 @@ impl EnergyAttention {
         let size = g.size();
         let (b, d) = (size[0], size[2]);
         let t = edges.tokens();
-        let (s, q, k) = self.sparse_logits(g, edges);
+        let (s, q, k, unit) = self.sparse_logits(g, edges);
         let (lse, ex, z) = self.sparse_lse(&s, edges);
         let energy = self.sparse_energy_from(&lse, b);
         let omega = ex / z.index_select(0, edges.query()); // [E, H]
@@ -317,10 +391,24 @@ impl EnergyAttention {
             t,
         );
         let grad = self
-            .back_project(&tq.reshape([t, -1]), &tk.reshape([t, -1]))
+            .back_project(&tq.reshape([t, -1]), &tk.reshape([t, -1]), unit.as_ref())
             .view([b, -1, d]);
         (energy, grad)
     }
+}
+
+/// What the dense path computes once and both the energy and the gradient use.
+struct DenseLogits {
+    /// Masked logits `[B, H, N, N]`.
+    logits: Tensor,
+    /// β-scaled queries `[B, H, N, Y]`.
+    q: Tensor,
+    /// Keys `[B, H, N, Y]`.
+    k: Tensor,
+    /// `[B, H, N]` (as the logits' kind): whether a query has any key.
+    has: Option<Tensor>,
+    /// vMF attention's unit parts.
+    unit: Option<Unit>,
 }
 
 /// Per-head sparse × dense product: `out[r, h] = Σ_{e: row(e) = r} w[e, h] · x[col(e), h]` for
@@ -393,13 +481,13 @@ impl Energy for EnergyAttention {
     fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
         match s.sparse_edges() {
             Some(edges) => {
-                let (sl, _, _) = self.sparse_logits(g, edges);
+                let (sl, _, _, _) = self.sparse_logits(g, edges);
                 let (lse, _, _) = self.sparse_lse(&sl, edges);
                 self.sparse_energy_from(&lse, g.size()[0])
             }
             None => {
-                let (logits, _, _, has) = self.dense_logits(g, s);
-                self.energy_from_lse(&logits.logsumexp(-1, false), has.as_ref())
+                let d = self.dense_logits(g, s);
+                self.energy_from_lse(&d.logits.logsumexp(-1, false), d.has.as_ref())
             }
         }
     }
@@ -408,24 +496,24 @@ impl Energy for EnergyAttention {
         if let Some(edges) = s.sparse_edges() {
             return self.sparse_energy_and_grad(g, edges).1;
         }
-        let (logits, q, k, has) = self.dense_logits(g, s);
-        let softmax = logits.softmax(-1, logits.kind());
-        self.dense_grad(&Self::dense_omega(&softmax, has.as_ref()), &q, &k, s)
+        let d = self.dense_logits(g, s);
+        let softmax = d.logits.softmax(-1, d.logits.kind());
+        self.dense_grad(&Self::dense_omega(&softmax, d.has.as_ref()), &d, s)
     }
 
     fn energy_and_grad(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor) {
         if let Some(edges) = s.sparse_edges() {
             return self.sparse_energy_and_grad(g, edges);
         }
-        let (logits, q, k, has) = self.dense_logits(g, s);
-        let softmax = logits.softmax(-1, logits.kind());
+        let d = self.dense_logits(g, s);
+        let softmax = d.logits.softmax(-1, d.logits.kind());
         // lse = max − log softmax(max): the softmax already holds the normaliser, and its
         // largest entry is ≥ 1/N, so the log is safe (rows with no key are uniform).
-        let (max, arg) = logits.max_dim(-1, true);
+        let (max, arg) = d.logits.max_dim(-1, true);
         let lse = (max - softmax.gather(-1, &arg, false).log()).squeeze_dim(-1);
-        let omega = Self::dense_omega(&softmax, has.as_ref());
-        let energy = self.energy_from_lse(&lse, has.as_ref());
-        (energy, self.dense_grad(&omega, &q, &k, s))
+        let omega = Self::dense_omega(&softmax, d.has.as_ref());
+        let energy = self.energy_from_lse(&lse, d.has.as_ref());
+        (energy, self.dense_grad(&omega, &d, s))
     }
 }
 
@@ -452,3 +540,76 @@ impl TermParams for AttentionConfig {
     }
 }
 crate::register_term!(AttentionConfig);
+
+/// Configuration of the von Mises–Fisher attention term (CDAT eq. 10–11):
+/// `E = −Σ_h (1/β_h) Σ_C log Σ_{B ≠ C} exp(β_h Q̂_hC · K̂_hB)` with per-head unit queries and keys
+/// `Q̂ = W_Q g / ‖W_Q g‖` (smooth norm `sqrt(‖u‖² + eps)`). Every logit lies in `[−β, β]`; the
+/// energy and its gradient do not change when W_Q or W_K is scaled. basin's orientation: the
+/// log-sum-exp runs over each token's keys, so CDAT's key K_C is basin's query of token C.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VmfAttentionConfig {
+    /// Number of heads H.
+    pub heads: i64,
+    /// Width of each head Y.
+    pub head_dim: i64,
+    /// Initial concentration β of every head; default `1/sqrt(Y)` (CDAT Table 10).
+    pub beta: Option<f64>,
+    /// Whether β (one per head) is learned (CDAT Table 10: yes).
+    pub learn_beta: bool,
+    /// Standard deviation of W_Q and W_K at initialisation (irrelevant to the forward pass).
+    pub init_std: f64,
+    /// ε of the smooth norm.
+    pub eps: f64,
+}
+
+impl Default for VmfAttentionConfig {
+    fn default() -> Self {
+        Self {
+            heads: 4,
+            head_dim: 16,
+            beta: None,
+            learn_beta: true,
+            init_std: 0.02,
+            eps: 1e-12,
+        }
+    }
+}
+
+impl VmfAttentionConfig {
+    fn attention(&self) -> AttentionConfig {
+        AttentionConfig {
+            heads: self.heads,
+            head_dim: self.head_dim,
+            beta: self.beta,
+            learn_beta: self.learn_beta,
+            init_std: self.init_std,
+        }
+    }
+}
+
+impl TermParams for VmfAttentionConfig {
+    const KIND: &'static str = "vmf-attention";
+    const ABOUT: &'static str =
+        "von Mises–Fisher attention, per-head unit queries and keys (CDAT eq. 10–11)";
+
+    fn validate(&self, field: &str) -> Result<()> {
+        self.attention().validate(field)?;
+        if !(self.eps.is_finite() && self.eps > 0.0) {
+            return Err(CoreError::config(
+                format!("{field}.eps"),
+                format!("must be > 0, got {}", self.eps),
+            ));
+        }
+        Ok(())
+    }
+
+    fn build(&self, ctx: &BuildContext, name: &str) -> Result<Box<dyn Energy>> {
+        Ok(Box::new(
+            EnergyAttention::new(ctx.path, ctx.dim, &self.attention())
+                .unit_vectors(self.eps)
+                .with_name(name),
+        ))
+    }
+}
+crate::register_term!(VmfAttentionConfig);

@@ -3,6 +3,7 @@
 //! The activation decides which associative memory this is:
 //! - `relu`: `G(z) = ½ relu(z)²` — the classical continuous Hopfield network used by ET
 //!   (reference code: `−½ Σ relu²`); it is `power` with n = 2.
+//! - `rectified`: `G(z) = relu(z)` — CDAT's linear rectified memory (eq. 15), `r = 𝟙[z > 0]`.
 //! - `power`: `G(z) = relu(z)ⁿ / n` — the rectified polynomial dense associative memory of
 //!   Krotov & Hopfield.
 //! - `exp`: `G(z) = exp(β z) / β` — the exponential interaction of Demircigil et al.
@@ -27,6 +28,8 @@ pub enum Activation {
     /// `G(z) = ½ relu(z)²` (ET's default).
     #[default]
     Relu,
+    /// `G(z) = relu(z)`, `r = 𝟙[z > 0]` (CDAT eq. 15).
+    Rectified,
     /// `G(z) = relu(z)ⁿ / n`; needs `power`.
     Power,
     /// `G(z) = exp(β z) / β`; needs `beta`.
@@ -139,6 +142,8 @@ impl HopfieldConfig {
 enum Form {
     /// `relu(z)ⁿ / n` (ReLU: n = 2).
     Power(f64),
+    /// `relu(z)`.
+    Rectified,
     /// `exp(β z) / β`.
     Exp(Tensor),
     /// `(1/β) lse(β z)` per token.
@@ -179,6 +184,7 @@ impl HopfieldEnergy {
         };
         let form = match cfg.activation {
             Activation::Relu => Form::Power(2.0),
+            Activation::Rectified => Form::Rectified,
             Activation::Power => Form::Power(cfg.power.unwrap_or(2.0)),
             Activation::Exp => Form::Exp(beta()),
             Activation::Softmax => Form::Softmax(beta()),
@@ -194,7 +200,7 @@ impl HopfieldEnergy {
     pub fn beta(&self) -> Option<&Tensor> {
         match &self.form {
             Form::Exp(b) | Form::Softmax(b) => Some(b),
-            Form::Power(_) => None,
+            Form::Power(_) | Form::Rectified => None,
         }
     }
 
@@ -221,6 +227,10 @@ impl HopfieldEnergy {
                     }
                 });
                 (e, r)
+            }
+            Form::Rectified => {
+                let e = -h.relu().sum_dim_intlist(-1, false, kind);
+                (e, with_r.then(|| h.gt(0.0).to_kind(kind)))
             }
             Form::Exp(beta) => {
                 let ex = (&h * beta).exp();

@@ -44,7 +44,7 @@ pub fn hopfield_at(
         Activation::Exp => (Some(0.8), None),
         Activation::Softmax => (Some(1.5), None),
         Activation::Power => (None, Some(3.0)),
-        Activation::Relu => (None, None),
+        Activation::Relu | Activation::Rectified => (None, None),
     };
     let cfg = HopfieldConfig {
         memories,
