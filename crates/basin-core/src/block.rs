@@ -152,12 +152,20 @@ pub struct Trace {
     pub states: Vec<Tensor>,
     /// Per term, `∂E_i/∂g` at steps `0 … T−1`, if requested.
     pub term_grads: Vec<(String, Vec<Tensor>)>,
+    /// The dynamics' storage functional per step `[T + 1, B]` (CDAT eq. 6, starting at the
+    /// energy), for dynamics that are not a gradient flow of the energy; `None` otherwise.
+    pub storage: Option<Tensor>,
 }
 
 impl Trace {
     /// Mean over the batch of the total energy at each step.
     pub fn mean_total(&self) -> Vec<f64> {
         mean_rows(&self.total)
+    }
+
+    /// Mean over the batch of the storage functional at each step, if the dynamics has one.
+    pub fn mean_storage(&self) -> Option<Vec<f64>> {
+        self.storage.as_ref().map(mean_rows)
     }
 
     /// Mean over the batch of each term's energy at each step.
@@ -254,8 +262,8 @@ impl EnergyBlock {
     ) -> (Tensor, Option<Trace>) {
         let mut x = x.shallow_clone();
         let mut rec = trace.map(Recorder::new);
+        let mut g = self.norm.forward(&x);
         for step in 0..self.steps {
-            let g = self.norm.forward(&x);
             let grad = self.energy.grad(&g, structure);
             if let Some(r) = rec.as_mut() {
                 r.record(&x, &g, structure, self.energy.as_ref(), true);
@@ -265,10 +273,22 @@ impl EnergyBlock {
                 train,
                 padding: structure.padding(),
             };
-            x = self.dynamics.step(&x, &grad, &ctx);
+            let next = self.dynamics.step(&x, &grad, &ctx);
+            // The last step's normalised tokens are needed only by a trace.
+            if step + 1 < self.steps || rec.is_some() {
+                let g_next = self.norm.forward(&next);
+                if let Some(r) = rec.as_mut() {
+                    r.storage_step(tch::no_grad(|| {
+                        self.dynamics
+                            .storage_increment(&x, &next, &g, &g_next, &ctx)
+                            .map(|v| v.detach())
+                    }));
+                }
+                g = g_next;
+            }
+            x = next;
         }
         let trace = rec.map(|mut r| {
-            let g = self.norm.forward(&x);
             r.record(&x, &g, structure, self.energy.as_ref(), false);
             r.finish()
         });
@@ -283,6 +303,8 @@ impl EnergyBlock {
 
 struct Recorder {
     opts: TraceOptions,
+    /// Storage increments per step; `None` once a step had none.
+    increments: Option<Vec<Tensor>>,
     totals: Vec<Tensor>,
     terms: Vec<(String, Vec<Tensor>)>,
     states: Vec<Tensor>,
@@ -293,6 +315,7 @@ impl Recorder {
     fn new(opts: TraceOptions) -> Self {
         Self {
             opts,
+            increments: Some(Vec::new()),
             totals: Vec::new(),
             terms: Vec::new(),
             states: Vec::new(),
@@ -335,8 +358,27 @@ impl Recorder {
         });
     }
 
+    fn storage_step(&mut self, increment: Option<Tensor>) {
+        match (self.increments.as_mut(), increment) {
+            (Some(v), Some(i)) => v.push(i),
+            _ => self.increments = None,
+        }
+    }
+
     fn finish(self) -> Trace {
+        // V_t = E_t + Σ_{s < t} increment_s; V_0 = E_0.
+        let storage = self.increments.filter(|v| !v.is_empty()).map(|inc| {
+            let mut v = Vec::with_capacity(self.totals.len());
+            let mut extra = self.totals[0].zeros_like();
+            v.push(self.totals[0].shallow_clone());
+            for (t, i) in inc.iter().enumerate() {
+                extra = extra + i;
+                v.push(&self.totals[t + 1] + &extra);
+            }
+            Tensor::stack(&v, 0)
+        });
         Trace {
+            storage,
             total: Tensor::stack(&self.totals, 0),
             terms: self
                 .terms

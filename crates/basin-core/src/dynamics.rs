@@ -3,7 +3,7 @@
 //! ET's dynamics (eq. 6) are `τ dx/dt = −∂E/∂g`: the gradient is taken with respect to the
 //! normalised tokens g and applied to x. Discretised with step `α = dt/τ` this is
 //! [`GradientFlow`]; the graph-classification ET adds Gaussian noise (eq. 27), [`Langevin`].
-//! CDAT's controlled excitation–inhibition dynamics will be another implementation.
+//! CDAT's controlled excitation–inhibition dynamics are [`crate::controlled::Controlled`].
 //!
 //! A dynamics may hold terms of `x` itself (a decay, a coupling between tokens, a prior): the
 //! [`crate::energy::Energy`] contract is a function of the normalised tokens `g` only, so such
@@ -32,6 +32,20 @@ pub trait Dynamics {
     fn name(&self) -> &str;
     /// `x_{t+1}` from `x_t: [B, N, D]` and `grad = ∂E/∂g: [B, N, D]`.
     fn step(&self, x: &Tensor, grad: &Tensor, ctx: &StepContext) -> Tensor;
+    /// For dynamics that are not a gradient flow of the energy: the change of their storage
+    /// functional beyond the energy's over one step from `(x0, g0)` to `(x1, g1)`, per sample
+    /// `[B]` — CDAT eq. 6's `∫((1+ω)x − Wx)ᵀ ġ ds`. A [`crate::block::Trace`] then records
+    /// `V_t = E_t + Σ increments` beside the energy. `None` (the default): V is the energy.
+    fn storage_increment(
+        &self,
+        _x0: &Tensor,
+        _x1: &Tensor,
+        _g0: &Tensor,
+        _g1: &Tensor,
+        _ctx: &StepContext,
+    ) -> Option<Tensor> {
+        None
+    }
 }
 
 /// `x ← x − α ∂E/∂g` (ET eq. 6, explicit Euler step). `kind = "gradient-flow"`.

@@ -12,9 +12,11 @@
 //!   list), padding, and whether a token attends to itself.
 //! - [`energy::Energy`]: the trait every term implements; autograd gradient by default,
 //!   closed forms where they exist; [`energy::EnergySum`] for weighted sums.
-//! - Terms ([`terms`]): [`terms::attention::EnergyAttention`] (eq. 3–4),
-//!   [`terms::hopfield_memory::HopfieldEnergy`] (eq. 5).
-//! - [`dynamics`]: gradient flow (eq. 6) and Langevin (eq. 27).
+//! - Terms ([`terms`]): [`terms::attention::EnergyAttention`] (ET eq. 3–4; with unit queries
+//!   and keys, CDAT's vMF attention, eq. 10–11), [`terms::hopfield_memory::HopfieldEnergy`]
+//!   (ET eq. 5; CDAT eq. 15).
+//! - [`dynamics`]: gradient flow (eq. 6) and Langevin (eq. 27); [`controlled`]: CDAT's
+//!   controlled excitation–inhibition dynamics (eq. 4) with its storage functional V (eq. 6).
 //! - [`registry`]: the open catalogue behind `kind = "…"` in config files; a new term or
 //!   dynamics registers itself in its own file, in any crate.
 //! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`].
@@ -32,6 +34,7 @@
 
 pub mod block;
 pub mod checkpoint;
+pub mod controlled;
 pub mod device;
 pub mod dynamics;
 pub mod energy;
@@ -48,11 +51,12 @@ pub mod testing;
 pub use inventory;
 
 pub use block::{BlockConfig, EnergyBlock, Trace, TraceOptions};
+pub use controlled::{Controlled, ControlledConfig};
 pub use dynamics::{Dynamics, GradientFlow, Langevin, StepContext};
 pub use energy::{Energy, EnergySum};
 pub use error::{CoreError, Result};
 pub use norm::{EnergyLayerNorm, NormConfig};
 pub use registry::{BuildContext, DynamicsConfig, DynamicsParams, TermConfig, TermParams};
 pub use structure::{Interaction, SparseEdges, Structure};
-pub use terms::attention::{AttentionConfig, EnergyAttention};
+pub use terms::attention::{AttentionConfig, EnergyAttention, VmfAttentionConfig};
 pub use terms::hopfield_memory::{Activation, HopfieldConfig, HopfieldEnergy};

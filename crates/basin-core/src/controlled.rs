@@ -1,0 +1,407 @@
+//! CDAT's controlled excitation–inhibition dynamics (CDAT §3.2–3.4, eq. 2–8), `kind =
+//! "controlled"`:
+//!
+//! `x⁺ = x + α [ W(x) − (1 + ω) x − ∂E/∂g ] (+ √α σ ε in training)`
+//!
+//! - the passive decay `−x` and the damping `−ω x` (self-inhibition; ω > 0 learned),
+//! - the mutual excitation `W(x)`, `W = Pᵀ C P` of rank r (eq. 8): P `[r, n]` and a core C
+//!   that is diagonal (so W is symmetric, the paper's default), symmetric, full (the reference
+//!   code's random r × r), or an unconstrained dense n × n matrix (Table 3's "full rank"),
+//! - coupling over **features** (`space = "feature"`, n = D: the paper's eq. 2–8) or over
+//!   **token positions** (`space = "token-position"`, n = slots, CLS first: what the public code
+//!   and the paper's own parameter counts use — W mixes tokens). Padded tokens are never
+//!   coupled into real ones and do not move.
+//!
+//! The parameters live under the model's shared path (`ctx.shared`), so every block of a model
+//! uses one W and one ω, as the reference does. Along the descent the storage functional of
+//! eq. 6, `V = E + ∫((1+ω)x − Wx)ᵀ ġ ds`, does not increase for any W and ω as long as the layer
+//! norm's γ ≥ 0 (Theorem 3.3; `research/cdat-spec.md` §1.6); E itself may rise. Each step
+//! reports V's increment beyond E by the trapezoid rule (see [`Dynamics::storage_increment`]).
+//!
+//! The energy contract holds terms of g only: the decay, the damping and W are terms of x, so
+//! they belong to the dynamics.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor, nn};
+
+use crate::dynamics::{Dynamics, StepContext};
+use crate::error::{CoreError, Result};
+use crate::registry::{BuildContext, DynamicsParams};
+
+/// What W couples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CouplingSpace {
+    /// The D features of each token (CDAT eq. 2–8): `W x` per token.
+    #[default]
+    Feature,
+    /// Token positions (CLS first): `W_tok X` mixes tokens (the reference code).
+    TokenPosition,
+}
+
+/// The core C of `W = Pᵀ C P`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CouplingCore {
+    /// r learned values on the diagonal: W symmetric (the paper).
+    #[default]
+    Diagonal,
+    /// `(C + Cᵀ)/2` of a learned r × r matrix: W symmetric.
+    Symmetric,
+    /// A learned r × r matrix (the reference code): W not symmetric.
+    Full,
+    /// No factorisation: a learned dense n × n W (Table 3's full-rank row).
+    Dense,
+}
+
+/// How P and C start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CouplingInit {
+    /// P ~ N(0, 1/n), C = 0.1 (identity or diagonal): W starts small (the paper gives none).
+    #[default]
+    Small,
+    /// LeCun normal for P and C (flax's default; the classification reference).
+    Lecun,
+}
+
+/// The coupling W.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CouplingConfig {
+    /// What W couples.
+    pub space: CouplingSpace,
+    /// Rank r (CDAT: 4); 0 removes W (Table 3's "without W", Table 11's "w/o mutual
+    /// excitation").
+    pub rank: i64,
+    /// The core C.
+    pub core: CouplingCore,
+    /// Token slots of `token-position` coupling (the reference: 501 = 500 nodes + CLS); tokens
+    /// past them are not coupled.
+    pub positions: i64,
+    /// How P and C start.
+    pub init: CouplingInit,
+}
+
+impl Default for CouplingConfig {
+    fn default() -> Self {
+        Self {
+            space: CouplingSpace::Feature,
+            rank: 4,
+            core: CouplingCore::Diagonal,
+            positions: 501,
+            init: CouplingInit::Small,
+        }
+    }
+}
+
+/// How ω is parameterised.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OmegaMode {
+    /// `ω = ω₀ · exp(θ)`, θ learned from 0: ω > 0 always (eq. 2).
+    #[default]
+    Positive,
+    /// `ω = ω₀ · c`, c learned from 1, unconstrained (the reference code's `s · c`).
+    Reference,
+}
+
+/// Configuration of [`Controlled`] (`kind = "controlled"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ControlledConfig {
+    /// Step size α = Δt/τ (CDAT Table 10: 0.1).
+    pub alpha: f64,
+    /// Noise σ, added as `√α σ ε` in training (Tables 8–10; eq. 4 has none); 0 disables.
+    pub sigma: f64,
+    /// Add the noise in evaluation too (the classification reference does).
+    pub noise_in_eval: bool,
+    /// The coupling W.
+    pub coupling: CouplingConfig,
+    /// ω₀: the initial damping (the anomaly tables' `suppression_coef`).
+    pub omega: f64,
+    /// How ω is parameterised.
+    pub omega_mode: OmegaMode,
+    /// Keep the decay `−(1 + ω) x`; `false` is Table 11's "w/o self-inhibition".
+    pub inhibition: bool,
+}
+
+impl Default for ControlledConfig {
+    fn default() -> Self {
+        Self {
+            alpha: 0.1,
+            sigma: 0.0,
+            noise_in_eval: false,
+            coupling: CouplingConfig::default(),
+            omega: 1.0,
+            omega_mode: OmegaMode::Positive,
+            inhibition: true,
+        }
+    }
+}
+
+/// The coupling's parameters.
+#[derive(Debug)]
+enum W {
+    None,
+    Factored {
+        p: Tensor,
+        c: Tensor,
+        core: CouplingCore,
+    },
+    Dense(Tensor),
+}
+
+/// The controlled dynamics (see the module docs).
+#[derive(Debug)]
+pub struct Controlled {
+    cfg: ControlledConfig,
+    w: W,
+    /// θ (positive mode) or c (reference mode).
+    omega_param: Tensor,
+}
+
+fn var_or_get(path: &nn::Path, name: &str, shape: &[i64], init: nn::Init) -> Tensor {
+    path.get(name)
+        .unwrap_or_else(|| path.var(name, shape, init))
+}
+
+impl Controlled {
+    /// Creates (or, for a later block of the same model, reuses) W and ω under `shared`, for
+    /// tokens of width `dim`.
+    pub fn new(shared: &nn::Path, dim: i64, cfg: &ControlledConfig) -> Self {
+        let c = &cfg.coupling;
+        let n = match c.space {
+            CouplingSpace::Feature => dim,
+            CouplingSpace::TokenPosition => c.positions,
+        };
+        let path = shared / "coupling";
+        let lecun = |fan_in: i64| nn::Init::Randn {
+            mean: 0.0,
+            stdev: 1.0 / (fan_in.max(1) as f64).sqrt(),
+        };
+        let w = if c.rank == 0 {
+            W::None
+        } else if c.core == CouplingCore::Dense {
+            let init = match c.init {
+                CouplingInit::Small => nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.1 / (n as f64),
+                },
+                CouplingInit::Lecun => lecun(n),
+            };
+            W::Dense(var_or_get(&path, "w", &[n, n], init))
+        } else {
+            let p_init = match c.init {
+                CouplingInit::Small => nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 1.0 / (n as f64).sqrt(),
+                },
+                CouplingInit::Lecun => lecun(n),
+            };
+            let p = var_or_get(&path, "p", &[c.rank, n], p_init);
+            let core = match (c.core, c.init) {
+                (CouplingCore::Diagonal, CouplingInit::Small) => {
+                    var_or_get(&path, "c", &[c.rank], nn::Init::Const(0.1))
+                }
+                (CouplingCore::Diagonal, CouplingInit::Lecun) => {
+                    var_or_get(&path, "c", &[c.rank], lecun(1))
+                }
+                (_, CouplingInit::Small) => match path.get("c") {
+                    Some(t) => t,
+                    None => {
+                        let t = path.var("c", &[c.rank, c.rank], nn::Init::Const(0.0));
+                        tch::no_grad(|| {
+                            let eye = Tensor::eye(c.rank, (t.kind(), t.device())) * 0.1;
+                            t.shallow_clone().copy_(&eye);
+                        });
+                        t
+                    }
+                },
+                (_, CouplingInit::Lecun) => {
+                    var_or_get(&path, "c", &[c.rank, c.rank], lecun(c.rank))
+                }
+            };
+            W::Factored {
+                p,
+                c: core,
+                core: c.core,
+            }
+        };
+        let omega_param = match cfg.omega_mode {
+            OmegaMode::Positive => {
+                var_or_get(&(shared / "omega"), "theta", &[], nn::Init::Const(0.0))
+            }
+            OmegaMode::Reference => var_or_get(&(shared / "omega"), "c", &[], nn::Init::Const(1.0)),
+        };
+        Self {
+            cfg: cfg.clone(),
+            w,
+            omega_param,
+        }
+    }
+
+    /// The current damping ω (a scalar tensor).
+    pub fn omega(&self) -> Tensor {
+        match self.cfg.omega_mode {
+            OmegaMode::Positive => self.omega_param.exp() * self.cfg.omega,
+            OmegaMode::Reference => &self.omega_param * self.cfg.omega,
+        }
+    }
+
+    /// `W(x)` for tokens `x: [B, N, D]` with real tokens `real: [B, N, 1]` (padded ones are
+    /// neither read nor written).
+    pub fn coupling(&self, x: &Tensor, real: Option<&Tensor>) -> Tensor {
+        let x = match real {
+            Some(r) => x * r,
+            None => x.shallow_clone(),
+        };
+        let out = match (&self.w, self.cfg.coupling.space) {
+            (W::None, _) => return x.zeros_like(),
+            (W::Factored { p, c, core }, CouplingSpace::Feature) => {
+                let h = x.matmul(&p.tr()); // [B, N, r]
+                let h = match core {
+                    CouplingCore::Diagonal => h * c,
+                    CouplingCore::Symmetric => h.matmul(&((c + c.tr()) * 0.5)),
+                    _ => h.matmul(&c.tr()),
+                };
+                h.matmul(p)
+            }
+            (W::Dense(w), CouplingSpace::Feature) => x.matmul(&w.tr()),
+            (W::Factored { p, c, core }, CouplingSpace::TokenPosition) => {
+                let p = Self::slots(p, x.size()[1]); // [r, N]
+                let h = p.matmul(&x); // [B, r, D]
+                let h = match core {
+                    CouplingCore::Diagonal => h * c.view([1, -1, 1]),
+                    CouplingCore::Symmetric => ((c + c.tr()) * 0.5).matmul(&h),
+                    _ => c.matmul(&h),
+                };
+                p.tr().matmul(&h)
+            }
+            (W::Dense(w), CouplingSpace::TokenPosition) => {
+                let n = x.size()[1];
+                let w = Self::slots(&Self::slots(w, n).tr(), n).tr(); // [N, N]
+                w.matmul(&x)
+            }
+        };
+        match real {
+            Some(r) => out * r,
+            None => out,
+        }
+    }
+
+    /// The first `n` columns of `p` (zero columns for tokens past its slots).
+    fn slots(p: &Tensor, n: i64) -> Tensor {
+        let have = p.size()[1];
+        if n <= have {
+            p.narrow(1, 0, n)
+        } else {
+            let pad = Tensor::zeros([p.size()[0], n - have], (p.kind(), p.device()));
+            Tensor::cat(&[p.shallow_clone(), pad], 1)
+        }
+    }
+
+    /// The bracket of eq. 4: `W(x) − (1 + ω) x − grad`.
+    fn drive(&self, x: &Tensor, grad: &Tensor, real: Option<&Tensor>) -> Tensor {
+        let mut f = self.coupling(x, real) - grad;
+        if self.cfg.inhibition {
+            f = f - x * (self.omega() + 1.0);
+        }
+        match real {
+            Some(r) => f * r,
+            None => f,
+        }
+    }
+}
+
+fn real_of(ctx: &StepContext, kind: Kind) -> Option<Tensor> {
+    ctx.padding.map(|p| p.to_kind(kind).unsqueeze(-1))
+}
+
+impl Dynamics for Controlled {
+    fn name(&self) -> &str {
+        "controlled"
+    }
+
+    fn step(&self, x: &Tensor, grad: &Tensor, ctx: &StepContext) -> Tensor {
+        let real = real_of(ctx, x.kind());
+        let next = x + self.drive(x, grad, real.as_ref()) * self.cfg.alpha;
+        if self.cfg.sigma == 0.0 || !(ctx.train || self.cfg.noise_in_eval) {
+            return next;
+        }
+        let mut noise = x.randn_like() * (self.cfg.alpha.sqrt() * self.cfg.sigma);
+        if let Some(r) = &real {
+            noise = noise * r;
+        }
+        next + noise
+    }
+
+    fn storage_increment(
+        &self,
+        x0: &Tensor,
+        x1: &Tensor,
+        g0: &Tensor,
+        g1: &Tensor,
+        ctx: &StepContext,
+    ) -> Option<Tensor> {
+        let real = real_of(ctx, x0.kind());
+        let mid = (x0 + x1) * 0.5;
+        let mut a = -self.coupling(&mid, real.as_ref());
+        if self.cfg.inhibition {
+            a = a + &mid * (self.omega() + 1.0);
+        }
+        let mut dg = g1 - g0;
+        if let Some(r) = &real {
+            dg = dg * r;
+        }
+        Some((a * dg).sum_dim_intlist(&[1i64, 2][..], false, x0.kind()))
+    }
+}
+
+impl DynamicsParams for ControlledConfig {
+    const KIND: &'static str = "controlled";
+    const ABOUT: &'static str =
+        "x ← x + α[W(x) − (1+ω)x − ∂E/∂g], W = PᵀCP, ω > 0 learned (CDAT eq. 4); records V";
+
+    fn validate(&self, field: &str) -> Result<()> {
+        let bad = |name: &str, msg: String| Err(CoreError::config(format!("{field}.{name}"), msg));
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return bad("alpha", format!("must be > 0, got {}", self.alpha));
+        }
+        if !(self.sigma.is_finite() && self.sigma >= 0.0) {
+            return bad("sigma", format!("must be ≥ 0, got {}", self.sigma));
+        }
+        if !self.omega.is_finite() {
+            return bad("omega", "must be finite".into());
+        }
+        if self.omega_mode == OmegaMode::Positive && self.omega <= 0.0 {
+            return bad(
+                "omega",
+                format!(
+                    "must be > 0 with omega_mode = \"positive\", got {}",
+                    self.omega
+                ),
+            );
+        }
+        let c = &self.coupling;
+        if c.rank < 0 {
+            return bad("coupling.rank", format!("must be ≥ 0, got {}", c.rank));
+        }
+        if c.space == CouplingSpace::TokenPosition && c.positions < 1 {
+            return bad(
+                "coupling.positions",
+                format!("must be ≥ 1, got {}", c.positions),
+            );
+        }
+        Ok(())
+    }
+
+    fn build(&self, ctx: &BuildContext) -> Result<Box<dyn Dynamics>> {
+        Ok(Box::new(Controlled::new(ctx.shared, ctx.dim, self)))
+    }
+
+    fn alpha(&self) -> Option<f64> {
+        Some(self.alpha)
+    }
+}
+crate::register_dynamics!(ControlledConfig);
