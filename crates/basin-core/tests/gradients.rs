@@ -23,10 +23,30 @@ fn attention_passes_the_term_conformance_suite() {
                 init_std: 0.4,
                 learn_beta,
                 beta: Some(0.7),
+                head_mixing: false,
             };
             Box::new(EnergyAttention::new(path, dim, &cfg))
         });
     }
+}
+
+#[test]
+fn attention_with_the_references_head_mixing_passes_the_conformance_suite() {
+    conformance::energy_term("attention+head-mixing", 3, |path, dim| {
+        let cfg = AttentionConfig {
+            heads: 3,
+            head_dim: 4,
+            init_std: 0.4,
+            learn_beta: true,
+            beta: Some(0.7),
+            head_mixing: true,
+        };
+        let att = EnergyAttention::new(path, dim, &cfg);
+        if let Some(mix) = &att.head_mix {
+            tch::no_grad(|| mix.shallow_clone().copy_(&(mix.randn_like() * 0.5)));
+        }
+        Box::new(att)
+    });
 }
 
 #[test]
@@ -39,6 +59,7 @@ fn vmf_attention_passes_the_term_conformance_suite() {
                 init_std: 0.4,
                 learn_beta,
                 beta: Some(1.3),
+                head_mixing: false,
             };
             Box::new(EnergyAttention::new(path, dim, &cfg).unit_vectors(1e-12))
         });
@@ -57,6 +78,7 @@ fn vmf_attention_is_invariant_to_the_scale_of_its_projections() {
             init_std: 0.4,
             learn_beta: false,
             beta: Some(0.9),
+            head_mixing: false,
         };
         let vmf = EnergyAttention::new(&(vs.root() / "vmf"), D, &cfg).unit_vectors(1e-12);
         let plain = EnergyAttention::new(&(vs.root() / "plain"), D, &cfg);
@@ -121,6 +143,7 @@ fn weighted_sums_pass_the_term_conformance_suite_and_their_parts_add_up() {
             init_std: 0.4,
             learn_beta: false,
             beta: Some(0.7),
+            head_mixing: false,
         };
         let att = EnergyAttention::new(&(path / "attention"), dim, &cfg);
         let hop = hopfield_at(&(path / "hopfield"), dim, 4, Activation::Relu);
@@ -202,6 +225,7 @@ fn the_conformance_suite_catches_a_wrong_closed_form() {
             init_std: 0.4,
             learn_beta: false,
             beta: Some(0.7),
+            head_mixing: false,
         };
         Box::new(WrongGradient(EnergyAttention::new(path, dim, &cfg)))
     });

@@ -98,3 +98,25 @@ fn et_graph_classifier_learns_shapes_from_structure() {
         assert!(acc > 0.9, "{adjacency:?}: accuracy {acc} (chance 0.5)");
     }
 }
+
+/// The reference's parameter counts (reference-implementations §2.4): DD 1,064,834 and
+/// NCI109 1,058,306 (ET Tables 4 and 14 of the CDAT paper).
+#[test]
+fn reference_parameter_counts_are_the_references() {
+    let count = |features: i64| {
+        let vs = tch::nn::VarStore::new(Device::Cpu);
+        let _m = basin_tasks::graph_classification::GraphClassifier::new(
+            &vs.root(),
+            &basin_et::graph::tu_reference(),
+            features,
+            2,
+        )
+        .unwrap();
+        vs.trainable_variables()
+            .iter()
+            .map(|t| t.numel() as i64)
+            .sum::<i64>()
+    };
+    assert_eq!(count(89), 1_064_834);
+    assert_eq!(count(38), 1_058_306);
+}

@@ -69,6 +69,9 @@ pub struct GraphClassifierConfig {
     /// Node attributes standardised with the training graphs' statistics (default) or raw, as
     /// the reference code feeds them.
     pub features: FeatureScaling,
+    /// Outputs of the readout; `None`: the dataset's classes. (The graph reference codes use
+    /// 10 for every TU set, binary ones included; the papers' parameter counts need it.)
+    pub readout_classes: Option<i64>,
 }
 
 impl Default for GraphClassifierConfig {
@@ -82,6 +85,7 @@ impl Default for GraphClassifierConfig {
             batch: 32,
             batching: BatchConfig::et_graph(),
             features: FeatureScaling::Standardize,
+            readout_classes: None,
         }
     }
 }
@@ -117,6 +121,9 @@ impl GraphClassifierConfig {
         }
         if self.batch < 1 {
             return Err(TaskError::config("batch", "must be ≥ 1"));
+        }
+        if self.readout_classes.is_some_and(|c| c < 2) {
+            return Err(TaskError::config("readout_classes", "must be ≥ 2"));
         }
         self.block
             .validate()
@@ -214,7 +221,8 @@ pub struct GraphClassifier {
 }
 
 impl GraphClassifier {
-    /// Builds the model for `features` node features and `classes` classes, with
+    /// Builds the model for `features` node features and `classes` classes (unless
+    /// `cfg.readout_classes` says otherwise), with
     /// `cfg.blocks` blocks of `cfg.block` under `block0`, `block1`, …
     pub fn new(
         path: &nn::Path,
@@ -291,7 +299,12 @@ impl GraphClassifier {
                 )
             }),
             blocks,
-            readout: nn::linear(path / "readout", d, classes, Default::default()),
+            readout: nn::linear(
+                path / "readout",
+                d,
+                cfg.readout_classes.unwrap_or(classes),
+                Default::default(),
+            ),
             cfg: cfg.clone(),
         })
     }
@@ -440,6 +453,12 @@ impl GraphClassifierLearner {
             FeatureScaling::Raw => Standardizer::identity(width),
         };
         let (labels, classes) = graph_classes(&data)?;
+        if cfg.readout_classes.is_some_and(|r| r < classes) {
+            return Err(TaskError::config(
+                "readout_classes",
+                format!("{} has {classes} classes", data.name),
+            ));
+        }
         let features = data
             .graphs
             .first()

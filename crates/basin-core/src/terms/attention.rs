@@ -40,6 +40,9 @@ pub struct AttentionConfig {
     pub learn_beta: bool,
     /// Standard deviation of the normal initialisation of W_Q and W_K (reference: 0.002).
     pub init_std: f64,
+    /// The graph reference code's H × H head-mixing matrix `Hw` on the logits (init
+    /// N(0, 0.002²); not in the papers). Its gradient comes from autograd.
+    pub head_mixing: bool,
 }
 
 impl Default for AttentionConfig {
@@ -50,6 +53,7 @@ impl Default for AttentionConfig {
             beta: None,
             learn_beta: false,
             init_std: 0.002,
+            head_mixing: false,
         }
     }
 }
@@ -104,6 +108,8 @@ pub struct EnergyAttention {
     /// `Some(ε)`: queries and keys are unit vectors per head, `u / sqrt(‖u‖² + ε)` (the vMF
     /// attention of CDAT eq. 10–11).
     unit: Option<f64>,
+    /// The reference's head mixing `Hw` `[H, H]`: mixed logits `s̃_h' = Σ_h s_h Hw[h, h']`.
+    pub head_mix: Option<Tensor>,
     name: String,
 }
 
@@ -144,11 +150,24 @@ impl EnergyAttention {
             });
             b
         };
+        let w_q = path.var("w_q", &shape, init);
+        let w_k = path.var("w_k", &shape, init);
+        let head_mix = cfg.head_mixing.then(|| {
+            path.var(
+                "head_mix",
+                &[cfg.heads, cfg.heads],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.002,
+                },
+            )
+        });
         Self {
-            w_q: path.var("w_q", &shape, init),
-            w_k: path.var("w_k", &shape, init),
+            w_q,
+            w_k,
             beta,
             unit: None,
+            head_mix,
             name: "attention".into(),
         }
     }
@@ -234,6 +253,12 @@ impl EnergyAttention {
             k.transpose(1, 2).contiguous(),
         ); // [B, H, N, Y]
         let mut logits = q.matmul(&k.transpose(-1, -2));
+        if let Some(mix) = &self.head_mix {
+            logits = logits
+                .permute([0, 2, 3, 1])
+                .matmul(mix)
+                .permute([0, 3, 1, 2]);
+        }
         if let Some(scale) = s.scale() {
             logits = logits * scale; // ET eq. 25: (K·Q) ⊙ Â, then β (folded into Q)
         }
@@ -327,6 +352,10 @@ impl EnergyAttention {
             Tensor::zeros([0, h], (g.kind(), g.device()))
         } else {
             Tensor::cat(&chunks, 0)
+        };
+        let s = match &self.head_mix {
+            Some(mix) => s.matmul(mix),
+            None => s,
         };
         (s, q, k, unit)
     }
@@ -493,6 +522,9 @@ impl Energy for EnergyAttention {
     }
 
     fn grad(&self, g: &Tensor, s: &Structure) -> Tensor {
+        if self.head_mix.is_some() {
+            return crate::energy::autograd_grad(self, g, s);
+        }
         if let Some(edges) = s.sparse_edges() {
             return self.sparse_energy_and_grad(g, edges).1;
         }
@@ -502,6 +534,9 @@ impl Energy for EnergyAttention {
     }
 
     fn energy_and_grad(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor) {
+        if self.head_mix.is_some() {
+            return crate::energy::autograd_energy_and_grad(self, g, s);
+        }
         if let Some(edges) = s.sparse_edges() {
             return self.sparse_energy_and_grad(g, edges);
         }
@@ -584,6 +619,7 @@ impl VmfAttentionConfig {
             beta: self.beta,
             learn_beta: self.learn_beta,
             init_std: self.init_std,
+            head_mixing: false,
         }
     }
 }

@@ -26,6 +26,7 @@ pub fn attention(
         init_std: 0.4,
         learn_beta,
         beta: Some(0.7),
+        head_mixing: false,
     };
     EnergyAttention::new(&(vs.root() / "attention"), dim, &cfg)
 }
