@@ -69,11 +69,40 @@ fn et_table1_quick() {
 #[test]
 fn et_table2_quick() {
     basin_graph::require_data!("tu/MUTAG");
-    let md = reproduce("et-table2", &["--dataset", "MUTAG"], &["MUTAG/energy.png"]);
+    let md = reproduce(
+        "et-table2",
+        &["--dataset", "MUTAG"],
+        &["MUTAG/ET/energy.png", "MUTAG/loss.png"],
+    );
     assert!(
         md.contains("| MUTAG | 188 |")
             && md.contains("et-paper")
-            && md.contains("MUTAG: energy per step of CV fold 0's selected model"),
+            && md.contains("- MUTAG / ET: block 0"),
+        "{md}"
+    );
+}
+
+#[test]
+fn cdat_tables_quick() {
+    basin_graph::require_data!("tu/MUTAG");
+    let md = reproduce(
+        "cdat-table1",
+        &["--dataset", "MUTAG"],
+        &[
+            "MUTAG/CDAT/energy.png",
+            "MUTAG/ET/energy.png",
+            "MUTAG/loss.png",
+        ],
+    );
+    assert!(
+        md.contains("| MUTAG | 188 | 98.8 ± 0.3 | 96.6 ± 0.2 |")
+            && md.contains("- MUTAG / CDAT: block 0 E")
+            && md.contains("block 0 V"),
+        "{md}"
+    );
+    let md = reproduce("cdat-table11", &[], &["MUTAG/full/energy.png"]);
+    assert!(
+        md.contains("| (w/o) Mutual Excitation | 83.09 |") && md.contains("ours MUTAG, CV"),
         "{md}"
     );
 }

@@ -3,7 +3,8 @@
 //! Every paper table basin reproduces, as a [`Reproduction`] in one registry ([`registry`],
 //! the only list of tables: `basin reproduce --list` prints it and `cargo xtask` asks the
 //! binary for it), plus what experiments share: [`report`] (paper numbers from
-//! `data/papers/*.toml`, missing datasets, energy plots, `report.md` + `report.json`), [`runs`]
+//! `data/papers/*.toml`, missing datasets, energy plots, `report.md` + `report.json`), [`tu`]
+//! (TU classification under leak-free CV with baselines, for every family), [`runs`]
 //! (`basin train` / `basin eval` run files) and the [`demo`].
 //!
 //! Tables are named by id and subject, not by one paper's numbering alone: CDAT's Table 1 is
@@ -15,6 +16,7 @@
 //! | `et-table1` | [`et::anomaly_table1`]: node anomaly detection |
 //! | `et-table2` | [`et::tu_table2`]: TU graph classification |
 //! | `et-table14` | [`et::ablation_table14`]: module ablation of masked image completion |
+//! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
 //! | `hopfield-memory` | [`hopfield::memory`]: the Hopfield slides' claims, measured |
 //! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
 
@@ -26,12 +28,18 @@ use tch::Device;
 pub mod demo;
 pub mod report;
 pub mod runs;
+pub mod tu;
 
 /// The Energy Transformer's tables.
 pub mod et {
     pub mod ablation_table14;
     pub mod anomaly_table1;
     pub mod tu_table2;
+}
+
+/// CDAT's tables.
+pub mod cdat {
+    pub mod tu_tables;
 }
 
 /// The Hopfield slides' tables.
@@ -191,6 +199,9 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &et::anomaly_table1::EtTable1,
         &et::tu_table2::EtTable2,
         &et::ablation_table14::EtTable14,
+        &cdat::tu_tables::CdatTable1,
+        &cdat::tu_tables::CdatTable3,
+        &cdat::tu_tables::CdatTable11,
         &hopfield::memory::HopfieldMemory,
         &hopfield::mil::HopfieldMil,
     ]

@@ -26,6 +26,18 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/et-table14.toml"),
     ),
     (
+        "cdat-table1",
+        include_str!("../../../data/papers/cdat-table1.toml"),
+    ),
+    (
+        "cdat-table3",
+        include_str!("../../../data/papers/cdat-table3.toml"),
+    ),
+    (
+        "cdat-table11",
+        include_str!("../../../data/papers/cdat-table11.toml"),
+    ),
+    (
         "hopfield-mil",
         include_str!("../../../data/papers/hopfield-mil.toml"),
     ),

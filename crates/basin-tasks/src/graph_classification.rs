@@ -330,15 +330,24 @@ impl GraphClassifier {
 
     /// Each block's energy at each of its steps (evaluation mode), averaged over the batch.
     pub fn energy_per_step(&self, b: &GraphBatchOnDevice) -> Result<Vec<Vec<f64>>> {
+        Ok(self
+            .traces(b)?
+            .into_iter()
+            .map(|t| t.mean_total())
+            .collect())
+    }
+
+    /// Each block's trace of its descent (evaluation mode).
+    pub fn traces(&self, b: &GraphBatchOnDevice) -> Result<Vec<basin_core::Trace>> {
         tch::no_grad(|| {
             let (mut x, structure) = self.tokens_and_structure(b)?;
-            let mut curves = Vec::with_capacity(self.blocks.len());
+            let mut traces = Vec::with_capacity(self.blocks.len());
             for block in &self.blocks {
                 let (next, trace) = block.run(&x, &structure, false, Some(TraceOptions::default()));
-                curves.push(trace.map(|t| t.mean_total()).unwrap_or_default());
+                traces.extend(trace);
                 x = next;
             }
-            Ok(curves)
+            Ok(traces)
         })
     }
 
@@ -503,6 +512,21 @@ impl GraphClassifierLearner {
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let (b, _) = self.batch(items, false, &mut rng)?;
         self.model.energy_per_step(&b)
+    }
+
+    /// Named curves over the graphs `items` (evaluation mode): each block's energy per step,
+    /// `block s E`, and for dynamics with a storage functional its V, `block s V`.
+    pub fn energy_curves(&self, items: &[usize]) -> Result<Vec<(String, Vec<f64>)>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let (b, _) = self.batch(items, false, &mut rng)?;
+        let mut curves = Vec::new();
+        for (s, t) in self.model.traces(&b)?.iter().enumerate() {
+            curves.push((format!("block {s} E"), t.mean_total()));
+            if let Some(v) = t.mean_storage() {
+                curves.push((format!("block {s} V"), v));
+            }
+        }
+        Ok(curves)
     }
 }
 

@@ -1,0 +1,404 @@
+//! TU graph classification, as several tables run it (ET Table 2, CDAT Tables 1, 3 and 11):
+//! every model of a table under the same leak-free stratified k-fold cross-validation (model
+//! selection on an inner validation split), optionally the ET reference's training-set
+//! procedure (`et-paper`), and the two baselines on the same folds — a no-graph MLP on pooled
+//! node features and GIN — so that a table shows whether a model learned the graph.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use basin_core::{AttentionConfig, HopfieldConfig, Langevin, VmfAttentionConfig};
+use basin_graph::KFoldConfig;
+use basin_graph::tu::load_tu;
+use basin_tasks::baselines::{GinConfig, GinLearner, MlpConfig, PooledFeaturesLearner};
+use basin_tasks::graph_classification::{
+    GraphClassifierConfig, GraphClassifierLearner, dataset_pe, graph_classes,
+};
+use basin_train::optim::OptimConfig;
+use basin_train::protocol::{CrossValidation, EtPaperProtocol, Metric, PlannedRun, ProtocolReport};
+use basin_train::runner::TrainConfig;
+use basin_train::schedule::{Schedule, Unit};
+use serde::{Deserialize, Serialize};
+
+use crate::report::{self, Missing};
+use crate::{Context, Result};
+
+/// A model column of a TU table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuModel {
+    /// Its name in the table and the output folder (`ET`, `CDAT`, `CDAT r=2`, …).
+    pub name: String,
+    /// The model.
+    pub config: GraphClassifierConfig,
+}
+
+/// How much a TU table runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuOptions {
+    /// TU datasets to look for under `tu/`.
+    pub datasets: Vec<String>,
+    /// Cross-validation folds.
+    pub folds: usize,
+    /// Cross-validation repeats.
+    pub repeats: usize,
+    /// Epochs of the models.
+    pub epochs: usize,
+    /// Peak learning rate (warm-up + cosine, the reference's shape: from and to lr/200, a sixth
+    /// of the steps warming up).
+    pub lr: f64,
+    /// Repeats of the et-paper scoring (the ET paper: 100); 0 skips the procedure.
+    pub et_paper_repeats: usize,
+    /// The models, each under the same protocol and budget.
+    pub models: Vec<TuModel>,
+    /// Epochs of the baselines (Adam, lr 1e-3); 0 skips them.
+    pub baseline_epochs: usize,
+    /// The no-graph baseline.
+    pub pooled: MlpConfig,
+    /// The message-passing baseline.
+    pub gin: GinConfig,
+}
+
+/// One model on one dataset.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModelResult {
+    /// The model's name.
+    pub model: String,
+    /// Leak-free cross-validation.
+    pub cv: ProtocolReport,
+    /// The ET reference's training-set procedure, if run.
+    pub et_paper: Option<ProtocolReport>,
+    /// Per block, the energy per step and (for controlled dynamics) the storage functional V,
+    /// under CV fold 0's selected model, mean over the first 64 graphs.
+    pub energy: Vec<(String, Vec<f64>)>,
+}
+
+/// One dataset's results.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TuResult {
+    /// Dataset.
+    pub dataset: String,
+    /// Graphs.
+    pub graphs: usize,
+    /// Each model.
+    pub models: Vec<ModelResult>,
+    /// The no-graph baseline under the same cross-validation.
+    pub pooled: Option<ProtocolReport>,
+    /// GIN under the same cross-validation.
+    pub gin: Option<ProtocolReport>,
+    /// Wall time in seconds.
+    pub seconds: f64,
+}
+
+impl TuResult {
+    /// The model `name`'s results.
+    pub fn model(&self, name: &str) -> Option<&ModelResult> {
+        self.models.iter().find(|m| m.model == name)
+    }
+}
+
+/// A model's description for a report, read from its config.
+pub fn describe(model: &GraphClassifierConfig) -> String {
+    let b = &model.block;
+    let (attention, heads, head_dim) = b
+        .terms
+        .iter()
+        .find_map(|t| {
+            t.params::<AttentionConfig>()
+                .ok()
+                .map(|a| ("energy attention", a.heads, a.head_dim))
+                .or_else(|| {
+                    t.params::<VmfAttentionConfig>()
+                        .ok()
+                        .map(|a| ("vMF attention", a.heads, a.head_dim))
+                })
+        })
+        .unwrap_or(("no attention", 0, 0));
+    let hop = b
+        .terms
+        .iter()
+        .find_map(|t| t.params::<HopfieldConfig>().ok());
+    let noise = b
+        .dynamics
+        .params::<Langevin>()
+        .map(|l| format!(", Langevin σ = {}", l.sigma))
+        .unwrap_or_default();
+    format!(
+        "D = {}, {attention} {heads} × {head_dim}, K = {} ({:?}), {} blocks × {} steps of `{}` dynamics (α = {}{noise})",
+        b.dim,
+        hop.as_ref().map_or(0, |h| h.memories),
+        hop.as_ref().map(|h| h.activation),
+        model.blocks,
+        b.steps,
+        b.dynamics.kind,
+        b.dynamics.alpha().unwrap_or(f64::NAN),
+    )
+}
+
+/// The training loss at each epoch, averaged over a protocol's runs.
+pub fn mean_train_loss(report: &ProtocolReport) -> Vec<f64> {
+    let epochs = report
+        .runs
+        .iter()
+        .map(|r| r.epochs.len())
+        .min()
+        .unwrap_or(0);
+    (0..epochs)
+        .map(|e| {
+            let v: Vec<f64> = report
+                .runs
+                .iter()
+                .filter_map(|r| r.epochs[e].metrics.get("train_loss").copied())
+                .collect();
+            v.iter().sum::<f64>() / v.len().max(1) as f64
+        })
+        .collect()
+}
+
+/// The Markdown paragraph that says what was run.
+pub fn protocol_note(opts: &TuOptions) -> String {
+    let mut md = format!(
+        "**CV** — stratified {}-fold cross-validation × {} repeat(s), epoch selected on an inner validation split (1/9 of each training part), each test fold used once: leak-free. Every model trains for {} epochs with AdamW (0.9, 0.99), wd 0.05, gradient centralisation, warm-up + cosine to a peak lr of {}.",
+        opts.folds, opts.repeats, opts.epochs, opts.lr
+    );
+    if opts.et_paper_repeats > 0 {
+        md.push_str(&format!(
+            " **et-paper** — the ET reference's procedure (reference-implementations §2.6): one model trained on every graph, then {} repeats of scoring subsets of those same graphs; these are training-set accuracies, listed because they are how the ET (and CDAT) papers' TU numbers were produced, not as a cross-validation.",
+            opts.et_paper_repeats
+        ));
+    }
+    if opts.baseline_epochs > 0 {
+        md.push_str(&format!(
+            " **Baselines**, on the same folds with the same inner validation split ({} epochs, Adam lr 1e-3): *no-graph* — per graph the mean and standard deviation of its standardised node attributes (the label histogram for one-hot labels), node and edge counts and degree statistics, into an MLP (hidden {}, dropout {}); *GIN* — {} GIN layers of width {}, sum readout of every layer, dropout {}. A model below the no-graph row has not learned from the graph.",
+            opts.baseline_epochs,
+            opts.pooled.hidden,
+            opts.pooled.dropout,
+            opts.gin.layers,
+            opts.gin.hidden,
+            opts.gin.dropout
+        ));
+    }
+    md.push_str("\n\nModels:\n");
+    for m in &opts.models {
+        md.push_str(&format!("- **{}**: {}.\n", m.name, describe(&m.config)));
+    }
+    md
+}
+
+/// Runs every model (and the baselines) on every dataset of `opts` found under the data
+/// directory; writes run records, `<dataset>/<model>/energy.png` and `<dataset>/loss.png`.
+pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec<TuResult>> {
+    let device = ctx.device_name();
+    let mut results = Vec::new();
+    for name in &opts.datasets {
+        let dir = ctx.data_dir.join("tu").join(name);
+        if !dir.is_dir() {
+            missing.push(
+                name,
+                format!(
+                    "{} not found (TUDataset, https://chrsmrrs.github.io/datasets/)",
+                    dir.display()
+                ),
+            );
+            continue;
+        }
+        let t0 = Instant::now();
+        let data = Arc::new(load_tu(&dir)?);
+        let target: Vec<f64> = graph_classes(&data)?.0.iter().map(|&c| c as f64).collect();
+        let first_graphs: Vec<usize> = (0..target.len().min(64)).collect();
+        let mut models = Vec::new();
+        let mut losses = Vec::new();
+        let mut protocol = None;
+        for m in &opts.models {
+            let out = ctx.out.join(name).join(&m.name);
+            let pe = dataset_pe(&data, &m.config.batching)?.map(Arc::new);
+            let steps_per_epoch = (target.len() as u64).div_ceil(m.config.batch as u64).max(1);
+            let total = steps_per_epoch * opts.epochs as u64;
+            let train = TrainConfig {
+                epochs: opts.epochs,
+                optim: OptimConfig {
+                    lr: opts.lr,
+                    ..OptimConfig::et_graph()
+                },
+                schedule: Some(Schedule::WarmupCosine {
+                    start: opts.lr * 5e-3,
+                    peak: opts.lr,
+                    end: opts.lr * 5e-3,
+                    warmup: total / 6,
+                    total,
+                }),
+                schedule_unit: Unit::Step,
+            };
+            let make = |run: &PlannedRun| {
+                Ok(GraphClassifierLearner::new(
+                    data.clone(),
+                    pe.clone(),
+                    &m.config,
+                    &run.train(),
+                    run.seed,
+                    ctx.device,
+                )?)
+            };
+            let cv_protocol = CrossValidation {
+                folds: KFoldConfig {
+                    folds: opts.folds,
+                    val_ratio: 1.0 / 9.0,
+                    seed: 0,
+                },
+                repeats: opts.repeats,
+                metric: Metric::Accuracy,
+                train: train.clone(),
+            };
+            let mut energy = Vec::new();
+            let cv = cv_protocol.run(
+                &format!("{name} {}", m.name),
+                &target,
+                make,
+                |_, learner| {
+                    if energy.is_empty() {
+                        energy = learner.energy_curves(&first_graphs)?;
+                    }
+                    Ok(())
+                },
+                Some(&out.join("cv")),
+                &device,
+            )?;
+            report::plot_energy(
+                &out.join("energy.png"),
+                &format!(
+                    "{name}, {}: energy (and V) per step (CV fold 0, selected model)",
+                    m.name
+                ),
+                &energy,
+            )?;
+            let et_paper = if opts.et_paper_repeats > 0 {
+                Some(
+                    EtPaperProtocol {
+                        repeats: opts.et_paper_repeats,
+                        seed: 0,
+                        train,
+                    }
+                    .run(
+                        &format!("{name} {}", m.name),
+                        &target,
+                        make,
+                        Some(&out),
+                        &device,
+                    )?,
+                )
+            } else {
+                None
+            };
+            tracing::info!(
+                "{name} {}: CV {}{}",
+                m.name,
+                cv.show("test_accuracy", 100.0),
+                et_paper
+                    .as_ref()
+                    .map(|r| format!(", et-paper {}", r.show("et_paper_accuracy", 100.0)))
+                    .unwrap_or_default()
+            );
+            losses.push((m.name.clone(), mean_train_loss(&cv)));
+            protocol = Some(cv_protocol);
+            models.push(ModelResult {
+                model: m.name.clone(),
+                cv,
+                et_paper,
+                energy,
+            });
+        }
+        let (mut pooled, mut gin) = (None, None);
+        if let Some(protocol) = protocol.filter(|_| opts.baseline_epochs > 0) {
+            // The baselines, on the same folds (the same plan).
+            let baseline = CrossValidation {
+                train: TrainConfig {
+                    epochs: opts.baseline_epochs,
+                    ..TrainConfig::default()
+                },
+                ..protocol
+            };
+            let p = baseline.run(
+                &format!("{name} no-graph"),
+                &target,
+                |run: &PlannedRun| {
+                    Ok(PooledFeaturesLearner::new(
+                        &data,
+                        &opts.pooled,
+                        &run.train(),
+                        run.seed,
+                        ctx.device,
+                    )?)
+                },
+                |_, _| Ok(()),
+                Some(&ctx.out.join(name).join("baseline-pooled")),
+                &device,
+            )?;
+            let g = baseline.run(
+                &format!("{name} GIN"),
+                &target,
+                |run: &PlannedRun| {
+                    Ok(GinLearner::new(
+                        data.clone(),
+                        &opts.gin,
+                        &run.train(),
+                        run.seed,
+                        ctx.device,
+                    )?)
+                },
+                |_, _| Ok(()),
+                Some(&ctx.out.join(name).join("baseline-gin")),
+                &device,
+            )?;
+            tracing::info!(
+                "{name}: no-graph {}, GIN {}",
+                p.show("test_accuracy", 100.0),
+                g.show("test_accuracy", 100.0)
+            );
+            losses.push(("no-graph MLP".into(), mean_train_loss(&p)));
+            losses.push(("GIN".into(), mean_train_loss(&g)));
+            pooled = Some(p);
+            gin = Some(g);
+        }
+        report::plot_energy(
+            &ctx.out.join(name).join("loss.png"),
+            &format!("{name}: training loss per epoch (mean over folds)"),
+            &losses,
+        )?;
+        results.push(TuResult {
+            dataset: name.clone(),
+            graphs: target.len(),
+            models,
+            pooled,
+            gin,
+            seconds: t0.elapsed().as_secs_f64(),
+        });
+    }
+    Ok(results)
+}
+
+/// `mean ± std` of a protocol's metric ×100, or `–`.
+pub fn show(report: Option<&ProtocolReport>, metric: &str) -> String {
+    report.map_or("–".into(), |r| r.show(metric, 100.0))
+}
+
+/// One line per dataset and model: the energy's (and V's) first and last value per block, and
+/// the training loss's.
+pub fn curves_markdown(results: &[TuResult]) -> String {
+    let mut md = String::new();
+    for r in results {
+        for m in &r.models {
+            md.push_str(&format!(
+                "- {} / {}: {}; training loss (mean over folds) {} — `{}/{}/energy.png`, `{}/loss.png`\n",
+                r.dataset,
+                m.model,
+                report::curve_ends(&m.energy),
+                report::curve_ends(&[(String::new(), mean_train_loss(&m.cv))]).trim(),
+                r.dataset,
+                m.model,
+                r.dataset
+            ));
+        }
+    }
+    md
+}
