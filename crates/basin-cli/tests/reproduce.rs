@@ -56,12 +56,21 @@ fn et_table1_quick() {
     let md = reproduce(
         "et-table1",
         &["--dataset", "reddit"],
-        &["reddit-1pct/energy.png", "reddit-40pct/energy.png"],
+        &["reddit-1pct/ET/energy.png", "reddit-40pct/ET/energy.png"],
     );
     assert!(
         md.contains("| reddit | 1 % |")
             && md.contains("| reddit | 40 % |")
-            && md.contains("- reddit 40 % (homogeneous): "),
+            && md.contains("- reddit 40 % ET: homogeneous "),
+        "{md}"
+    );
+    let md = reproduce(
+        "cdat-table2",
+        &["--dataset", "reddit"],
+        &["reddit-40pct/CDAT/energy.png"],
+    );
+    assert!(
+        md.contains("| reddit | 40 % |") && md.contains("homogeneous V"),
         "{md}"
     );
 }

@@ -17,6 +17,7 @@
 //! | `et-table2` | [`et::tu_table2`]: TU graph classification |
 //! | `et-table14` | [`et::ablation_table14`]: module ablation of masked image completion |
 //! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
+//! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
 //! | `hopfield-memory` | [`hopfield::memory`]: the Hopfield slides' claims, measured |
 //! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
 
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
+pub mod anomaly;
 pub mod demo;
 pub mod report;
 pub mod runs;
@@ -39,6 +41,7 @@ pub mod et {
 
 /// CDAT's tables.
 pub mod cdat {
+    pub mod anomaly_table2;
     pub mod tu_tables;
 }
 
@@ -200,6 +203,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &et::tu_table2::EtTable2,
         &et::ablation_table14::EtTable14,
         &cdat::tu_tables::CdatTable1,
+        &cdat::anomaly_table2::CdatTable2,
         &cdat::tu_tables::CdatTable3,
         &cdat::tu_tables::CdatTable11,
         &hopfield::memory::HopfieldMemory,

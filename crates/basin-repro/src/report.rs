@@ -30,6 +30,10 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/cdat-table1.toml"),
     ),
     (
+        "cdat-table2",
+        include_str!("../../../data/papers/cdat-table2.toml"),
+    ),
+    (
         "cdat-table3",
         include_str!("../../../data/papers/cdat-table3.toml"),
     ),

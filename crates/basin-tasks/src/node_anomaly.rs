@@ -203,13 +203,22 @@ impl NodeAnomaly {
 
     /// The graph's energy at each descent step (evaluation mode), one curve per relation.
     pub fn energy_per_step(&self, features: &Tensor, structures: &[Structure]) -> Vec<Vec<f64>> {
+        self.traces(features, structures)
+            .iter()
+            .map(basin_core::Trace::mean_total)
+            .collect()
+    }
+
+    /// The trace of the descent on each relation (evaluation mode).
+    pub fn traces(&self, features: &Tensor, structures: &[Structure]) -> Vec<basin_core::Trace> {
         tch::no_grad(|| {
             let x0 = self.tokens(features, None);
             structures
                 .iter()
-                .map(|s| {
-                    let (_, trace) = self.block.run(&x0, s, false, Some(TraceOptions::default()));
-                    trace.map(|t| t.mean_total()).unwrap_or_default()
+                .filter_map(|s| {
+                    self.block
+                        .run(&x0, s, false, Some(TraceOptions::default()))
+                        .1
                 })
                 .collect()
         })
@@ -330,15 +339,26 @@ impl NodeAnomalyLearner {
         })
     }
 
-    /// The graph's energy at each descent step, named by relation (`homogeneous` for one).
+    /// The graph's energy at each descent step, named by relation (`homogeneous` for one),
+    /// followed (for dynamics with a storage functional) by V, named `<relation> V`.
     pub fn energy_per_step(&self) -> Vec<(String, Vec<f64>)> {
-        let curves = self.model.energy_per_step(&self.features, &self.structures);
+        let traces = self.model.traces(&self.features, &self.structures);
         let names: Vec<String> = if self.structures.len() == self.relation_names.len() {
             self.relation_names.clone()
         } else {
             vec!["homogeneous".into()]
         };
-        names.into_iter().zip(curves).collect()
+        let mut curves: Vec<(String, Vec<f64>)> = names
+            .iter()
+            .cloned()
+            .zip(traces.iter().map(basin_core::Trace::mean_total))
+            .collect();
+        for (n, t) in names.iter().zip(&traces) {
+            if let Some(v) = t.mean_storage() {
+                curves.push((format!("{n} V"), v));
+            }
+        }
+        curves
     }
 
     /// The model.
