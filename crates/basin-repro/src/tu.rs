@@ -15,7 +15,9 @@ use basin_tasks::graph_classification::{
     GraphClassifierConfig, GraphClassifierLearner, dataset_pe, graph_classes,
 };
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{CrossValidation, EtPaperProtocol, Metric, PlannedRun, ProtocolReport};
+use basin_train::protocol::{
+    CodeCrossValidation, CrossValidation, EtPaperProtocol, Metric, PlannedRun, ProtocolReport,
+};
 use basin_train::runner::TrainConfig;
 use basin_train::schedule::{Schedule, Unit};
 use serde::{Deserialize, Serialize};
@@ -50,6 +52,9 @@ pub struct TuOptions {
     pub lr: f64,
     /// Repeats of the et-paper scoring (the ET paper: 100); 0 skips the procedure.
     pub et_paper_repeats: usize,
+    /// Folds of the CDAT code's evaluation (`cdat-code-cv`: plain shuffled k-fold, final
+    /// epoch, no validation); 0 skips it.
+    pub code_cv_folds: usize,
     /// The models, each under the same protocol and budget.
     pub models: Vec<TuModel>,
     /// Epochs of the baselines (Adam, lr 1e-3); 0 skips them.
@@ -69,6 +74,8 @@ pub struct ModelResult {
     pub cv: ProtocolReport,
     /// The ET reference's training-set procedure, if run.
     pub et_paper: Option<ProtocolReport>,
+    /// The CDAT code's evaluation, if run.
+    pub code_cv: Option<ProtocolReport>,
     /// Per block, the energy per step and (for controlled dynamics) the storage functional V,
     /// under CV fold 0's selected model, mean over the first 64 graphs.
     pub energy: Vec<(String, Vec<f64>)>,
@@ -166,6 +173,12 @@ pub fn protocol_note(opts: &TuOptions) -> String {
         md.push_str(&format!(
             " **et-paper** — the ET reference's procedure (reference-implementations §2.6): one model trained on every graph, then {} repeats of scoring subsets of those same graphs; these are training-set accuracies, listed because they are how the ET (and CDAT) papers' TU numbers were produced, not as a cross-validation.",
             opts.et_paper_repeats
+        ));
+    }
+    if opts.code_cv_folds > 0 {
+        md.push_str(&format!(
+            " **code-cv** — the CDAT classification code's evaluation: {}-fold shuffled (not stratified) cross-validation, a fresh model per fold, the final epoch's weights, no validation (leak-free, but it selects nothing).",
+            opts.code_cv_folds
         ));
     }
     if opts.baseline_epochs > 0 {
@@ -277,6 +290,24 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                     EtPaperProtocol {
                         repeats: opts.et_paper_repeats,
                         seed: 0,
+                        train: train.clone(),
+                    }
+                    .run(
+                        &format!("{name} {}", m.name),
+                        &target,
+                        make,
+                        Some(&out),
+                        &device,
+                    )?,
+                )
+            } else {
+                None
+            };
+            let code_cv = if opts.code_cv_folds > 0 {
+                Some(
+                    CodeCrossValidation {
+                        folds: opts.code_cv_folds,
+                        seed: 42,
                         train,
                     }
                     .run(
@@ -305,6 +336,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 model: m.name.clone(),
                 cv,
                 et_paper,
+                code_cv,
                 energy,
             });
         }

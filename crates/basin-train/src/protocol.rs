@@ -606,6 +606,126 @@ impl FixedSplitProtocol {
     }
 }
 
+// ---------------------------------------------------------------------------- code-cv
+
+/// The CDAT classification code's evaluation (`eval_nfold`, `research/cdat-spec.md` A17),
+/// under its own name: plain (not stratified) shuffled k-fold, a fresh model per fold trained
+/// on the other folds for the configured epochs with **no validation** (the final epoch's
+/// weights), tested once on its fold; mean ± population std over folds. It is leak-free but
+/// selects nothing; the code's KFold uses numpy's generator with seed 42, basin its own seeded
+/// shuffle, so the folds differ, and the code averages accuracy per batch, basin per graph.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CodeCrossValidation {
+    /// Folds (the code: 10).
+    pub folds: usize,
+    /// Shuffle seed (the code: 42).
+    pub seed: u64,
+    /// Training.
+    pub train: TrainConfig,
+}
+
+impl Default for CodeCrossValidation {
+    fn default() -> Self {
+        Self {
+            folds: 10,
+            seed: 42,
+            train: TrainConfig::default(),
+        }
+    }
+}
+
+impl CodeCrossValidation {
+    /// The folds of `items` items: a seeded shuffle cut into `folds` parts (the first `n % k`
+    /// one longer, as scikit-learn's KFold), directories `code-cv/fold-<f>`.
+    pub fn plan(&self, items: usize) -> Result<Vec<PlannedRun>, TrainError> {
+        if self.folds < 2 || self.folds > items {
+            return Err(TrainError::Config {
+                field: "folds".into(),
+                message: format!("between 2 and {items} (the items), got {}", self.folds),
+            });
+        }
+        let mut order: Vec<u32> = (0..items as u32).collect();
+        order.shuffle(&mut ChaCha8Rng::seed_from_u64(self.seed));
+        let (k, n) = (self.folds, items);
+        let mut start = 0;
+        let mut plan = Vec::with_capacity(k);
+        for f in 0..k {
+            let len = n / k + usize::from(f < n % k);
+            let test = order[start..start + len].to_vec();
+            let train: Vec<u32> = order[..start]
+                .iter()
+                .chain(&order[start + len..])
+                .copied()
+                .collect();
+            plan.push(PlannedRun {
+                dir: format!("code-cv/fold-{f}"),
+                split: Split::new(train, Vec::new(), test),
+                seed: self.seed.wrapping_mul(1000).wrapping_add(f as u64),
+            });
+            start += len;
+        }
+        Ok(plan)
+    }
+
+    /// Runs every fold; `target[i]` is item `i`'s class; `make` builds a fresh learner.
+    pub fn run<L: Learner>(
+        &self,
+        name: &str,
+        target: &[f64],
+        mut make: impl FnMut(&PlannedRun) -> Result<L, TrainError>,
+        out: Option<&Path>,
+        device: &str,
+    ) -> Result<ProtocolReport, TrainError> {
+        let classes: Vec<i64> = target.iter().map(|&t| t as i64).collect();
+        let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
+        let mut runs = Vec::new();
+        for run in self.plan(target.len())? {
+            let (train, test) = (ids(&run.split.train), ids(&run.split.test));
+            let mut learner = make(&run)?;
+            let runner = Runner {
+                name: format!("{name}/{}", run.dir),
+                train: self.train.clone(),
+                seed: run.seed,
+                dir: out.map(|o| o.join(&run.dir)),
+                device: device.into(),
+                config: config.clone(),
+                progress: true,
+            };
+            let y: Vec<i64> = test.iter().map(|&i| classes[i]).collect();
+            let mut record = runner.fit(
+                &mut learner,
+                &train,
+                &[("train", &train), ("test", &test)],
+                // No validation: the last epoch is kept.
+                |_, epoch, _| {
+                    Ok(Validation {
+                        score: epoch as f64,
+                        ..Validation::default()
+                    })
+                },
+                |l, _| {
+                    Ok(BTreeMap::from([(
+                        "test_accuracy".into(),
+                        metrics::accuracy(&y, &l.predict(&test)?.argmax())?,
+                    )]))
+                },
+            )?;
+            record.selected_epoch = record.epochs.len().checked_sub(1);
+            runs.push(record);
+        }
+        Ok(ProtocolReport::new(
+            "code-cv",
+            name,
+            runs,
+            vec![format!(
+                "cdat-code-cv: {}-fold shuffled (not stratified) cross-validation, final-epoch weights, no validation — the CDAT code's evaluation",
+                self.folds
+            )],
+        ))
+    }
+}
+
 // ------------------------------------------------------------------------------ et-paper
 
 /// The ET paper's TU procedure, reproduced under its own name (reference-implementations §2.6):

@@ -387,3 +387,60 @@ fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
             .is_err()
     );
 }
+
+#[test]
+fn code_cv_partitions_keeps_the_final_epoch_and_never_trains_on_its_fold() {
+    let _s = basin_core::testing::lock_generator();
+    tch::manual_seed(14);
+    let n = 103;
+    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(2);
+    let x = Tensor::randn([n, 2], (Kind::Float, Device::Cpu))
+        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
+    let target: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    let cv = CodeCrossValidation {
+        folds: 10,
+        seed: 42,
+        train: train_cfg(5),
+    };
+    let plan = cv.plan(n as usize).unwrap();
+    let sizes: Vec<usize> = plan.iter().map(|r| r.split.test.len()).collect();
+    assert_eq!(sizes, [11, 11, 11, 10, 10, 10, 10, 10, 10, 10]);
+    let mut all: Vec<u32> = plan.iter().flat_map(|r| r.split.test.clone()).collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..n as u32).collect::<Vec<_>>());
+    assert!(plan.iter().all(|r| r.split.val.is_empty()));
+    let log = Rc::new(RefCell::new(Log::default()));
+    let report = cv
+        .run(
+            "toy-code-cv",
+            &target,
+            |run: &PlannedRun| {
+                log.borrow_mut().trained_on.clear();
+                Ok(Linear::new(&x, &y, 2, run.seed, log.clone()))
+            },
+            None,
+            "cpu",
+        )
+        .unwrap();
+    assert_eq!(report.runs.len(), 10);
+    assert!(report.runs.iter().all(|r| r.selected_epoch == Some(4)));
+    assert!(
+        report.aggregate["test_accuracy"].0 > 0.85,
+        "{:?}",
+        report.aggregate
+    );
+    // The last fold's learner never saw its own test items.
+    let last = &plan[9].split.test;
+    assert!(
+        last.iter()
+            .all(|&i| !log.borrow().trained_on.contains(&(i as usize)))
+    );
+    assert!(
+        CodeCrossValidation {
+            folds: 1,
+            ..cv.clone()
+        }
+        .plan(10)
+        .is_err()
+    );
+}

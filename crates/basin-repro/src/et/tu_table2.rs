@@ -88,6 +88,7 @@ pub fn options(preset: Preset) -> TuOptions {
         epochs: 300,
         lr: 1e-3,
         et_paper_repeats: 100,
+        code_cv_folds: 0,
         models: vec![TuModel {
             name: "ET".into(),
             config: basin_et::graph::tu_paper(),
