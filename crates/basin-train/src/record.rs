@@ -94,11 +94,42 @@ impl RunRecord {
     }
 
     /// Writes the record as pretty JSON, atomically.
+    ///
+    /// The per-epoch metrics also go beside it as CSV (`<stem>.csv`: epoch, lr, seconds, then
+    /// one column per metric), ready for pandas or a spreadsheet.
     pub fn write(&self, path: &Path) -> Result<(), TrainError> {
         let json = serde_json::to_string_pretty(self)
             .map_err(|e| TrainError::State(format!("cannot serialise the run record: {e}")))?;
         basin_core::checkpoint::write_atomic(path, json.as_bytes())?;
+        basin_core::checkpoint::write_atomic(
+            &path.with_extension("csv"),
+            self.epochs_csv().as_bytes(),
+        )?;
         Ok(())
+    }
+
+    /// The per-epoch metrics as CSV (missing values empty).
+    pub fn epochs_csv(&self) -> String {
+        let mut keys: Vec<&String> = self.epochs.iter().flat_map(|e| e.metrics.keys()).collect();
+        keys.sort();
+        keys.dedup();
+        let mut csv = String::from("epoch,lr,seconds");
+        for k in &keys {
+            csv.push(',');
+            csv.push_str(k);
+        }
+        csv.push('\n');
+        for e in &self.epochs {
+            csv.push_str(&format!("{},{},{}", e.epoch, e.lr, e.seconds));
+            for k in &keys {
+                csv.push(',');
+                if let Some(v) = e.metrics.get(*k) {
+                    csv.push_str(&v.to_string());
+                }
+            }
+            csv.push('\n');
+        }
+        csv
     }
 
     /// Reads a record written by [`RunRecord::write`].

@@ -364,9 +364,13 @@ impl Runner {
             ProgressBar::hidden()
         };
         bar.set_style(
-            ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} epochs {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template(
+                "{prefix} {bar:30} {pos}/{len} epochs [{elapsed_precise} < {eta_precise}] {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
+        // Without a terminal (CI logs, `nohup`) the bar is hidden: one plain line per epoch then.
+        let lines = self.progress && bar.is_hidden();
         bar.set_prefix(self.name.clone());
         bar.set_position(record.epochs.len() as u64);
 
@@ -415,8 +419,26 @@ impl Runner {
             });
             record.wall_seconds = prior_wall + started.elapsed().as_secs_f64();
             self.checkpoint(learner, &opt, &record, best.as_ref())?;
-            bar.set_message(format!("loss {:.4}", out.loss));
+            let val = record
+                .epochs
+                .last()
+                .and_then(|e| e.metrics.iter().find(|(k, _)| k.starts_with("val_")))
+                .map(|(k, v)| format!(", {k} {v:.4}"))
+                .unwrap_or_default();
+            bar.set_message(format!("loss {:.4}{val}", out.loss));
             bar.inc(1);
+            if lines {
+                let done = record.epochs.len();
+                let per = record.wall_seconds / done.max(1) as f64;
+                tracing::info!(
+                    "{} epoch {done}/{}: loss {:.4}{val} ({:.1} s; about {:.0} s left)",
+                    self.name,
+                    self.train.epochs,
+                    out.loss,
+                    t0.elapsed().as_secs_f64(),
+                    per * (self.train.epochs - done) as f64
+                );
+            }
         }
         bar.finish_and_clear();
 

@@ -181,6 +181,12 @@ fn resumed_run_equals_a_straight_run() {
     let resumed_dir = tempfile::tempdir().unwrap();
     let mut a = Toy::new(2);
     let straight = fit(&mut a, &runner(Some(straight_dir.path().into()), 6)).unwrap();
+    // The per-epoch metrics beside the record, as CSV.
+    let csv = std::fs::read_to_string(straight_dir.path().join("record.csv")).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 7, "{csv}");
+    assert!(lines[0].starts_with("epoch,lr,seconds,") && lines[0].contains("train_loss"));
+    assert!(lines[6].starts_with("5,"));
 
     let mut b = Toy::new(2);
     b.crash_at_step = Some(3 * 8);
