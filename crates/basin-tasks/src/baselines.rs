@@ -4,9 +4,11 @@
 //! - [`PooledFeaturesLearner`]: **no graph** — per graph, the mean and standard deviation of
 //!   its node attributes (one-hot label columns give the label histogram), its node and edge
 //!   counts and degree statistics, standardised on the training graphs, into a small MLP.
-//! - [`GinLearner`]: **message passing** — GIN (Xu et al., ICLR 2019): `h ← MLP((1 + ε) h + Σ_{
-//!   neighbours} h)` for L layers, a sum readout of every layer (the input included) through its
-//!   own linear head, summed; on the same dense batches as the graph classifier (no CLS).
+//! - [`GinLearner`]: **message passing** — GIN (Xu et al., ICLR 2019) as PyTorch Geometric
+//!   builds it: `h ← ReLU(BN(MLP((1 + ε) h + Σ_{neighbours} h)))`, MLP = Linear → BN → ReLU →
+//!   Linear, for L layers, a sum readout of every layer (the input included) through its own
+//!   linear head, summed; batch norms over the batch's real nodes only; on the same dense
+//!   batches as the graph classifier (no CLS).
 //! - [`NeighbourMeanLearner`]: the node-anomaly floor — each node's attributes with the mean of
 //!   its 1-hop and its 2-hop neighbours' (GADBench's finding: simple neighbourhood aggregation
 //!   with a plain classifier beats most GNNs), into an MLP with the weighted BCE of ET eq. 22.
@@ -210,10 +212,62 @@ impl Default for GinConfig {
     }
 }
 
+/// Batch normalisation over the real nodes of a padded batch `[B, N, F]` (padding excluded
+/// from the statistics), with running statistics (momentum 0.1) for evaluation.
+struct MaskedBatchNorm {
+    weight: Tensor,
+    bias: Tensor,
+    running_mean: Tensor,
+    running_var: Tensor,
+}
+
+impl MaskedBatchNorm {
+    fn new(path: &nn::Path, width: i64) -> Self {
+        Self {
+            weight: path.ones("weight", &[width]),
+            bias: path.zeros("bias", &[width]),
+            running_mean: path.zeros_no_train("running_mean", &[width]),
+            running_var: path.ones_no_train("running_var", &[width]),
+        }
+    }
+
+    fn forward(&self, x: &Tensor, real: &Tensor, train: bool) -> Tensor {
+        let (mean, var) = if train {
+            let count = real.sum(x.kind()).clamp_min(1.0);
+            let mean = (x * real).sum_dim_intlist(&[0i64, 1][..], false, x.kind()) / &count;
+            let var =
+                ((x - &mean).square() * real).sum_dim_intlist(&[0i64, 1][..], false, x.kind())
+                    / &count;
+            tch::no_grad(|| {
+                let m = &self.running_mean * 0.9 + mean.detach() * 0.1;
+                let v = &self.running_var * 0.9 + var.detach() * 0.1;
+                self.running_mean.shallow_clone().copy_(&m);
+                self.running_var.shallow_clone().copy_(&v);
+            });
+            (mean, var)
+        } else {
+            (
+                self.running_mean.shallow_clone(),
+                self.running_var.shallow_clone(),
+            )
+        };
+        ((x - mean) / (var + 1e-5).sqrt() * &self.weight + &self.bias) * real
+    }
+}
+
+/// One GIN layer: ε, the MLP (Linear → BN → ReLU → Linear) and the norm after it.
+struct GinLayer {
+    eps: Tensor,
+    l1: nn::Linear,
+    bn1: MaskedBatchNorm,
+    l2: nn::Linear,
+    bn2: MaskedBatchNorm,
+}
+
 /// Message-passing baseline: GIN with a sum readout of every layer.
 pub struct GinLearner {
     vs: nn::VarStore,
-    layers: Vec<(Tensor, nn::Sequential)>,
+    layers: Vec<GinLayer>,
     heads: Vec<nn::Linear>,
     data: Arc<GraphDataset>,
     labels: Vec<i64>,
@@ -252,18 +306,13 @@ impl GinLearner {
         let mut width = f;
         for l in 0..cfg.layers {
             let p = &root / format!("layer{l}");
-            let eps = p.zeros("eps", &[1]);
-            let net = nn::seq()
-                .add(nn::linear(&p / "l1", width, cfg.hidden, Default::default()))
-                .add_fn(|t| t.relu())
-                .add(nn::linear(
-                    &p / "l2",
-                    cfg.hidden,
-                    cfg.hidden,
-                    Default::default(),
-                ))
-                .add_fn(|t| t.relu());
-            layers.push((eps, net));
+            layers.push(GinLayer {
+                eps: p.zeros("eps", &[1]),
+                l1: nn::linear(&p / "l1", width, cfg.hidden, Default::default()),
+                bn1: MaskedBatchNorm::new(&(&p / "bn1"), cfg.hidden),
+                l2: nn::linear(&p / "l2", cfg.hidden, cfg.hidden, Default::default()),
+                bn2: MaskedBatchNorm::new(&(&p / "bn2"), cfg.hidden),
+            });
             heads.push(nn::linear(
                 &root / format!("head{}", l + 1),
                 cfg.hidden,
@@ -308,9 +357,17 @@ impl GinLearner {
         let mut out = self.heads[0]
             .forward(&pool(&h))
             .dropout(self.cfg.dropout, train);
-        for ((eps, net), head) in self.layers.iter().zip(&self.heads[1..]) {
-            let agg = &h * (eps + 1.0) + adj.matmul(&h);
-            h = net.forward(&agg) * &real;
+        for (layer, head) in self.layers.iter().zip(&self.heads[1..]) {
+            let agg = &h * (&layer.eps + 1.0) + adj.matmul(&h);
+            let z = layer
+                .bn1
+                .forward(&layer.l1.forward(&agg), &real, train)
+                .relu();
+            h = layer
+                .bn2
+                .forward(&layer.l2.forward(&z), &real, train)
+                .relu()
+                * &real;
             out = out + head.forward(&pool(&h)).dropout(self.cfg.dropout, train);
         }
         Ok(out)
