@@ -17,7 +17,10 @@ use basin_train::protocol::{AnomalyProtocol, FixedSplitProtocol, Metric};
 use basin_train::runner::TrainConfig;
 use tch::Device;
 
-fn dataset(graphs: Vec<(Vec<(u32, u32)>, usize, usize)>) -> Arc<GraphDataset> {
+/// Undirected edges, node count, class.
+type ToyGraph = (Vec<(u32, u32)>, usize, usize);
+
+fn dataset(graphs: Vec<ToyGraph>) -> Arc<GraphDataset> {
     let mut gs = Vec::new();
     let mut labels = Vec::new();
     for (edges, n, class) in graphs {
