@@ -109,6 +109,13 @@ fn cdat_tables_quick() {
             && md.contains("block 0 V"),
         "{md}"
     );
+    let md = reproduce("cdat-table4", &[], &[]);
+    assert!(
+        md.contains("| GT | 1.074 M |")
+            && md.contains("| CDAT | 1.060 M |")
+            && md.contains("**MUTAG**"),
+        "{md}"
+    );
     let md = reproduce("cdat-table11", &[], &["MUTAG/full/energy.png"]);
     assert!(
         md.contains("| (w/o) Mutual Excitation | 83.09 |") && md.contains("ours MUTAG, CV"),

@@ -18,6 +18,7 @@
 //! | `et-table14` | [`et::ablation_table14`]: module ablation of masked image completion |
 //! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
 //! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
+//! | `cdat-table4` | [`cdat::cost_table4`]: parameters and time of GT, ET and CDAT |
 //! | `hopfield-memory` | [`hopfield::memory`]: the Hopfield slides' claims, measured |
 //! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
 
@@ -42,6 +43,7 @@ pub mod et {
 /// CDAT's tables.
 pub mod cdat {
     pub mod anomaly_table2;
+    pub mod cost_table4;
     pub mod tu_tables;
 }
 
@@ -204,6 +206,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &et::ablation_table14::EtTable14,
         &cdat::tu_tables::CdatTable1,
         &cdat::anomaly_table2::CdatTable2,
+        &cdat::cost_table4::CdatTable4,
         &cdat::tu_tables::CdatTable3,
         &cdat::tu_tables::CdatTable11,
         &hopfield::memory::HopfieldMemory,

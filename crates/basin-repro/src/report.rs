@@ -38,6 +38,10 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/cdat-table3.toml"),
     ),
     (
+        "cdat-table4",
+        include_str!("../../../data/papers/cdat-table4.toml"),
+    ),
+    (
         "cdat-table11",
         include_str!("../../../data/papers/cdat-table11.toml"),
     ),

@@ -516,3 +516,230 @@ impl Learner for NeighbourMeanLearner {
         Scores::from_tensor(&p)
     }
 }
+
+/// A plain graph transformer's size (CDAT Table 4's "GT"): pre-norm layers of masked softmax
+/// attention over each node's neighbours (and the CLS token) and a feed-forward block, on the
+/// graph classifier's front end (encoder, CLS, projected Laplacian encodings), CLS readout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GraphTransformerConfig {
+    /// Token width D.
+    pub dim: i64,
+    /// Heads (D must be a multiple).
+    pub heads: i64,
+    /// Layers.
+    pub layers: usize,
+    /// Feed-forward width as a multiple of D.
+    pub ffn: i64,
+    /// Graphs per batch.
+    pub batch: usize,
+    /// Batching (CLS, cap, encodings).
+    pub batching: BatchConfig,
+}
+
+impl Default for GraphTransformerConfig {
+    /// D = 128, 8 heads, 4 layers, FFN 4·D (about a million parameters, as CDAT's GT).
+    fn default() -> Self {
+        Self {
+            dim: 128,
+            heads: 8,
+            layers: 4,
+            ffn: 4,
+            batch: 64,
+            batching: BatchConfig::et_graph(),
+        }
+    }
+}
+
+struct TransformerLayer {
+    ln1: nn::LayerNorm,
+    qkv: nn::Linear,
+    out: nn::Linear,
+    ln2: nn::LayerNorm,
+    ff1: nn::Linear,
+    ff2: nn::Linear,
+}
+
+/// The graph transformer baseline.
+pub struct GraphTransformerLearner {
+    vs: nn::VarStore,
+    encoder: nn::Linear,
+    cls: Tensor,
+    pe_proj: Option<nn::Linear>,
+    layers: Vec<TransformerLayer>,
+    readout: nn::Linear,
+    data: Arc<GraphDataset>,
+    labels: Vec<i64>,
+    pe: Option<Arc<Vec<basin_graph::laplacian::LaplacianPe>>>,
+    scaling: Standardizer,
+    cfg: GraphTransformerConfig,
+}
+
+impl std::fmt::Debug for GraphTransformerLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GraphTransformerLearner")
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+impl GraphTransformerLearner {
+    /// A learner on `data` (encodings `pe` as the graph classifier's), attributes standardised
+    /// on the graphs `fit_on`.
+    pub fn new(
+        data: Arc<GraphDataset>,
+        pe: Option<Arc<Vec<basin_graph::laplacian::LaplacianPe>>>,
+        cfg: &GraphTransformerConfig,
+        fit_on: &[usize],
+        seed: u64,
+        device: Device,
+    ) -> Result<Self> {
+        if cfg.heads < 1 || cfg.dim % cfg.heads != 0 || !cfg.batching.cls {
+            return Err(crate::TaskError::config(
+                "gt",
+                "dim a multiple of heads, and a CLS token to read out",
+            ));
+        }
+        tch::manual_seed(seed as i64);
+        let (labels, classes) = graph_classes(&data)?;
+        let f = data
+            .graphs
+            .first()
+            .map_or(1, |g| g.node_features.ncols() as i64);
+        let vs = nn::VarStore::new(device);
+        let root = vs.root();
+        let d = cfg.dim;
+        let layers = (0..cfg.layers)
+            .map(|l| {
+                let p = &root / format!("layer{l}");
+                TransformerLayer {
+                    ln1: nn::layer_norm(&p / "ln1", vec![d], Default::default()),
+                    qkv: nn::linear(&p / "qkv", d, 3 * d, Default::default()),
+                    out: nn::linear(&p / "out", d, d, Default::default()),
+                    ln2: nn::layer_norm(&p / "ln2", vec![d], Default::default()),
+                    ff1: nn::linear(&p / "ff1", d, cfg.ffn * d, Default::default()),
+                    ff2: nn::linear(&p / "ff2", cfg.ffn * d, d, Default::default()),
+                }
+            })
+            .collect();
+        Ok(Self {
+            encoder: nn::linear(&root / "encoder", f, d, Default::default()),
+            cls: root.var(
+                "cls",
+                &[d],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 0.02,
+                },
+            ),
+            pe_proj: cfg
+                .batching
+                .pe
+                .as_ref()
+                .map(|p| nn::linear(&root / "pe_proj", p.k as i64, d, Default::default())),
+            layers,
+            readout: nn::linear(&root / "readout", d, classes, Default::default()),
+            scaling: Standardizer::fit_graphs(&data, fit_on),
+            vs,
+            data,
+            labels,
+            pe,
+            cfg: cfg.clone(),
+        })
+    }
+
+    fn logits(&self, ids: &[usize], rng: &mut ChaCha8Rng, train: bool) -> Result<Tensor> {
+        let mut bcfg = self.cfg.batching.clone();
+        if !train {
+            bcfg.sign_flip = basin_graph::laplacian::SignFlip::None;
+        }
+        let mut b = make_batch(
+            &self.data,
+            ids,
+            &bcfg,
+            self.pe.as_ref().map(|p| p.as_slice()),
+            rng,
+        )?;
+        self.scaling.apply_batch(&mut b, true);
+        let batch = crate::graph_classification::GraphBatchOnDevice::new(&b, self.vs.device())?;
+        let (features, pe, padding, mask) = batch.parts();
+        let mut x = self.encoder.forward(features);
+        let n = x.size()[1];
+        let is_cls = Tensor::arange(n, (Kind::Int64, x.device()))
+            .eq(0)
+            .view([1, n, 1]);
+        x = self
+            .cls
+            .view([1, 1, -1])
+            .expand_as(&x)
+            .where_self(&is_cls, &x);
+        if let (Some(proj), Some(pe)) = (&self.pe_proj, pe) {
+            x = x + proj.forward(pe);
+        }
+        let (bs, h, d) = (x.size()[0], self.cfg.heads, self.cfg.dim);
+        let y = d / h;
+        // Each token attends its neighbours, the CLS token and itself; padded rows get no keys.
+        let eye = Tensor::eye(n, (Kind::Bool, x.device())).unsqueeze(0);
+        let allowed = (mask.logical_or(&eye)).logical_and(&padding.unsqueeze(1));
+        let blocked = allowed.logical_not().unsqueeze(1); // [B, 1, N, N]
+        let real = padding.to_kind(x.kind()).unsqueeze(-1);
+        for layer in &self.layers {
+            let qkv = layer
+                .qkv
+                .forward(&layer.ln1.forward(&x))
+                .view([bs, n, 3, h, y])
+                .permute([2, 0, 3, 1, 4]); // [3, B, H, N, Y]
+            let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
+            let scores =
+                (q.matmul(&k.transpose(-1, -2)) / (y as f64).sqrt()).masked_fill(&blocked, -1e9);
+            let att = scores.softmax(-1, scores.kind()).matmul(&v); // [B, H, N, Y]
+            let att = att.permute([0, 2, 1, 3]).reshape([bs, n, d]);
+            x = (&x + layer.out.forward(&att)) * &real;
+            let ff = layer
+                .ff2
+                .forward(&layer.ff1.forward(&layer.ln2.forward(&x)).gelu("none"));
+            x = (&x + ff) * &real;
+        }
+        Ok(self.readout.forward(&x.select(1, 0)))
+    }
+
+    /// The number of trainable parameters.
+    pub fn parameters(&self) -> i64 {
+        self.vs
+            .trainable_variables()
+            .iter()
+            .map(|t| t.numel() as i64)
+            .sum()
+    }
+}
+
+impl Learner for GraphTransformerLearner {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+    fn batch_size(&self) -> Option<usize> {
+        Some(self.cfg.batch)
+    }
+    fn train_step(
+        &mut self,
+        items: &[usize],
+        rng: &mut ChaCha8Rng,
+    ) -> std::result::Result<StepOutput, TrainError> {
+        let logits = self.logits(items, rng, true)?;
+        let y = Tensor::from_slice(&items.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
+            .to_device(self.vs.device());
+        Ok(StepOutput::loss(cross_entropy(&logits, &y, 0.0)))
+    }
+    fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
+        let mut rng = <ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
+        let mut rows = Vec::with_capacity(items.len());
+        for ids in items.chunks(self.cfg.batch.max(1)) {
+            let p = tch::no_grad(|| {
+                self.logits(ids, &mut rng, false)
+                    .map(|l| l.softmax(-1, Kind::Double))
+            })?;
+            rows.extend(Scores::from_tensor(&p)?.0);
+        }
+        Ok(Scores(rows))
+    }
+}

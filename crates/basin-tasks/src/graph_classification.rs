@@ -197,6 +197,12 @@ impl GraphBatchOnDevice {
         })
     }
 
+    /// Its tensors: features `[B, N', F]`, encodings `[B, N', k]`, padding `[B, N']` (true for
+    /// real tokens) and the CLS-augmented adjacency `[B, N', N']`.
+    pub fn parts(&self) -> (&Tensor, Option<&Tensor>, &Tensor, &Tensor) {
+        (&self.features, self.pe.as_ref(), &self.padding, &self.mask)
+    }
+
     /// The same batch with its float tensors (features, encodings) in `kind` (e.g. float64
     /// for exact checks; the model's weights must match).
     pub fn to_kind(self, kind: Kind) -> Self {
