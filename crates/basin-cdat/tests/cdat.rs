@@ -166,3 +166,131 @@ fn the_cls_output_ignores_padding_under_token_coupling() {
         .double_value(&[]);
     assert!(d < 1e-10, "padding changed the CLS output by {d}");
 }
+
+/// Node anomaly detection with a CDAT block (sparse vMF attention, feature-space coupling) is
+/// permutation equivariant: relabelling the nodes relabels the scores.
+#[test]
+fn the_cdat_anomaly_model_is_permutation_equivariant() {
+    use basin_graph::anomaly::{PlantedConfig, generate_planted};
+    use basin_tasks::node_anomaly::{NodeAnomaly, neighbour_structure};
+    let _g = lock_generator();
+    tch::manual_seed(3);
+    let data = generate_planted(&PlantedConfig {
+        nodes: 40,
+        cliques: 1,
+        clique_size: 5,
+        contextual: 3,
+        candidates: 10,
+        ..PlantedConfig::default()
+    })
+    .unwrap();
+    let adj = data.graph.adjacency.clone();
+    let x = &data.graph.node_features;
+    let (n, f) = (x.nrows(), x.ncols() as i64);
+    let feats = tch::Tensor::from_slice(&x.iter().map(|&v| f64::from(v)).collect::<Vec<_>>())
+        .view([n as i64, f]);
+    let cfg = basin_cdat::anomaly::model(basin_cdat::anomaly::Table9Row {
+        hid: 8,
+        heads: 2,
+        alpha: 0.1,
+        suppression: 0.5,
+        noise: 0.0,
+    });
+    let mut vs = VarStore::new(Device::Cpu);
+    let model = NodeAnomaly::new(&vs.root(), &cfg, f, n as i64, 1).unwrap();
+    vs.double();
+    tch::no_grad(|| {
+        for (_, v) in vs.variables() {
+            v.shallow_clone().copy_(&(&v + v.randn_like() * 0.2));
+        }
+    });
+    let logits = |adj: &Csr, feats: &tch::Tensor| {
+        let s = neighbour_structure(adj, false, Device::Cpu).unwrap();
+        tch::no_grad(|| model.forward(feats, &[s], false))
+    };
+    let base = logits(&adj, &feats);
+    let perm: Vec<usize> = (0..n).map(|k| (k * 7 + 3) % n).collect();
+    let mut inv = vec![0u32; n];
+    for (k, &old) in perm.iter().enumerate() {
+        inv[old] = k as u32;
+    }
+    let mut src = Vec::new();
+    for (i, w) in adj.indptr().windows(2).enumerate() {
+        src.extend(std::iter::repeat_n(inv[i], w[1] - w[0]));
+    }
+    let dst: Vec<u32> = adj.indices().iter().map(|&j| inv[j as usize]).collect();
+    let (padj, _) = Csr::from_edges(n, &src, &dst).unwrap();
+    let idx = tch::Tensor::from_slice(&perm.iter().map(|&p| p as i64).collect::<Vec<_>>());
+    let permuted = logits(&padj, &feats.index_select(0, &idx));
+    let d = (permuted - base.index_select(0, &idx))
+        .abs()
+        .max()
+        .double_value(&[]);
+    assert!(d < 1e-10, "permuted scores differ by {d}");
+}
+
+/// A CDAT anomaly model learns planted anomalies (structural cliques and contextual outliers,
+/// invisible from a node's own features) well above chance, in seconds — with ET's unit step
+/// and learned node embeddings (eq. 14). (With Table 8's α = 0.1 the two steps barely move the
+/// tokens on this small graph: AUC 0.51 measured; without the embeddings 0.57.)
+#[test]
+fn a_cdat_anomaly_model_detects_planted_anomalies() {
+    use basin_graph::SplitConfig;
+    use basin_graph::anomaly::{PlantedConfig, generate_planted};
+    use basin_tasks::node_anomaly::NodeAnomalyLearner;
+    use basin_train::protocol::{AnomalyProtocol, ScoreMode};
+    let _g = lock_generator();
+    let data = generate_planted(&PlantedConfig {
+        nodes: 600,
+        cliques: 3,
+        clique_size: 8,
+        contextual: 20,
+        separation: 4.0,
+        ..PlantedConfig::default()
+    })
+    .unwrap();
+    let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+    let mut cfg = basin_cdat::anomaly::model(basin_cdat::anomaly::Table9Row {
+        hid: 32,
+        heads: 2,
+        alpha: 1.0,
+        suppression: 0.5,
+        noise: 0.0,
+    });
+    cfg.subgraph_ratio = None;
+    cfg.positional = true;
+    let report = AnomalyProtocol {
+        split: SplitConfig::bwgnn(0.4),
+        runs: 1,
+        seed: 0,
+        score: ScoreMode::EvalAfterStep,
+        train: TrainConfig {
+            epochs: 60,
+            optim: OptimConfig {
+                lr: 0.01,
+                ..OptimConfig::et_anomaly()
+            },
+            ..TrainConfig::default()
+        },
+    }
+    .run(
+        "planted",
+        &data.labelled,
+        &is_anomaly,
+        |run| {
+            Ok(NodeAnomalyLearner::new(
+                &data,
+                &cfg,
+                &run.train(),
+                run.seed,
+                Device::Cpu,
+            )?)
+        },
+        |_, _| Ok(()),
+        None,
+        "cpu",
+    )
+    .unwrap();
+    let (auc, _) = report.aggregate["test_auc"];
+    assert!(auc > 0.62, "AUC {auc} (chance 0.5)");
+}
