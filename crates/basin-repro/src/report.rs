@@ -132,9 +132,14 @@ impl Missing {
 }
 
 /// Plots each curve of `energy` in its own panel (energies of different blocks or terms differ
-/// in scale); nothing is written when there is no curve.
+/// in scale) against the descent step; nothing is written when there is no curve.
 pub fn plot_energy(path: &Path, title: &str, energy: &[(String, Vec<f64>)]) -> Result<()> {
-    let series: Vec<Series> = energy
+    plot_curves(path, title, "step", energy)
+}
+
+/// Plots each curve in its own panel against `x` (e.g. `epoch`); nothing without curves.
+pub fn plot_curves(path: &Path, title: &str, x: &str, curves: &[(String, Vec<f64>)]) -> Result<()> {
+    let series: Vec<Series> = curves
         .iter()
         .filter(|(_, v)| !v.is_empty())
         .map(|(n, v)| Series::new(n.clone(), v.clone()))
@@ -142,7 +147,7 @@ pub fn plot_energy(path: &Path, title: &str, energy: &[(String, Vec<f64>)]) -> R
     if series.is_empty() {
         return Ok(());
     }
-    line_panels(path, title, "step", &series)
+    line_panels(path, title, x, &series)
         .map_err(|e| ReproError::config(path.display().to_string(), e.to_string()))
 }
 

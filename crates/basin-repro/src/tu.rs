@@ -392,9 +392,10 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             pooled = Some(p);
             gin = Some(g);
         }
-        report::plot_energy(
+        report::plot_curves(
             &ctx.out.join(name).join("loss.png"),
             &format!("{name}: training loss per epoch (mean over folds)"),
+            "epoch",
             &losses,
         )?;
         results.push(TuResult {
