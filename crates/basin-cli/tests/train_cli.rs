@@ -128,6 +128,20 @@ fn bad_run_files_and_directories_are_named_errors() {
     ]);
     assert!(!ok && err.contains("graph-level"), "{err}");
 
+    // Refused when the file is read, naming the field (defects of issue 18).
+    let (_, example, _) = basin(&["train", "--example", "et-graph"]);
+    for (from, to, field) in [
+        ("epochs = 100", "epochs = 0", "protocol.train.epochs"),
+        ("k = 15", "k = 100000", "batching.pe.k"),
+    ] {
+        std::fs::write(&bad, example.replacen(from, to, 1)).unwrap();
+        let (ok, _, err) = basin(&["train", bad.to_str().unwrap()]);
+        assert!(
+            !ok && err.contains("bad.toml") && err.contains(field),
+            "{err}"
+        );
+    }
+
     let (ok, _, err) = basin(&["train", "--example", "et-vision"]);
     assert!(!ok && err.contains("et-vision"), "{err}");
 

@@ -140,6 +140,13 @@ impl RunSpec {
             RunSpec::GraphClassification(r) => r.architecture.validate(),
         };
         checked.map_err(|e| ReproError::config(format!("{file}: architecture"), e.to_string()))?;
+        let train = match &spec {
+            RunSpec::NodeAnomaly(r) => &r.protocol.train,
+            RunSpec::GraphClassification(r) => &r.protocol.train,
+        };
+        train
+            .validate("protocol.train")
+            .map_err(|e| ReproError::config(file, e.to_string()))?;
         Ok(spec)
     }
 

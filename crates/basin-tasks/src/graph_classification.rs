@@ -122,6 +122,17 @@ impl GraphClassifierConfig {
         if self.batch < 1 {
             return Err(TaskError::config("batch", "must be ≥ 1"));
         }
+        if let Some(pe) = &self.batching.pe
+            && (pe.k == 0 || pe.k > self.batching.max_nodes)
+        {
+            return Err(TaskError::config(
+                "batching.pe.k",
+                format!(
+                    "between 1 and the node cap ({}), got {}",
+                    self.batching.max_nodes, pe.k
+                ),
+            ));
+        }
         if self.readout_classes.is_some_and(|c| c < 2) {
             return Err(TaskError::config("readout_classes", "must be ≥ 2"));
         }

@@ -220,7 +220,13 @@ impl AdamW {
             grads
                 .iter()
                 .flatten()
-                .map(|g| g.square().sum(Kind::Double).double_value(&[]))
+                // In float64: a float32 square overflows for entries above ~1.8e19.
+                .map(|g| {
+                    g.to_kind(Kind::Double)
+                        .square()
+                        .sum(Kind::Double)
+                        .double_value(&[])
+                })
                 .sum()
         });
         let grad_norm = sq.sqrt();
@@ -235,8 +241,13 @@ impl AdamW {
                 })
                 .map(|((n, _), _)| n.as_str())
                 .collect();
+            let what = if bad.is_empty() {
+                "gradient norm (every entry is finite, their squares overflow)".to_owned()
+            } else {
+                format!("gradient of {}", bad.join(", "))
+            };
             return Err(TrainError::NonFinite {
-                what: format!("gradient of {}", bad.join(", ")),
+                what,
                 epoch: None,
                 step: Some(self.step),
             });

@@ -232,6 +232,23 @@ impl Default for TrainConfig {
     }
 }
 
+impl TrainConfig {
+    /// Checks the values before anything trains; `field` is the config path for errors.
+    pub fn validate(&self, field: &str) -> Result<(), TrainError> {
+        if self.epochs == 0 {
+            return Err(TrainError::Config {
+                field: format!("{field}.epochs"),
+                message: "must be ≥ 1".into(),
+            });
+        }
+        self.optim.validate(&format!("{field}.optim"))?;
+        if let Some(s) = &self.schedule {
+            s.validate(&format!("{field}.schedule"))?;
+        }
+        Ok(())
+    }
+}
+
 /// The result of validating one epoch.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Validation {
@@ -333,6 +350,7 @@ impl Runner {
         mut test: impl FnMut(&mut L, &Validation) -> Result<BTreeMap<String, f64>, TrainError>,
     ) -> Result<RunRecord, TrainError> {
         let started = Instant::now();
+        self.train.validate("train")?;
         let mut opt = AdamW::new(learner.vars(), self.train.optim.clone())?;
         let schedule = self
             .train

@@ -225,6 +225,24 @@ fn non_finite_gradients_stop_the_step() {
     assert!(w.equal(&before), "parameters changed despite the error");
 }
 
+/// Finite gradients of 1e30 (float32) used to overflow in the norm's float32 squares and stop the
+/// run with an empty parameter name: the norm is taken in float64 and the step goes on.
+#[test]
+fn huge_finite_gradients_are_not_reported_as_non_finite() {
+    let (vs, w, b) = store();
+    let mut opt = AdamW::new(
+        &vs,
+        OptimConfig {
+            clip_norm: Some(1.0),
+            ..OptimConfig::default()
+        },
+    )
+    .unwrap();
+    ((&w * 1e30).sum(Kind::Float) + b.sum(Kind::Float)).backward();
+    opt.step(0.1).unwrap();
+    assert!(w.isfinite().all().int64_value(&[]) == 1);
+}
+
 #[test]
 fn warmup_cosine_at_its_key_points() {
     let s = Schedule::WarmupCosine {
