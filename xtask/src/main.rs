@@ -50,6 +50,13 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Fuzz every reader of user files: `basin-fuzz` from a release build, every argument
+    /// passed on (`cargo xtask fuzz --inputs 1000000`; `--reader NAME`, `--large`, `--out F`).
+    Fuzz {
+        /// The flags of `basin-fuzz` (see `cargo xtask fuzz --help` below the line).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Setup, then run the criterion benchmarks (`cargo bench -p basin-benches`).
     Bench {
         /// Only benchmarks whose name contains this.
@@ -130,6 +137,12 @@ fn run(cli: Cli) -> Result<()> {
                 "--",
                 "reproduce",
             ];
+            cmd.extend(args.iter().map(String::as_str));
+            cargo(&root, &cmd)
+        }
+        Task::Fuzz { args } => {
+            setup::ensure(&root)?;
+            let mut cmd = vec!["run", "--release", "-p", "basin-fuzz", "--"];
             cmd.extend(args.iter().map(String::as_str));
             cargo(&root, &cmd)
         }

@@ -74,18 +74,70 @@ impl NpzElement for bool {
 pub struct NpzReader {
     path: PathBuf,
     archive: NpzArchive<BufReader<File>>,
+    /// Bytes of the archive: no array can hold more than deflate's 1032:1 of them.
+    file_len: u64,
 }
 
 impl NpzReader {
     /// Opens an archive.
     pub fn open(path: &Path) -> Result<Self> {
         let file = File::open(path).map_err(|e| GraphError::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| GraphError::io(path, e))?.len();
         let archive = NpzArchive::new(BufReader::new(file))
             .map_err(|e| GraphError::format(path, format!("not a readable npz archive: {e}")))?;
         Ok(Self {
             path: path.to_path_buf(),
             archive,
+            file_len,
         })
+    }
+
+    /// Refuses a member whose `.npy` header announces a shape whose element count overflows,
+    /// before the npy reader multiplies it out (hostile headers; the size check against the
+    /// file follows once the dtype is known).
+    fn check_shape(&self, name: &str) -> Result<()> {
+        use std::io::Read as _;
+        let fmt = |m: String| GraphError::format(&self.path, format!("array `{name}`: {m}"));
+        let file = File::open(&self.path).map_err(|e| GraphError::io(&self.path, e))?;
+        let Ok(mut zip) = zip::ZipArchive::new(BufReader::new(file)) else {
+            return Ok(()); // the npz reader reports it
+        };
+        let Ok(member) = zip.by_name(&format!("{name}.npy")) else {
+            return Ok(());
+        };
+        let mut head = Vec::with_capacity(4096);
+        member
+            .take(4096)
+            .read_to_end(&mut head)
+            .map_err(|e| fmt(format!("cannot read the header: {e}")))?;
+        let text = String::from_utf8_lossy(&head);
+        let Some(open) = text
+            .find("'shape'")
+            .and_then(|i| text[i..].find('(').map(|j| i + j))
+        else {
+            return Ok(());
+        };
+        let Some(close) = text[open..].find(')').map(|j| open + j) else {
+            return Ok(());
+        };
+        let mut count: u64 = 1;
+        for dim in text[open + 1..close]
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        {
+            let d: u64 = dim
+                .trim_end_matches('L')
+                .parse()
+                .map_err(|_| fmt(format!("bad dimension `{dim}` in the header's shape")))?;
+            count = count.checked_mul(d).ok_or_else(|| {
+                fmt(format!(
+                    "the header's shape {} overflows a 64-bit element count",
+                    &text[open..=close]
+                ))
+            })?;
+        }
+        Ok(())
     }
 
     /// The archive's path.
@@ -107,6 +159,7 @@ impl NpzReader {
     pub fn read<T: NpzElement>(&mut self, name: &str) -> Result<NpzArray<T>> {
         let path = self.path.clone();
         let fmt = |m: String| GraphError::format(&path, format!("array `{name}`: {m}"));
+        self.check_shape(name)?;
         let file = self
             .archive
             .by_name(name)
@@ -118,6 +171,18 @@ impl NpzReader {
             return Err(fmt("structured dtypes are not supported".into()));
         };
         let size = ts.num_bytes().unwrap_or(0);
+        // A hostile header must be refused before anything is allocated for it: the announced
+        // bytes may not overflow, nor exceed what deflate (at most 1032:1) can unpack from the file.
+        shape
+            .iter()
+            .try_fold(size.max(1), |acc, &d| acc.checked_mul(d))
+            .filter(|&b| (b as u64) <= self.file_len.saturating_mul(1032).saturating_add(4096))
+            .ok_or_else(|| {
+                fmt(format!(
+                    "the header announces shape {shape:?} of {size}-byte values, more than this {}-byte file can hold",
+                    self.file_len
+                ))
+            })?;
         let bad_read = |e: std::io::Error| fmt(format!("cannot read data: {e}"));
         macro_rules! ints {
             ($t:ty) => {

@@ -14,7 +14,10 @@ pub(crate) fn read_maybe_gz(path: &Path) -> Result<Vec<u8>> {
     let raw = std::fs::read(path).map_err(|e| ImageError::io(path, e))?;
     if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
+        // Deflate unpacks at most 1032:1; more is not gzip data but a malformed stream.
+        let limit = (raw.len() as u64).saturating_mul(1032);
         flate2::read::GzDecoder::new(raw.as_slice())
+            .take(limit)
             .read_to_end(&mut out)
             .map_err(|e| {
                 ImageError::format(path, format!("corrupt or truncated gzip data: {e}"))
@@ -52,8 +55,16 @@ fn parse(path: &Path, bytes: &[u8], ndim: usize) -> Result<(Vec<usize>, Vec<u8>)
             u32::from_be_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]) as usize
         })
         .collect();
-    let n: usize = dims.iter().product();
     let data = &bytes[header..];
+    let Some(n) = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)) else {
+        return Err(ImageError::format(
+            path,
+            format!(
+                "the header announces {dims:?} values, more than any file holds (the file holds {})",
+                data.len()
+            ),
+        ));
+    };
     if data.len() != n {
         return Err(ImageError::format(
             path,
