@@ -94,6 +94,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Removes the temporary files [`write_atomic`] leaves in `dir` when its process was killed
+/// between creating and renaming them (`.<name>.tmp-<pid>` of a process that no longer runs).
+/// The files they were meant to replace are untouched: the old version is still whole.
+pub fn remove_stale_temporaries(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix('.')
+            .and_then(|n| n.rsplit_once(".tmp-"))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
+        if !alive {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Writes named tensors (any device, any layout) to a safetensors file, atomically.
 /// `metadata` goes to the file's `__metadata__` header.
 pub fn write_tensors(

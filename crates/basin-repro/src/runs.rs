@@ -226,6 +226,7 @@ pub fn train(
 ) -> Result<RunOutcome> {
     let file = out.join("run.toml");
     let text = spec.to_toml()?;
+    basin_core::checkpoint::remove_stale_temporaries(out);
     if let Ok(old) = std::fs::read_to_string(&file)
         && old != text
     {

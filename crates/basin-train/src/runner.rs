@@ -372,6 +372,9 @@ impl Runner {
                 .insert((*name).to_owned(), split_hash(idx));
         }
         let mut best: Option<(Validation, Vec<(String, Tensor)>)> = None;
+        if let Some(dir) = &self.dir {
+            basin_core::checkpoint::remove_stale_temporaries(dir);
+        }
         if let Some(resumed) = self.resume(learner, &mut opt, &record)? {
             (record, best) = resumed;
         }
