@@ -107,7 +107,7 @@ pub mod graph {
     use basin_graph::batch::BatchConfig;
     use basin_graph::features::FeatureScaling;
     use basin_tasks::TaskError;
-    use basin_tasks::graph_classification::{AdjacencyMode, GraphClassifierConfig};
+    use basin_tasks::graph_classification::{AdjacencyMode, GraphClassifierConfig, Readout};
 
     use super::{block, paper_dynamics, reference_dynamics};
 
@@ -126,15 +126,19 @@ pub mod graph {
             batching: BatchConfig::et_graph(),
             features: FeatureScaling::Standardize,
             readout_classes: None,
+            ..GraphClassifierConfig::default()
         }
     }
 
-    /// A CPU-scale version: D = 32, 4 heads of 8, K = 128, 2 blocks × 2 steps, batch 32.
+    /// A CPU-scale version: D = 32, 4 heads of 8, K = 128, 2 blocks × 2 steps, batch 32, and
+    /// the readout of ET's CPU preset (CLS + mean of the node tokens, `Readout::ClsMean`; not
+    /// in the paper), so the two families compare on the same front end.
     pub fn tu_cpu() -> GraphClassifierConfig {
         GraphClassifierConfig {
             block: block(32, 4, 8, 128, 2, paper_dynamics()),
             blocks: 2,
             batch: 32,
+            readout: Readout::ClsMean,
             ..tu_paper()
         }
     }

@@ -62,7 +62,13 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     let data = basin_graph::datadir::data_dir(args.data_dir.as_deref());
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let outcome = runs::train(&spec, Some(&data), &args.out, device)?;
+    let outcome = runs::train(&spec, Some(&data), &args.out, device).map_err(|e| match e {
+        // The protocol does not fit the dataset: name the run file it came from.
+        basin_repro::ReproError::Config { field, message } if field == "protocol" => {
+            basin_repro::ReproError::config(format!("{}: protocol", config.display()), message)
+        }
+        other => other,
+    })?;
     for (dir, m) in &outcome.runs {
         println!("{dir}: {}", show(m));
     }

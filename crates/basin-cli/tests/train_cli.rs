@@ -148,3 +148,114 @@ fn bad_run_files_and_directories_are_named_errors() {
     let (ok, _, err) = basin(&["eval", tmp.path().join("nothing").to_str().unwrap()]);
     assert!(!ok && err.contains("run.toml"), "{err}");
 }
+
+/// One bad value per field of the example run files: each is refused before any training,
+/// naming the file and the field.
+#[test]
+fn one_bad_value_per_field_is_refused_naming_the_field() {
+    basin_graph::require_data!("tu/MUTAG");
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.toml");
+    // Tiny budgets: a value that slips through trains for seconds, not minutes.
+    let (_, graph, _) = basin(&["train", "--example", "et-graph"]);
+    let graph =
+        graph
+            .replacen("epochs = 100", "epochs = 1", 1)
+            .replacen("folds = 10", "folds = 2", 1);
+    let (_, anomaly, _) = basin(&["train", "--example", "et-anomaly"]);
+    let anomaly = anomaly
+        .replacen("data = \"tolokers\"", "data = \"planted\"", 1)
+        .replacen("epochs = 100", "epochs = 1", 1);
+    let cases: &[(&str, &str, &str, &str)] = &[
+        // (example, from, to, field named in the error)
+        ("graph", "blocks = 2", "blocks = 0", "blocks"),
+        ("graph", "conv_kernel = 3", "conv_kernel = 2", "conv_kernel"),
+        (
+            "graph",
+            "label_smoothing = 0.05",
+            "label_smoothing = 1.5",
+            "label_smoothing",
+        ),
+        ("graph", "batch = 32", "batch = 0", "batch"),
+        (
+            "graph",
+            "readout_dropout = 0.0",
+            "readout_dropout = 1.0",
+            "readout_dropout",
+        ),
+        ("graph", "dim = 32", "dim = -5", "dim"),
+        ("graph", "steps = 2", "steps = 0", "steps"),
+        ("graph", "head_dim = 8", "head_dim = 0", "head_dim"),
+        ("graph", "heads = 4", "heads = 0", "heads"),
+        ("graph", "memories = 128", "memories = 0", "memories"),
+        ("graph", "alpha = 0.1", "alpha = -1.0", "alpha"),
+        ("graph", "sigma = 0.02", "sigma = -0.02", "sigma"),
+        ("graph", "eps = 0.00001", "eps = 0.0", "eps"),
+        ("graph", "max_nodes = 500", "max_nodes = 0", "max_nodes"),
+        ("graph", "k = 15", "k = 0", "k"),
+        ("graph", "folds = 2", "folds = 1", "folds"),
+        ("graph", "folds = 2", "folds = 100", "folds"),
+        (
+            "graph",
+            "val_ratio = 0.1111111111111111",
+            "val_ratio = 1.5",
+            "val_ratio",
+        ),
+        ("graph", "repeats = 1", "repeats = 0", "repeats"),
+        ("graph", "epochs = 1", "epochs = 0", "epochs"),
+        ("graph", "lr = 0.001", "lr = nan", "lr"),
+        ("graph", "beta1 = 0.9", "beta1 = 1.5", "beta1"),
+        ("graph", "beta2 = 0.999", "beta2 = -0.1", "beta2"),
+        (
+            "graph",
+            "weight_decay = 0.0",
+            "weight_decay = -1.0",
+            "weight_decay",
+        ),
+        (
+            "anomaly",
+            "readout_hidden = 64",
+            "readout_hidden = 0",
+            "readout_hidden",
+        ),
+        ("anomaly", "runs = 1", "runs = 0", "runs"),
+        (
+            "anomaly",
+            "train_ratio = 0.4",
+            "train_ratio = 1.2",
+            "train_ratio",
+        ),
+        (
+            "anomaly",
+            "test_fraction_of_rest = 0.67",
+            "test_fraction_of_rest = 0.0",
+            "test_fraction_of_rest",
+        ),
+    ];
+    let mut missed = Vec::new();
+    for (i, (example, from, to, field)) in cases.iter().enumerate() {
+        let text = if *example == "graph" {
+            &graph
+        } else {
+            &anomaly
+        };
+        assert!(text.contains(from), "`{from}` not in the {example} example");
+        std::fs::write(&bad, text.replacen(from, to, 1)).unwrap();
+        let out = tmp.path().join(format!("never-{i}"));
+        let (ok, _, err) = basin(&[
+            "train",
+            bad.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let named = err.contains("bad.toml") && err.contains(field);
+        if ok || !named || out.join("run-0").exists() || out.join("MUTAG").exists() {
+            missed.push(format!("{to}: ok = {ok}, error: {}", err.trim()));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "not refused by name:\n{}",
+        missed.join("\n")
+    );
+}

@@ -77,6 +77,12 @@ impl BlockConfig {
                 format!("must be ≥ 1, got {}", self.dim),
             ));
         }
+        if self.steps < 1 {
+            return Err(CoreError::config(
+                "steps",
+                "must be ≥ 1 (a block of no steps leaves its tokens as they came)",
+            ));
+        }
         self.norm.validate("norm")?;
         self.dynamics.validate("dynamics")?;
         if self.terms.is_empty() {

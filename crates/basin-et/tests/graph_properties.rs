@@ -14,7 +14,7 @@ use basin_graph::anomaly::{PlantedConfig, generate_planted};
 use basin_graph::batch::make_batch;
 use basin_graph::{Csr, Graph, GraphDataset, Targets};
 use basin_tasks::graph_classification::{
-    AdjacencyMode, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, dataset_pe,
+    AdjacencyMode, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, Readout, dataset_pe,
 };
 use basin_tasks::node_anomaly::{NodeAnomaly, NodeAnomalyConfig, neighbour_structure};
 use rand::SeedableRng;
@@ -209,9 +209,14 @@ fn small_cfg() -> GraphClassifierConfig {
 fn et_graph_cls_output_ignores_padding() {
     let _s = lock_generator();
     let data = graphs();
-    for adjacency in [AdjacencyMode::Masked, AdjacencyMode::ReferenceMultiply] {
+    for (adjacency, readout) in [
+        (AdjacencyMode::Masked, Readout::ClsMean),
+        (AdjacencyMode::Masked, Readout::Cls),
+        (AdjacencyMode::ReferenceMultiply, Readout::ClsMean),
+    ] {
         let cfg = GraphClassifierConfig {
             adjacency,
+            readout,
             ..small_cfg()
         };
         let (_vs, model) = classifier(&cfg);
@@ -221,7 +226,7 @@ fn et_graph_cls_output_ignores_padding() {
         let d = max_diff(&padded.narrow(0, 0, 1), &alone);
         assert!(
             d < 1e-10,
-            "{adjacency:?}: padding changed the CLS output by {d}"
+            "{adjacency:?}, {readout:?}: padding changed the output by {d}"
         );
     }
 }

@@ -281,6 +281,28 @@ pub fn stratified_kfold(ids: &[u32], labels: &[usize], cfg: &KFoldConfig) -> Res
     }
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
     let groups = shuffled_classes(ids, labels, &mut rng);
+    // Every test fold must hold every class (scikit-learn warns here; a fold without a class
+    // silently changes what the fold's accuracy measures).
+    if let Some((c, g)) = groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| !g.is_empty())
+        .min_by_key(|(_, g)| g.len())
+        && g.len() < cfg.folds
+    {
+        let mut distinct = labels.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        return Err(GraphError::invalid(
+            "k-fold config",
+            format!(
+                "folds = {} is more than the {} items of class {}, the smallest: some test folds would hold none of it",
+                cfg.folds,
+                g.len(),
+                distinct[c]
+            ),
+        ));
+    }
     let k = cfg.folds;
     // fold_of[class][i]: deal each class round the folds, continuing where the last class
     // stopped so fold sizes stay balanced too.

@@ -140,13 +140,11 @@ impl RunSpec {
             RunSpec::GraphClassification(r) => r.architecture.validate(),
         };
         checked.map_err(|e| ReproError::config(format!("{file}: architecture"), e.to_string()))?;
-        let train = match &spec {
-            RunSpec::NodeAnomaly(r) => &r.protocol.train,
-            RunSpec::GraphClassification(r) => &r.protocol.train,
-        };
-        train
-            .validate("protocol.train")
-            .map_err(|e| ReproError::config(file, e.to_string()))?;
+        match &spec {
+            RunSpec::NodeAnomaly(r) => r.protocol.validate("protocol"),
+            RunSpec::GraphClassification(r) => r.protocol.validate("protocol"),
+        }
+        .map_err(|e| ReproError::config(file, e.to_string()))?;
         Ok(spec)
     }
 
@@ -213,6 +211,12 @@ fn graph_energy(
         .collect())
 }
 
+/// A protocol that does not fit the dataset (folds against its smallest class, …), named as
+/// the run file's `protocol` section (the caller, who knows the file, names it).
+fn in_run_file(e: basin_train::TrainError) -> ReproError {
+    ReproError::config("protocol", e.to_string())
+}
+
 fn ids(v: &[u32]) -> Vec<usize> {
     v.iter().map(|&i| i as usize).collect()
 }
@@ -235,13 +239,19 @@ pub fn train(
             "this directory holds another run; choose another --out or remove it",
         ));
     }
-    basin_core::checkpoint::write_atomic(&file, text.as_bytes())?;
+    // The run file is written once the data is read and the protocol fits it: a refused run
+    // leaves nothing behind.
+    let write_run_file = || basin_core::checkpoint::write_atomic(&file, text.as_bytes());
     let dev = basin_core::device::describe(device);
     let mut energy = Vec::new();
     let report = match spec {
         RunSpec::NodeAnomaly(run) => {
             let data = node_data(&run.data, data_dir)?;
             let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+            run.protocol
+                .plan(&data.labelled, &is_anomaly)
+                .map_err(in_run_file)?;
+            write_run_file()?;
             run.protocol.run(
                 &data.name,
                 &data.labelled,
@@ -268,6 +278,8 @@ pub fn train(
         RunSpec::GraphClassification(run) => {
             let data = Arc::new(graph_data(&run.data, data_dir)?);
             let target: Vec<f64> = graph_classes(&data)?.0.iter().map(|&c| c as f64).collect();
+            run.protocol.plan(&target).map_err(in_run_file)?;
+            write_run_file()?;
             let pe = dataset_pe(&data, &run.architecture.batching)?.map(Arc::new);
             let name = data.name.clone();
             run.protocol.run(
@@ -341,7 +353,11 @@ pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOu
         RunSpec::NodeAnomaly(run) => {
             let data = node_data(&run.data, data_dir)?;
             let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
-            for planned in with_checkpoint(run.protocol.plan(&data.labelled, &is_anomaly)?)? {
+            for planned in with_checkpoint(
+                run.protocol
+                    .plan(&data.labelled, &is_anomaly)
+                    .map_err(in_run_file)?,
+            )? {
                 let mut learner =
                     NodeAnomalyLearner::new(&data, &run.architecture, &planned.train(), 0, device)?;
                 let test = ids(&planned.split.test);
@@ -363,7 +379,7 @@ pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOu
             let (classes, _) = graph_classes(&data)?;
             let target: Vec<f64> = classes.iter().map(|&c| c as f64).collect();
             let pe = dataset_pe(&data, &run.architecture.batching)?.map(Arc::new);
-            for planned in with_checkpoint(run.protocol.plan(&target)?)? {
+            for planned in with_checkpoint(run.protocol.plan(&target).map_err(in_run_file)?)? {
                 let mut learner = GraphClassifierLearner::new(
                     data.clone(),
                     pe.clone(),

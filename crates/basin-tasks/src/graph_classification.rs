@@ -48,6 +48,19 @@ pub enum AdjacencyMode {
     ReferenceMultiply,
 }
 
+/// What the linear readout sees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Readout {
+    /// The CLS token after the last block (ET Appendix D, the reference code).
+    #[default]
+    Cls,
+    /// The CLS token concatenated with the mean of the graph's node tokens after the last block
+    /// (not in the papers: a switch of basin's CPU presets, so that the readout sees every node
+    /// even where a few small descent steps barely move the CLS token).
+    ClsMean,
+}
+
 /// Configuration of a [`GraphClassifier`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -72,6 +85,10 @@ pub struct GraphClassifierConfig {
     /// Outputs of the readout; `None`: the dataset's classes. (The graph reference codes use
     /// 10 for every TU set, binary ones included; the papers' parameter counts need it.)
     pub readout_classes: Option<i64>,
+    /// What the readout sees.
+    pub readout: Readout,
+    /// Dropout on the readout's input in training (0: none, as the papers).
+    pub readout_dropout: f64,
 }
 
 impl Default for GraphClassifierConfig {
@@ -86,6 +103,8 @@ impl Default for GraphClassifierConfig {
             batching: BatchConfig::et_graph(),
             features: FeatureScaling::Standardize,
             readout_classes: None,
+            readout: Readout::Cls,
+            readout_dropout: 0.0,
         }
     }
 }
@@ -122,6 +141,9 @@ impl GraphClassifierConfig {
         if self.batch < 1 {
             return Err(TaskError::config("batch", "must be ≥ 1"));
         }
+        if self.batching.max_nodes < 1 {
+            return Err(TaskError::config("batching.max_nodes", "must be ≥ 1"));
+        }
         if let Some(pe) = &self.batching.pe
             && (pe.k == 0 || pe.k > self.batching.max_nodes)
         {
@@ -131,6 +153,12 @@ impl GraphClassifierConfig {
                     "between 1 and the node cap ({}), got {}",
                     self.batching.max_nodes, pe.k
                 ),
+            ));
+        }
+        if !(0.0..1.0).contains(&self.readout_dropout) {
+            return Err(TaskError::config(
+                "readout_dropout",
+                format!("in [0, 1), got {}", self.readout_dropout),
             ));
         }
         if self.readout_classes.is_some_and(|c| c < 2) {
@@ -318,7 +346,10 @@ impl GraphClassifier {
             blocks,
             readout: nn::linear(
                 path / "readout",
-                d,
+                match cfg.readout {
+                    Readout::Cls => d,
+                    Readout::ClsMean => 2 * d,
+                },
                 cfg.readout_classes.unwrap_or(classes),
                 Default::default(),
             ),
@@ -342,7 +373,27 @@ impl GraphClassifier {
         for block in &self.blocks {
             x = block.forward(&x, &structure, train);
         }
-        Ok(self.readout.forward(&x.select(1, 0)))
+        let cls = x.select(1, 0);
+        let seen = match self.cfg.readout {
+            Readout::Cls => cls,
+            Readout::ClsMean => {
+                // Real node tokens: not padding, not the CLS slot.
+                let n = x.size()[1];
+                let nodes = b.padding.to_kind(x.kind())
+                    * Tensor::arange(n, (Kind::Int64, x.device()))
+                        .gt(0)
+                        .to_kind(x.kind());
+                let count = nodes.sum_dim_intlist(1, true, x.kind()).clamp_min(1.0);
+                let mean = (&x * nodes.unsqueeze(-1)).sum_dim_intlist(1, false, x.kind()) / count;
+                Tensor::cat(&[cls, mean], 1)
+            }
+        };
+        let seen = if self.cfg.readout_dropout > 0.0 {
+            seen.dropout(self.cfg.readout_dropout, train)
+        } else {
+            seen
+        };
+        Ok(self.readout.forward(&seen))
     }
 
     /// Each block's energy at each of its steps (evaluation mode), averaged over the batch.

@@ -37,8 +37,13 @@ fn ids(v: &[u32]) -> Vec<usize> {
 }
 
 fn graph_err(e: basin_graph::GraphError) -> TrainError {
-    TrainError::Config {
-        field: "split".into(),
+    field_err("split")(e)
+}
+
+/// A split error named as the protocol field it comes from.
+fn field_err(field: &'static str) -> impl Fn(basin_graph::GraphError) -> TrainError {
+    move |e| TrainError::Config {
+        field: field.into(),
         message: e.to_string(),
     }
 }
@@ -188,6 +193,32 @@ pub struct AnomalyProtocol {
     pub score: ScoreMode,
     /// Training (ET: 100 epochs of Adam at 1e-3).
     pub train: TrainConfig,
+}
+
+impl AnomalyProtocol {
+    /// Checks what needs no data: runs ≥ 1, both split fractions inside (0, 1). `field` prefixes
+    /// the names in errors (e.g. `protocol`).
+    pub fn validate(&self, field: &str) -> Result<(), TrainError> {
+        let bad = |f: &str, m: String| TrainError::Config {
+            field: format!("{field}.{f}"),
+            message: m,
+        };
+        if self.runs < 1 {
+            return Err(bad("runs", "must be ≥ 1".into()));
+        }
+        for (f, v) in [
+            ("split.train_ratio", self.split.train_ratio),
+            (
+                "split.test_fraction_of_rest",
+                self.split.test_fraction_of_rest,
+            ),
+        ] {
+            if !(v > 0.0 && v < 1.0) {
+                return Err(bad(f, format!("inside (0, 1), got {v}")));
+            }
+        }
+        self.train.validate(&format!("{field}.train"))
+    }
 }
 
 impl Default for AnomalyProtocol {
@@ -405,6 +436,34 @@ pub struct CrossValidation {
     pub train: TrainConfig,
 }
 
+impl CrossValidation {
+    /// Checks what needs no data: repeats ≥ 1, folds ≥ 2, the validation share inside [0, 1).
+    /// Folds against the dataset (its size, its smallest class) are checked when the folds are
+    /// planned. `field` prefixes the names in errors (e.g. `protocol`).
+    pub fn validate(&self, field: &str) -> Result<(), TrainError> {
+        let bad = |f: &str, m: String| TrainError::Config {
+            field: format!("{field}.{f}"),
+            message: m,
+        };
+        if self.repeats < 1 {
+            return Err(bad("repeats", "must be ≥ 1".into()));
+        }
+        if self.folds.folds < 2 {
+            return Err(bad(
+                "folds.folds",
+                format!("must be ≥ 2, got {}", self.folds.folds),
+            ));
+        }
+        if !(self.folds.val_ratio >= 0.0 && self.folds.val_ratio < 1.0) {
+            return Err(bad(
+                "folds.val_ratio",
+                format!("inside [0, 1), got {}", self.folds.val_ratio),
+            ));
+        }
+        self.train.validate(&format!("{field}.train"))
+    }
+}
+
 impl Default for CrossValidation {
     fn default() -> Self {
         Self {
@@ -473,7 +532,7 @@ impl CrossValidation {
                     ..self.folds.clone()
                 },
             )
-            .map_err(graph_err)?;
+            .map_err(field_err("folds"))?;
             let k = folds.len();
             for (f, split) in folds.into_iter().enumerate() {
                 plan.push(PlannedRun {
