@@ -256,7 +256,10 @@ pub fn fuzz(target: &Target, inputs: usize, seed: u64, scratch: &Path) -> std::i
             let base = &corpus[rng.random_range(0..corpus.len())];
             mutate(&mut rng, base, &corpus, target.text)
         };
-        write_input(&dir, &input)?;
+        if let Err(e) = write_input(&dir, &input) {
+            std::panic::set_hook(hook);
+            return Err(e);
+        }
         let base_live = alloc::live();
         alloc::reset();
         let outcome = catch_unwind(AssertUnwindSafe(|| (target.read)(&dir)));
