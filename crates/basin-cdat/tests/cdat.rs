@@ -145,7 +145,7 @@ fn the_cls_output_ignores_padding_under_token_coupling() {
     let model = GraphClassifier::new(&vs.root(), &cfg, 1, 2).unwrap();
     vs.double();
     tch::no_grad(|| {
-        for (_, v) in vs.variables() {
+        for (_, v) in basin_core::testing::variables_by_name(&vs) {
             v.shallow_clone().copy_(&(&v + v.randn_like() * 0.1));
         }
     });
@@ -200,7 +200,7 @@ fn the_cdat_anomaly_model_is_permutation_equivariant() {
     let model = NodeAnomaly::new(&vs.root(), &cfg, f, n as i64, 1).unwrap();
     vs.double();
     tch::no_grad(|| {
-        for (_, v) in vs.variables() {
+        for (_, v) in basin_core::testing::variables_by_name(&vs) {
             v.shallow_clone().copy_(&(&v + v.randn_like() * 0.2));
         }
     });

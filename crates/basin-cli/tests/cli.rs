@@ -38,7 +38,7 @@ fn fixture() -> (VarStore, EnergyBlock, Vec<(String, Tensor)>, Tensor) {
     vs.double();
     // Larger weights than the default init, so the energy landscape is not flat.
     tch::no_grad(|| {
-        for (_, v) in vs.variables() {
+        for (_, v) in basin_core::testing::variables_by_name(&vs) {
             if v.dim() > 1 {
                 v.shallow_clone().copy_(&(v.randn_like() * 0.2));
             }

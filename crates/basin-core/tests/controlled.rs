@@ -37,7 +37,7 @@ fn controlled(vs: &VarStore, cfg: &ControlledConfig) -> Controlled {
 /// exactly then).
 fn randomise(vs: &VarStore, scale: f64) {
     tch::no_grad(|| {
-        for (name, v) in vs.variables() {
+        for (name, v) in basin_core::testing::variables_by_name(vs) {
             let r = v.randn_like() * scale;
             let r = if name.ends_with("norm.gamma") {
                 r.abs() + 0.5
@@ -284,45 +284,75 @@ fn the_storage_functional_never_increases() {
     );
 }
 
-/// A documented case: a coupling that pushes tokens away from the Hopfield memories,
-/// `W = −4 ξᵀξ / tr(ξᵀξ)·D`, raises the energy while V falls.
+/// A documented case: a coupling that pulls tokens off the Hopfield memories,
+/// `W = −c·Π_ξ` (Π_ξ the orthogonal projection onto the span of the stored patterns), drives
+/// every overlap `ξ·g` towards 0 and so raises `E = −Σ relu(ξ·g)` towards its maximum 0, while
+/// V falls. Nothing here depends on the random draws except the tokens (checked over 16 seeds):
+/// the patterns are zero-mean and orthogonal, the layer norm is the identity map up to scale.
 #[test]
 fn the_energy_can_rise_while_v_falls() {
-    seeded(7, || {
-        let dynamics = ControlledConfig {
-            alpha: 1e-3,
-            omega: 0.1,
-            coupling: CouplingConfig {
-                space: CouplingSpace::Feature,
-                rank: 1,
-                core: CouplingCore::Dense,
-                ..CouplingConfig::default()
-            },
-            ..ControlledConfig::default()
-        };
-        let mut vs = store();
-        let block = cdat_block(&vs, D, dynamics, 40);
-        vs.double();
-        randomise(&vs, 1.0);
-        tch::no_grad(|| {
-            let vars = vs.variables();
-            let xi = &vars["hopfield.xi"];
-            let gram = xi.tr().matmul(xi);
-            let w = &gram * (-4.0 * D as f64) / gram.trace();
-            vars["coupling.w"].shallow_clone().copy_(&w);
+    for seed in 0..16 {
+        seeded(700 + seed, || {
+            let dynamics = ControlledConfig {
+                alpha: 1e-3,
+                omega: 0.1,
+                coupling: CouplingConfig {
+                    space: CouplingSpace::Feature,
+                    rank: 1,
+                    core: CouplingCore::Dense,
+                    ..CouplingConfig::default()
+                },
+                ..ControlledConfig::default()
+            };
+            let cfg = BlockConfig {
+                dim: D,
+                steps: 40,
+                norm: Default::default(),
+                terms: vec![TermConfig::new(&HopfieldConfig {
+                    memories: 2,
+                    activation: Activation::Rectified,
+                    ..HopfieldConfig::default()
+                })],
+                dynamics: DynamicsConfig::new(&dynamics),
+            };
+            let mut vs = store();
+            let block = EnergyBlock::new(&vs.root(), &cfg).unwrap();
+            vs.double();
+            tch::no_grad(|| {
+                let vars = vs.variables();
+                let opts = (Kind::Double, tch::Device::Cpu);
+                let xi = Tensor::from_slice(&[
+                    2.0, -2.0, 0.0, 0.0, 0.0, 0.0, //
+                    0.0, 0.0, 2.0, -2.0, 0.0, 0.0,
+                ])
+                .view([2, D])
+                .to_kind(Kind::Double);
+                // Π_ξ = ξᵀξ / 8 for these two orthogonal patterns of squared norm 8.
+                let w = xi.tr().matmul(&xi) * (-100.0 / 8.0);
+                vars["hopfield.xi"].shallow_clone().copy_(&xi);
+                vars["coupling.w"].shallow_clone().copy_(&w);
+                vars["norm.gamma"].shallow_clone().fill_(1.0);
+                vars["norm.delta"]
+                    .shallow_clone()
+                    .copy_(&Tensor::zeros([D], opts));
+            });
+            let x = tokens(2, 6, D) * 3.0;
+            let (_, trace) =
+                block.run(&x, &Structure::full(), false, Some(TraceOptions::default()));
+            let trace = trace.unwrap();
+            let e = trace.mean_total();
+            let v = trace.mean_storage().unwrap();
+            assert!(
+                e[e.len() - 1] > e[0] + 1e-3,
+                "seed {seed}: E should rise here: {e:?}"
+            );
+            assert!(
+                v.windows(2)
+                    .all(|w| w[1] <= w[0] + 1e-7 * w[0].abs().max(1.0)),
+                "seed {seed}: {v:?}"
+            );
         });
-        let x = tokens(2, 6, D) * 3.0;
-        let (_, trace) = block.run(&x, &Structure::full(), false, Some(TraceOptions::default()));
-        let trace = trace.unwrap();
-        let e = trace.mean_total();
-        let v = trace.mean_storage().unwrap();
-        assert!(e[e.len() - 1] > e[0] + 1e-3, "E should rise here: {e:?}");
-        assert!(
-            v.windows(2)
-                .all(|w| w[1] <= w[0] + 1e-7 * w[0].abs().max(1.0)),
-            "{v:?}"
-        );
-    });
+    }
 }
 
 #[test]

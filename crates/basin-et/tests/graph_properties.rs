@@ -178,7 +178,7 @@ fn classifier(cfg: &GraphClassifierConfig) -> (VarStore, GraphClassifier) {
     vs.double();
     // Larger weights than the initialisation, so that every term matters.
     tch::no_grad(|| {
-        for (_, v) in vs.variables() {
+        for (_, v) in basin_core::testing::variables_by_name(&vs) {
             v.shallow_clone().copy_(&(&v + v.randn_like() * 0.1));
         }
     });

@@ -26,6 +26,15 @@ pub fn seeded<T>(seed: i64, f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Every variable of `vs` in name order. `VarStore::variables` is a `HashMap`, whose order
+/// changes from process to process: a test that draws random numbers per variable must walk
+/// this list, or each run (and CI) gets a different model.
+pub fn variables_by_name(vs: &tch::nn::VarStore) -> Vec<(String, Tensor)> {
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    vars
+}
+
 /// A relative/absolute tolerance.
 #[derive(Clone, Copy, Debug)]
 pub struct Tolerance {
