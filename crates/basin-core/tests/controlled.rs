@@ -331,7 +331,7 @@ fn the_energy_can_rise_while_v_falls() {
                 let w = xi.tr().matmul(&xi) * (-100.0 / 8.0);
                 vars["hopfield.xi"].shallow_clone().copy_(&xi);
                 vars["coupling.w"].shallow_clone().copy_(&w);
-                vars["norm.gamma"].shallow_clone().fill_(1.0);
+                let _ = vars["norm.gamma"].shallow_clone().fill_(1.0);
                 vars["norm.delta"]
                     .shallow_clone()
                     .copy_(&Tensor::zeros([D], opts));
