@@ -166,6 +166,7 @@ fn weighted_sums_pass_the_term_conformance_suite_and_their_parts_add_up() {
 /// The attention gradient really has the key-side (second) term: dropping it breaks agreement.
 #[test]
 fn attention_gradient_needs_the_key_side_term() {
+    let _g = basin_core::testing::lock_generator();
     tch::manual_seed(4);
     let mut vs = store();
     let att = attention(&vs, D, 2, 3, false);
