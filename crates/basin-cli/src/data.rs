@@ -1,6 +1,13 @@
-//! `basin data`: check what a loader reads, and export Laplacian positional encodings so they
-//! can be compared with other tools.
+//! `basin data`: the registered datasets (list, fetch, verify), what a loader reads, and
+//! Laplacian positional encodings exported so they can be compared with other tools.
 //!
+//! - `basin data list` shows every registered dataset: present, partial or missing under the
+//!   data directory, its size and place, and the command that fetches a missing one.
+//! - `basin data fetch NAME…` downloads, verifies (sha256) and moves the files into place, all
+//!   or nothing; `--mirror` / `BASIN_DATA_MIRROR` names a copy of a data directory (URL or
+//!   folder) to fetch from instead of the public sources.
+//! - `basin data verify [NAME…]` checks the files that are there and names every one that
+//!   differs from the registry.
 //! - `basin data inspect <path-or-name>` prints the dataset's statistics as JSON: graphs,
 //!   nodes (total, mean, min, max), directed and undirected edges, feature widths, classes and
 //!   their counts, and for node-level sets the labelled nodes and the anomaly ratio.
@@ -19,8 +26,12 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use basin_graph::cache::{DatasetPe, PeCache, PeLayout};
+use basin_graph::datadir::data_dir;
+use basin_graph::fetch::{FetchEvent, FetchOptions, FetchOutcome};
 use basin_graph::laplacian::{PeConfig, Solver};
+use basin_graph::registry::{self, DatasetInfo, FileState, Presence};
 use basin_graph::source::{Dataset, open};
+use indicatif::{ProgressBar, ProgressStyle};
 
 /// Arguments of `basin data`.
 #[derive(clap::Args)]
@@ -31,10 +42,58 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum DataCommand {
+    /// List the registered datasets: present or missing under the data directory, size, place.
+    List(ListArgs),
+    /// Download registered datasets into the data directory (verified, all or nothing).
+    Fetch(FetchArgs),
+    /// Check the sha256 of every dataset file present (or of the named datasets).
+    Verify(VerifyArgs),
     /// Print a dataset's statistics as JSON.
     Inspect(InspectArgs),
     /// Write a dataset's Laplacian positional encodings to an npz.
     Pe(PeArgs),
+}
+
+#[derive(clap::Args)]
+struct ListArgs {
+    /// Where datasets live (else BASIN_DATA_DIR, else the user cache).
+    #[arg(long, env = "BASIN_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Print the registry as Markdown (the README's Datasets section).
+    #[arg(long, conflicts_with = "json")]
+    markdown: bool,
+}
+
+#[derive(clap::Args)]
+struct FetchArgs {
+    /// Registered names (`basin data list`), or `all`.
+    #[arg(required = true)]
+    names: Vec<String>,
+    /// Where datasets live (else BASIN_DATA_DIR, else the user cache).
+    #[arg(long, env = "BASIN_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// A copy of a basin data directory to fetch from (http(s):// URL prefix or a folder)
+    /// instead of the public sources.
+    #[arg(long, env = "BASIN_DATA_MIRROR")]
+    mirror: Option<String>,
+    /// Download again even what is already present and verified.
+    #[arg(long)]
+    force: bool,
+    /// No progress bar or progress lines.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(clap::Args)]
+struct VerifyArgs {
+    /// Registered names; none: every dataset with files present.
+    names: Vec<String>,
+    /// Where datasets live (else BASIN_DATA_DIR, else the user cache).
+    #[arg(long, env = "BASIN_DATA_DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -98,6 +157,9 @@ struct PeArgs {
 /// Runs `basin data`.
 pub fn run(args: &Args) -> Result<()> {
     match &args.command {
+        DataCommand::List(a) => list(a),
+        DataCommand::Fetch(a) => fetch(a),
+        DataCommand::Verify(a) => verify(a),
         DataCommand::Inspect(a) => inspect(a),
         DataCommand::Pe(a) => pe(a),
     }
@@ -106,6 +168,232 @@ pub fn run(args: &Args) -> Result<()> {
 fn load(spec: &str, data_dir: Option<&PathBuf>) -> Result<Dataset> {
     open(spec, data_dir.map(PathBuf::as_path))
         .with_context(|| format!("cannot open dataset `{spec}`"))
+}
+
+fn megabytes(bytes: u64) -> String {
+    if bytes == 0 {
+        "–".into()
+    } else {
+        format!("{:.1} MB", bytes as f64 / 1e6)
+    }
+}
+
+fn list(a: &ListArgs) -> Result<()> {
+    if a.markdown {
+        print!("{}", registry::markdown_table());
+        return Ok(());
+    }
+    let dir = data_dir(a.data_dir.as_deref());
+    let rows: Vec<serde_json::Value> = registry::datasets()
+        .iter()
+        .map(|d| {
+            let presence = d.presence(&dir);
+            serde_json::json!({
+                "name": d.name,
+                "aliases": d.aliases,
+                "kind": d.kind,
+                "presence": presence,
+                "bytes": d.bytes(),
+                "location": d.location(&dir).display().to_string(),
+                "fetch": match presence {
+                    Presence::Missing | Presence::Partial => Some(d.fetch_command()),
+                    _ => None,
+                },
+                "licence": d.licence,
+                "homepage": d.homepage,
+            })
+        })
+        .collect();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!("data directory: {}\n", dir.display());
+    println!(
+        "{:<20} {:<12} {:<10} {:>9}  where / how to get it",
+        "name", "kind", "status", "size"
+    );
+    for d in registry::datasets() {
+        let presence = d.presence(&dir);
+        let (status, place) = match presence {
+            Presence::Generated => ("generated", "no download needed".to_owned()),
+            Presence::Present => ("present", d.location(&dir).display().to_string()),
+            Presence::Partial => ("partial", d.fetch_command()),
+            Presence::Missing => ("missing", d.fetch_command()),
+        };
+        let kind = serde_json::to_value(d.kind)?;
+        println!(
+            "{:<20} {:<12} {:<10} {:>9}  {place}",
+            d.name,
+            kind.as_str().unwrap_or(""),
+            status,
+            megabytes(d.bytes())
+        );
+    }
+    Ok(())
+}
+
+/// A byte bar on a terminal; plain lines (one per file) otherwise; nothing with `quiet`.
+fn fetch_progress(quiet: bool) -> impl FnMut(FetchEvent) {
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg:<32} {bar:30} {bytes}/{total_bytes} {bytes_per_sec} [{eta}]",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let lines = !quiet && bar.is_hidden();
+    let mut current = String::new();
+    move |event| match event {
+        FetchEvent::Start { what, total } => {
+            bar.reset();
+            bar.set_length(total.unwrap_or(0));
+            bar.set_message(what.clone());
+            if lines {
+                eprintln!(
+                    "downloading {what}{}",
+                    total
+                        .map(|t| format!(" ({})", megabytes(t)))
+                        .unwrap_or_default()
+                );
+            }
+            current = what;
+        }
+        FetchEvent::Bytes(n) => bar.inc(n),
+        FetchEvent::Done => {
+            bar.finish_and_clear();
+            if lines {
+                eprintln!("downloaded {current}");
+            }
+        }
+        FetchEvent::Verifying => {
+            if lines {
+                eprintln!("verifying checksums");
+            }
+        }
+    }
+}
+
+fn fetch(a: &FetchArgs) -> Result<()> {
+    let dir = data_dir(a.data_dir.as_deref());
+    let infos: Vec<&DatasetInfo> = if a.names.iter().any(|n| n == "all") {
+        registry::datasets().iter().collect()
+    } else {
+        a.names
+            .iter()
+            .map(|n| registry::get(n))
+            .collect::<basin_graph::Result<_>>()?
+    };
+    let opts = FetchOptions {
+        mirror: a.mirror.clone(),
+        force: a.force,
+    };
+    let mut failed = Vec::new();
+    for info in infos {
+        let mut progress = fetch_progress(a.quiet);
+        match basin_graph::fetch::fetch(info, &dir, &opts, &mut progress) {
+            Ok(FetchOutcome::Generated) => {
+                println!("{}: generated on use; nothing to fetch", info.name)
+            }
+            Ok(FetchOutcome::AlreadyPresent) => {
+                println!("{}: already present and verified", info.name)
+            }
+            Ok(FetchOutcome::Fetched {
+                files,
+                bytes,
+                unverified,
+            }) => {
+                println!(
+                    "{}: {} file(s), {} into {}",
+                    info.name,
+                    files.len(),
+                    megabytes(bytes),
+                    dir.join(&info.path).display()
+                );
+                for f in unverified {
+                    println!("  {f}: kept without a recorded checksum (unverified)");
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e}", info.name);
+                failed.push(info.name.clone());
+            }
+        }
+    }
+    if !failed.is_empty() {
+        bail!(
+            "could not fetch {}; nothing of them was written",
+            failed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn verify(a: &VerifyArgs) -> Result<()> {
+    let dir = data_dir(a.data_dir.as_deref());
+    let named = !a.names.is_empty();
+    let infos: Vec<&DatasetInfo> = if named {
+        a.names
+            .iter()
+            .map(|n| registry::get(n))
+            .collect::<basin_graph::Result<_>>()?
+    } else {
+        registry::datasets()
+            .iter()
+            .filter(|d| !matches!(d.presence(&dir), Presence::Missing | Presence::Generated))
+            .collect()
+    };
+    let mut bad = 0;
+    for info in infos {
+        if info.presence(&dir) == Presence::Generated {
+            println!("{}: generated; nothing to verify", info.name);
+            continue;
+        }
+        let checks = info.verify(&dir)?;
+        let mut problems = Vec::new();
+        let mut unverified = 0;
+        for c in &checks {
+            match &c.state {
+                FileState::Verified => {}
+                FileState::Unverified => unverified += 1,
+                FileState::Missing if c.optional => {}
+                FileState::Missing => problems.push(format!("  {}: missing", c.path)),
+                FileState::Differs { expected, found } => {
+                    problems.push(format!("  {}: expected {expected}, found {found}", c.path))
+                }
+            }
+        }
+        if problems.is_empty() {
+            let ok = checks
+                .iter()
+                .filter(|c| c.state == FileState::Verified)
+                .count();
+            let extra = if unverified > 0 {
+                format!(", {unverified} without a recorded checksum")
+            } else {
+                String::new()
+            };
+            println!("{}: ok ({ok} file(s) verified{extra})", info.name);
+        } else {
+            bad += 1;
+            println!("{}: {} problem(s)", info.name, problems.len());
+            for p in problems {
+                println!("{p}");
+            }
+            println!("  (`{} --force` fetches it again)", info.fetch_command());
+        }
+    }
+    if bad > 0 {
+        bail!(
+            "{bad} dataset(s) differ from the registry (data directory {})",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 fn inspect(a: &InspectArgs) -> Result<()> {

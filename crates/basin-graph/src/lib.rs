@@ -12,8 +12,10 @@
 //!   masks, neighbour CSR), [`sample`] (induced-subgraph and neighbour sampling), [`split`]
 //!   (seeded stratified splits with a hash), [`cache`] (preprocessed results on disk),
 //!   [`features`] (attribute scaling fitted on training items only);
-//! - [`source`]: open a dataset by path or by name under a data directory ([`datadir`]: the
-//!   one rule for where that is);
+//! - [`registry`]: every dataset basin reads, by name (`data/datasets.toml`: files, sha256,
+//!   public URL, licence, citation); [`fetch`] downloads and verifies one into the data
+//!   directory; [`source`] opens a dataset by path or by name ([`datadir`]: the one rule for
+//!   where the data directory is);
 //! - [`mil`]: multiple-instance bags (the Hopfield MIL benchmarks: CSV and PRTools files).
 //!
 //! The arrays it produces are handed to basin-core by the model crates; this crate never
@@ -45,6 +47,7 @@ pub mod cache;
 pub mod datadir;
 pub mod error;
 pub mod features;
+pub mod fetch;
 pub mod laplacian;
 pub mod lobpcg;
 pub mod lrgb;
@@ -52,6 +55,7 @@ pub mod mat;
 pub mod mil;
 pub mod npz;
 mod partial_eigh;
+pub mod registry;
 pub mod sample;
 pub mod sbm;
 pub mod source;

@@ -2,19 +2,20 @@
 //!
 //! A path is read by its shape: a folder with `peptides-func.npz` is Peptides-func, another
 //! folder a TU dataset, a `.mat` file a CARE-GNN fraud graph, an `.npz` a node-anomaly graph.
-//! A name is looked up under the data directory (`--data-dir`, else `BASIN_DATA_DIR`):
-//! `tu/<NAME>` (any TU folder, case-insensitive), `reddit`/`tolokers` (`anomaly/<name>.npz`),
-//! `peptides-func` (`lrgb/peptides-functional`), `yelpchi`/`amazon` (`YelpChi.mat`,
-//! `Amazon.mat` in the data directory or its `fraud/`); `pattern`, `cluster` and `planted`
+//! A name is looked up in the [`crate::registry`] and found under the data directory
+//! (`--data-dir`, else `BASIN_DATA_DIR`, else the user cache) where the registry puts it
+//! (`tu/MUTAG`, `anomaly/reddit.npz`, `anomaly/YelpChi.mat`, `lrgb/peptides-functional`);
+//! any other TU folder under `tu/` opens by its name too; `pattern`, `cluster` and `planted`
 //! are generated with their default (published) settings and need no data.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::anomaly::{PlantedConfig, generate_planted};
 use crate::error::{GraphError, Result};
 use crate::lrgb::{PEPTIDES_FUNC_NPZ, load_peptides_func};
 use crate::mat::{FraudConfig, load_fraud_mat};
 use crate::npz::{NodeLoadOptions, load_anomaly_npz};
+use crate::registry::{self, DataKind, DatasetInfo};
 use crate::sbm::{ClusterConfig, PatternConfig, generate_cluster, generate_pattern};
 use crate::tu::load_tu;
 use crate::types::{Csr, DatasetStats, GraphDataset, NodeDataset};
@@ -82,76 +83,68 @@ pub fn open_path(path: &Path) -> Result<Dataset> {
     }
 }
 
-/// The names [`open`] knows besides TU folders.
-pub const KNOWN_NAMES: &[&str] = &[
-    "pattern",
-    "cluster",
-    "planted",
-    "reddit",
-    "tolokers",
-    "peptides-func",
-    "yelpchi",
-    "amazon",
-];
-
-/// Opens `spec`: an existing path, else a name under `data_dir` (see the module docs).
+/// Opens `spec`: an existing path, else a registered name ([`crate::registry`]) under the data
+/// directory (`data_dir`, else `BASIN_DATA_DIR`, else the user cache), else any TU folder
+/// `tu/<spec>` there (case-insensitive). A registered dataset that is missing is an error that
+/// names where it was looked for and the `basin data fetch` command that gets it.
 pub fn open(spec: &str, data_dir: Option<&Path>) -> Result<Dataset> {
     let as_path = Path::new(spec);
     if as_path.exists() {
         return open_path(as_path);
     }
-    let lower = spec.to_ascii_lowercase();
-    match lower.as_str() {
-        "pattern" => {
-            return Ok(Dataset::Graphs(
-                generate_pattern(&PatternConfig::default())?,
-            ));
-        }
-        "cluster" => {
-            return Ok(Dataset::Graphs(
-                generate_cluster(&ClusterConfig::default())?,
-            ));
-        }
-        "planted" => return Ok(Dataset::Nodes(generate_planted(&PlantedConfig::default())?)),
-        _ => {}
-    }
     let dir = crate::datadir::data_dir(data_dir);
-    let candidates: Vec<PathBuf> = match lower.as_str() {
-        "reddit" | "tolokers" => vec![dir.join("anomaly").join(format!("{lower}.npz"))],
-        "peptides-func" | "peptides-functional" => vec![dir.join("lrgb/peptides-functional")],
-        "yelpchi" | "yelp" => vec![dir.join("YelpChi.mat"), dir.join("fraud/YelpChi.mat")],
-        "amazon" => vec![dir.join("Amazon.mat"), dir.join("fraud/Amazon.mat")],
-        _ => {
-            // A TU folder, case-insensitively.
-            let tu = dir.join("tu");
-            std::fs::read_dir(&tu)
-                .map(|entries| {
-                    entries
-                        .filter_map(|e| e.ok())
-                        .map(|e| e.path())
-                        .filter(|p| {
-                            p.is_dir()
-                                && p.file_name()
-                                    .and_then(|n| n.to_str())
-                                    .is_some_and(|n| n.eq_ignore_ascii_case(spec))
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        }
-    };
-    match candidates.iter().find(|p| p.exists()) {
-        Some(p) => open_path(p),
+    if let Some(info) = registry::find(spec) {
+        return open_registered(info, &dir);
+    }
+    // An unregistered TU folder, case-insensitively.
+    let tu = dir.join("tu");
+    let found = std::fs::read_dir(&tu).ok().and_then(|entries| {
+        entries.filter_map(|e| e.ok()).map(|e| e.path()).find(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.eq_ignore_ascii_case(spec))
+        })
+    });
+    match found {
+        Some(p) => open_path(&p),
         None => Err(GraphError::MissingFile {
-            path: candidates
-                .first()
-                .cloned()
-                .unwrap_or_else(|| dir.join("tu").join(spec)),
+            path: tu.join(spec),
             what: format!(
-                "dataset `{spec}`: not a path, not found under {} (the data directory: --data-dir, else BASIN_DATA_DIR, else the user cache); known names: {} or a TU folder under tu/",
-                dir.display(),
-                KNOWN_NAMES.join(", ")
+                "dataset `{spec}`: not a path, not a registered name (`basin data list` shows them), and no TU folder of that name under {}",
+                tu.display()
             ),
         }),
+    }
+}
+
+/// Opens a registered graph dataset from `data_dir` (generated ones need no files).
+pub fn open_registered(info: &DatasetInfo, data_dir: &Path) -> Result<Dataset> {
+    match info.kind {
+        DataKind::Generated => match info.name.as_str() {
+            "pattern" => Ok(Dataset::Graphs(
+                generate_pattern(&PatternConfig::default())?,
+            )),
+            "cluster" => Ok(Dataset::Graphs(
+                generate_cluster(&ClusterConfig::default())?,
+            )),
+            "planted" => Ok(Dataset::Nodes(generate_planted(&PlantedConfig::default())?)),
+            other => Err(GraphError::invalid(
+                "dataset",
+                format!("`{other}` is registered as generated but has no generator"),
+            )),
+        },
+        DataKind::Tu | DataKind::Peptides | DataKind::AnomalyNpz | DataKind::FraudMat => {
+            open_path(&info.require(data_dir)?)
+        }
+        DataKind::IdxImages | DataKind::ImageTar | DataKind::MilCsv | DataKind::MilFte => {
+            Err(GraphError::invalid(
+                "dataset",
+                format!(
+                    "`{}` is not a graph dataset ({:?}); graph commands read TU, anomaly, fraud and LRGB sets",
+                    info.name, info.kind
+                ),
+            ))
+        }
     }
 }

@@ -85,7 +85,7 @@ fn open_by_name_and_path() {
     assert_eq!(p.graph.num_nodes(), 2000);
     let e = open("no-such-set", Some(&dir)).unwrap_err();
     assert!(
-        matches!(e, GraphError::MissingFile { .. }) && e.to_string().contains("known names"),
+        matches!(e, GraphError::MissingFile { .. }) && e.to_string().contains("basin data list"),
         "{e}"
     );
 }

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use basin_graph::mat::{FraudConfig, load_fraud_mat};
 use basin_graph::npz::{NodeLoadOptions, load_anomaly_npz};
+use basin_graph::registry::{self, DataKind};
 use basin_graph::{NodeDataset, SplitConfig};
 use basin_tasks::baselines::{MlpConfig, NeighbourMeanLearner};
 use basin_tasks::node_anomaly::{NodeAnomalyConfig, NodeAnomalyLearner};
@@ -25,45 +26,28 @@ pub const DATASETS: &[&str] = &[
     "yelp", "amazon", "tfinance", "tsocial", "reddit", "tolokers",
 ];
 
-/// Where a dataset's file is expected, and how to read it; `Err` says why it cannot run.
+/// Where a dataset's file is expected (the registry's place for it), and how to read it; `Err`
+/// says why it cannot run.
 pub fn load(name: &str, data_dir: &Path) -> std::result::Result<Result<NodeDataset>, String> {
-    let dir = data_dir.join("anomaly");
-    let npz = |file: &str| -> std::result::Result<Result<NodeDataset>, String> {
-        let p = dir.join(file);
-        if p.exists() {
-            Ok(load_anomaly_npz(&p, &NodeLoadOptions::default()).map_err(ReproError::from))
-        } else {
-            Err(format!("{} not found", p.display()))
-        }
-    };
-    match name {
-        "yelp" | "amazon" => {
-            let file = if name == "yelp" {
-                "YelpChi.mat"
-            } else {
-                "Amazon.mat"
-            };
-            let p = dir.join(file);
-            if !p.exists() {
-                return Err(format!(
-                    "{} not found (CARE-GNN's `{file}`, from the CARE-GNN repository or DGL's FraudDataset)",
-                    p.display()
-                ));
-            }
-            let cfg = if name == "yelp" {
-                FraudConfig::yelp()
-            } else {
-                FraudConfig::amazon()
-            };
-            Ok(load_fraud_mat(&p, &cfg).map_err(ReproError::from))
-        }
-        "tfinance" | "tsocial" => Err(format!(
+    if matches!(name, "tfinance" | "tsocial") {
+        return Err(format!(
             "{name}: published as a DGL binary graph (BWGNN's release), which basin does not read yet; convert it to the npz layout of `anomaly/*.npz` to run it"
-        )),
-        "reddit" => npz("reddit.npz"),
-        "tolokers" => npz("tolokers.npz"),
-        other => Err(format!("unknown dataset `{other}`")),
+        ));
     }
+    let info = registry::get(name).map_err(|e| e.to_string())?;
+    let path = info.location(data_dir);
+    if !path.exists() {
+        return Err(info.missing(data_dir).to_string());
+    }
+    Ok(match info.kind {
+        DataKind::FraudMat => load_fraud_mat(&path, &FraudConfig::for_path(&path)),
+        DataKind::AnomalyNpz => load_anomaly_npz(&path, &NodeLoadOptions::default()),
+        other => Err(basin_graph::GraphError::invalid(
+            "dataset",
+            format!("`{name}` is a {other:?} dataset, not a node-anomaly graph"),
+        )),
+    }
+    .map_err(ReproError::from))
 }
 
 /// How much an anomaly table runs.

@@ -207,13 +207,16 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
     for name in &opts.datasets {
         let dir = ctx.data_dir.join("tu").join(name);
         if !dir.is_dir() {
-            missing.push(
-                name,
-                format!(
-                    "{} not found (TUDataset, https://chrsmrrs.github.io/datasets/)",
-                    dir.display()
+            match basin_graph::registry::find(name) {
+                Some(info) => missing.push(name, info.missing(&ctx.data_dir)),
+                None => missing.push(
+                    name,
+                    format!(
+                        "{} not found (TUDataset, https://chrsmrrs.github.io/datasets/)",
+                        dir.display()
+                    ),
                 ),
-            );
+            }
             continue;
         }
         let t0 = Instant::now();

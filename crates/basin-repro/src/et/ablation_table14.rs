@@ -109,14 +109,14 @@ impl ImageDataset {
     pub fn load(self, data_dir: &Path) -> Result<(ImageSet, ImageSet)> {
         Ok(match self {
             Self::Cifar10 => {
-                let tar = data_dir.join("images/cifar10-jpg/CIFAR-10-images_jpg.tar");
+                let tar = basin_graph::registry::get("cifar10")?.require(data_dir)?;
                 (
                     basin_image::folder::load_tar(&tar, "train", false)?,
                     basin_image::folder::load_tar(&tar, "test", false)?,
                 )
             }
             Self::FashionMnist => {
-                let dir = data_dir.join("images/fashion-mnist");
+                let dir = basin_graph::registry::get("fashion-mnist")?.require(data_dir)?;
                 (
                     basin_image::idx::load_fashion_mnist(&dir, true)?,
                     basin_image::idx::load_fashion_mnist(&dir, false)?,

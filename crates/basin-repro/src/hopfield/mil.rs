@@ -142,9 +142,19 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
         } else if csv.exists() {
             load_csv(&csv)?
         } else {
+            let fetch = if ["tiger", "fox", "elephant"].contains(&name) {
+                "fox-tiger-elephant".to_owned()
+            } else {
+                basin_graph::registry::find(&name.replace('_', "-"))
+                    .map_or_else(|| name.to_owned(), |d| d.name.clone())
+            };
             missing.push(
                 name,
-                format!("neither {} nor {} found", csv.display(), zip.display()),
+                format!(
+                    "neither {} nor {} found; get it with `basin data fetch {fetch}`",
+                    csv.display(),
+                    zip.display()
+                ),
             );
             md.push_str(&format!(
                 "| {name} | – | – | {slides} | not run | – | – |\n"
