@@ -112,8 +112,9 @@ fn run(cli: Cli) -> Result<()> {
             cargo(
                 &root,
                 &[
+                    // Not --quiet: the first build takes minutes and its progress is the only
+                    // sign of life until the demo starts.
                     "run",
-                    "--quiet",
                     "-p",
                     "basin-cli",
                     "--bin",

@@ -82,9 +82,6 @@ struct FetchArgs {
     /// Download again even what is already present and verified.
     #[arg(long)]
     force: bool,
-    /// No progress bar or progress lines.
-    #[arg(long)]
-    quiet: bool,
 }
 
 #[derive(clap::Args)]
@@ -247,27 +244,22 @@ fn fetch_progress(quiet: bool) -> impl FnMut(FetchEvent) {
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let lines = !quiet && bar.is_hidden();
-    let mut current = String::new();
+    let mut current = (String::new(), 0u64);
     move |event| match event {
         FetchEvent::Start { what, total } => {
             bar.reset();
             bar.set_length(total.unwrap_or(0));
             bar.set_message(what.clone());
-            if lines {
-                eprintln!(
-                    "downloading {what}{}",
-                    total
-                        .map(|t| format!(" ({})", megabytes(t)))
-                        .unwrap_or_default()
-                );
-            }
-            current = what;
+            current = (what, 0);
         }
-        FetchEvent::Bytes(n) => bar.inc(n),
+        FetchEvent::Bytes(n) => {
+            bar.inc(n);
+            current.1 += n;
+        }
         FetchEvent::Done => {
             bar.finish_and_clear();
             if lines {
-                eprintln!("downloaded {current}");
+                eprintln!("fetched {} ({})", current.0, megabytes(current.1));
             }
         }
         FetchEvent::Verifying => {
@@ -294,7 +286,7 @@ fn fetch(a: &FetchArgs) -> Result<()> {
     };
     let mut failed = Vec::new();
     for info in infos {
-        let mut progress = fetch_progress(a.quiet);
+        let mut progress = fetch_progress(basin_train::runner::quiet());
         match basin_graph::fetch::fetch(info, &dir, &opts, &mut progress) {
             Ok(FetchOutcome::Generated) => {
                 println!("{}: generated on use; nothing to fetch", info.name)
@@ -326,7 +318,7 @@ fn fetch(a: &FetchArgs) -> Result<()> {
     }
     if !failed.is_empty() {
         bail!(
-            "could not fetch {}; nothing of them was written",
+            "could not fetch {}; nothing was written for them",
             failed.join(", ")
         );
     }

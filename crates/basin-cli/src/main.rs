@@ -26,6 +26,9 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// No progress bars or progress lines (warnings and errors only).
+    #[arg(long, global = true)]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -45,14 +48,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = if cli.quiet { "warn" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into()),
         )
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    let cli = Cli::parse();
+    basin_train::runner::set_quiet(cli.quiet);
     let result = match cli.command {
         Command::Energy(args) => energy::run(&args),
         Command::Demo(args) => demo::run(&args),

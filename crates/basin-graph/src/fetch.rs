@@ -163,11 +163,11 @@ pub fn fetch(
                 &info.name,
                 "",
                 format!(
-                    "no public URL serves {} as basin reads it{}; set {MIRROR_ENV} to a copy of a basin data directory (an http(s):// URL or a folder) and fetch again",
+                    "no public URL serves {} as basin reads it: set {MIRROR_ENV} (or --mirror) to a copy of a basin data directory (an http(s):// URL or a folder) and fetch again{}",
                     unserved.join(", "),
                     info.notes
                         .as_deref()
-                        .map(|n| format!(" ({n})"))
+                        .map(|n| format!(". Note: {n}"))
                         .unwrap_or_default()
                 ),
             ));

@@ -466,7 +466,20 @@ pub fn dataset_pe(data: &GraphDataset, batching: &BatchConfig) -> Result<Option<
     match &batching.pe {
         Some(pe) => {
             let adjs: Vec<&Csr> = data.graphs.iter().map(|g| &g.adjacency).collect();
-            Ok(Some(laplacian_pe_many(&adjs, pe)?))
+            let t0 = std::time::Instant::now();
+            tracing::info!(
+                "{}: Laplacian encodings of {} graphs (k = {})…",
+                data.name,
+                adjs.len(),
+                pe.k
+            );
+            let out = laplacian_pe_many(&adjs, pe)?;
+            tracing::info!(
+                "{}: encodings done in {:.1} s",
+                data.name,
+                t0.elapsed().as_secs_f64()
+            );
+            Ok(Some(out))
         }
         None => Ok(None),
     }

@@ -280,7 +280,8 @@ impl AnomalyProtocol {
         let plan = self.plan(labelled, is_anomaly)?;
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
         let mut runs = Vec::with_capacity(plan.len());
-        for run in &plan {
+        for (i, run) in plan.iter().enumerate() {
+            tracing::info!("{name}: run {}/{} ({})", i + 1, plan.len(), run.dir);
             let split = &run.split;
             let (train, val, test) = (ids(&split.train), ids(&split.val), ids(&split.test));
             let truth =
@@ -563,7 +564,10 @@ impl CrossValidation {
     ) -> Result<ProtocolReport, TrainError> {
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
         let mut runs = Vec::new();
-        for run in self.plan(target)? {
+        let plan = self.plan(target)?;
+        let total = plan.len();
+        for (i, run) in plan.into_iter().enumerate() {
+            tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
             let mut learner = make(&run)?;
             let runner = Runner {
                 name: format!("{name}/{}", run.dir),
@@ -633,7 +637,10 @@ impl FixedSplitProtocol {
     ) -> Result<ProtocolReport, TrainError> {
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
         let mut runs = Vec::new();
-        for run in self.plan(split)? {
+        let plan = self.plan(split)?;
+        let total = plan.len();
+        for (i, run) in plan.into_iter().enumerate() {
+            tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
             let mut learner = make(&run)?;
             let runner = Runner {
                 name: format!("{name}/{}", run.dir),
@@ -739,7 +746,10 @@ impl CodeCrossValidation {
         let classes: Vec<i64> = target.iter().map(|&t| t as i64).collect();
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
         let mut runs = Vec::new();
-        for run in self.plan(target.len())? {
+        let plan = self.plan(target.len())?;
+        let total = plan.len();
+        for (i, run) in plan.into_iter().enumerate() {
+            tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
             let (train, test) = (ids(&run.split.train), ids(&run.split.test));
             let mut learner = make(&run)?;
             let runner = Runner {

@@ -294,6 +294,18 @@ pub fn epoch_seed(seed: u64, epoch: usize) -> u64 {
     z ^ (z >> 31)
 }
 
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Silences every progress bar and per-epoch line of this process (`basin --quiet`).
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`set_quiet`] silenced progress.
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn named(prefix: &str, vs: &VarStore) -> Vec<(String, Tensor)> {
     let mut v: Vec<(String, Tensor)> = vs
         .variables()
@@ -379,7 +391,8 @@ impl Runner {
             (record, best) = resumed;
         }
         let prior_wall = record.wall_seconds;
-        let bar = if self.progress {
+        let show = self.progress && !quiet();
+        let bar = if show {
             ProgressBar::new(self.train.epochs as u64)
         } else {
             ProgressBar::hidden()
@@ -391,7 +404,7 @@ impl Runner {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         // Without a terminal (CI logs, `nohup`) the bar is hidden: one plain line per epoch then.
-        let lines = self.progress && bar.is_hidden();
+        let lines = show && bar.is_hidden();
         bar.set_prefix(self.name.clone());
         bar.set_position(record.epochs.len() as u64);
 
