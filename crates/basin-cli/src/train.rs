@@ -63,9 +63,11 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let outcome = runs::train(&spec, Some(&data), &args.out, device).map_err(|e| match e {
-        // The protocol does not fit the dataset: name the run file it came from.
-        basin_repro::ReproError::Config { field, message } if field == "protocol" => {
-            basin_repro::ReproError::config(format!("{}: protocol", config.display()), message)
+        // The protocol or the dataset does not fit the task: name the run file it came from.
+        basin_repro::ReproError::Config { field, message }
+            if field == "protocol" || field == "data" =>
+        {
+            basin_repro::ReproError::config(format!("{}: {field}", config.display()), message)
         }
         other => other,
     })?;

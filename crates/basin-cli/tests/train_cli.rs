@@ -86,6 +86,30 @@ fn et_anomaly_trains_and_evaluates_on_a_planted_graph() {
 }
 
 #[test]
+fn et_image_trains_and_evaluates_on_fashion_mnist_beside_its_baselines() {
+    basin_graph::require_data!("images/fashion-mnist");
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tiny_run(
+        tmp.path(),
+        "et-image",
+        &[
+            ("train_images = 2000", "train_images = 96"),
+            ("val_images = 250", "val_images = 16"),
+            ("test_images = 500", "test_images = 16"),
+            ("epochs = 3", "epochs = 1"),
+            ("mask_seeds = 4", "mask_seeds = 1"),
+        ],
+    );
+    let out = tmp.path().join("out");
+    train_then_eval(&run, &out, 1);
+    for f in ["reconstructions.png", "dynamics.png", "record.csv"] {
+        assert!(out.join("run-0").join(f).is_file(), "{f} missing");
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("test_mse_mean_predictor"), "{report}");
+}
+
+#[test]
 fn bad_run_files_and_directories_are_named_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("bad.toml");
@@ -232,12 +256,35 @@ fn one_bad_value_per_field_is_refused_naming_the_field() {
             "test_fraction_of_rest",
         ),
     ];
+    let (_, image, _) = basin(&["train", "--example", "et-image"]);
+    let cases = [
+        cases,
+        &[
+            (
+                "image",
+                "train_images = 2000",
+                "train_images = 0",
+                "train_images",
+            ),
+            ("image", "epochs = 3", "epochs = 0", "epochs"),
+            ("image", "batch = 64", "batch = 0", "batch"),
+            ("image", "mask_seeds = 4", "mask_seeds = 0", "mask_seeds"),
+            ("image", "lr = 0.002", "lr = -1.0", "lr"),
+            (
+                "image",
+                "data = \"fashion-mnist\"",
+                "data = \"MUTAG\"",
+                "MUTAG",
+            ),
+        ],
+    ]
+    .concat();
     let mut missed = Vec::new();
     for (i, (example, from, to, field)) in cases.iter().enumerate() {
-        let text = if *example == "graph" {
-            &graph
-        } else {
-            &anomaly
+        let text = match *example {
+            "graph" => &graph,
+            "image" => &image,
+            _ => &anomaly,
         };
         assert!(text.contains(from), "`{from}` not in the {example} example");
         std::fs::write(&bad, text.replacen(from, to, 1)).unwrap();

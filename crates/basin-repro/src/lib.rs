@@ -29,6 +29,7 @@ use tch::Device;
 
 pub mod anomaly;
 pub mod demo;
+pub mod image;
 pub mod report;
 pub mod runs;
 pub mod tu;

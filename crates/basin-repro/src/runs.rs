@@ -3,7 +3,7 @@
 //! A run file names the task, the dataset, the model and the protocol:
 //!
 //! ```toml
-//! task = "graph-classification"   # or "node-anomaly"
+//! task = "graph-classification"   # or "node-anomaly", "image-completion"
 //! data = "MUTAG"                  # a name under the data directory, or a path
 //! [architecture]                  # the task's config (default: ET's preset)
 //! blocks = 2
@@ -33,6 +33,7 @@ use basin_graph::{GraphDataset, NodeDataset};
 use basin_tasks::graph_classification::{
     GraphClassifierConfig, GraphClassifierLearner, dataset_pe, graph_classes,
 };
+use basin_tasks::image_completion::ImageCompletionConfig;
 use basin_tasks::node_anomaly::{NodeAnomalyConfig, NodeAnomalyLearner};
 use basin_train::metrics;
 use basin_train::protocol::{
@@ -43,8 +44,12 @@ use basin_train::runner::{Learner, Validation, load_best};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
+use crate::image::{self, ImageProtocol};
 use crate::report::plot_energy;
 use crate::{ReproError, Result};
+
+/// The one run directory of an image-completion run.
+const IMAGE_RUN: &str = "run-0";
 
 /// What `basin train` runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,6 +60,23 @@ pub enum RunSpec {
     /// [`basin_tasks::graph_classification`] under stratified k-fold cross-validation with an
     /// inner validation split (ET Table 2, leak-free).
     GraphClassification(GraphRun),
+    /// [`basin_tasks::image_completion`]: masked patches completed by the energy descent, on
+    /// seeded draws of training, validation and test images ([`crate::image`]).
+    ImageCompletion(ImageRun),
+}
+
+/// Masked image completion: an image dataset, the model and the protocol.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageRun {
+    /// Dataset name (`fashion-mnist`, `cifar10`) or path (IDX folder, image tar).
+    pub data: String,
+    /// The model (default: ET's Fashion-MNIST model at CPU scale).
+    #[serde(default = "basin_et::image::fashion_mnist_cpu")]
+    pub architecture: ImageCompletionConfig,
+    /// Draws, epochs, masking seeds (default: 2,000 training images, 3 epochs).
+    #[serde(default)]
+    pub protocol: ImageProtocol,
 }
 
 /// Node anomaly detection: a node dataset, the model and the protocol.
@@ -95,6 +117,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "et-anomaly",
         "node anomaly detection with an ET block on tolokers, one run",
     ),
+    (
+        "et-image",
+        "masked image completion with an ET block on Fashion-MNIST (2,000 images, 3 epochs)",
+    ),
 ];
 
 impl RunSpec {
@@ -113,6 +139,11 @@ impl RunSpec {
                 data: "MUTAG".into(),
                 architecture: basin_et::graph::tu_cpu(),
                 protocol: CrossValidation::default(),
+            }),
+            "et-image" => RunSpec::ImageCompletion(ImageRun {
+                data: "fashion-mnist".into(),
+                architecture: basin_et::image::fashion_mnist_cpu(),
+                protocol: ImageProtocol::default(),
             }),
             other => {
                 let known: Vec<&str> = EXAMPLES.iter().map(|(n, _)| *n).collect();
@@ -138,13 +169,19 @@ impl RunSpec {
         let checked = match &spec {
             RunSpec::NodeAnomaly(r) => r.architecture.validate(),
             RunSpec::GraphClassification(r) => r.architecture.validate(),
+            RunSpec::ImageCompletion(r) => r.architecture.validate(),
         };
         checked.map_err(|e| ReproError::config(format!("{file}: architecture"), e.to_string()))?;
         match &spec {
-            RunSpec::NodeAnomaly(r) => r.protocol.validate("protocol"),
-            RunSpec::GraphClassification(r) => r.protocol.validate("protocol"),
+            RunSpec::NodeAnomaly(r) => r.protocol.validate("protocol").map_err(|e| e.to_string()),
+            RunSpec::GraphClassification(r) => {
+                r.protocol.validate("protocol").map_err(|e| e.to_string())
+            }
+            RunSpec::ImageCompletion(r) => {
+                r.protocol.validate("protocol").map_err(|e| e.to_string())
+            }
         }
-        .map_err(|e| ReproError::config(file, e.to_string()))?;
+        .map_err(|e| ReproError::config(file, e))?;
         Ok(spec)
     }
 
@@ -158,6 +195,7 @@ impl RunSpec {
         match self {
             RunSpec::NodeAnomaly(r) => format!("node-anomaly on {}", r.data),
             RunSpec::GraphClassification(r) => format!("graph-classification on {}", r.data),
+            RunSpec::ImageCompletion(r) => format!("image-completion on {}", r.data),
         }
     }
 }
@@ -305,6 +343,32 @@ pub fn train(
                 &dev,
             )?
         }
+        RunSpec::ImageCompletion(run) => {
+            let dir = basin_graph::datadir::data_dir(data_dir);
+            let (train_all, test_all) = image::load_images(&run.data, &dir)?;
+            let d = image::draw(&train_all, &test_all, &run.protocol);
+            write_run_file()?;
+            let config =
+                serde_json::json!({ "run": spec, "normalize": d.normalize, "drawn": d.drawn });
+            let (learner, record) = image::fit(
+                &format!("{}/{IMAGE_RUN}", run.data),
+                &run.architecture,
+                &d,
+                &run.protocol,
+                &out.join(IMAGE_RUN),
+                device,
+                dev.clone(),
+                config,
+            )?;
+            energy = image::pictures(
+                &learner,
+                &d,
+                &run.protocol,
+                &out.join(IMAGE_RUN),
+                &spec.title(),
+            )?;
+            ProtocolReport::new("image-completion", &run.data, vec![record], Vec::new())
+        }
     };
     let outcome = RunOutcome {
         spec: spec.clone(),
@@ -400,6 +464,31 @@ pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOu
                     BTreeMap::from([("test_accuracy".to_owned(), metrics::accuracy(&y, &pred)?)]),
                 ));
             }
+        }
+        RunSpec::ImageCompletion(run) => {
+            let dir = basin_graph::datadir::data_dir(data_dir);
+            let (train_all, test_all) = image::load_images(&run.data, &dir)?;
+            let d = image::draw(&train_all, &test_all, &run.protocol);
+            if !out.join(IMAGE_RUN).join("checkpoint.safetensors").exists() {
+                return Err(ReproError::config(
+                    out.display().to_string(),
+                    "no run with a checkpoint here (train first: basin train)",
+                ));
+            }
+            let learner = image::learner(&run.architecture, &d, &run.protocol, device)?;
+            restore(out, IMAGE_RUN, &learner, &d.test)?;
+            let r = learner.evaluate(&d.test, &image::test_seeds(&run.protocol))?;
+            energy = image::pictures(
+                &learner,
+                &d,
+                &run.protocol,
+                &out.join(IMAGE_RUN),
+                &spec.title(),
+            )?;
+            runs.push((
+                IMAGE_RUN.to_owned(),
+                basin_tasks::image_completion::summary("test_", &r),
+            ));
         }
     }
     let outcome = RunOutcome { spec, runs, energy };

@@ -88,7 +88,8 @@ pub struct ProtocolReport {
 }
 
 impl ProtocolReport {
-    fn new(protocol: &str, name: &str, runs: Vec<RunRecord>, notes: Vec<String>) -> Self {
+    /// A report of `runs` (aggregate: mean ± std of each summary metric).
+    pub fn new(protocol: &str, name: &str, runs: Vec<RunRecord>, notes: Vec<String>) -> Self {
         let mut keys: Vec<String> = runs
             .iter()
             .flat_map(|r| r.summary.keys().cloned())

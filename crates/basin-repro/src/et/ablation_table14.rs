@@ -8,19 +8,12 @@
 //! 10 % visible but scored; half the image scored). MSE is in normalised pixel space, as the
 //! paper's; PSNR and SSIM are on the completed images in `[0, 1]`.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use basin_image::{Augment, ImageSet, MaskStrategy, Normalize};
-use basin_tasks::image_completion::{ImageCompletionConfig, ImageLearner, summary};
-use basin_train::optim::OptimConfig;
+use basin_image::ImageSet;
+use basin_tasks::image_completion::{ImageCompletionConfig, ImageLearner};
 use basin_train::record::RunRecord;
-use basin_train::runner::{Runner, TrainConfig, Validation};
-use basin_train::schedule::{Schedule, Unit};
-use rand::SeedableRng;
-use rand::seq::SliceRandom;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, Missing, Report};
@@ -107,22 +100,7 @@ impl ImageDataset {
 
     /// Train and test splits from the data directory.
     pub fn load(self, data_dir: &Path) -> Result<(ImageSet, ImageSet)> {
-        Ok(match self {
-            Self::Cifar10 => {
-                let tar = basin_graph::registry::get("cifar10")?.require(data_dir)?;
-                (
-                    basin_image::folder::load_tar(&tar, "train", false)?,
-                    basin_image::folder::load_tar(&tar, "test", false)?,
-                )
-            }
-            Self::FashionMnist => {
-                let dir = basin_graph::registry::get("fashion-mnist")?.require(data_dir)?;
-                (
-                    basin_image::idx::load_fashion_mnist(&dir, true)?,
-                    basin_image::idx::load_fashion_mnist(&dir, false)?,
-                )
-            }
-        })
+        crate::image::load_images(self.name(), data_dir)
     }
 
     /// The CPU-scale model of this dataset.
@@ -163,6 +141,20 @@ pub struct Table14Options {
 }
 
 impl Table14Options {
+    /// The draws, training and scoring of each ablation.
+    pub fn protocol(&self) -> crate::image::ImageProtocol {
+        crate::image::ImageProtocol {
+            train_images: self.train_images,
+            val_images: self.val_images,
+            test_images: self.test_images,
+            epochs: self.epochs,
+            batch: self.batch,
+            mask_seeds: self.mask_seeds,
+            lr: self.lr,
+            seed: self.seed,
+        }
+    }
+
     /// The CPU run: 5000 training images, 500 for validation, 1000 test images × 10 masking
     /// seeds, 5 epochs, T = 12 (about 40 minutes on two cores for both datasets).
     pub fn cpu() -> Self {
@@ -245,103 +237,37 @@ pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
                 continue;
             }
         };
-        let n_train = opts
-            .train_images
-            .min(train_all.len().saturating_sub(opts.val_images));
-        let n_val = opts.val_images.min(train_all.len() - n_train);
-        let n_test = opts.test_images.min(test_all.len());
-        // Loaders order images by class, so the subsets are seeded random draws (every class
-        // represented), not prefixes. One image set: training part, validation part, test part.
-        let draw = |n_all: usize, k: usize, salt: u64| {
-            let mut idx: Vec<usize> = (0..n_all).collect();
-            idx.shuffle(&mut ChaCha8Rng::seed_from_u64(opts.seed ^ salt));
-            idx.truncate(k);
-            idx
-        };
-        let train_part = draw(train_all.len(), n_train + n_val, 0x7121);
-        let mut data = train_all.subset(&train_part);
-        let test_part = test_all.subset(&draw(test_all.len(), n_test, 0x7e57));
-        data.pixels.extend_from_slice(&test_part.pixels);
-        data.labels.extend_from_slice(&test_part.labels);
-        let train: Vec<usize> = (0..n_train).collect();
-        let val: Vec<usize> = (n_train..n_train + n_val).collect();
-        let test: Vec<usize> = (n_train + n_val..n_train + n_val + n_test).collect();
-        let normalize = Normalize::of(&data.subset(&train));
-        // Which source images were drawn, so that a checkpoint of another draw is never resumed.
-        let drawn = serde_json::json!({
-            "train_and_val": basin_train::record::split_hash(&train_part),
-            "test": basin_train::record::split_hash(&draw(test_all.len(), n_test, 0x7e57)),
-        });
+        let protocol = opts.protocol();
+        let d = crate::image::draw(&train_all, &test_all, &protocol);
         let mut base = ds.config();
         base.block.steps = opts.steps;
-        let mask = MaskStrategy::et_mix(base.tokens() as usize);
         for ablation in &opts.ablations {
             let cfg = basin_et::image::ablation(&base, ablation)?;
-            tch::manual_seed(opts.seed as i64);
-            let mut learner = ImageLearner::new(
-                &cfg,
-                data.clone(),
-                normalize.clone(),
-                mask.clone(),
-                Augment::et_table4(),
-                opts.batch,
-                device,
-            )?;
-            let steps_per_epoch = n_train.div_ceil(opts.batch) as u64;
-            let total = steps_per_epoch * opts.epochs as u64;
-            let warmup = (total / 10).max(1).min(total);
             let dir = out.join(ds.name()).join(ablation);
-            let runner = Runner {
-                name: format!("{}/{ablation}", ds.name()),
-                train: TrainConfig {
-                    epochs: opts.epochs,
-                    optim: OptimConfig {
-                        lr: opts.lr,
-                        ..OptimConfig::et_image()
-                    },
-                    schedule: Some(Schedule::WarmupCosine {
-                        start: opts.lr * 1e-3,
-                        peak: opts.lr,
-                        end: opts.lr * 1e-3,
-                        warmup,
-                        total,
-                    }),
-                    schedule_unit: Unit::Step,
-                },
-                seed: opts.seed,
-                dir: Some(dir.clone()),
-                device: ctx.device_name(),
-                config: serde_json::json!({ "model": cfg, "mask": mask, "options": opts, "normalize": normalize, "drawn": drawn }),
-                progress: true,
-            };
-            let seeds: Vec<u64> = (0..opts.mask_seeds as u64).map(|s| 1000 + s).collect();
-            let record = runner.fit(
-                &mut learner,
-                &train,
-                &[("train", &train), ("val", &val), ("test", &test)],
-                |l, _, _| {
-                    let r = l.evaluate(&val, &[0])?;
-                    Ok(Validation {
-                        metrics: BTreeMap::from([("val_mse".into(), r.mse)]),
-                        score: -r.mse,
-                        ..Validation::default()
-                    })
-                },
-                |l, _| Ok(summary("test_", &l.evaluate(&test, &seeds)?)),
+            let config = serde_json::json!({
+                "model": cfg,
+                "mask": crate::image::mask_of(&cfg),
+                "options": opts,
+                "normalize": d.normalize,
+                "drawn": d.drawn,
+            });
+            let (learner, record) = crate::image::fit(
+                &format!("{}/{ablation}", ds.name()),
+                &cfg,
+                &d,
+                &protocol,
+                &dir,
+                device,
+                ctx.device_name(),
+                config,
             )?;
-            // Pictures of the selected model.
-            let shown: Vec<usize> = test.iter().take(8).copied().collect();
-            learner.write_reconstructions(&shown, seeds[0], &dir.join("reconstructions.png"))?;
-            let terms = learner.write_dynamics(shown[0], seeds[0], &dir.join("dynamics.png"))?;
-            report::plot_terms(
-                &dir.join("energy.png"),
-                &format!(
-                    "ET {ablation} on {}: energy per step (one test image)",
-                    ds.name()
-                ),
-                &terms,
+            crate::image::pictures(
+                &learner,
+                &d,
+                &protocol,
+                &dir,
+                &format!("ET {ablation} on {}", ds.name()),
             )?;
-            learner.write_memories(100, &dir.join("memories.png"))?;
             let params = block_params(&learner);
             tracing::info!(
                 "{}/{ablation}: test MSE {:.4}, PSNR {:.2}, SSIM {:.3}",

@@ -57,6 +57,11 @@ pub struct Reconstruction {
     pub ssim: f64,
     /// Images × seeds evaluated.
     pub evaluated: usize,
+    /// Baseline on the same masks: the masked-patch MSE of predicting the training mean (0 in
+    /// normalised space) for every masked pixel.
+    pub mse_mean_predictor: f64,
+    /// Baseline on the same masks: predicting each image's mean over its visible patches.
+    pub mse_visible_mean: f64,
 }
 
 impl ImageLearner {
@@ -130,6 +135,7 @@ impl ImageLearner {
         let mut per_image = vec![0f64; items.len()];
         let mut per_seed = Vec::with_capacity(seeds.len());
         let (mut psnr, mut ssim, mut count) = (0f64, 0f64, 0usize);
+        let (mut base_mean, mut base_visible) = (0f64, 0f64);
         for &seed in seeds {
             let mut seed_sum = 0.0;
             for (chunk_no, chunk) in items.chunks(self.batch).enumerate() {
@@ -146,6 +152,23 @@ impl ImageLearner {
                         .to_kind(Kind::Double)
                         .to_device(Device::Cpu),
                 )?;
+                let sum_mse = |p: &Tensor| {
+                    ImageCompletion::per_image_mse(p, &b)
+                        .sum(Kind::Double)
+                        .double_value(&[])
+                };
+                base_mean += sum_mse(&b.patches.zeros_like());
+                let visible = b
+                    .masked
+                    .logical_not()
+                    .unsqueeze(-1)
+                    .to_kind(b.patches.kind());
+                let visible_mean =
+                    (&b.patches * &visible).sum_dim_intlist(&[1i64, 2][..], true, b.patches.kind())
+                        / (visible.sum_dim_intlist(&[1i64, 2][..], true, b.patches.kind())
+                            * b.patches.size()[2] as f64)
+                            .clamp_min(1.0);
+                base_visible += sum_mse(&visible_mean.expand_as(&b.patches));
                 let completed = pred.where_self(&b.masked.unsqueeze(-1), &b.patches);
                 let completed: Vec<f32> = Vec::try_from(
                     &completed
@@ -189,6 +212,8 @@ impl ImageLearner {
             psnr: psnr / count.max(1) as f64,
             ssim: ssim / count.max(1) as f64,
             evaluated: count,
+            mse_mean_predictor: base_mean / count.max(1) as f64,
+            mse_visible_mean: base_visible / count.max(1) as f64,
         })
     }
 }
@@ -243,6 +268,8 @@ pub fn summary(prefix: &str, r: &Reconstruction) -> BTreeMap<String, f64> {
         (format!("{prefix}mse_std_seeds"), r.mse_std_seeds),
         (format!("{prefix}psnr"), r.psnr),
         (format!("{prefix}ssim"), r.ssim),
+        (format!("{prefix}mse_mean_predictor"), r.mse_mean_predictor),
+        (format!("{prefix}mse_visible_mean"), r.mse_visible_mean),
     ])
 }
 
