@@ -111,7 +111,7 @@ pub fn open(spec: &str, data_dir: Option<&Path>) -> Result<Dataset> {
         None => Err(GraphError::MissingFile {
             path: tu.join(spec),
             what: format!(
-                "dataset `{spec}`: not a path, not a registered name (`basin data list` shows them), and no TU folder of that name under {}",
+                "dataset `{spec}`: not a path, not a registered name (`basin data list` shows them), and no TU folder of that name under {} (the data directory is --data-dir, else BASIN_DATA_DIR, else the user cache)",
                 tu.display()
             ),
         }),
