@@ -10,12 +10,12 @@ use basin_repro::runs::{self, EXAMPLES, RunSpec};
 /// Arguments of `basin train`.
 #[derive(clap::Args)]
 pub struct TrainArgs {
-    /// The run file (TOML): `task` (graph-classification or node-anomaly), `data`,
+    /// The run file (TOML): `task` (graph-classification, node-anomaly or image-completion), `data`,
     /// `[architecture]` (with its `[architecture.block]`), `[protocol]`. Start from
     /// `basin train --example et-graph > run.toml`.
     config: Option<PathBuf>,
-    /// Print a complete run file and exit: et-graph (graph classification with ET blocks) or
-    /// et-anomaly (node anomaly detection with an ET block); `--example list` lists them.
+    /// Print a complete run file and exit: et-graph, et-anomaly, cdat-graph, cdat-anomaly,
+    /// et-image; `--example list` says what each is.
     #[arg(long, value_name = "NAME")]
     example: Option<String>,
     /// Output directory (run.toml, per-run records and checkpoints, report, energy.png). An

@@ -86,6 +86,33 @@ fn et_anomaly_trains_and_evaluates_on_a_planted_graph() {
 }
 
 #[test]
+fn every_example_parses_and_cdat_trains_and_evaluates_on_a_planted_graph() {
+    let (ok, list, err) = basin(&["train", "--example", "list"]);
+    assert!(ok, "{err}");
+    for name in [
+        "et-graph",
+        "et-anomaly",
+        "cdat-graph",
+        "cdat-anomaly",
+        "et-image",
+    ] {
+        assert!(list.contains(name), "{list}");
+        let (ok, text, err) = basin(&["train", "--example", name]);
+        assert!(ok && text.contains("task = "), "{name}: {err}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tiny_run(
+        tmp.path(),
+        "cdat-anomaly",
+        &[
+            ("data = \"tolokers\"", "data = \"planted\""),
+            ("epochs = 100", "epochs = 2"),
+        ],
+    );
+    train_then_eval(&run, &tmp.path().join("out"), 1);
+}
+
+#[test]
 fn et_image_trains_and_evaluates_on_fashion_mnist_beside_its_baselines() {
     basin_graph::require_data!("images/fashion-mnist");
     let tmp = tempfile::tempdir().unwrap();

@@ -118,6 +118,14 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "node anomaly detection with an ET block on tolokers, one run",
     ),
     (
+        "cdat-graph",
+        "graph classification with CDAT blocks (vMF attention, controlled dynamics) on MUTAG",
+    ),
+    (
+        "cdat-anomaly",
+        "node anomaly detection with a CDAT block (Table 8's row) on tolokers, one run",
+    ),
+    (
         "et-image",
         "masked image completion with an ET block on Fashion-MNIST (2,000 images, 3 epochs)",
     ),
@@ -139,6 +147,19 @@ impl RunSpec {
                 data: "MUTAG".into(),
                 architecture: basin_et::graph::tu_cpu(),
                 protocol: CrossValidation::default(),
+            }),
+            "cdat-graph" => RunSpec::GraphClassification(GraphRun {
+                data: "MUTAG".into(),
+                architecture: basin_cdat::graph::tu_cpu(),
+                protocol: CrossValidation::default(),
+            }),
+            "cdat-anomaly" => RunSpec::NodeAnomaly(AnomalyRun {
+                data: "tolokers".into(),
+                architecture: basin_cdat::anomaly::model(basin_cdat::anomaly::TABLE8),
+                protocol: AnomalyProtocol {
+                    runs: 1,
+                    ..AnomalyProtocol::default()
+                },
             }),
             "et-image" => RunSpec::ImageCompletion(ImageRun {
                 data: "fashion-mnist".into(),
