@@ -77,6 +77,72 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Starts `args` with `--out <killed>` again and again, SIGKILLing it `kills` times at random
+/// moments within the first 70 % of `duration` (a start that finishes first is started again),
+/// then lets it finish; returns the number of starts.
+fn kill_and_restart(
+    args: &[&str],
+    killed: &Path,
+    duration: Duration,
+    kills_wanted: usize,
+    seed: u64,
+) -> usize {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let (mut kills, mut restarts) = (0, 0);
+    let mut full: Vec<&str> = args.to_vec();
+    full.extend(["--out", killed.to_str().unwrap()]);
+    loop {
+        let mut child = basin(&full).spawn().unwrap();
+        restarts += 1;
+        let delay = duration.mul_f64(rng.random_range(0.02..0.7));
+        let deadline = Instant::now() + delay;
+        let finished = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if kills < kills_wanted && Instant::now() >= deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        match finished {
+            Some(status) => {
+                assert!(status.success(), "a restarted run failed ({status})");
+                if kills >= kills_wanted {
+                    break;
+                }
+            }
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+            }
+        }
+    }
+    eprintln!("{kills} kills, {restarts} starts");
+    restarts
+}
+
+/// The records of `whole` and `killed` are equal (wall clock aside) and nothing is half-written.
+fn same_records(whole: &Path, killed: &Path) {
+    let (a, b) = (records(whole), records(killed));
+    assert_eq!(
+        a.iter().map(|r| &r.0).collect::<Vec<_>>(),
+        b.iter().map(|r| &r.0).collect::<Vec<_>>()
+    );
+    for ((path, x), (_, y)) in a.iter().zip(&b) {
+        assert_eq!(x, y, "{} differs after the kills", path.display());
+    }
+    let leftovers: Vec<_> = files(killed)
+        .into_iter()
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.contains(".tmp") || name.starts_with('.')
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "half-written files: {leftovers:?}");
+}
+
 #[test]
 fn killed_and_restarted_training_ends_with_the_records_of_an_uninterrupted_run() {
     let tmp = tempfile::tempdir().unwrap();
@@ -103,58 +169,28 @@ fn killed_and_restarted_training_ends_with_the_records_of_an_uninterrupted_run()
     let duration = start.elapsed();
 
     let killed = tmp.path().join("killed");
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(18);
-    let (mut kills, mut restarts) = (0, 0);
-    loop {
-        let mut child = basin(&["train", run, "--out", killed.to_str().unwrap()])
-            .spawn()
-            .unwrap();
-        restarts += 1;
-        // Killed somewhere in the first 70 % of a whole run's span; a start that finishes
-        // first is restarted too (a finished run restarted re-tests and re-reports). After
-        // 12 kills the run is left to finish.
-        let delay = duration.mul_f64(rng.random_range(0.02..0.7));
-        let deadline = Instant::now() + delay;
-        let finished = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break Some(status);
-            }
-            if kills < 12 && Instant::now() >= deadline {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        match finished {
-            Some(status) => {
-                assert!(status.success(), "a restarted run failed ({status})");
-                if kills >= 12 {
-                    break;
-                }
-            }
-            None => {
-                child.kill().unwrap(); // SIGKILL
-                child.wait().unwrap();
-                kills += 1;
-            }
-        }
-    }
-    eprintln!("{kills} kills, {restarts} starts");
-    assert!(kills >= 12);
+    kill_and_restart(&["train", run], &killed, duration, 12, 18);
+    same_records(&whole, &killed);
+}
 
-    let (a, b) = (records(&whole), records(&killed));
-    assert_eq!(
-        a.iter().map(|r| &r.0).collect::<Vec<_>>(),
-        b.iter().map(|r| &r.0).collect::<Vec<_>>()
-    );
-    for ((path, x), (_, y)) in a.iter().zip(&b) {
-        assert_eq!(x, y, "{} differs after {kills} kills", path.display());
-    }
-    let leftovers: Vec<_> = files(&killed)
-        .into_iter()
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy();
-            name.contains(".tmp") || name.starts_with('.')
-        })
-        .collect();
-    assert!(leftovers.is_empty(), "half-written files: {leftovers:?}");
+#[test]
+fn a_killed_and_restarted_reproduction_skips_finished_runs_and_ends_the_same() {
+    basin_graph::require_data!("images/fashion-mnist");
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "reproduce",
+        "et-table14",
+        "--quick",
+        "--dataset",
+        "fashion-mnist",
+    ];
+    let whole = tmp.path().join("whole");
+    let start = Instant::now();
+    let mut full = args.to_vec();
+    full.extend(["--out", whole.to_str().unwrap()]);
+    assert!(basin(&full).status().unwrap().success());
+    let duration = start.elapsed();
+    let killed = tmp.path().join("killed");
+    kill_and_restart(&args, &killed, duration, 6, 14);
+    same_records(&whole, &killed);
 }
