@@ -65,7 +65,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     let outcome = runs::train(&spec, Some(&data), &args.out, device).map_err(|e| match e {
         // The protocol or the dataset does not fit the task: name the run file it came from.
         basin_repro::ReproError::Config { field, message }
-            if field == "protocol" || field == "data" =>
+            if field == "protocol" || field == "data" || field == "architecture" =>
         {
             basin_repro::ReproError::config(format!("{}: {field}", config.display()), message)
         }

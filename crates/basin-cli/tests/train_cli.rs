@@ -113,6 +113,38 @@ fn every_example_parses_and_cdat_trains_and_evaluates_on_a_planted_graph() {
 }
 
 #[test]
+fn a_batch_beyond_the_machines_memory_is_refused_before_work() {
+    basin_graph::require_data!("tu/DD");
+    let tmp = tempfile::tempdir().unwrap();
+    // DD's largest graph has 5,748 nodes: uncapped, 1,000 graphs per batch need terabytes.
+    let run = tiny_run(
+        tmp.path(),
+        "et-graph",
+        &[
+            ("data = \"MUTAG\"", "data = \"DD\""),
+            ("max_nodes = 500", "max_nodes = 100000"),
+            ("batch = 32", "batch = 1000"),
+        ],
+    );
+    let out = tmp.path().join("out");
+    let (ok, _, err) = basin(&[
+        "train",
+        run.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!ok, "a terabyte batch was accepted");
+    assert!(
+        err.contains(".toml: architecture") && err.contains("GiB") && err.contains("batch"),
+        "{err}"
+    );
+    assert!(
+        !out.join("run.toml").exists(),
+        "the refused run wrote its run file"
+    );
+}
+
+#[test]
 fn et_image_trains_and_evaluates_on_fashion_mnist_beside_its_baselines() {
     basin_graph::require_data!("images/fashion-mnist");
     let tmp = tempfile::tempdir().unwrap();

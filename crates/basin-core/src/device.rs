@@ -138,3 +138,12 @@ pub fn synchronize(device: Device) {
         tch::Cuda::synchronize(i as i64);
     }
 }
+
+/// Memory the operating system can still give this process (`MemAvailable` of
+/// `/proc/meminfo`), in bytes; `None` where that is not known (not Linux).
+pub fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}

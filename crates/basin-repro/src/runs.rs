@@ -338,6 +338,20 @@ pub fn train(
             let data = Arc::new(graph_data(&run.data, data_dir)?);
             let target: Vec<f64> = graph_classes(&data)?.0.iter().map(|&c| c as f64).collect();
             run.protocol.plan(&target).map_err(in_run_file)?;
+            // On CPU, a batch that cannot fit in memory is refused before any work.
+            if device == Device::Cpu
+                && let Some(available) = basin_core::device::available_memory_bytes()
+            {
+                let largest = data
+                    .graphs
+                    .iter()
+                    .map(|g| g.adjacency.num_nodes())
+                    .max()
+                    .unwrap_or(0);
+                run.architecture
+                    .check_batch_memory(largest, data.graphs.len(), available)
+                    .map_err(|e| ReproError::config("architecture", e.to_string()))?;
+            }
             write_run_file()?;
             let pe = dataset_pe(&data, &run.architecture.batching)?.map(Arc::new);
             let name = data.name.clone();

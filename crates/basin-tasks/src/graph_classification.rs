@@ -115,6 +115,49 @@ impl GraphClassifierConfig {
         self.block.heads()
     }
 
+    /// A lower bound, in bytes, on the memory one training batch needs: the float32 attention
+    /// scores `[B, H, N', N']` that each descent step of each block keeps for the backward
+    /// pass, with B the batch (at most `items`), N' the padded token count (the largest graph
+    /// under the node cap, plus CLS) and H the heads. Everything else (tokens, the Conv2D on
+    /// X ⊗ X, gradients) comes on top, so a batch above the machine's memory cannot run.
+    pub fn batch_memory_lower_bound(&self, largest_graph: usize, items: usize) -> u64 {
+        let n =
+            (largest_graph.min(self.batching.max_nodes) + usize::from(self.batching.cls)) as u64;
+        let b = self.batch.min(items.max(1)) as u64;
+        let h = self.heads().unwrap_or(1).max(1) as u64;
+        let steps = (self.block.steps.saturating_mul(self.blocks)).max(1) as u64;
+        [b, h, n, n, steps]
+            .iter()
+            .fold(4u64, |acc, &x| acc.saturating_mul(x))
+    }
+
+    /// Refuses a batch whose [`Self::batch_memory_lower_bound`] exceeds `available` bytes,
+    /// naming the fields that set it.
+    pub fn check_batch_memory(
+        &self,
+        largest_graph: usize,
+        items: usize,
+        available: u64,
+    ) -> Result<()> {
+        let need = self.batch_memory_lower_bound(largest_graph, items);
+        if need > available {
+            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+            return Err(TaskError::config(
+                "batch",
+                format!(
+                    "one padded batch needs at least {:.1} GiB (batch {} × heads {} × {}² padded tokens × {} descent steps × 4 bytes of attention scores) but {:.1} GiB is available; lower `batch` or `batching.max_nodes`",
+                    gib(need),
+                    self.batch.min(items.max(1)),
+                    self.heads().unwrap_or(1).max(1),
+                    largest_graph.min(self.batching.max_nodes) + usize::from(self.batching.cls),
+                    (self.block.steps.saturating_mul(self.blocks)).max(1),
+                    gib(available)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the front end and the block.
     pub fn validate(&self) -> Result<()> {
         if !self.batching.cls {
@@ -647,5 +690,48 @@ impl Learner for GraphClassifierLearner {
             rows.extend(Scores::from_tensor(&p)?.0);
         }
         Ok(Scores(rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_memory_bound_counts_the_attention_scores_of_every_step() {
+        let mut cfg = GraphClassifierConfig {
+            batch: 8,
+            blocks: 2,
+            ..GraphClassifierConfig::default()
+        };
+        cfg.block.steps = 3;
+        let h = cfg.heads().unwrap_or(1) as u64;
+        // 99 nodes + CLS = 100 tokens; the batch is capped by the items there are.
+        assert_eq!(
+            cfg.batch_memory_lower_bound(99, 100),
+            4 * 8 * h * 100 * 100 * 6
+        );
+        assert_eq!(
+            cfg.batch_memory_lower_bound(99, 2),
+            4 * 2 * h * 100 * 100 * 6
+        );
+        // The node cap bounds N'.
+        cfg.batching.max_nodes = 49;
+        assert_eq!(
+            cfg.batch_memory_lower_bound(10_000, 100),
+            4 * 8 * h * 50 * 50 * 6
+        );
+        let need = cfg.batch_memory_lower_bound(10_000, 100);
+        assert!(cfg.check_batch_memory(10_000, 100, need).is_ok());
+        let err = cfg
+            .check_batch_memory(10_000, 100, need - 1)
+            .expect_err("too big");
+        assert!(err.to_string().contains("batch"), "{err}");
+        // No overflow on absurd sizes.
+        cfg.batching.max_nodes = usize::MAX - 1;
+        assert_eq!(
+            cfg.batch_memory_lower_bound(usize::MAX - 1, usize::MAX),
+            u64::MAX
+        );
     }
 }
