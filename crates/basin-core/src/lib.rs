@@ -19,6 +19,8 @@
 //!   controlled excitation–inhibition dynamics (eq. 4) with its storage functional V (eq. 6).
 //! - [`registry`]: the open catalogue behind `kind = "…"` in config files; a new term or
 //!   dynamics registers itself in its own file, in any crate.
+//! - [`flow`]: SFi-Former's sparse-flow attention (eq. 8–10): the unrolled proximal solver
+//!   with Barzilai–Borwein steps, the exact minimiser, and softmax as its λ = 0 case.
 //! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`].
 //! - [`hopfield`]: the Hopfield, HopfieldPooling and HopfieldLayer modules and the classical,
 //!   dense and modern Hopfield networks of the Hopfield slides.
@@ -39,6 +41,7 @@ pub mod device;
 pub mod dynamics;
 pub mod energy;
 pub mod error;
+pub mod flow;
 pub mod hopfield;
 pub mod norm;
 pub mod registry;

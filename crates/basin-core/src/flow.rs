@@ -1,0 +1,233 @@
+//! Sparse-flow attention (SFi-Former §3.2–3.3): attention as the flow that minimises a circuit
+//! energy with friction,
+//!
+//! `min_Z ½ Σ_ij R_ij Z_ij² + λ Σ_ij F_ij |Z_ij| + (α/2) ‖Z𝟏 − 𝟏‖²`   (eq. 9)
+//!
+//! per graph and head, with resistances `R = softmax(−S)` and frictions `F` (both row-wise
+//! attentions of the tokens; rows are queries/sinks, columns keys/sources). With `λ = 0` and
+//! the constraint `Z𝟏 = 𝟏` the minimiser is `softmax(S)` (eq. 5): ordinary attention.
+//!
+//! Solvers ([`FlowSolver`]; the specification `research/sfi-spec.md` §2 gives the reasons):
+//! - `prox-bb` (default): the paper's proximal iteration (eq. 10), unrolled for `iters` steps so
+//!   gradients reach S and F, with three corrections of printing errors, each a documented
+//!   default: the prox is the weighted soft-threshold `sign(Y)·max(|Y| − tλF, 0)` (the printed
+//!   `|Y − tλF|` is not a prox), the Barzilai–Borwein step is BB2 `⟨A,B⟩/⟨B,B⟩` (the printed
+//!   `⟨A,B⟩/‖B‖` stalls; [`StepRule::PaperUnsquared`] keeps it), and the first step is the true
+//!   `1/L = 1/(max R + α n)` (the paper's `1/(1 + α√n)` diverges for n ≳ 32).
+//! - `exact-penalized` / `exact-constrained`: the closed-form minimiser of eq. 9 (or of eq. 8,
+//!   α → ∞), found per row like sparsemax: `z_j = w_j·max(μ − τ_j, 0)` with `w = 1/R`,
+//!   `τ = λF`; differentiable through μ on its support (spec §1.4).
+//! - `dense`: `softmax(S)` (DFi-Former, λ = 0).
+//!
+//! Padded tokens (by `mask`) neither send nor receive flow: their rows and columns are zero.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+/// How eq. 9 is solved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlowSolver {
+    /// Unrolled proximal gradient with Barzilai–Borwein steps (eq. 10, corrected).
+    ProxBb,
+    /// The exact minimiser of the penalised problem (eq. 9).
+    ExactPenalized,
+    /// The exact minimiser of the constrained problem (eq. 8).
+    ExactConstrained,
+    /// `softmax(S)`: DFi-Former's closed form (λ = 0, eq. 5).
+    Dense,
+}
+
+/// The step size of the proximal iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepRule {
+    /// `⟨A,B⟩/⟨B,B⟩` (default).
+    Bb2,
+    /// `⟨A,A⟩/⟨A,B⟩`.
+    Bb1,
+    /// `⟨A,B⟩/‖B‖_F`, as printed in eq. 10 (stalls; for comparison only).
+    PaperUnsquared,
+    /// The first step throughout.
+    Fixed,
+}
+
+/// Settings of the sparse-flow solver.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FlowConfig {
+    /// Solver.
+    pub solver: FlowSolver,
+    /// Unrolled iterations of `prox-bb` (the paper does not say; spec S4: 10).
+    pub iters: usize,
+    /// Penalty α of the flow-conservation term (every preset of the paper: 0.1).
+    pub alpha: f64,
+    /// Step rule of `prox-bb`.
+    pub step: StepRule,
+}
+
+impl Default for FlowConfig {
+    fn default() -> Self {
+        Self {
+            solver: FlowSolver::ProxBb,
+            iters: 10,
+            alpha: 0.1,
+            step: StepRule::Bb2,
+        }
+    }
+}
+
+impl FlowConfig {
+    /// Refuses settings that cannot run, naming the field.
+    pub fn validate(&self) -> crate::Result<()> {
+        if !(self.alpha.is_finite() && self.alpha > 0.0) {
+            return Err(crate::CoreError::config(
+                "alpha",
+                format!("must be a positive number, got {}", self.alpha),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The masks of a batch: `mask` `[B, N]` (true = real token) as float `[B, 1, N, 1]` (rows)
+/// and `[B, 1, 1, N]` (columns), and the real-token count `[B, 1, 1, 1]`.
+fn masks(mask: &Tensor, kind: Kind) -> (Tensor, Tensor, Tensor) {
+    let m = mask.to_kind(kind);
+    let rows = m.unsqueeze(1).unsqueeze(-1);
+    let cols = m.unsqueeze(1).unsqueeze(2);
+    let n = m
+        .sum_dim_intlist(&[1i64][..], false, kind)
+        .view([-1, 1, 1, 1]);
+    (rows, cols, n)
+}
+
+/// Row-wise softmax over the real keys; padded rows and columns zero.
+fn masked_softmax(s: &Tensor, mask: &Tensor) -> Tensor {
+    let (rows, cols, _) = masks(mask, s.kind());
+    let keys = mask.unsqueeze(1).unsqueeze(2);
+    s.masked_fill(&keys.logical_not(), f64::NEG_INFINITY)
+        .softmax(-1, s.kind())
+        .nan_to_num(0.0, None, None)
+        * &cols
+        * &rows
+}
+
+/// The energy of eq. 9 per problem `[B, H]`: `½ Σ R Z² + λ Σ F|Z| + (α/2) ‖Z𝟏 − 𝟏‖²` over
+/// the real block (`lambda` `[B]`).
+pub fn flow_energy(
+    z: &Tensor,
+    r: &Tensor,
+    f: &Tensor,
+    mask: &Tensor,
+    lambda: &Tensor,
+    alpha: f64,
+) -> Tensor {
+    let (rows, cols, _) = masks(mask, z.kind());
+    let block = &rows * &cols;
+    let lam = lambda.to_kind(z.kind()).view([-1, 1]);
+    let quad = (r * z * z * &block).sum_dim_intlist(&[2i64, 3][..], false, z.kind()) * 0.5;
+    let l1 = (f * z.abs() * &block).sum_dim_intlist(&[2i64, 3][..], false, z.kind()) * &lam;
+    let rowsum = (z * &block).sum_dim_intlist(&[3i64][..], false, z.kind());
+    let rows2 = rows.squeeze_dim(-1);
+    let pen = ((rowsum - 1.0) * &rows2)
+        .square()
+        .sum_dim_intlist(&[2i64][..], false, z.kind())
+        * (alpha / 2.0);
+    quad + l1 + pen
+}
+
+/// Sparse-flow attention `[B, H, N, N]` from scores `s` (R = softmax(−s)), frictions `f` ≥ 0,
+/// the real-token `mask` `[B, N]` and `lambda` `[B]` (λ per graph; the paper: λ*/N*, N* the
+/// batch's largest graph).
+pub fn sparse_flow(
+    s: &Tensor,
+    f: &Tensor,
+    mask: &Tensor,
+    lambda: &Tensor,
+    cfg: &FlowConfig,
+) -> Tensor {
+    match cfg.solver {
+        FlowSolver::Dense => masked_softmax(s, mask),
+        FlowSolver::ProxBb => prox_bb(s, f, mask, lambda, cfg),
+        FlowSolver::ExactPenalized => exact(s, f, mask, lambda, Some(cfg.alpha)),
+        FlowSolver::ExactConstrained => exact(s, f, mask, lambda, None),
+    }
+}
+
+/// Resistances `R = softmax(−S)` over the real keys (zero elsewhere).
+pub fn resistances(s: &Tensor, mask: &Tensor) -> Tensor {
+    masked_softmax(&s.neg(), mask)
+}
+
+fn prox_bb(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, cfg: &FlowConfig) -> Tensor {
+    let kind = s.kind();
+    let (rows, cols, n) = masks(mask, kind);
+    let block = &rows * &cols;
+    let r = resistances(s, mask);
+    let thr = f * lambda.to_kind(kind).view([-1, 1, 1, 1]) * &block;
+    let alpha = cfg.alpha;
+    let grad = |z: &Tensor| -> Tensor {
+        let rowsum = (z * &block).sum_dim_intlist(&[3i64][..], true, kind);
+        (&r * z + (rowsum - 1.0) * alpha) * &block
+    };
+    let dot = |a: &Tensor, b: &Tensor| (a * b).sum_dim_intlist(&[2i64, 3][..], true, kind);
+    let mut z = masked_softmax(s, mask);
+    let mut g = grad(&z);
+    // The true 1/L of H, per problem (spec S3).
+    let rmax = r.amax(&[2i64, 3][..], true);
+    let mut t = (rmax + &n * alpha).reciprocal();
+    let t0 = t.shallow_clone();
+    for _ in 0..cfg.iters {
+        let y = &z - &t * &g;
+        let z_next = y.sign() * (y.abs() - &t * &thr).relu() * &block;
+        let g_next = grad(&z_next);
+        let a = &z_next - &z;
+        let b = &g_next - &g;
+        let proposal = match cfg.step {
+            StepRule::Bb2 => dot(&a, &b) / dot(&b, &b),
+            StepRule::Bb1 => dot(&a, &a) / dot(&a, &b),
+            StepRule::PaperUnsquared => dot(&a, &b) / dot(&b, &b).sqrt(),
+            StepRule::Fixed => t0.shallow_clone(),
+        };
+        let usable = proposal.isfinite().logical_and(&proposal.gt(0.0));
+        t = proposal.where_self(&usable, &t).clamp(1e-8, 1e8);
+        z = z_next;
+        g = g_next;
+    }
+    z
+}
+
+/// The exact minimiser, row by row: sort the thresholds τ = λF, find the largest prefix whose
+/// potential μ exceeds its last threshold, `z = w·max(μ − τ, 0)` with `w = 1/R`.
+/// `alpha = None`: the constrained problem (eq. 8).
+fn exact(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, alpha: Option<f64>) -> Tensor {
+    let kind = s.kind();
+    let (rows, cols, _) = masks(mask, kind);
+    let keys = mask.unsqueeze(1).unsqueeze(2);
+    // w = 1/R = exp(−log softmax(−S)), from the log-softmax (R can underflow).
+    let log_r = s
+        .neg()
+        .masked_fill(&keys.logical_not(), f64::NEG_INFINITY)
+        .log_softmax(-1, kind);
+    let w = (log_r.neg().clamp_max(80.0)).exp() * &cols;
+    let tau = (f * lambda.to_kind(kind).view([-1, 1, 1, 1]))
+        .masked_fill(&keys.logical_not(), f64::INFINITY);
+    let (tau_sorted, order) = tau.sort(-1, false);
+    let w_sorted = w.gather(-1, &order, false);
+    let finite = tau_sorted.isfinite();
+    let tau_f = tau_sorted.masked_fill(&finite.logical_not(), 0.0);
+    let cw = w_sorted.cumsum(-1, kind);
+    let ct = (&w_sorted * &tau_f).cumsum(-1, kind);
+    let inv_alpha = alpha.map_or(0.0, |a| 1.0 / a);
+    let mu_k = (ct + 1.0) / (cw + inv_alpha);
+    let feasible = mu_k.gt_tensor(&tau_sorted).logical_and(&finite);
+    let count = feasible
+        .to_kind(Kind::Int64)
+        .sum_dim_intlist(&[-1i64][..], true, Kind::Int64);
+    let index = (&count - 1).clamp_min(0);
+    let mu = mu_k.gather(-1, &index, false);
+    let has = count.gt(0).to_kind(kind);
+    let tau_real = tau.masked_fill(&keys.logical_not(), 0.0);
+    w * (mu - tau_real).relu() * has * &rows * &cols
+}

@@ -1,0 +1,204 @@
+//! The sparse-flow solver (SFi-Former eq. 8–10) against its closed forms, in float64: softmax as
+//! the λ = 0 special case, the exact minimiser as the oracle the unrolled iteration approaches,
+//! sparsity growing with λ, padding that carries no flow, and gradients against finite
+//! differences.
+
+use basin_core::flow::{FlowConfig, FlowSolver, StepRule, flow_energy, resistances, sparse_flow};
+use basin_core::testing::{finite_difference, max_rel_error, seeded};
+use tch::{Kind, Tensor};
+
+const OPTS: (Kind, tch::Device) = (Kind::Double, tch::Device::Cpu);
+
+/// Scores and frictions of `b` graphs × `h` heads on `n` tokens; `scale` sets how peaked.
+fn problem(b: i64, h: i64, n: i64, scale: f64) -> (Tensor, Tensor) {
+    let s = Tensor::randn([b, h, n, n], OPTS) * scale;
+    let f = (Tensor::randn([b, h, n, n], OPTS) * scale).softmax(-1, Kind::Double);
+    (s, f)
+}
+
+fn cfg(solver: FlowSolver, iters: usize) -> FlowConfig {
+    FlowConfig {
+        solver,
+        iters,
+        ..FlowConfig::default()
+    }
+}
+
+fn full(b: i64, n: i64) -> Tensor {
+    Tensor::ones([b, n], (Kind::Bool, tch::Device::Cpu))
+}
+
+#[test]
+fn without_friction_the_constrained_flow_is_softmax_attention() {
+    seeded(1, || {
+        let (s, f) = problem(2, 3, 7, 1.0);
+        let mask = full(2, 7);
+        let lam = Tensor::zeros([2], OPTS);
+        let soft = s.softmax(-1, Kind::Double);
+        let dense = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::Dense, 0));
+        let exact = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ExactConstrained, 0));
+        assert!(max_rel_error(&dense, &soft, 1e-12) < 1e-12);
+        assert!(max_rel_error(&exact, &soft, 1e-12) < 1e-10);
+        // Penalised, λ = 0: softmax scaled by W/(W + 1/α), W = Σ 1/R (spec §1.4).
+        let alpha = 0.1;
+        let w = resistances(&s, &mask).reciprocal();
+        let total = w.sum_dim_intlist(&[-1i64][..], true, Kind::Double);
+        let expected = &soft * &total / (&total + 1.0 / alpha);
+        let pen = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ExactPenalized, 0));
+        assert!(max_rel_error(&pen, &expected, 1e-12) < 1e-10);
+    });
+}
+
+#[test]
+fn the_exact_solution_minimises_eq_9_and_the_iteration_approaches_it() {
+    seeded(2, || {
+        let (s, f) = problem(2, 2, 12, 0.5);
+        let mask = full(2, 12);
+        let lam = Tensor::from_slice(&[1.0 / 12.0, 3.0 / 12.0]);
+        let r = resistances(&s, &mask);
+        let energy = |z: &Tensor| flow_energy(z, &r, &f, &mask, &lam, 0.1);
+        let exact = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ExactPenalized, 0));
+        let e_star = energy(&exact);
+        // No random perturbation does better.
+        for k in 0..20 {
+            let z = &exact + Tensor::randn_like(&exact) * 1e-3 * (1 + k) as f64;
+            let worse = energy(&z) - &e_star;
+            assert!(
+                worse.min().double_value(&[]) > 0.0,
+                "perturbation {k} lowered the energy"
+            );
+        }
+        // The unrolled iteration closes the gap as K grows, monotone in K here.
+        let mut gaps = Vec::new();
+        for iters in [0, 10, 100, 1000] {
+            let z = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ProxBb, iters));
+            let gap = ((energy(&z) - &e_star) / e_star.abs())
+                .max()
+                .double_value(&[]);
+            gaps.push(gap);
+        }
+        eprintln!("relative gap at K = 0, 10, 100, 1000: {gaps:?}");
+        assert!(gaps.windows(2).all(|w| w[1] <= w[0] + 1e-12), "{gaps:?}");
+        assert!(gaps[3] < 1e-8, "K = 1000 is {gaps:?} from the optimum");
+        // The printed step rule stalls where BB2 converges (spec S2, measured there too).
+        let paper = FlowConfig {
+            step: StepRule::PaperUnsquared,
+            ..cfg(FlowSolver::ProxBb, 100)
+        };
+        let z = sparse_flow(&s, &f, &mask, &lam, &paper);
+        let stalled = ((energy(&z) - &e_star) / e_star.abs())
+            .max()
+            .double_value(&[]);
+        eprintln!("printed step rule, K = 100: {stalled:.2e}");
+        assert!(
+            stalled > 10.0 * gaps[2],
+            "paper step {stalled} vs BB2 {}",
+            gaps[2]
+        );
+    });
+}
+
+#[test]
+fn sparsity_grows_with_the_friction_weight() {
+    seeded(3, || {
+        let (s, f) = problem(1, 2, 12, 1.0);
+        let mask = full(1, 12);
+        let mut zeros = Vec::new();
+        for lam_star in [0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0] {
+            let lam = Tensor::from_slice(&[lam_star / 12.0]);
+            let z = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ExactPenalized, 0));
+            assert!(z.min().double_value(&[]) >= 0.0, "a negative flow");
+            zeros.push(
+                z.eq(0.0)
+                    .to_kind(Kind::Double)
+                    .mean(Kind::Double)
+                    .double_value(&[]),
+            );
+        }
+        eprintln!("zero fraction at λ* = 0, .1, .3, 1, 3, 10, 30: {zeros:?}");
+        assert!(zeros.windows(2).all(|w| w[1] >= w[0]), "{zeros:?}");
+        assert_eq!(zeros[0], 0.0);
+        assert!(zeros[zeros.len() - 1] > 0.5, "{zeros:?}");
+    });
+}
+
+#[test]
+fn padded_tokens_carry_no_flow_and_change_nothing() {
+    seeded(4, || {
+        let (n, pad) = (6, 3);
+        let (s, f) = problem(1, 2, n + pad, 1.0);
+        let mut mask = vec![true; (n + pad) as usize];
+        mask[n as usize..].iter_mut().for_each(|m| *m = false);
+        let mask = Tensor::from_slice(&mask).view([1, -1]);
+        let lam = Tensor::from_slice(&[1.0 / n as f64]);
+        let real = |t: &Tensor| t.narrow(2, 0, n).narrow(3, 0, n);
+        for solver in [
+            FlowSolver::Dense,
+            FlowSolver::ProxBb,
+            FlowSolver::ExactPenalized,
+            FlowSolver::ExactConstrained,
+        ] {
+            let padded = sparse_flow(&s, &f, &mask, &lam, &cfg(solver, 10));
+            let alone = sparse_flow(&real(&s), &real(&f), &full(1, n), &lam, &cfg(solver, 10));
+            assert!(
+                max_rel_error(&real(&padded), &alone, 1e-12) < 1e-10,
+                "{solver:?}: the padding changed the real block"
+            );
+            let rows_out = padded
+                .narrow(2, n, pad)
+                .abs()
+                .sum(Kind::Double)
+                .double_value(&[]);
+            let cols_out = padded
+                .narrow(3, n, pad)
+                .abs()
+                .sum(Kind::Double)
+                .double_value(&[]);
+            assert_eq!(
+                (rows_out, cols_out),
+                (0.0, 0.0),
+                "{solver:?}: flow through padding"
+            );
+        }
+    });
+}
+
+#[test]
+fn gradients_through_the_solvers_match_finite_differences() {
+    seeded(5, || {
+        let (s, f) = problem(1, 1, 5, 1.0);
+        let mask = full(1, 5);
+        let lam = Tensor::from_slice(&[0.3]);
+        let weights = Tensor::randn([1, 1, 5, 5], OPTS);
+        for solver in [FlowSolver::ProxBb, FlowSolver::ExactPenalized] {
+            let c = cfg(solver, 10);
+            let loss = |s: &Tensor, f: &Tensor| {
+                (sparse_flow(s, f, &mask, &lam, &c) * &weights).sum(Kind::Double)
+            };
+            let sv = s.detach().set_requires_grad(true);
+            let fv = f.detach().set_requires_grad(true);
+            let grads = Tensor::run_backward(&[loss(&sv, &fv)], &[&sv, &fv], false, false);
+            let fd_s = finite_difference(|x| loss(x, &f).double_value(&[]), &s, 1e-6);
+            let fd_f = finite_difference(|x| loss(&s, x).double_value(&[]), &f, 1e-6);
+            let es = max_rel_error(&grads[0], &fd_s, 1e-8);
+            let ef = max_rel_error(&grads[1], &fd_f, 1e-8);
+            eprintln!("{solver:?}: ∂/∂S {es:.1e}, ∂/∂F {ef:.1e} against finite differences");
+            assert!(
+                es < 1e-5 && ef < 1e-5,
+                "{solver:?}: ∂/∂S {es:.1e}, ∂/∂F {ef:.1e}"
+            );
+        }
+    });
+}
+
+#[test]
+fn bad_settings_are_refused() {
+    for alpha in [0.0, -1.0, f64::NAN] {
+        let c = FlowConfig {
+            alpha,
+            ..FlowConfig::default()
+        };
+        assert!(c.validate().is_err(), "alpha {alpha}");
+    }
+    assert!(FlowConfig::default().validate().is_ok());
+}
