@@ -102,8 +102,8 @@ fn masks(mask: &Tensor, kind: Kind) -> (Tensor, Tensor, Tensor) {
     (rows, cols, n)
 }
 
-/// Row-wise softmax over the real keys; padded rows and columns zero.
-fn masked_softmax(s: &Tensor, mask: &Tensor) -> Tensor {
+/// Row-wise softmax over the real keys of `mask` `[B, N]`; padded rows and columns zero.
+pub fn masked_softmax(s: &Tensor, mask: &Tensor) -> Tensor {
     let (rows, cols, _) = masks(mask, s.kind());
     let keys = mask.unsqueeze(1).unsqueeze(2);
     s.masked_fill(&keys.logical_not(), f64::NEG_INFINITY)

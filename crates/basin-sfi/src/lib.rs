@@ -1,6 +1,12 @@
 //! SFi-Former: sparse-flow-induced attention in a GraphGPS-style graph transformer.
 //!
-//! What will live here: the GPS layer (local message passing plus global attention) whose
-//! global attention is the solution of the ℓ1-regularised flow energy, solved by the unrolled
-//! proximal solver in `basin_core::flow`; encoders (Laplacian and random-walk PE), presets for
-//! the paper's LRGB and GNN Benchmark tables.
+//! Built so far: [`attention`], the global-attention branch of an SFi-GPS layer — multi-head
+//! sparse-flow attention (the ℓ1-regularised flow energy solved by `basin_core::flow`)
+//! enhanced by the normalised adjacency (eq. 11), with DFi-Former and the Table 3 ablations
+//! as switches.
+//!
+//! Still to come (issue 17): the GPS layer around it (GatedGCN local branch, BatchNorm, FFN),
+//! the LapPE/RWSE encoders, the graph task and the presets of the paper's LRGB and GNN
+//! Benchmark tables.
+
+pub mod attention;

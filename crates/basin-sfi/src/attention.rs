@@ -1,0 +1,166 @@
+//! The global-attention branch of an SFi-GPS layer: multi-head sparse-flow attention enhanced by
+//! the adjacency (SFi-Former eq. 11; `research/sfi-spec.md` §4.1),
+//!
+//! `a = (1+γ)⁻¹ · concat_h[(Ã + γ·Z^h) V^h] W_O + b_O`,
+//!
+//! with `Z^h` the sparse flow of [`basin_core::flow`] between resistances `R = softmax(−QKᵀ/√d_k)`
+//! and frictions `F = softmax(Q̃K̃ᵀ/√d_k)` (a second attention, spec S10), λ = λ*/N* (N* the
+//! batch's largest graph, as the paper's Table 3 states), and Ã = D̂^{-1/2}(A+I)D̂^{-1/2}. Rows are
+//! queries (the reviewers' reading of the printed orientation, spec S9). DFi-Former is the same
+//! layer with the `dense` solver (softmax, no friction branch used). The residual, dropout and
+//! BatchNorm of the GPS layer wrap this branch outside.
+
+use basin_core::flow::{FlowConfig, FlowSolver, masked_softmax, sparse_flow};
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor, nn};
+
+/// How the adjacency enters (the ablations of Table 3, spec S22).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Adjacency {
+    /// Eq. 11: `(Ã + γ Z) / (1+γ)` (default).
+    Enhanced,
+    /// "SP": the flow alone, no Ã and no γ.
+    None,
+    /// "Ã": the adjacency alone; no queries, keys or frictions.
+    Only,
+}
+
+/// Settings of [`SfiAttention`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SfiAttentionConfig {
+    /// Token width d.
+    pub dim: i64,
+    /// Heads H.
+    pub heads: i64,
+    /// Head width d_k (the GPS code: d, spec S11).
+    pub head_dim: i64,
+    /// The flow solver (`dense` for DFi-Former).
+    pub flow: FlowConfig,
+    /// λ* of λ = λ*/N* (every preset of the paper: 1.0).
+    pub lambda_star: f64,
+    /// How Ã enters.
+    pub adjacency: Adjacency,
+    /// Initial γ (one scalar per layer, unconstrained; spec S14: 1.0).
+    pub gamma_init: f64,
+}
+
+impl Default for SfiAttentionConfig {
+    fn default() -> Self {
+        Self {
+            dim: 32,
+            heads: 4,
+            head_dim: 32,
+            flow: FlowConfig::default(),
+            lambda_star: 1.0,
+            adjacency: Adjacency::Enhanced,
+            gamma_init: 1.0,
+        }
+    }
+}
+
+/// Multi-head sparse-flow attention enhanced by adjacency (eq. 11).
+#[derive(Debug)]
+pub struct SfiAttention {
+    cfg: SfiAttentionConfig,
+    q: nn::Linear,
+    k: nn::Linear,
+    fq: nn::Linear,
+    fk: nn::Linear,
+    v: nn::Linear,
+    o: nn::Linear,
+    gamma: Tensor,
+}
+
+/// `D̂^{-1/2}(A + I)D̂^{-1/2}` of a dense padded adjacency `[B, N, N]` (0/1, rows = receivers),
+/// self-loops on real nodes only; padded rows and columns stay zero.
+pub fn gcn_normalize(adj: &Tensor, mask: &Tensor) -> Tensor {
+    let kind = adj.kind();
+    let m = mask.to_kind(kind);
+    let n = adj.size()[1];
+    let eye = Tensor::eye(n, (kind, adj.device())).unsqueeze(0) * m.unsqueeze(-1);
+    let block = m.unsqueeze(-1) * m.unsqueeze(1);
+    let a = (adj * &block) + eye;
+    let deg = a.sum_dim_intlist(&[-1i64][..], false, kind);
+    let inv = deg.clamp_min(1e-12).pow_tensor_scalar(-0.5) * &m;
+    inv.unsqueeze(-1) * a * inv.unsqueeze(1)
+}
+
+impl SfiAttention {
+    /// The layer's weights under `path`.
+    pub fn new(path: &nn::Path, cfg: &SfiAttentionConfig) -> Self {
+        let inner = cfg.heads * cfg.head_dim;
+        let lin = |name: &str, i: i64, o: i64| nn::linear(path / name, i, o, Default::default());
+        Self {
+            cfg: cfg.clone(),
+            q: lin("q", cfg.dim, inner),
+            k: lin("k", cfg.dim, inner),
+            fq: lin("friction_q", cfg.dim, inner),
+            fk: lin("friction_k", cfg.dim, inner),
+            v: lin("v", cfg.dim, inner),
+            o: lin("o", inner, cfg.dim),
+            gamma: path.var("gamma", &[], nn::Init::Const(cfg.gamma_init)),
+        }
+    }
+
+    /// `[B, N, H·d_k]` → `[B, H, N, d_k]`.
+    fn heads(&self, t: &Tensor) -> Tensor {
+        let (b, n) = (t.size()[0], t.size()[1]);
+        t.view([b, n, self.cfg.heads, self.cfg.head_dim])
+            .permute([0, 2, 1, 3])
+    }
+
+    /// Scores `QKᵀ/√d_k` `[B, H, N, N]` of one pair of projections.
+    fn scores(&self, x: &Tensor, q: &nn::Linear, k: &nn::Linear) -> Tensor {
+        let qh = self.heads(&x.apply(q));
+        let kh = self.heads(&x.apply(k));
+        qh.matmul(&kh.transpose(-2, -1)) / (self.cfg.head_dim as f64).sqrt()
+    }
+
+    /// The flows `Z` `[B, H, N, N]` of tokens `x` `[B, N, d]` with real-token `mask` `[B, N]`.
+    pub fn flows(&self, x: &Tensor, mask: &Tensor) -> Tensor {
+        let s = self.scores(x, &self.q, &self.k);
+        let f = match self.cfg.flow.solver {
+            FlowSolver::Dense => s.zeros_like(),
+            // Over the real keys only: padding must not dilute the frictions.
+            _ => masked_softmax(&self.scores(x, &self.fq, &self.fk), mask),
+        };
+        let n_star = mask
+            .to_kind(Kind::Int64)
+            .sum_dim_intlist(&[1i64][..], false, Kind::Int64)
+            .max()
+            .int64_value(&[])
+            .max(1);
+        let lambda = Tensor::full(
+            [x.size()[0]],
+            self.cfg.lambda_star / n_star as f64,
+            (s.kind(), s.device()),
+        );
+        sparse_flow(&s, &f, mask, &lambda, &self.cfg.flow)
+    }
+
+    /// The branch output `a` `[B, N, d]` (zero on padded tokens) from tokens `x`, `mask` and the
+    /// normalised adjacency `adj` `[B, N, N]` (see [`gcn_normalize`]).
+    pub fn forward(&self, x: &Tensor, mask: &Tensor, adj: &Tensor) -> Tensor {
+        let v = self.heads(&x.apply_t(&self.v, false)); // [B, H, N, d_k]
+        let adj = adj.unsqueeze(1);
+        let mixed = match self.cfg.adjacency {
+            Adjacency::Only => adj.matmul(&v),
+            Adjacency::None => self.flows(x, mask).matmul(&v),
+            Adjacency::Enhanced => {
+                (adj + &self.gamma * self.flows(x, mask)).matmul(&v) / (&self.gamma + 1.0)
+            }
+        };
+        let (b, n) = (x.size()[0], x.size()[1]);
+        let y = mixed
+            .permute([0, 2, 1, 3])
+            .reshape([b, n, self.cfg.heads * self.cfg.head_dim]);
+        let out = y.matmul(&self.o.ws.tr());
+        let out = match &self.o.bs {
+            Some(bias) => out + bias,
+            None => out,
+        };
+        out * mask.to_kind(x.kind()).unsqueeze(-1)
+    }
+}
