@@ -12,7 +12,7 @@
 
 use basin_core::flow::{FlowConfig, FlowSolver, masked_softmax, sparse_flow};
 use serde::{Deserialize, Serialize};
-use tch::{Kind, Tensor, nn};
+use tch::{Tensor, nn};
 
 /// How the adjacency enters (the ablations of Table 3, spec S22).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +24,19 @@ pub enum Adjacency {
     None,
     /// "Ã": the adjacency alone; no queries, keys or frictions.
     Only,
+}
+
+/// How λ is scaled from λ* (spec S8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LambdaNorm {
+    /// λ = λ*/N*, N* the batch's largest graph (the paper's Table 3; default). A graph's
+    /// attention then depends on the other graphs of its batch.
+    BatchMax,
+    /// λ = λ*/n_b per graph: the same graph gives the same attention in any batch.
+    PerGraph,
+    /// λ = λ*.
+    Absolute,
 }
 
 /// Settings of [`SfiAttention`].
@@ -40,6 +53,8 @@ pub struct SfiAttentionConfig {
     pub flow: FlowConfig,
     /// λ* of λ = λ*/N* (every preset of the paper: 1.0).
     pub lambda_star: f64,
+    /// How λ follows from λ*.
+    pub lambda_norm: LambdaNorm,
     /// How Ã enters.
     pub adjacency: Adjacency,
     /// Initial γ (one scalar per layer, unconstrained; spec S14: 1.0).
@@ -54,6 +69,7 @@ impl Default for SfiAttentionConfig {
             head_dim: 32,
             flow: FlowConfig::default(),
             lambda_star: 1.0,
+            lambda_norm: LambdaNorm::BatchMax,
             adjacency: Adjacency::Enhanced,
             gamma_init: 1.0,
         }
@@ -126,17 +142,17 @@ impl SfiAttention {
             // Over the real keys only: padding must not dilute the frictions.
             _ => masked_softmax(&self.scores(x, &self.fq, &self.fk), mask),
         };
-        let n_star = mask
-            .to_kind(Kind::Int64)
-            .sum_dim_intlist(&[1i64][..], false, Kind::Int64)
-            .max()
-            .int64_value(&[])
-            .max(1);
-        let lambda = Tensor::full(
-            [x.size()[0]],
-            self.cfg.lambda_star / n_star as f64,
-            (s.kind(), s.device()),
-        );
+        let sizes = mask
+            .to_kind(s.kind())
+            .sum_dim_intlist(&[1i64][..], false, s.kind())
+            .clamp_min(1.0);
+        let lambda = match self.cfg.lambda_norm {
+            LambdaNorm::BatchMax => {
+                sizes.max().expand_as(&sizes).reciprocal() * self.cfg.lambda_star
+            }
+            LambdaNorm::PerGraph => sizes.reciprocal() * self.cfg.lambda_star,
+            LambdaNorm::Absolute => sizes.full_like(self.cfg.lambda_star),
+        };
         sparse_flow(&s, &f, mask, &lambda, &self.cfg.flow)
     }
 

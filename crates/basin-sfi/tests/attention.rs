@@ -164,7 +164,15 @@ fn gradients_reach_every_projection_and_gamma() {
     let loss = att.forward(&x, &mask, &adj).square().sum(Kind::Double);
     loss.backward();
     for (name, v) in variables_by_name(&vs) {
-        let g = v.grad().abs().sum(Kind::Double).double_value(&[]);
-        assert!(g > 0.0 && g.is_finite(), "no gradient reaches {name}");
+        // A key bias adds a per-row constant to the scores, which a softmax cancels.
+        let g = v.grad().abs().max().double_value(&[]);
+        if name.ends_with("k.bias") {
+            assert!(g < 1e-10, "{name}: {g:.1e}");
+            continue;
+        }
+        assert!(
+            g > 1e-6 && g.is_finite(),
+            "no gradient reaches {name} ({g:.1e})"
+        );
     }
 }

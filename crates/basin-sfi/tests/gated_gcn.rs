@@ -99,13 +99,22 @@ fn gradients_reach_every_weight() {
     let (src, dst) = graph();
     let h = Tensor::randn([5, 4], OPTS);
     let e = Tensor::randn([7, 4], OPTS);
-    let (h1, e1) = l.forward(&h, &e, &src, &dst, true);
-    (h1.square().sum(Kind::Double) + e1.square().sum(Kind::Double)).backward();
+    // Evaluation-mode BatchNorm (in training mode it cancels the biases before it) and a fixed
+    // random readout.
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, false);
+    let (wh, we) = (
+        Tensor::randn(h1.size(), OPTS),
+        Tensor::randn(e1.size(), OPTS),
+    );
+    ((h1 * wh).sum(Kind::Double) + (e1 * we).sum(Kind::Double)).backward();
     for (name, v) in variables_by_name(&vs) {
         if !v.requires_grad() {
             continue; // BatchNorm running statistics
         }
-        let g = v.grad().abs().sum(Kind::Double).double_value(&[]);
-        assert!(g > 0.0 && g.is_finite(), "no gradient reaches {name}");
+        let g = v.grad().abs().max().double_value(&[]);
+        assert!(
+            g > 1e-6 && g.is_finite(),
+            "no gradient reaches {name} ({g:.1e})"
+        );
     }
 }

@@ -1,0 +1,184 @@
+//! One SFi-GPS layer (`research/sfi-spec.md` §4.1; the GraphGPS layer with its global attention
+//! replaced by eq. 11):
+//!
+//! ```text
+//! h_M = BN_local(GatedGCN(h, e))                 (e updated by the GatedGCN)
+//! h_A = BN_attn(h + Dropout(SfiAttention(dense(h), mask, Ã)[mask]))
+//! h   = BN_2(h_M + h_A + FFN(h_M + h_A)),  FFN = d → 2d → d, ReLU, dropout
+//! ```
+//!
+//! Nodes are the real nodes of a batch of graphs concatenated (`[M, d]`, graph by graph, in
+//! order); the attention branch scatters them into a padded `[B, N*, d]` batch and gathers them
+//! back, so padding exists only inside it. BatchNorm runs over real nodes.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor, nn, nn::ModuleT};
+
+use crate::attention::{SfiAttention, SfiAttentionConfig, gcn_normalize};
+use crate::gated_gcn::{GatedGcn, GatedGcnConfig};
+
+/// Settings of [`GpsLayer`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GpsConfig {
+    /// The global branch (its `dim` is the layer's width).
+    pub attention: SfiAttentionConfig,
+    /// Dropout of the attention output, the FFN and the GatedGCN.
+    pub dropout: f64,
+}
+
+impl Default for GpsConfig {
+    fn default() -> Self {
+        Self {
+            attention: SfiAttentionConfig::default(),
+            dropout: 0.0,
+        }
+    }
+}
+
+/// A batch of graphs as GPS layers see it: concatenated nodes and an edge list.
+#[derive(Debug)]
+pub struct GraphBatchTensors {
+    /// Graph of every node `[M]` (int64, non-decreasing).
+    pub batch: Tensor,
+    /// Position of every node inside its graph `[M]` (int64).
+    pub position: Tensor,
+    /// Edge sources and destinations `[E]` (int64, global node ids).
+    pub src: Tensor,
+    /// Edge destinations.
+    pub dst: Tensor,
+    /// Graphs B.
+    pub graphs: i64,
+    /// Largest graph N*.
+    pub max_nodes: i64,
+}
+
+impl GraphBatchTensors {
+    /// From the node count of each graph and the edges (global ids, `src → dst`).
+    pub fn new(sizes: &[i64], src: Tensor, dst: Tensor) -> Self {
+        let device = src.device();
+        let mut batch = Vec::new();
+        let mut position = Vec::new();
+        for (g, &n) in sizes.iter().enumerate() {
+            batch.extend(std::iter::repeat_n(g as i64, n.max(0) as usize));
+            position.extend(0..n.max(0));
+        }
+        Self {
+            batch: Tensor::from_slice(&batch).to_device(device),
+            position: Tensor::from_slice(&position).to_device(device),
+            src,
+            dst,
+            graphs: sizes.len() as i64,
+            max_nodes: sizes.iter().copied().max().unwrap_or(0),
+        }
+    }
+
+    /// `[M, d]` → padded `[B, N*, d]`.
+    pub fn to_dense(&self, h: &Tensor) -> Tensor {
+        let d = h.size()[1];
+        let dense = Tensor::zeros([self.graphs, self.max_nodes, d], (h.kind(), h.device()));
+        dense.index_put(&[Some(&self.batch), Some(&self.position)], h, false)
+    }
+
+    /// The real-token mask `[B, N*]`.
+    pub fn mask(&self) -> Tensor {
+        let m = Tensor::zeros(
+            [self.graphs, self.max_nodes],
+            (Kind::Bool, self.batch.device()),
+        );
+        m.index_put(
+            &[Some(&self.batch), Some(&self.position)],
+            &Tensor::ones([], (Kind::Bool, self.batch.device())),
+            false,
+        )
+    }
+
+    /// Ã `[B, N*, N*]` of the edges (rows = receivers), see [`gcn_normalize`].
+    pub fn adjacency(&self, kind: Kind) -> Tensor {
+        let device = self.batch.device();
+        let a = Tensor::zeros(
+            [self.graphs, self.max_nodes, self.max_nodes],
+            (kind, device),
+        );
+        let g = self.batch.index_select(0, &self.dst);
+        let i = self.position.index_select(0, &self.dst);
+        let j = self.position.index_select(0, &self.src);
+        let a = a.index_put(
+            &[Some(&g), Some(&i), Some(&j)],
+            &Tensor::ones([], (kind, device)),
+            false,
+        );
+        gcn_normalize(&a, &self.mask())
+    }
+
+    /// Padded `[B, N*, d]` → `[M, d]`.
+    pub fn from_dense(&self, x: &Tensor) -> Tensor {
+        x.index(&[Some(&self.batch), Some(&self.position)])
+    }
+}
+
+/// One SFi-GPS layer.
+#[derive(Debug)]
+pub struct GpsLayer {
+    cfg: GpsConfig,
+    local: GatedGcn,
+    attention: SfiAttention,
+    bn_local: nn::BatchNorm,
+    bn_attn: nn::BatchNorm,
+    ff1: nn::Linear,
+    ff2: nn::Linear,
+    bn_out: nn::BatchNorm,
+}
+
+impl GpsLayer {
+    /// The layer's weights under `path`.
+    pub fn new(path: &nn::Path, cfg: &GpsConfig) -> Self {
+        let d = cfg.attention.dim;
+        let bn = |name: &str| nn::batch_norm1d(path / name, d, Default::default());
+        Self {
+            cfg: cfg.clone(),
+            local: GatedGcn::new(
+                &(path / "local"),
+                &GatedGcnConfig {
+                    dim: d,
+                    dropout: cfg.dropout,
+                    ..GatedGcnConfig::default()
+                },
+            ),
+            attention: SfiAttention::new(&(path / "attention"), &cfg.attention),
+            bn_local: bn("bn_local"),
+            bn_attn: bn("bn_attn"),
+            ff1: nn::linear(path / "ff1", d, 2 * d, Default::default()),
+            ff2: nn::linear(path / "ff2", 2 * d, d, Default::default()),
+            bn_out: bn("bn_out"),
+        }
+    }
+
+    /// Updated nodes `[M, d]` and edges `[E, d]`.
+    pub fn forward(
+        &self,
+        h: &Tensor,
+        e: &Tensor,
+        graphs: &GraphBatchTensors,
+        train: bool,
+    ) -> (Tensor, Tensor) {
+        let p = self.cfg.dropout;
+        let (h_local, e_new) = self.local.forward(h, e, &graphs.src, &graphs.dst, train);
+        let h_m = self.bn_local.forward_t(&h_local, train);
+        let mask = graphs.mask();
+        let a = self
+            .attention
+            .forward(&graphs.to_dense(h), &mask, &graphs.adjacency(h.kind()));
+        let h_a = self
+            .bn_attn
+            .forward_t(&(h + graphs.from_dense(&a).dropout(p, train)), train);
+        let sum = h_m + h_a;
+        let ff = sum
+            .apply(&self.ff1)
+            .relu()
+            .dropout(p, train)
+            .apply(&self.ff2)
+            .dropout(p, train);
+        (self.bn_out.forward_t(&(sum + ff), train), e_new)
+    }
+}
