@@ -255,3 +255,34 @@ fn check_single_ndarray(root: &Path) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cargo xtask reproduce` passes every flag of `basin reproduce` on as it is, `--data-dir`
+    /// included (issue: it used to be refused as "use '-- --data-dir'").
+    #[test]
+    fn reproduce_passes_every_flag_through() {
+        let argv = [
+            "cargo xtask",
+            "reproduce",
+            "et-table1",
+            "--data-dir",
+            "../shared/data",
+            "--cpu",
+            "--dataset",
+            "reddit",
+        ];
+        let cli = Cli::try_parse_from(argv).expect("parses");
+        let Task::Reproduce { args } = cli.command else {
+            panic!("not reproduce")
+        };
+        assert_eq!(
+            args,
+            argv[2..].iter().map(|s| s.to_string()).collect::<Vec<_>>()
+        );
+        let cli = Cli::try_parse_from(["cargo xtask", "reproduce", "--list"]).expect("parses");
+        assert!(matches!(cli.command, Task::Reproduce { args } if args == ["--list"]));
+    }
+}
