@@ -1,0 +1,82 @@
+//! The LapPE DeepSet encoder: its parameter count, missing frequencies, frequency order, and the
+//! training sign flip (one sign per eigenvector, shared by every node).
+
+use basin_core::testing::{lock_generator, max_rel_error};
+use basin_sfi::encoders::LapPe;
+use tch::{Kind, Tensor, nn};
+
+const OPTS: (Kind, tch::Device) = (Kind::Double, tch::Device::Cpu);
+
+fn encoder(dim_pe: i64) -> (nn::VarStore, LapPe) {
+    let mut vs = nn::VarStore::new(tch::Device::Cpu);
+    let e = LapPe::new(&vs.root(), dim_pe);
+    vs.double();
+    (vs, e)
+}
+
+#[test]
+fn the_deepset_has_the_gps_codes_624_parameters_at_16() {
+    let _g = lock_generator();
+    let (vs, _) = encoder(16);
+    let n: i64 = vs
+        .trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum();
+    assert_eq!(n, 624);
+}
+
+#[test]
+fn missing_frequencies_count_nothing_and_order_does_not_matter() {
+    let _g = lock_generator();
+    tch::manual_seed(1);
+    let (_vs, e) = encoder(8);
+    let vecs = Tensor::randn([5, 4], OPTS);
+    let vals = Tensor::rand([5, 4], OPTS);
+    let out = e.forward(&vecs, &vals, false);
+    // Two more frequencies, missing (NaN), change nothing.
+    let nan = Tensor::full([5, 2], f64::NAN, OPTS);
+    let more = e.forward(
+        &Tensor::cat(&[&vecs, &nan], 1),
+        &Tensor::cat(&[&vals, &nan], 1),
+        false,
+    );
+    assert!(max_rel_error(&more, &out, 1e-12) < 1e-12);
+    assert!(out.isfinite().all().int64_value(&[]) == 1);
+    // Frequencies in another order give the same encoding.
+    let order = Tensor::from_slice(&[2i64, 0, 3, 1]);
+    let shuffled = e.forward(
+        &vecs.index_select(1, &order),
+        &vals.index_select(1, &order),
+        false,
+    );
+    assert!(max_rel_error(&shuffled, &out, 1e-12) < 1e-12);
+}
+
+#[test]
+fn training_flips_one_sign_per_eigenvector_for_every_node() {
+    let _g = lock_generator();
+    tch::manual_seed(2);
+    let (_vs, e) = encoder(8);
+    let k = 3;
+    let vecs = Tensor::randn([6, k], OPTS);
+    let vals = Tensor::rand([6, k], OPTS);
+    let plain = e.forward(&vecs, &vals, false);
+    let mut flipped_once = false;
+    for _ in 0..5 {
+        let trained = e.forward(&vecs, &vals, true);
+        flipped_once |= max_rel_error(&trained, &plain, 1e-12) > 1e-6;
+        // Some sign pattern s ∈ {±1}^k, applied to whole columns, reproduces it exactly.
+        let found = (0..1 << k).any(|bits| {
+            let s: Vec<f64> = (0..k)
+                .map(|i| if bits >> i & 1 == 1 { -1.0 } else { 1.0 })
+                .collect();
+            let flipped = &vecs * Tensor::from_slice(&s).view([1, k]);
+            max_rel_error(&e.forward(&flipped, &vals, false), &trained, 1e-12) < 1e-12
+        });
+        assert!(
+            found,
+            "the training encoding is no column sign flip of the input"
+        );
+    }
+}
