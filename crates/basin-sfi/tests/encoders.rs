@@ -79,4 +79,5 @@ fn training_flips_one_sign_per_eigenvector_for_every_node() {
             "the training encoding is no column sign flip of the input"
         );
     }
+    assert!(flipped_once, "five training draws never flipped a sign");
 }
