@@ -1,5 +1,8 @@
 //! Input encoders of the GPS family (`research/sfi-spec.md` §3.3).
 //!
+//! [`ColumnEmbedding`] with [`ATOM_VOCAB`] / [`BOND_VOCAB`]: OGB's atom and bond encoders (a sum
+//! of one embedding per integer column; Peptides-func).
+//!
 //! [`LapPe`]: the GraphGPS Laplacian positional encoder. Each node's `k` frequencies are pairs
 //! (eigenvector entry, eigenvalue); a DeepSet (`Linear(2, 2p) → ReLU → Linear(2p, p) → ReLU`,
 //! 624 parameters at p = 16) embeds each pair, frequencies missing for small graphs (NaN) are
@@ -43,5 +46,67 @@ impl LapPe {
         let kind = embedded.kind();
         let keep = missing.logical_not().unsqueeze(-1).to_kind(kind);
         (embedded * keep).sum_dim_intlist(&[1i64][..], false, kind)
+    }
+}
+
+/// OGB's atom features (Peptides-func's 9 integer columns): vocabulary of each column, as the
+/// exact parameter counts of the GPS models imply (spec §3.3).
+pub const ATOM_VOCAB: [i64; 9] = [119, 5, 12, 12, 10, 6, 6, 2, 2];
+/// OGB's bond features (3 integer columns).
+pub const BOND_VOCAB: [i64; 3] = [5, 6, 2];
+
+/// A sum of one embedding per integer column (OGB's `AtomEncoder` / `BondEncoder`).
+#[derive(Debug)]
+pub struct ColumnEmbedding {
+    tables: Vec<nn::Embedding>,
+}
+
+impl ColumnEmbedding {
+    /// One `vocab[c] × dim` table per column under `path`.
+    pub fn new(path: &nn::Path, vocab: &[i64], dim: i64) -> Self {
+        Self {
+            tables: vocab
+                .iter()
+                .enumerate()
+                .map(|(c, &v)| {
+                    nn::embedding(path / format!("column{c}"), v, dim, Default::default())
+                })
+                .collect(),
+        }
+    }
+
+    /// `[M, dim]` from integer features `[M, columns]`; a value outside its column's vocabulary
+    /// is an error naming the column (libtorch would abort on it).
+    pub fn forward(&self, x: &Tensor) -> basin_core::Result<Tensor> {
+        if x.dim() != 2 || x.size()[1] != self.tables.len() as i64 {
+            return Err(basin_core::CoreError::config(
+                "features",
+                format!(
+                    "expected [nodes, {}] integers, got {:?}",
+                    self.tables.len(),
+                    x.size()
+                ),
+            ));
+        }
+        let mut sum: Option<Tensor> = None;
+        for (c, t) in self.tables.iter().enumerate() {
+            let col = x.select(1, c as i64);
+            let vocab = t.ws.size()[0];
+            if col.numel() > 0 {
+                let (lo, hi) = (col.min().int64_value(&[]), col.max().int64_value(&[]));
+                if lo < 0 || hi >= vocab {
+                    return Err(basin_core::CoreError::config(
+                        format!("features column {c}"),
+                        format!("values must lie in 0..{vocab}, found {lo}..={hi}"),
+                    ));
+                }
+            }
+            let e = col.apply(t);
+            sum = Some(match sum {
+                Some(s) => s + e,
+                None => e,
+            });
+        }
+        Ok(sum.unwrap_or_else(|| Tensor::zeros([x.size()[0], 0], (Kind::Float, x.device()))))
     }
 }

@@ -81,3 +81,46 @@ fn training_flips_one_sign_per_eigenvector_for_every_node() {
     }
     assert!(flipped_once, "five training draws never flipped a sign");
 }
+
+#[test]
+fn atom_and_bond_encoders_sum_one_embedding_per_column() {
+    use basin_sfi::encoders::{ATOM_VOCAB, BOND_VOCAB, ColumnEmbedding};
+    let _g = lock_generator();
+    tch::manual_seed(3);
+    let vs = nn::VarStore::new(tch::Device::Cpu);
+    let atoms = ColumnEmbedding::new(&(vs.root() / "atom"), &ATOM_VOCAB, 8);
+    let bonds = ColumnEmbedding::new(&(vs.root() / "bond"), &BOND_VOCAB, 8);
+    // Σ vocab × d: 174·8 + 13·8 (the GPS counts' 174 and 13, spec §3.9).
+    let n: i64 = vs
+        .trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum();
+    assert_eq!(n, 174 * 8 + 13 * 8);
+    let x = Tensor::from_slice(&[6i64, 0, 3, 5, 0, 0, 2, 0, 1, 118, 4, 11, 11, 9, 5, 5, 1, 1])
+        .view([2, 9]);
+    let out = atoms.forward(&x).expect("in range");
+    assert_eq!(out.size(), [2, 8]);
+    let v = vs.variables();
+    let by_hand = (0..9)
+        .map(|c| v[&format!("atom.column{c}.weight")].get(x.int64_value(&[1, c])))
+        .fold(
+            Tensor::zeros([8], (Kind::Float, tch::Device::Cpu)),
+            |a, b| a + b,
+        );
+    assert!(max_rel_error(&out.get(1), &by_hand, 1e-6) < 1e-6);
+    let e = bonds
+        .forward(&Tensor::from_slice(&[3i64, 5, 1]).view([1, 3]))
+        .expect("in range");
+    assert_eq!(e.size(), [1, 8]);
+    // Out of a column's vocabulary, or the wrong width: named errors, not an abort.
+    let err = bonds
+        .forward(&Tensor::from_slice(&[3i64, 6, 1]).view([1, 3]))
+        .expect_err("6 is outside column 1's 0..6");
+    assert!(err.to_string().contains("column 1"), "{err}");
+    assert!(
+        bonds
+            .forward(&Tensor::from_slice(&[3i64, 1]).view([1, 2]))
+            .is_err()
+    );
+}
