@@ -25,6 +25,10 @@ pub struct GatedGcnConfig {
     pub batch_norm: bool,
     /// The residual `h + …`, `e + …` (the GPS code: on).
     pub residual: bool,
+    /// EquivStable LapPE gates (PATTERN/CLUSTER presets): each edge's gate is scaled by
+    /// `r_ij = sigmoid(Linear(d,1)(ReLU(Linear(1,d)(‖p_i − p_j‖²))))` of the nodes' positional
+    /// embeddings `p` (3d + 1 parameters).
+    pub es_gate: bool,
 }
 
 impl Default for GatedGcnConfig {
@@ -34,6 +38,7 @@ impl Default for GatedGcnConfig {
             dropout: 0.0,
             batch_norm: true,
             residual: true,
+            es_gate: false,
         }
     }
 }
@@ -49,6 +54,7 @@ pub struct GatedGcn {
     e: nn::Linear,
     bn_h: Option<nn::BatchNorm>,
     bn_e: Option<nn::BatchNorm>,
+    es: Option<(nn::Linear, nn::Linear)>,
 }
 
 impl GatedGcn {
@@ -68,23 +74,40 @@ impl GatedGcn {
             e: lin("e"),
             bn_h: bn("bn_h"),
             bn_e: bn("bn_e"),
+            es: cfg.es_gate.then(|| {
+                (
+                    nn::linear(path / "es1", 1, cfg.dim, Default::default()),
+                    nn::linear(path / "es2", cfg.dim, 1, Default::default()),
+                )
+            }),
         }
     }
 
-    /// Updated nodes `[M, d]` and edges `[E, d]` from nodes `h`, edge features `e` and the edge
-    /// list `src → dst` (`[E]` int64 each).
+    /// Updated nodes `[M, d]` and edges `[E, d]` from nodes `h`, edge features `e`, the edge
+    /// list `src → dst` (`[E]` int64 each) and, with `es_gate`, the positional embeddings `pe`
+    /// `[M, d_pe]` (ignored otherwise; without them the gate is off).
     pub fn forward(
         &self,
         h: &Tensor,
         e: &Tensor,
         src: &Tensor,
         dst: &Tensor,
+        pe: Option<&Tensor>,
         train: bool,
     ) -> (Tensor, Tensor) {
         let dh = h.apply(&self.d).index_select(0, dst);
         let eh = h.apply(&self.e).index_select(0, src);
         let e_hat = dh + eh + e.apply(&self.c);
         let sigma = e_hat.sigmoid();
+        let sigma = match (&self.es, pe) {
+            (Some((l1, l2)), Some(p)) => {
+                let dist = (p.index_select(0, dst) - p.index_select(0, src))
+                    .square()
+                    .sum_dim_intlist(&[1i64][..], true, p.kind());
+                sigma * dist.apply(l1).relu().apply(l2).sigmoid()
+            }
+            _ => sigma,
+        };
         let bh = h.apply(&self.b).index_select(0, src);
         let num = h.zeros_like().index_add(0, dst, &(&sigma * bh));
         let den = h.zeros_like().index_add(0, dst, &sigma);

@@ -163,7 +163,9 @@ impl GpsLayer {
         train: bool,
     ) -> (Tensor, Tensor) {
         let p = self.cfg.dropout;
-        let (h_local, e_new) = self.local.forward(h, e, &graphs.src, &graphs.dst, train);
+        let (h_local, e_new) = self
+            .local
+            .forward(h, e, &graphs.src, &graphs.dst, None, train);
         let h_m = self.bn_local.forward_t(&h_local, train);
         let mask = graphs.mask();
         let a = self

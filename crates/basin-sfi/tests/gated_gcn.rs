@@ -35,7 +35,7 @@ fn the_layer_is_its_formula() {
     let (src, dst) = graph();
     let h = Tensor::randn([5, 4], OPTS);
     let e = Tensor::randn([7, 4], OPTS);
-    let (h1, e1) = l.forward(&h, &e, &src, &dst, false);
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, false);
     let v = vs.variables();
     let lin =
         |w: &str, x: &Tensor| x.matmul(&v[&format!("{w}.weight")].tr()) + &v[&format!("{w}.bias")];
@@ -77,7 +77,7 @@ fn relabelled_nodes_and_reordered_edges_give_the_same_layer() {
     let (src, dst) = graph();
     let h = Tensor::randn([5, 4], OPTS);
     let e = Tensor::randn([7, 4], OPTS);
-    let (h1, e1) = l.forward(&h, &e, &src, &dst, true);
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, true);
     // New label of old node i: perm[i]; edges listed in another order.
     let perm = Tensor::from_slice(&[2i64, 4, 0, 1, 3]);
     let inverse = perm.argsort(0, false);
@@ -86,7 +86,7 @@ fn relabelled_nodes_and_reordered_edges_give_the_same_layer() {
     let ep = e.index_select(0, &order);
     let srcp = perm.index_select(0, &src.index_select(0, &order));
     let dstp = perm.index_select(0, &dst.index_select(0, &order));
-    let (h2, e2) = l.forward(&hp, &ep, &srcp, &dstp, true);
+    let (h2, e2) = l.forward(&hp, &ep, &srcp, &dstp, None, true);
     assert!(max_rel_error(&h2, &h1.index_select(0, &inverse), 1e-12) < 1e-9);
     assert!(max_rel_error(&e2, &e1.index_select(0, &order), 1e-12) < 1e-9);
 }
@@ -101,7 +101,7 @@ fn gradients_reach_every_weight() {
     let e = Tensor::randn([7, 4], OPTS);
     // Evaluation-mode BatchNorm (in training mode it cancels the biases before it) and a fixed
     // random readout.
-    let (h1, e1) = l.forward(&h, &e, &src, &dst, false);
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, false);
     let (wh, we) = (
         Tensor::randn(h1.size(), OPTS),
         Tensor::randn(e1.size(), OPTS),
@@ -117,4 +117,39 @@ fn gradients_reach_every_weight() {
             "no gradient reaches {name} ({g:.1e})"
         );
     }
+}
+
+#[test]
+fn equivstable_gates_see_only_distances_of_the_positional_embeddings() {
+    let _g = lock_generator();
+    tch::manual_seed(4);
+    let mut vs = nn::VarStore::new(tch::Device::Cpu);
+    let cfg = GatedGcnConfig {
+        dim: 4,
+        batch_norm: false,
+        es_gate: true,
+        ..GatedGcnConfig::default()
+    };
+    let l = GatedGcn::new(&vs.root(), &cfg);
+    vs.double();
+    // 3d + 1 parameters on top of the five d×d maps with biases.
+    let n: i64 = vs
+        .trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum();
+    assert_eq!(n, 5 * (4 * 4 + 4) + 3 * 4 + 1);
+    let (src, dst) = graph();
+    let h = Tensor::randn([5, 4], OPTS);
+    let e = Tensor::randn([7, 4], OPTS);
+    let p = Tensor::randn([5, 3], OPTS);
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, Some(&p), false);
+    // Flipping every sign (or shifting) the embeddings keeps the distances: same output.
+    let (h2, e2) = l.forward(&h, &e, &src, &dst, Some(&(p.neg() + 0.7)), false);
+    assert!(max_rel_error(&h2, &h1, 1e-12) < 1e-10);
+    assert!(max_rel_error(&e2, &e1, 1e-12) < 1e-10);
+    // Different distances do change the node update (edges are updated before the gate).
+    let (h3, e3) = l.forward(&h, &e, &src, &dst, Some(&(&p * 3.0)), false);
+    assert!(max_rel_error(&h3, &h1, 1e-12) > 1e-6);
+    assert!(max_rel_error(&e3, &e1, 1e-12) < 1e-12);
 }
