@@ -25,6 +25,8 @@ pub struct GpsConfig {
     pub attention: SfiAttentionConfig,
     /// Dropout of the attention output, the FFN and the GatedGCN.
     pub dropout: f64,
+    /// EquivStable LapPE gates in the GatedGCN (PATTERN/CLUSTER presets).
+    pub es_gate: bool,
 }
 
 impl Default for GpsConfig {
@@ -32,6 +34,7 @@ impl Default for GpsConfig {
         Self {
             attention: SfiAttentionConfig::default(),
             dropout: 0.0,
+            es_gate: false,
         }
     }
 }
@@ -142,6 +145,7 @@ impl GpsLayer {
                 &GatedGcnConfig {
                     dim: d,
                     dropout: cfg.dropout,
+                    es_gate: cfg.es_gate,
                     ..GatedGcnConfig::default()
                 },
             ),
@@ -154,18 +158,20 @@ impl GpsLayer {
         }
     }
 
-    /// Updated nodes `[M, d]` and edges `[E, d]`.
+    /// Updated nodes `[M, d]` and edges `[E, d]`; `pe` `[M, d_pe]` feeds the EquivStable gates
+    /// when `es_gate` is on.
     pub fn forward(
         &self,
         h: &Tensor,
         e: &Tensor,
         graphs: &GraphBatchTensors,
+        pe: Option<&Tensor>,
         train: bool,
     ) -> (Tensor, Tensor) {
         let p = self.cfg.dropout;
         let (h_local, e_new) = self
             .local
-            .forward(h, e, &graphs.src, &graphs.dst, None, train);
+            .forward(h, e, &graphs.src, &graphs.dst, pe, train);
         let h_m = self.bn_local.forward_t(&h_local, train);
         let mask = graphs.mask();
         let a = self

@@ -25,6 +25,7 @@ fn layer(lambda_norm: LambdaNorm) -> (nn::VarStore, GpsLayer) {
             ..SfiAttentionConfig::default()
         },
         dropout: 0.0,
+        es_gate: false,
     };
     let l = GpsLayer::new(&vs.root(), &cfg);
     vs.double();
@@ -57,18 +58,20 @@ fn a_graph_gives_the_same_output_alone_or_batched() {
     let mut edges = ring(0, n1);
     edges.extend(ring(n1, n2));
     let e = Tensor::randn([edges.len() as i64, 6], OPTS);
-    let (both, e_both) = l.forward(&h, &e, &batch(&[n1, n2], &edges), false);
+    let (both, e_both) = l.forward(&h, &e, &batch(&[n1, n2], &edges), None, false);
     let e1 = 2 * n1;
     let (first, _) = l.forward(
         &h.narrow(0, 0, n1),
         &e.narrow(0, 0, e1),
         &batch(&[n1], &ring(0, n1)),
+        None,
         false,
     );
     let (second, e_second) = l.forward(
         &h.narrow(0, n1, n2),
         &e.narrow(0, e1, 2 * n2),
         &batch(&[n2], &ring(0, n2)),
+        None,
         false,
     );
     assert!(max_rel_error(&both.narrow(0, 0, n1), &first, 1e-12) < 1e-9);
@@ -85,7 +88,7 @@ fn relabelling_a_graphs_nodes_relabels_its_outputs() {
     let edges = ring(0, n);
     let h = Tensor::randn([n, 6], OPTS);
     let e = Tensor::randn([edges.len() as i64, 6], OPTS);
-    let (out, _) = l.forward(&h, &e, &batch(&[n], &edges), false);
+    let (out, _) = l.forward(&h, &e, &batch(&[n], &edges), None, false);
     let perm = [3i64, 0, 5, 1, 4, 2]; // old node i becomes perm[i]
     let relabelled: Vec<(i64, i64)> = edges
         .iter()
@@ -96,6 +99,7 @@ fn relabelling_a_graphs_nodes_relabels_its_outputs() {
         &h.index_select(0, &inverse),
         &e,
         &batch(&[n], &relabelled),
+        None,
         false,
     );
     assert!(max_rel_error(&out_p, &out.index_select(0, &inverse), 1e-12) < 1e-9);
@@ -112,7 +116,7 @@ fn gradients_reach_every_weight() {
     let e = Tensor::randn([edges.len() as i64, 6], OPTS);
     // Evaluation-mode BatchNorm: in training mode it subtracts the batch mean, which cancels
     // (and so gives no gradient to) the bias of the linear map before it.
-    let (out, e_out) = l.forward(&h, &e, &batch(&[4, 5], &edges), false);
+    let (out, e_out) = l.forward(&h, &e, &batch(&[4, 5], &edges), None, false);
     // A fixed random readout (a sum of squares after BatchNorm would be constant in training).
     let w = Tensor::randn(out.size(), OPTS);
     let we = Tensor::randn(e_out.size(), OPTS);
