@@ -181,27 +181,27 @@ fn list(a: &ListArgs) -> Result<()> {
         return Ok(());
     }
     let dir = data_dir(a.data_dir.as_deref());
-    let rows: Vec<serde_json::Value> = registry::datasets()
-        .iter()
-        .map(|d| {
-            let presence = d.presence(&dir);
-            serde_json::json!({
-                "name": d.name,
-                "aliases": d.aliases,
-                "kind": d.kind,
-                "presence": presence,
-                "bytes": d.bytes(),
-                "location": d.location(&dir).display().to_string(),
-                "fetch": match presence {
-                    Presence::Missing | Presence::Partial => Some(d.fetch_command()),
-                    _ => None,
-                },
-                "licence": d.licence,
-                "homepage": d.homepage,
-            })
-        })
-        .collect();
     if a.json {
+        let rows: Vec<serde_json::Value> = registry::datasets()
+            .iter()
+            .map(|d| {
+                let presence = d.presence(&dir);
+                serde_json::json!({
+                    "name": d.name,
+                    "aliases": d.aliases,
+                    "kind": d.kind,
+                    "presence": presence,
+                    "bytes": d.bytes(),
+                    "location": d.location(&dir).display().to_string(),
+                    "fetch": match presence {
+                        Presence::Missing | Presence::Partial => Some(d.fetch_command()),
+                        _ => None,
+                    },
+                    "licence": d.licence,
+                    "homepage": d.homepage,
+                })
+            })
+            .collect();
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
@@ -218,11 +218,10 @@ fn list(a: &ListArgs) -> Result<()> {
             Presence::Partial => ("partial", d.fetch_command()),
             Presence::Missing => ("missing", d.fetch_command()),
         };
-        let kind = serde_json::to_value(d.kind)?;
         println!(
             "{:<20} {:<12} {:<10} {:>9}  {place}",
             d.name,
-            kind.as_str().unwrap_or(""),
+            d.kind.as_str(),
             status,
             megabytes(d.bytes())
         );
@@ -292,7 +291,10 @@ fn fetch(a: &FetchArgs) -> Result<()> {
                 println!("{}: generated on use; nothing to fetch", info.name)
             }
             Ok(FetchOutcome::AlreadyPresent) => {
-                println!("{}: already present and verified", info.name)
+                println!(
+                    "{}: already present (checksums match where recorded)",
+                    info.name
+                )
             }
             Ok(FetchOutcome::Fetched {
                 files,

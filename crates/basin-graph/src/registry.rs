@@ -46,6 +46,23 @@ pub enum DataKind {
     MilFte,
 }
 
+impl DataKind {
+    /// The manifest's name of the kind (`tu`, `anomaly-npz`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tu => "tu",
+            Self::AnomalyNpz => "anomaly-npz",
+            Self::FraudMat => "fraud-mat",
+            Self::Peptides => "peptides",
+            Self::Generated => "generated",
+            Self::IdxImages => "idx-images",
+            Self::ImageTar => "image-tar",
+            Self::MilCsv => "mil-csv",
+            Self::MilFte => "mil-fte",
+        }
+    }
+}
+
 /// One file of a dataset.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -341,18 +358,15 @@ pub fn markdown_table() -> String {
             _ if d.files.iter().all(|f| f.bytes.is_none()) => "not recorded".to_owned(),
             _ => format!("{:.1} MB", d.bytes() as f64 / 1e6),
         };
-        let kind = match serde_json::to_value(d.kind) {
-            Ok(serde_json::Value::String(s)) => s,
-            _ => String::new(),
-        };
         md.push_str(&format!(
-            "| `{}`{} | {kind} | {size} | <{}> | {} |\n",
+            "| `{}`{} | {} | {size} | <{}> | {} |\n",
             d.name,
             if d.aliases.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", d.aliases.join(", "))
             },
+            d.kind.as_str(),
             d.homepage,
             d.licence
         ));

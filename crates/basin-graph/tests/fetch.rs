@@ -94,6 +94,10 @@ fn the_manifest_parses_with_unique_names() {
     assert!(all.len() >= 20, "{} datasets", all.len());
     for d in all {
         assert_eq!(registry::find(&d.name).map(|x| &x.name), Some(&d.name));
+        assert_eq!(
+            serde_json::to_value(d.kind).ok(),
+            Some(d.kind.as_str().into())
+        );
         for a in &d.aliases {
             assert_eq!(registry::find(a).map(|x| &x.name), Some(&d.name));
         }

@@ -121,10 +121,7 @@ pub fn load_images(spec: &str, data_dir: &Path) -> Result<(ImageSet, ImageSet)> 
                 "data",
                 format!(
                     "`{spec}` is a {} dataset; image-completion reads fashion-mnist, cifar10, an IDX folder or an image tar",
-                    serde_json::to_value(other)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default()
+                    other.as_str()
                 ),
             ));
         }

@@ -39,14 +39,15 @@ impl Default for GpsConfig {
     }
 }
 
-/// A batch of graphs as GPS layers see it: concatenated nodes and an edge list.
+/// A batch of graphs as GPS layers see it: concatenated nodes and an edge list, with the
+/// real-token mask and Ã built once per batch (every layer reads them).
 #[derive(Debug)]
 pub struct GraphBatchTensors {
     /// Graph of every node `[M]` (int64, non-decreasing).
     pub batch: Tensor,
     /// Position of every node inside its graph `[M]` (int64).
     pub position: Tensor,
-    /// Edge sources and destinations `[E]` (int64, global node ids).
+    /// Edge sources `[E]` (int64, global node ids).
     pub src: Tensor,
     /// Edge destinations.
     pub dst: Tensor,
@@ -54,11 +55,15 @@ pub struct GraphBatchTensors {
     pub graphs: i64,
     /// Largest graph N*.
     pub max_nodes: i64,
+    /// The real-token mask `[B, N*]`.
+    pub mask: Tensor,
+    /// Ã `[B, N*, N*]` of the edges (rows = receivers), see [`gcn_normalize`].
+    pub adjacency: Tensor,
 }
 
 impl GraphBatchTensors {
-    /// From the node count of each graph and the edges (global ids, `src → dst`).
-    pub fn new(sizes: &[i64], src: Tensor, dst: Tensor) -> Self {
+    /// From the node count of each graph and the edges (global ids, `src → dst`); Ã in `kind`.
+    pub fn new(sizes: &[i64], src: Tensor, dst: Tensor, kind: Kind) -> Self {
         let device = src.device();
         let mut batch = Vec::new();
         let mut position = Vec::new();
@@ -66,13 +71,33 @@ impl GraphBatchTensors {
             batch.extend(std::iter::repeat_n(g as i64, n.max(0) as usize));
             position.extend(0..n.max(0));
         }
+        let batch = Tensor::from_slice(&batch).to_device(device);
+        let position = Tensor::from_slice(&position).to_device(device);
+        let (graphs, max_nodes) = (sizes.len() as i64, sizes.iter().copied().max().unwrap_or(0));
+        let mask = Tensor::zeros([graphs, max_nodes], (Kind::Bool, device)).index_put(
+            &[Some(&batch), Some(&position)],
+            &Tensor::ones([], (Kind::Bool, device)),
+            false,
+        );
+        let a = Tensor::zeros([graphs, max_nodes, max_nodes], (kind, device)).index_put(
+            &[
+                Some(&batch.index_select(0, &dst)),
+                Some(&position.index_select(0, &dst)),
+                Some(&position.index_select(0, &src)),
+            ],
+            &Tensor::ones([], (kind, device)),
+            false,
+        );
+        let adjacency = gcn_normalize(&a, &mask);
         Self {
-            batch: Tensor::from_slice(&batch).to_device(device),
-            position: Tensor::from_slice(&position).to_device(device),
+            batch,
+            position,
             src,
             dst,
-            graphs: sizes.len() as i64,
-            max_nodes: sizes.iter().copied().max().unwrap_or(0),
+            graphs,
+            max_nodes,
+            mask,
+            adjacency,
         }
     }
 
@@ -81,37 +106,6 @@ impl GraphBatchTensors {
         let d = h.size()[1];
         let dense = Tensor::zeros([self.graphs, self.max_nodes, d], (h.kind(), h.device()));
         dense.index_put(&[Some(&self.batch), Some(&self.position)], h, false)
-    }
-
-    /// The real-token mask `[B, N*]`.
-    pub fn mask(&self) -> Tensor {
-        let m = Tensor::zeros(
-            [self.graphs, self.max_nodes],
-            (Kind::Bool, self.batch.device()),
-        );
-        m.index_put(
-            &[Some(&self.batch), Some(&self.position)],
-            &Tensor::ones([], (Kind::Bool, self.batch.device())),
-            false,
-        )
-    }
-
-    /// Ã `[B, N*, N*]` of the edges (rows = receivers), see [`gcn_normalize`].
-    pub fn adjacency(&self, kind: Kind) -> Tensor {
-        let device = self.batch.device();
-        let a = Tensor::zeros(
-            [self.graphs, self.max_nodes, self.max_nodes],
-            (kind, device),
-        );
-        let g = self.batch.index_select(0, &self.dst);
-        let i = self.position.index_select(0, &self.dst);
-        let j = self.position.index_select(0, &self.src);
-        let a = a.index_put(
-            &[Some(&g), Some(&i), Some(&j)],
-            &Tensor::ones([], (kind, device)),
-            false,
-        );
-        gcn_normalize(&a, &self.mask())
     }
 
     /// Padded `[B, N*, d]` → `[M, d]`.
@@ -173,10 +167,9 @@ impl GpsLayer {
             .local
             .forward(h, e, &graphs.src, &graphs.dst, pe, train);
         let h_m = self.bn_local.forward_t(&h_local, train);
-        let mask = graphs.mask();
         let a = self
             .attention
-            .forward(&graphs.to_dense(h), &mask, &graphs.adjacency(h.kind()));
+            .forward(&graphs.to_dense(h), &graphs.mask, &graphs.adjacency);
         let h_a = self
             .bn_attn
             .forward_t(&(h + graphs.from_dense(&a).dropout(p, train)), train);

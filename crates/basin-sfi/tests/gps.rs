@@ -45,7 +45,12 @@ fn ring(first: i64, n: i64) -> Vec<(i64, i64)> {
 fn batch(sizes: &[i64], edges: &[(i64, i64)]) -> GraphBatchTensors {
     let src: Vec<i64> = edges.iter().map(|e| e.0).collect();
     let dst: Vec<i64> = edges.iter().map(|e| e.1).collect();
-    GraphBatchTensors::new(sizes, Tensor::from_slice(&src), Tensor::from_slice(&dst))
+    GraphBatchTensors::new(
+        sizes,
+        Tensor::from_slice(&src),
+        Tensor::from_slice(&dst),
+        Kind::Double,
+    )
 }
 
 #[test]
