@@ -115,17 +115,29 @@ impl GraphClassifierConfig {
         self.block.heads()
     }
 
-    /// A lower bound, in bytes, on the memory one training batch needs: the float32 attention
-    /// scores `[B, H, N', N']` that each descent step of each block keeps for the backward
-    /// pass, with B the batch (at most `items`), N' the padded token count (the largest graph
-    /// under the node cap, plus CLS) and H the heads. Everything else (tokens, the Conv2D on
-    /// X ⊗ X, gradients) comes on top, so a batch above the machine's memory cannot run.
-    pub fn batch_memory_lower_bound(&self, largest_graph: usize, items: usize) -> u64 {
+    /// The factors of [`Self::batch_memory_lower_bound`]: batch, heads, padded tokens, steps.
+    fn batch_memory_factors(&self, largest_graph: usize, items: usize) -> [u64; 4] {
         let n =
             (largest_graph.min(self.batching.max_nodes) + usize::from(self.batching.cls)) as u64;
         let b = self.batch.min(items.max(1)) as u64;
-        let h = self.heads().unwrap_or(1).max(1) as u64;
-        let steps = (self.block.steps.saturating_mul(self.blocks)).max(1) as u64;
+        match self.heads() {
+            Some(h) => {
+                let steps = self.block.steps.saturating_mul(self.blocks).max(1) as u64;
+                [b, h.max(1) as u64, n, steps]
+            }
+            // No attention: only the one-channel X ⊗ X map of the front end is N' × N'.
+            None => [b, 1, n, 1],
+        }
+    }
+
+    /// A lower bound, in bytes, on the memory one training batch needs: the float32 attention
+    /// scores `[B, H, N', N']` that each descent step of each block keeps for the backward
+    /// pass (without an attention term, the front end's `[B, 1, N', N']` map of X ⊗ X), with B
+    /// the batch (at most `items`) and N' the padded token count (the largest graph under the
+    /// node cap, plus CLS). Everything else comes on top, so a batch above the machine's memory
+    /// cannot run.
+    pub fn batch_memory_lower_bound(&self, largest_graph: usize, items: usize) -> u64 {
+        let [b, h, n, steps] = self.batch_memory_factors(largest_graph, items);
         [b, h, n, n, steps]
             .iter()
             .fold(4u64, |acc, &x| acc.saturating_mul(x))
@@ -141,16 +153,13 @@ impl GraphClassifierConfig {
     ) -> Result<()> {
         let need = self.batch_memory_lower_bound(largest_graph, items);
         if need > available {
+            let [b, h, n, steps] = self.batch_memory_factors(largest_graph, items);
             let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
             return Err(TaskError::config(
                 "batch",
                 format!(
-                    "one padded batch needs at least {:.1} GiB (batch {} × heads {} × {}² padded tokens × {} descent steps × 4 bytes of attention scores) but {:.1} GiB is available; lower `batch` or `batching.max_nodes`",
+                    "one padded batch needs at least {:.1} GiB (batch {b} × heads {h} × {n}² padded tokens × {steps} descent steps × 4 bytes of attention scores) but {:.1} GiB is available; lower `batch` or `batching.max_nodes`",
                     gib(need),
-                    self.batch.min(items.max(1)),
-                    self.heads().unwrap_or(1).max(1),
-                    largest_graph.min(self.batching.max_nodes) + usize::from(self.batching.cls),
-                    (self.block.steps.saturating_mul(self.blocks)).max(1),
                     gib(available)
                 ),
             ));
@@ -727,6 +736,10 @@ mod tests {
             .check_batch_memory(10_000, 100, need - 1)
             .expect_err("too big");
         assert!(err.to_string().contains("batch"), "{err}");
+        // Without an attention term only the X ⊗ X map counts, once.
+        cfg.block.terms.retain(|t| !t.params.contains_key("heads"));
+        assert_eq!(cfg.heads(), None);
+        assert_eq!(cfg.batch_memory_lower_bound(10_000, 100), 4 * 8 * 50 * 50);
         // No overflow on absurd sizes.
         cfg.batching.max_nodes = usize::MAX - 1;
         assert_eq!(
