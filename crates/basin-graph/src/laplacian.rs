@@ -337,7 +337,7 @@ fn smallest_dense(l: &Mat<f64>, count: usize) -> Result<(Vec<f64>, Mat<f64>)> {
 
 /// Dense symmetric eigendecomposition, sequential (callers parallelise over graphs) or on the
 /// rayon pool for big matrices.
-fn dense_eigh(l: &Mat<f64>) -> Result<(Vec<f64>, Mat<f64>)> {
+pub(crate) fn dense_eigh(l: &Mat<f64>) -> Result<(Vec<f64>, Mat<f64>)> {
     let n = l.nrows();
     let par = if n >= 256 {
         faer::Par::rayon(0)

@@ -55,6 +55,7 @@ pub mod mat;
 pub mod mil;
 pub mod npz;
 mod partial_eigh;
+pub mod posenc;
 pub mod registry;
 pub mod sample;
 pub mod sbm;

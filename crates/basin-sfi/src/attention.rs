@@ -59,6 +59,8 @@ pub struct SfiAttentionConfig {
     pub adjacency: Adjacency,
     /// Initial γ (one scalar per layer, unconstrained; spec S14: 1.0).
     pub gamma_init: f64,
+    /// Dropout on the flows `Z` in training (spec S17; the GPS presets: 0.5).
+    pub attn_dropout: f64,
 }
 
 impl Default for SfiAttentionConfig {
@@ -72,6 +74,26 @@ impl Default for SfiAttentionConfig {
             lambda_norm: LambdaNorm::BatchMax,
             adjacency: Adjacency::Enhanced,
             gamma_init: 1.0,
+            attn_dropout: 0.0,
+        }
+    }
+}
+
+impl SfiAttentionConfig {
+    /// GraphGPS's Transformer branch (`nn.MultiheadAttention`): softmax attention with head
+    /// width d/H, no adjacency; 4d² + 4d parameters.
+    pub fn transformer(dim: i64, heads: i64, attn_dropout: f64) -> Self {
+        Self {
+            dim,
+            heads,
+            head_dim: dim / heads.max(1),
+            flow: FlowConfig {
+                solver: FlowSolver::Dense,
+                ..FlowConfig::default()
+            },
+            adjacency: Adjacency::None,
+            attn_dropout,
+            ..Self::default()
         }
     }
 }
@@ -80,13 +102,14 @@ impl Default for SfiAttentionConfig {
 #[derive(Debug)]
 pub struct SfiAttention {
     cfg: SfiAttentionConfig,
-    q: nn::Linear,
-    k: nn::Linear,
-    fq: nn::Linear,
-    fk: nn::Linear,
+    /// Queries and keys (absent for `adjacency = only`).
+    qk: Option<(nn::Linear, nn::Linear)>,
+    /// The friction branch (only for a flow solver other than `dense`).
+    friction: Option<(nn::Linear, nn::Linear)>,
     v: nn::Linear,
     o: nn::Linear,
-    gamma: Tensor,
+    /// γ (only for `adjacency = enhanced`).
+    gamma: Option<Tensor>,
 }
 
 /// `D̂^{-1/2}(A + I)D̂^{-1/2}` of a dense padded adjacency `[B, N, N]` (0/1, rows = receivers),
@@ -108,15 +131,21 @@ impl SfiAttention {
     pub fn new(path: &nn::Path, cfg: &SfiAttentionConfig) -> Self {
         let inner = cfg.heads * cfg.head_dim;
         let lin = |name: &str, i: i64, o: i64| nn::linear(path / name, i, o, Default::default());
+        let uses_flow = cfg.adjacency != Adjacency::Only;
+        let uses_friction = uses_flow && cfg.flow.solver != FlowSolver::Dense;
         Self {
             cfg: cfg.clone(),
-            q: lin("q", cfg.dim, inner),
-            k: lin("k", cfg.dim, inner),
-            fq: lin("friction_q", cfg.dim, inner),
-            fk: lin("friction_k", cfg.dim, inner),
+            qk: uses_flow.then(|| (lin("q", cfg.dim, inner), lin("k", cfg.dim, inner))),
+            friction: uses_friction.then(|| {
+                (
+                    lin("friction_q", cfg.dim, inner),
+                    lin("friction_k", cfg.dim, inner),
+                )
+            }),
             v: lin("v", cfg.dim, inner),
             o: lin("o", inner, cfg.dim),
-            gamma: path.var("gamma", &[], nn::Init::Const(cfg.gamma_init)),
+            gamma: (cfg.adjacency == Adjacency::Enhanced)
+                .then(|| path.var("gamma", &[], nn::Init::Const(cfg.gamma_init))),
         }
     }
 
@@ -134,13 +163,18 @@ impl SfiAttention {
         qh.matmul(&kh.transpose(-2, -1)) / (self.cfg.head_dim as f64).sqrt()
     }
 
-    /// The flows `Z` `[B, H, N, N]` of tokens `x` `[B, N, d]` with real-token `mask` `[B, N]`.
+    /// The flows `Z` `[B, H, N, N]` of tokens `x` `[B, N, d]` with real-token `mask` `[B, N]`
+    /// (with `adjacency = only`, which has no queries: zero).
     pub fn flows(&self, x: &Tensor, mask: &Tensor) -> Tensor {
-        let s = self.scores(x, &self.q, &self.k);
-        let f = match self.cfg.flow.solver {
-            FlowSolver::Dense => s.zeros_like(),
+        let Some((q, k)) = &self.qk else {
+            let (b, n) = (x.size()[0], x.size()[1]);
+            return Tensor::zeros([b, self.cfg.heads, n, n], (x.kind(), x.device()));
+        };
+        let s = self.scores(x, q, k);
+        let f = match &self.friction {
+            None => s.zeros_like(),
             // Over the real keys only: padding must not dilute the frictions.
-            _ => masked_softmax(&self.scores(x, &self.fq, &self.fk), mask),
+            Some((fq, fk)) => masked_softmax(&self.scores(x, fq, fk), mask),
         };
         let sizes = mask
             .to_kind(s.kind())
@@ -157,16 +191,22 @@ impl SfiAttention {
     }
 
     /// The branch output `a` `[B, N, d]` (zero on padded tokens) from tokens `x`, `mask` and the
-    /// normalised adjacency `adj` `[B, N, N]` (see [`gcn_normalize`]).
+    /// normalised adjacency `adj` `[B, N, N]` (see [`gcn_normalize`]), in evaluation mode.
     pub fn forward(&self, x: &Tensor, mask: &Tensor, adj: &Tensor) -> Tensor {
+        self.forward_t(x, mask, adj, false)
+    }
+
+    /// [`Self::forward`], with the attention dropout on the flows when `train`.
+    pub fn forward_t(&self, x: &Tensor, mask: &Tensor, adj: &Tensor, train: bool) -> Tensor {
         let v = self.heads(&x.apply_t(&self.v, false)); // [B, H, N, d_k]
         let adj = adj.unsqueeze(1);
-        let mixed = match self.cfg.adjacency {
-            Adjacency::Only => adj.matmul(&v),
-            Adjacency::None => self.flows(x, mask).matmul(&v),
-            Adjacency::Enhanced => {
-                (adj + &self.gamma * self.flows(x, mask)).matmul(&v) / (&self.gamma + 1.0)
+        let flows = || self.flows(x, mask).dropout(self.cfg.attn_dropout, train);
+        let mixed = match (&self.gamma, self.cfg.adjacency) {
+            (_, Adjacency::Only) => adj.matmul(&v),
+            (Some(gamma), Adjacency::Enhanced) => {
+                (adj + gamma * flows()).matmul(&v) / (gamma + 1.0)
             }
+            _ => flows().matmul(&v),
         };
         let (b, n) = (x.size()[0], x.size()[1]);
         let y = mixed

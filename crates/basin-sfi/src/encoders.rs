@@ -110,3 +110,46 @@ impl ColumnEmbedding {
         Ok(sum.unwrap_or_else(|| Tensor::zeros([x.size()[0], 0], (Kind::Float, x.device()))))
     }
 }
+
+/// EquivStable LapPE (`equivstable_laplace_pos_encoder.py`): `p = Linear(k, d)` of the
+/// eigenvector entries (NaN → 0), used only inside the GatedGCN gates; no sign flips (only a
+/// global flip of every column leaves the gates' distances unchanged, spec §3.3).
+#[derive(Debug)]
+pub struct EsLapPe {
+    linear: nn::Linear,
+}
+
+impl EsLapPe {
+    /// `k` frequencies to width `dim` under `path`.
+    pub fn new(path: &nn::Path, k: i64, dim: i64) -> Self {
+        Self {
+            linear: nn::linear(path / "linear", k, dim, Default::default()),
+        }
+    }
+
+    /// `[M, dim]` from eigenvector entries `[M, k]`.
+    pub fn forward(&self, vecs: &Tensor) -> Tensor {
+        vecs.nan_to_num(0.0, None, None).apply(&self.linear)
+    }
+}
+
+/// The RWSE encoder (`kernel_pos_encoder.py`, `model: Linear`): `Linear(steps, dim_pe)` of the
+/// random-walk return probabilities.
+#[derive(Debug)]
+pub struct Rwse {
+    linear: nn::Linear,
+}
+
+impl Rwse {
+    /// `steps` probabilities to `dim_pe` features under `path`.
+    pub fn new(path: &nn::Path, steps: i64, dim_pe: i64) -> Self {
+        Self {
+            linear: nn::linear(path / "linear", steps, dim_pe, Default::default()),
+        }
+    }
+
+    /// `[M, dim_pe]` from `[M, steps]`.
+    pub fn forward(&self, probs: &Tensor) -> Tensor {
+        probs.apply(&self.linear)
+    }
+}

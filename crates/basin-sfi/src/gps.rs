@@ -27,6 +27,8 @@ pub struct GpsConfig {
     pub dropout: f64,
     /// EquivStable LapPE gates in the GatedGCN (PATTERN/CLUSTER presets).
     pub es_gate: bool,
+    /// The global branch; off, the layer is the MPNN alone (the GatedGCN rows of the tables).
+    pub global: bool,
 }
 
 impl Default for GpsConfig {
@@ -35,6 +37,7 @@ impl Default for GpsConfig {
             attention: SfiAttentionConfig::default(),
             dropout: 0.0,
             es_gate: false,
+            global: true,
         }
     }
 }
@@ -119,15 +122,22 @@ impl GraphBatchTensors {
 pub struct GpsLayer {
     cfg: GpsConfig,
     local: GatedGcn,
-    attention: SfiAttention,
+    /// The global branch and its BatchNorm.
+    attention: Option<(SfiAttention, nn::BatchNorm)>,
     bn_local: nn::BatchNorm,
-    bn_attn: nn::BatchNorm,
     ff1: nn::Linear,
     ff2: nn::Linear,
     bn_out: nn::BatchNorm,
 }
 
 impl GpsLayer {
+    /// The flows `Z` `[B, H, N*, N*]` of the global branch for nodes `h` (None without one).
+    pub fn flows(&self, h: &Tensor, graphs: &GraphBatchTensors) -> Option<Tensor> {
+        self.attention
+            .as_ref()
+            .map(|(a, _)| a.flows(&graphs.to_dense(h), &graphs.mask))
+    }
+
     /// The layer's weights under `path`.
     pub fn new(path: &nn::Path, cfg: &GpsConfig) -> Self {
         let d = cfg.attention.dim;
@@ -143,9 +153,13 @@ impl GpsLayer {
                     ..GatedGcnConfig::default()
                 },
             ),
-            attention: SfiAttention::new(&(path / "attention"), &cfg.attention),
+            attention: cfg.global.then(|| {
+                (
+                    SfiAttention::new(&(path / "attention"), &cfg.attention),
+                    bn("bn_attn"),
+                )
+            }),
             bn_local: bn("bn_local"),
-            bn_attn: bn("bn_attn"),
             ff1: nn::linear(path / "ff1", d, 2 * d, Default::default()),
             ff2: nn::linear(path / "ff2", 2 * d, d, Default::default()),
             bn_out: bn("bn_out"),
@@ -167,13 +181,15 @@ impl GpsLayer {
             .local
             .forward(h, e, &graphs.src, &graphs.dst, pe, train);
         let h_m = self.bn_local.forward_t(&h_local, train);
-        let a = self
-            .attention
-            .forward(&graphs.to_dense(h), &graphs.mask, &graphs.adjacency);
-        let h_a = self
-            .bn_attn
-            .forward_t(&(h + graphs.from_dense(&a).dropout(p, train)), train);
-        let sum = h_m + h_a;
+        let sum = match &self.attention {
+            Some((attention, bn_attn)) => {
+                let a =
+                    attention.forward_t(&graphs.to_dense(h), &graphs.mask, &graphs.adjacency, train);
+                let h_a = bn_attn.forward_t(&(h + graphs.from_dense(&a).dropout(p, train)), train);
+                h_m + h_a
+            }
+            None => h_m,
+        };
         let ff = sum
             .apply(&self.ff1)
             .relu()

@@ -26,6 +26,7 @@ fn layer(lambda_norm: LambdaNorm) -> (nn::VarStore, GpsLayer) {
         },
         dropout: 0.0,
         es_gate: false,
+        global: true,
     };
     let l = GpsLayer::new(&vs.root(), &cfg);
     vs.double();

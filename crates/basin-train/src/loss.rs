@@ -65,3 +65,40 @@ pub fn masked_mse(pred: &Tensor, target: &Tensor, scored: &Tensor) -> Tensor {
     ((pred - target).square() * &m).sum(pred.kind())
         / (m.sum(Kind::Double).clamp_min(1.0) * per_value).to_kind(pred.kind())
 }
+
+/// Multi-label binary cross-entropy with logits, the mean over labelled entries only: `targets`
+/// `[N, T]` holds 0/1 or NaN for a missing label (LRGB's `multilabel_classification_loss`).
+pub fn masked_bce_with_logits(logits: &Tensor, targets: &Tensor) -> Tensor {
+    let t = targets.to_kind(logits.kind());
+    let labelled = t.isnan().logical_not();
+    let w = labelled.to_kind(logits.kind());
+    let t = t.nan_to_num(0.0, None, None);
+    let total =
+        logits.binary_cross_entropy_with_logits::<&Tensor>(&t, Some(&w), None, Reduction::Sum);
+    total / w.sum(logits.kind()).clamp_min(1.0)
+}
+
+/// The GraphGPS `weighted_cross_entropy` with weights from the batch itself (PATTERN, CLUSTER):
+/// `w_c = (V − n_c)/V` for `V` targets of which `n_c` are of class `c`. Multi-class logits
+/// `[V, C]`: PyTorch's weighted mean `Σ w_{y_i} ℓ_i / Σ w_{y_i}`. Binary logits `[V, 1]`: the
+/// GPS code's `binary_cross_entropy_with_logits(weight = w[y])`, which divides by `V`, not by
+/// `Σ w` (`research/sfi-spec.md` S31).
+pub fn batch_weighted_cross_entropy(logits: &Tensor, targets: &Tensor) -> Tensor {
+    let kind = logits.kind();
+    let v = targets.size()[0].max(1) as f64;
+    let classes = logits.size()[1].max(2);
+    let counts = targets.bincount::<Tensor>(None, classes).to_kind(kind);
+    let weights = (counts.neg() + v) / v;
+    if logits.size()[1] == 1 {
+        let w = weights.index_select(0, targets);
+        let y = targets.to_kind(kind);
+        logits.squeeze_dim(1).binary_cross_entropy_with_logits::<&Tensor>(
+            &y,
+            Some(&w),
+            None,
+            Reduction::Mean,
+        )
+    } else {
+        logits.cross_entropy_loss(targets, Some(&weights), Reduction::Mean, -100, 0.0)
+    }
+}

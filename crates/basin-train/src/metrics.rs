@@ -224,3 +224,61 @@ pub fn mean_std(values: &[f64]) -> (f64, f64) {
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
     (mean, var.sqrt())
 }
+
+/// OGB's `eval_ap` (LRGB Peptides-func): for each task (column) with at least one positive and
+/// one negative label, sklearn's `average_precision_score` over the labelled rows (NaN = no
+/// label); the mean over those tasks. `y_true` and `scores` are rows `[N][T]`.
+pub fn mean_average_precision(y_true: &[Vec<f64>], scores: &[Vec<f64>]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), scores.len())?;
+    let tasks = y_true[0].len();
+    if y_true.iter().chain(scores).any(|r| r.len() != tasks) {
+        return Err(MetricError::Shape(format!(
+            "every row must have {tasks} labels and scores"
+        )));
+    }
+    let mut per_task = Vec::new();
+    for t in 0..tasks {
+        let (mut truth, mut s) = (Vec::new(), Vec::new());
+        for (y, p) in y_true.iter().zip(scores) {
+            if !y[t].is_nan() {
+                truth.push(y[t] > 0.5);
+                s.push(p[t]);
+            }
+        }
+        let pos = truth.iter().filter(|&&b| b).count();
+        if pos > 0 && pos < truth.len() {
+            per_task.push(average_precision(&truth, &s)?);
+        }
+    }
+    if per_task.is_empty() {
+        return Err(MetricError::Shape(
+            "no task has both a positive and a negative label".into(),
+        ));
+    }
+    Ok(per_task.iter().sum::<f64>() / per_task.len() as f64)
+}
+
+/// benchmarking-gnns' `accuracy_SBM` over a whole split (the GNN Benchmark's "weighted
+/// accuracy", `research/sfi-spec.md` §3.6): the confusion matrix over the union of true and
+/// predicted classes, and the mean of its rows' recalls, a row without true labels counting 0.
+/// Equal to [`balanced_accuracy`] unless a class is predicted that never occurs.
+pub fn accuracy_sbm(y_true: &[i64], y_pred: &[i64]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), y_pred.len())?;
+    let mut classes: Vec<i64> = y_true.iter().chain(y_pred).copied().collect();
+    classes.sort_unstable();
+    classes.dedup();
+    let recall_sum: f64 = classes
+        .iter()
+        .map(|&c| {
+            let (tp, n) = y_true
+                .iter()
+                .zip(y_pred)
+                .filter(|(t, _)| **t == c)
+                .fold((0usize, 0usize), |(tp, n), (_, p)| {
+                    (tp + usize::from(*p == c), n + 1)
+                });
+            if n == 0 { 0.0 } else { tp as f64 / n as f64 }
+        })
+        .sum();
+    Ok(recall_sum / classes.len() as f64)
+}

@@ -386,6 +386,51 @@ pub enum Metric {
     Mae,
     /// ROC-AUC of the positive-class score (binary targets 0/1).
     RocAuc,
+    /// AP averaged over the tasks of multi-label targets (OGB `eval_ap`; LRGB Peptides-func).
+    MeanAp,
+    /// benchmarking-gnns' `accuracy_SBM` over the whole split (PATTERN, CLUSTER).
+    AccuracySbm,
+}
+
+/// What the items of a protocol are scored against.
+#[derive(Clone, Copy, Debug)]
+pub enum Targets<'a> {
+    /// One class or value per item; `predict` gives one row per item.
+    PerItem(&'a [f64]),
+    /// A class per node of each item (a graph; inductive node tasks); `predict` gives one row
+    /// per node, the items' nodes concatenated in order.
+    PerNode(&'a [Vec<f64>]),
+    /// A label vector per item (multi-label, NaN = unlabelled); `predict` gives one row of
+    /// per-label scores per item.
+    Labels(&'a [Vec<f64>]),
+}
+
+impl<'a> From<&'a [f64]> for Targets<'a> {
+    fn from(t: &'a [f64]) -> Self {
+        Self::PerItem(t)
+    }
+}
+
+impl<'a> From<&'a Vec<f64>> for Targets<'a> {
+    fn from(t: &'a Vec<f64>) -> Self {
+        Self::PerItem(t)
+    }
+}
+
+/// The targets of some items, flattened the way `predict` returns its rows.
+enum Picked {
+    Values(Vec<f64>),
+    Labels(Vec<Vec<f64>>),
+}
+
+impl Targets<'_> {
+    fn pick(&self, items: &[usize]) -> Picked {
+        match self {
+            Self::PerItem(t) => Picked::Values(items.iter().map(|&i| t[i]).collect()),
+            Self::PerNode(t) => Picked::Values(items.iter().flat_map(|&i| t[i].clone()).collect()),
+            Self::Labels(t) => Picked::Labels(items.iter().map(|&i| t[i].clone()).collect()),
+        }
+    }
 }
 
 impl Metric {
@@ -396,15 +441,39 @@ impl Metric {
             Self::MacroF1 => "macro_f1",
             Self::Mae => "mae",
             Self::RocAuc => "auc",
+            Self::MeanAp => "ap",
+            Self::AccuracySbm => "accuracy_sbm",
         }
     }
 
     /// The metric value and the selection score (higher is better).
-    fn eval(self, scores: &Scores, target: &[f64]) -> Result<(f64, f64), MetricError> {
+    fn eval(self, scores: &Scores, target: &Picked) -> Result<(f64, f64), MetricError> {
+        let target = match (self, target) {
+            (Self::MeanAp, Picked::Labels(y)) => {
+                let v = metrics::mean_average_precision(y, &scores.0)?;
+                return Ok((v, v));
+            }
+            (_, Picked::Values(t)) => t,
+            _ => {
+                return Err(MetricError::Shape(format!(
+                    "metric `{}` does not fit these targets (mean AP takes multi-label targets, \
+                     the others one value per row)",
+                    self.name()
+                )));
+            }
+        };
+        if scores.0.len() != target.len() {
+            return Err(MetricError::Shape(format!(
+                "{} score rows for {} targets",
+                scores.0.len(),
+                target.len()
+            )));
+        }
         let classes = || target.iter().map(|&t| t as i64).collect::<Vec<i64>>();
         let v = match self {
             Self::Accuracy => metrics::accuracy(&classes(), &scores.argmax())?,
             Self::BalancedAccuracy => metrics::balanced_accuracy(&classes(), &scores.argmax())?,
+            Self::AccuracySbm => metrics::accuracy_sbm(&classes(), &scores.argmax())?,
             Self::MacroF1 => metrics::macro_f1(&classes(), &scores.argmax())?,
             Self::Mae => {
                 let pred: Vec<f64> = scores
@@ -418,6 +487,9 @@ impl Metric {
             Self::RocAuc => {
                 let truth: Vec<bool> = target.iter().map(|&t| t > 0.5).collect();
                 metrics::roc_auc(&truth, &scores.positive())?
+            }
+            Self::MeanAp => {
+                return Err(MetricError::Shape("mean AP takes multi-label targets".into()));
             }
         };
         Ok((v, v))
@@ -477,16 +549,16 @@ impl Default for CrossValidation {
     }
 }
 
-fn fold_runs<L: Learner>(
+fn fold_runs<'a, L: Learner>(
     split: &Split,
-    target: &[f64],
+    target: impl Into<Targets<'a>>,
     metric: Metric,
     runner: &Runner,
     learner: &mut L,
 ) -> Result<RunRecord, TrainError> {
+    let target = target.into();
     let (train, val, test) = (ids(&split.train), ids(&split.val), ids(&split.test));
-    let pick = |items: &[usize]| items.iter().map(|&i| target[i]).collect::<Vec<f64>>();
-    let (val_y, test_y) = (pick(&val), pick(&test));
+    let (val_y, test_y) = (target.pick(&val), target.pick(&test));
     let key = metric.name();
     runner.fit(
         learner,
@@ -623,20 +695,22 @@ impl FixedSplitProtocol {
             .collect())
     }
 
-    /// Runs the protocol on the published `split`; `target[i]` is item `i`'s class or value;
+    /// Runs the protocol on the published `split`; `target` says what item `i` is scored
+    /// against (one class or value, a class per node, or a label vector: [`Targets`]);
     /// `make` builds a fresh learner per run, `finished` sees it trained.
     #[allow(clippy::too_many_arguments)]
-    pub fn run<L: Learner>(
+    pub fn run<'a, L: Learner>(
         &self,
         name: &str,
         split: &Split,
-        target: &[f64],
+        target: impl Into<Targets<'a>>,
         mut make: impl FnMut(&PlannedRun) -> Result<L, TrainError>,
         mut finished: impl FnMut(&PlannedRun, &mut L) -> Result<(), TrainError>,
         out: Option<&Path>,
         device: &str,
     ) -> Result<ProtocolReport, TrainError> {
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
+        let target: Targets<'a> = target.into();
         let mut runs = Vec::new();
         let plan = self.plan(split)?;
         let total = plan.len();

@@ -1,0 +1,351 @@
+//! [`GpsModel`] on a graph dataset, for basin-train's protocols. Items are graphs; what is
+//! scored follows the dataset's targets:
+//!
+//! - multi-label graphs (Peptides-func): one row of sigmoid scores per graph, the masked BCE of
+//!   LRGB (spec §3.5), scored by mean AP ([`Targets::Labels`]);
+//! - node classes (PATTERN, CLUSTER): one row of class probabilities per node, the GPS
+//!   per-batch weighted cross-entropy, one output for two classes (spec S31), scored by
+//!   `accuracy_SBM` ([`Targets::PerNode`]);
+//! - graph classes: softmax rows per graph, cross-entropy.
+//!
+//! The positional statistics (LapPE eigenpairs, RWSE) are computed once per dataset
+//! ([`GpsData::new`], in parallel) and shared by every run.
+
+use std::sync::Arc;
+
+use basin_graph::GraphDataset;
+use basin_graph::posenc::{GpsLaplacian, gps_laplacian_many, rwse_many};
+use basin_train::TrainError;
+use basin_train::loss::{batch_weighted_cross_entropy, cross_entropy, masked_bce_with_logits};
+use basin_train::protocol::Targets;
+use basin_train::runner::{Learner, Scores, StepOutput};
+use ndarray::Array2;
+use rand_chacha::ChaCha8Rng;
+use tch::{Device, Kind, Tensor, nn};
+
+use crate::gps::GraphBatchTensors;
+use crate::model::{EdgeEncoder, GpsInputs, GpsModel, GpsModelConfig, NodeEncoder};
+
+/// What the dataset's targets are, as the learner sees them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskKind {
+    /// One class per graph.
+    GraphClasses(i64),
+    /// Several binary labels per graph.
+    MultiLabel(i64),
+    /// One class per node.
+    NodeClasses(i64),
+}
+
+impl TaskKind {
+    /// Outputs of the head (1 for two node classes, as GraphGym's binary head).
+    pub fn outputs(self) -> i64 {
+        match self {
+            Self::GraphClasses(c) | Self::MultiLabel(c) => c,
+            Self::NodeClasses(2) => 1,
+            Self::NodeClasses(c) => c,
+        }
+    }
+}
+
+/// A dataset with its precomputed positional statistics.
+#[derive(Debug)]
+pub struct GpsData {
+    /// The graphs.
+    pub data: Arc<GraphDataset>,
+    /// LapPE statistics per graph (when the model asks for frequencies).
+    pub laplacian: Option<Vec<GpsLaplacian>>,
+    /// RWSE per graph.
+    pub rwse: Option<Vec<Array2<f32>>>,
+    /// The task.
+    pub task: TaskKind,
+    /// Per item: a class per node, or the label vector (for [`Targets`]).
+    rows: Vec<Vec<f64>>,
+    /// Per item: its class (graph classes).
+    classes: Vec<f64>,
+}
+
+impl GpsData {
+    /// Computes `k` Laplacian frequencies and `steps` RWSE walk lengths (0: none) per graph.
+    pub fn new(data: Arc<GraphDataset>, k: usize, steps: usize) -> Result<Self, TrainError> {
+        let adjs: Vec<_> = data.graphs.iter().map(|g| &g.adjacency).collect();
+        let laplacian = if k > 0 {
+            Some(gps_laplacian_many(&adjs, k).map_err(TrainError::learner)?)
+        } else {
+            None
+        };
+        let rwse = (steps > 0).then(|| rwse_many(&adjs, steps));
+        let (mut rows, mut classes) = (Vec::new(), Vec::new());
+        let task = match &data.targets {
+            basin_graph::Targets::Classes {
+                labels,
+                num_classes,
+            } => {
+                classes = labels.iter().map(|&c| c as f64).collect();
+                TaskKind::GraphClasses(*num_classes as i64)
+            }
+            basin_graph::Targets::MultiLabel(y) => {
+                rows = y
+                    .rows()
+                    .into_iter()
+                    .map(|r| r.iter().map(|&v| v as f64).collect())
+                    .collect();
+                TaskKind::MultiLabel(y.ncols() as i64)
+            }
+            basin_graph::Targets::NodeClasses { num_classes } => {
+                for (i, g) in data.graphs.iter().enumerate() {
+                    let labels = g.node_labels.as_ref().ok_or_else(|| {
+                        TrainError::learner(basin_core::CoreError::config(
+                            format!("{} graph {i}", data.name),
+                            "node-class targets need node labels",
+                        ))
+                    })?;
+                    rows.push(labels.iter().map(|&c| c as f64).collect());
+                }
+                TaskKind::NodeClasses(*num_classes as i64)
+            }
+        };
+        Ok(Self {
+            data,
+            laplacian,
+            rwse,
+            task,
+            rows,
+            classes,
+        })
+    }
+
+    /// What the protocol scores each item against.
+    pub fn targets(&self) -> Targets<'_> {
+        match self.task {
+            TaskKind::GraphClasses(_) => Targets::PerItem(&self.classes),
+            TaskKind::MultiLabel(_) => Targets::Labels(&self.rows),
+            TaskKind::NodeClasses(_) => Targets::PerNode(&self.rows),
+        }
+    }
+
+    /// The model's inputs for graphs `ids` on `device`.
+    pub fn inputs(
+        &self,
+        cfg: &GpsModelConfig,
+        ids: &[usize],
+        device: Device,
+    ) -> Result<GpsInputs, TrainError> {
+        let bad = |field: String, msg: &str| {
+            TrainError::learner(basin_core::CoreError::config(field, msg.to_string()))
+        };
+        let columns = match cfg.node {
+            NodeEncoder::Atom => crate::encoders::ATOM_VOCAB.len(),
+            NodeEncoder::OneHot { .. } => 1,
+        };
+        let k = cfg.pe.frequencies();
+        let steps = cfg.pe.walk_steps();
+        let (mut sizes, mut x, mut src, mut dst, mut attr) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut vecs, mut vals, mut walks) = (Vec::new(), Vec::new(), Vec::new());
+        let mut offset = 0i64;
+        for &i in ids {
+            let g = self
+                .data
+                .graphs
+                .get(i)
+                .ok_or_else(|| bad(format!("item {i}"), "no such graph"))?;
+            let n = g.adjacency.num_nodes();
+            if g.node_features.ncols() < columns {
+                return Err(bad(
+                    format!("{} graph {i} node features", self.data.name),
+                    "fewer columns than the node encoder reads",
+                ));
+            }
+            for r in g.node_features.rows() {
+                x.extend(r.iter().take(columns).map(|&v| v.round() as i64));
+            }
+            let indptr = g.adjacency.indptr();
+            for r in 0..n {
+                for (p, &c) in g.adjacency.row(r).iter().enumerate() {
+                    src.push(offset + r as i64);
+                    dst.push(offset + c as i64);
+                    if cfg.edge == EdgeEncoder::Bond {
+                        let e = g.edge_features.as_ref().ok_or_else(|| {
+                            bad(
+                                format!("{} graph {i}", self.data.name),
+                                "the bond encoder needs edge features",
+                            )
+                        })?;
+                        attr.extend(e.row(indptr[r] + p).iter().map(|&v| v.round() as i64));
+                    }
+                }
+            }
+            if k > 0 {
+                let lap = self
+                    .laplacian
+                    .as_ref()
+                    .and_then(|l| l.get(i))
+                    .filter(|l| l.values.len() >= k)
+                    .ok_or_else(|| bad("pe.k".into(), "more frequencies than were computed"))?;
+                for r in 0..n {
+                    vecs.extend((0..k).map(|j| lap.vectors[(r, j)]));
+                    vals.extend(lap.values.iter().take(k));
+                }
+            }
+            if steps > 0 {
+                let w = self
+                    .rwse
+                    .as_ref()
+                    .and_then(|w| w.get(i))
+                    .filter(|w| w.ncols() >= steps)
+                    .ok_or_else(|| bad("pe.steps".into(), "more walk lengths than were computed"))?;
+                for r in 0..n {
+                    walks.extend((0..steps).map(|j| w[(r, j)]));
+                }
+            }
+            sizes.push(n as i64);
+            offset += n as i64;
+        }
+        let m = offset;
+        let t = |v: &[f32], cols: usize| {
+            Tensor::from_slice(v)
+                .view([m, cols as i64])
+                .to_device(device)
+        };
+        let src = Tensor::from_slice(&src).to_device(device);
+        let dst = Tensor::from_slice(&dst).to_device(device);
+        let edges = src.size()[0];
+        Ok(GpsInputs {
+            graphs: GraphBatchTensors::new(&sizes, src, dst, Kind::Float),
+            x: Tensor::from_slice(&x).view([m, columns as i64]).to_device(device),
+            edge_attr: (cfg.edge == EdgeEncoder::Bond)
+                .then(|| Tensor::from_slice(&attr).view([edges, 3]).to_device(device)),
+            eig_vecs: (k > 0).then(|| t(&vecs, k)),
+            eig_vals: (k > 0).then(|| t(&vals, k)),
+            rwse: (steps > 0).then(|| t(&walks, steps)),
+        })
+    }
+}
+
+/// A [`GpsModel`] on a [`GpsData`]; items are graph indices.
+pub struct GpsLearner {
+    vs: nn::VarStore,
+    model: GpsModel,
+    data: Arc<GpsData>,
+}
+
+impl std::fmt::Debug for GpsLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpsLearner")
+            .field("cfg", self.model.config())
+            .finish()
+    }
+}
+
+impl GpsLearner {
+    /// A fresh model seeded by `seed`.
+    pub fn new(
+        data: Arc<GpsData>,
+        cfg: &GpsModelConfig,
+        seed: u64,
+        device: Device,
+    ) -> Result<Self, TrainError> {
+        tch::manual_seed(seed as i64);
+        let vs = nn::VarStore::new(device);
+        let model =
+            GpsModel::new(&vs.root(), cfg, data.task.outputs()).map_err(TrainError::learner)?;
+        Ok(Self { vs, model, data })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &GpsModel {
+        &self.model
+    }
+
+    /// Trainable parameters.
+    pub fn parameters(&self) -> i64 {
+        self.vs.trainable_variables().iter().map(Tensor::numel).map(|n| n as i64).sum()
+    }
+
+    fn inputs(&self, ids: &[usize]) -> Result<GpsInputs, TrainError> {
+        self.data.inputs(self.model.config(), ids, self.vs.device())
+    }
+
+    /// The share of flow entries between real nodes below 10⁻⁸ (the paper's threshold, Fig. 4)
+    /// over every layer and head, on the graphs `items` in evaluation mode; `None` without a
+    /// global branch.
+    pub fn zero_share(&self, items: &[usize]) -> Result<Option<f64>, TrainError> {
+        let (mut zeros, mut total) = (0.0, 0.0);
+        for ids in items.chunks(self.model.config().batch.max(1)) {
+            let b = self.inputs(ids)?;
+            let flows = tch::no_grad(|| self.model.flows(&b)).map_err(TrainError::learner)?;
+            let m = b.graphs.mask.to_kind(Kind::Float);
+            let pair = (m.unsqueeze(2) * m.unsqueeze(1)).unsqueeze(1); // [B, 1, N, N]
+            for z in flows {
+                let real = pair.expand_as(&z);
+                zeros += (z.lt(1e-8).to_kind(Kind::Float) * &real)
+                    .sum(Kind::Double)
+                    .double_value(&[]);
+                total += real.sum(Kind::Double).double_value(&[]);
+            }
+        }
+        Ok((total > 0.0).then(|| zeros / total))
+    }
+}
+
+impl Learner for GpsLearner {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+
+    fn batch_size(&self) -> Option<usize> {
+        Some(self.model.config().batch)
+    }
+
+    fn train_step(
+        &mut self,
+        items: &[usize],
+        _rng: &mut ChaCha8Rng,
+    ) -> Result<StepOutput, TrainError> {
+        let b = self.inputs(items)?;
+        let logits = self.model.forward(&b, true).map_err(TrainError::learner)?;
+        let device = self.vs.device();
+        let loss = match self.data.task {
+            TaskKind::GraphClasses(_) => {
+                let y: Vec<i64> = items.iter().map(|&i| self.data.classes[i] as i64).collect();
+                cross_entropy(&logits, &Tensor::from_slice(&y).to_device(device), 0.0)
+            }
+            TaskKind::MultiLabel(t) => {
+                let y: Vec<f32> = items
+                    .iter()
+                    .flat_map(|&i| self.data.rows[i].iter().map(|&v| v as f32))
+                    .collect();
+                let y = Tensor::from_slice(&y).view([items.len() as i64, t]).to_device(device);
+                masked_bce_with_logits(&logits, &y)
+            }
+            TaskKind::NodeClasses(_) => {
+                let y: Vec<i64> = items
+                    .iter()
+                    .flat_map(|&i| self.data.rows[i].iter().map(|&v| v as i64))
+                    .collect();
+                batch_weighted_cross_entropy(&logits, &Tensor::from_slice(&y).to_device(device))
+            }
+        };
+        Ok(StepOutput::loss(loss))
+    }
+
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        let mut rows = Vec::new();
+        for ids in items.chunks(self.model.config().batch.max(1)) {
+            let b = self.inputs(ids)?;
+            let logits =
+                tch::no_grad(|| self.model.forward(&b, false)).map_err(TrainError::learner)?;
+            let p = match self.data.task {
+                TaskKind::MultiLabel(_) => logits.sigmoid(),
+                TaskKind::NodeClasses(2) => {
+                    let p = logits.sigmoid();
+                    Tensor::cat(&[p.ones_like() - &p, p], 1)
+                }
+                _ => logits.softmax(-1, Kind::Float),
+            };
+            rows.extend(Scores::from_tensor(&p.to_kind(Kind::Double))?.0);
+        }
+        Ok(Scores(rows))
+    }
+}

@@ -1,0 +1,187 @@
+//! The whole GPS-family model: exact parameter counts of the presets (the only hard evidence
+//! about the published models, `research/sfi-spec.md` §3.9 and §4.3), the GraphGym head, node
+//! outputs that follow a relabelling of the nodes and graph outputs that ignore it, and a
+//! graph's outputs independent of the graphs batched with it.
+
+use std::sync::Arc;
+
+use basin_core::testing::lock_generator;
+use basin_graph::{Csr, Graph, GraphDataset, Targets};
+use basin_sfi::attention::LambdaNorm;
+use basin_sfi::learner::{GpsData, GpsLearner};
+use basin_sfi::model::{EdgeEncoder, GpsModel, GpsModelConfig, Level, NodeEncoder, PosEnc};
+use basin_sfi::presets::{Dataset, Variant, cpu, gps_es, paper};
+use basin_train::runner::Learner;
+use ndarray::Array2;
+use tch::{Device, Tensor, nn};
+
+fn count(cfg: &GpsModelConfig, out: i64) -> i64 {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let _model = GpsModel::new(&vs.root(), cfg, out).unwrap();
+    vs.trainable_variables().iter().map(|t| t.numel() as i64).sum()
+}
+
+#[test]
+fn graphgps_presets_have_the_published_parameter_counts() {
+    let _g = lock_generator();
+    assert_eq!(count(&paper(Dataset::PeptidesFunc, Variant::Gps), 10), 504_442);
+    assert_eq!(count(&paper(Dataset::Pattern, Variant::Gps), 1), 337_201);
+    assert_eq!(count(&paper(Dataset::Cluster, Variant::Gps), 6), 502_054);
+    assert_eq!(count(&gps_es(Dataset::Pattern), 1), 91_165);
+    assert_eq!(count(&gps_es(Dataset::Cluster), 6), 285_210);
+}
+
+#[test]
+fn sfi_presets_count_the_papers_parameters_less_the_unidentified_ones() {
+    let _g = lock_generator();
+    // Paper − L(2d + 1): PATTERN 222,213 − 4·81, CLUSTER 1,211,330 − 20·65; Peptides-func's
+    // printed 2,929,009 fits no configuration (spec S25): Table 5's column gives 3,708,269.
+    assert_eq!(count(&paper(Dataset::Pattern, Variant::Sfi), 1), 221_889);
+    assert_eq!(count(&paper(Dataset::Cluster, Variant::Sfi), 6), 1_210_030);
+    assert_eq!(count(&paper(Dataset::PeptidesFunc, Variant::Sfi), 10), 3_707_327);
+    // DFi has no friction branch (2H d² + 2H d fewer); the MPNN alone (GPS's PATTERN config
+    // without its Transformer) lacks the attention, 4d² + 4d, and its BatchNorm, 2d, per layer.
+    let sfi = count(&paper(Dataset::Pattern, Variant::Sfi), 1);
+    let dfi = count(&paper(Dataset::Pattern, Variant::Dfi), 1);
+    assert_eq!(sfi - dfi, 4 * (2 * 4 * 40 * 40 + 2 * 4 * 40));
+    let gps = count(&paper(Dataset::Pattern, Variant::Gps), 1);
+    let mpnn = count(&paper(Dataset::Pattern, Variant::GatedGcn), 1);
+    assert_eq!(gps - mpnn, 6 * (4 * 64 * 64 + 4 * 64 + 2 * 64));
+}
+
+/// A small node-classification dataset: a 6-cycle with a pendant, a path and a triangle with a
+/// tail, integer features 0..3.
+fn toy() -> Arc<GraphDataset> {
+    let graphs: Vec<(usize, Vec<(u32, u32)>)> = vec![
+        (7, vec![(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (2, 6)]),
+        (4, vec![(0, 1), (1, 2), (2, 3)]),
+        (5, vec![(0, 1), (1, 2), (2, 0), (2, 3), (3, 4)]),
+    ];
+    let graphs = graphs
+        .into_iter()
+        .map(|(n, edges)| {
+            let adj = Csr::from_undirected(n, &edges).unwrap();
+            let x = Array2::from_shape_fn((n, 1), |(i, _)| ((i * 7 + n) % 3) as f32);
+            let mut g = Graph::new(adj, x).unwrap();
+            g.node_labels = Some((0..n).map(|i| (i % 2) as i64).collect());
+            g
+        })
+        .collect();
+    Arc::new(GraphDataset {
+        name: "toy".into(),
+        graphs,
+        targets: Targets::NodeClasses { num_classes: 2 },
+        class_values: vec![0, 1],
+        official_split: None,
+    })
+}
+
+/// `g` with node `i` renamed `perm[i]`.
+fn permuted(g: &Graph, perm: &[usize]) -> Graph {
+    let n = perm.len();
+    let mut edges = Vec::new();
+    for r in 0..n {
+        for &c in g.adjacency.row(r) {
+            if (r as u32) < c {
+                edges.push((perm[r] as u32, perm[c as usize] as u32));
+            }
+        }
+    }
+    let mut x = Array2::zeros((n, 1));
+    let mut labels = vec![0; n];
+    for i in 0..n {
+        x[(perm[i], 0)] = g.node_features[(i, 0)];
+        labels[perm[i]] = g.node_labels.as_ref().unwrap()[i];
+    }
+    let mut p = Graph::new(Csr::from_undirected(n, &edges).unwrap(), x).unwrap();
+    p.node_labels = Some(labels);
+    p
+}
+
+fn toy_config(level: Level, variant: Variant) -> GpsModelConfig {
+    let mut cfg = cpu(Dataset::Pattern, variant);
+    cfg.node = NodeEncoder::OneHot { classes: 3 };
+    cfg.edge = EdgeEncoder::Dummy;
+    cfg.pe = PosEnc::Rwse { steps: 4, dim: 4 };
+    cfg.level = level;
+    cfg.layer.attention.dim = 12;
+    cfg.layer.attention.head_dim = 6;
+    cfg.layer.attention.lambda_norm = LambdaNorm::PerGraph;
+    cfg.layer.attention.attn_dropout = 0.0;
+    cfg
+}
+
+fn outputs(learner: &GpsLearner, data: &GpsData, ids: &[usize]) -> Tensor {
+    let b = data
+        .inputs(learner.model().config(), ids, Device::Cpu)
+        .unwrap();
+    tch::no_grad(|| learner.model().forward(&b, false)).unwrap()
+}
+
+#[test]
+fn node_outputs_follow_a_relabelling_and_graph_outputs_ignore_it() {
+    let _g = lock_generator();
+    let base = toy();
+    let perm = [3, 0, 6, 1, 5, 2, 4];
+    let mut graphs = base.graphs.clone();
+    graphs.push(permuted(&base.graphs[0], &perm));
+    let ds = Arc::new(GraphDataset {
+        graphs,
+        ..(*base).clone()
+    });
+    let data = Arc::new(GpsData::new(ds, 0, 4).unwrap());
+    for variant in [Variant::Sfi, Variant::Dfi, Variant::Gps] {
+        let node = GpsLearner::new(data.clone(), &toy_config(Level::Node, variant), 1, Device::Cpu)
+            .unwrap();
+        let (a, b) = (outputs(&node, &data, &[0]), outputs(&node, &data, &[3]));
+        let index = Tensor::from_slice(&perm.map(|p| p as i64));
+        let diff = (a - b.index_select(0, &index)).abs().max().double_value(&[]);
+        assert!(diff < 1e-4, "{variant:?}: node outputs differ by {diff}");
+        let graph =
+            GpsLearner::new(data.clone(), &toy_config(Level::Graph, variant), 1, Device::Cpu)
+                .unwrap();
+        let (a, b) = (outputs(&graph, &data, &[0]), outputs(&graph, &data, &[3]));
+        let diff = (a - b).abs().max().double_value(&[]);
+        assert!(diff < 1e-4, "{variant:?}: graph outputs differ by {diff}");
+    }
+}
+
+#[test]
+fn a_graphs_outputs_do_not_depend_on_its_batch() {
+    let _g = lock_generator();
+    let data = Arc::new(GpsData::new(toy(), 0, 4).unwrap());
+    let learner =
+        GpsLearner::new(data.clone(), &toy_config(Level::Node, Variant::Sfi), 2, Device::Cpu)
+            .unwrap();
+    let alone = outputs(&learner, &data, &[1]);
+    let batched = outputs(&learner, &data, &[0, 1, 2]).narrow(0, 7, 4);
+    let diff = (alone - batched).abs().max().double_value(&[]);
+    assert!(diff < 1e-4, "outputs differ by {diff}");
+}
+
+#[test]
+fn the_graphgym_head_normalises_its_hidden_rows_and_binary_tasks_have_one_output() {
+    let _g = lock_generator();
+    let data = Arc::new(GpsData::new(toy(), 0, 4).unwrap());
+    let mut cfg = toy_config(Level::Node, Variant::Gps);
+    cfg.head_layers = 3;
+    let mut learner = GpsLearner::new(data.clone(), &cfg, 3, Device::Cpu).unwrap();
+    assert_eq!(outputs(&learner, &data, &[0]).size(), [7, 1]);
+    // The last Linear sees unit rows: its output is bounded by ‖W‖·1 + |b|.
+    let scores = learner.predict(&[0, 1]).unwrap();
+    assert_eq!(scores.0.len(), 11);
+    assert!(scores.0.iter().all(|r| (r[0] + r[1] - 1.0).abs() < 1e-6));
+}
+
+#[test]
+fn a_config_that_cannot_run_names_its_field() {
+    let mut cfg = toy_config(Level::Node, Variant::Sfi);
+    cfg.pe = PosEnc::LapPe { k: 4, dim: 12 };
+    let vs = nn::VarStore::new(Device::Cpu);
+    let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
+    assert!(e.contains("pe.dim"), "{e}");
+    let mut cfg = toy_config(Level::Node, Variant::Sfi);
+    cfg.batch = 0;
+    let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
+    assert!(e.contains("batch"), "{e}");
+}
