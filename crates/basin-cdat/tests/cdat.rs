@@ -95,6 +95,7 @@ fn a_cdat_classifier_learns_shapes_from_structure() {
         runs: 1,
         seed: 0,
         metric: Metric::Accuracy,
+        curves: false,
         train: TrainConfig {
             epochs: 15,
             optim: OptimConfig {

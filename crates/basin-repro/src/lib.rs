@@ -19,6 +19,8 @@
 //! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
 //! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
 //! | `cdat-table4` | [`cdat::cost_table4`]: parameters and time of GT, ET and CDAT |
+//! | `sfi-table1` | [`sfi::lrgb_table1`]: Peptides-func, GatedGCN/GPS/DFi/SFi beside a no-graph model |
+//! | `sfi-table2` | [`sfi::gnn_table2`]: PATTERN and CLUSTER (regenerated) |
 //! | `hopfield-memory` | [`hopfield::memory`]: the Hopfield slides' claims, measured |
 //! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
 
@@ -47,6 +49,9 @@ pub mod cdat {
     pub mod cost_table4;
     pub mod tu_tables;
 }
+
+/// SFi-Former's tables (and the GraphGPS rows beside them).
+pub mod sfi;
 
 /// The Hopfield slides' tables.
 pub mod hopfield {
@@ -210,6 +215,8 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &cdat::cost_table4::CdatTable4,
         &cdat::tu_tables::CdatTable3,
         &cdat::tu_tables::CdatTable11,
+        &sfi::lrgb_table1::SfiTable1,
+        &sfi::gnn_table2::SfiTable2,
         &hopfield::memory::HopfieldMemory,
         &hopfield::mil::HopfieldMil,
     ]

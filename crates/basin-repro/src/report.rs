@@ -46,6 +46,14 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/cdat-table11.toml"),
     ),
     (
+        "sfi-table1",
+        include_str!("../../../data/papers/sfi-table1.toml"),
+    ),
+    (
+        "sfi-table2",
+        include_str!("../../../data/papers/sfi-table2.toml"),
+    ),
+    (
         "hopfield-mil",
         include_str!("../../../data/papers/hopfield-mil.toml"),
     ),

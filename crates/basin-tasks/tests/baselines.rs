@@ -79,6 +79,7 @@ fn accuracy<L: basin_train::runner::Learner>(
         runs: 1,
         seed: 0,
         metric: Metric::Accuracy,
+        curves: false,
         train: TrainConfig {
             epochs,
             optim: OptimConfig {

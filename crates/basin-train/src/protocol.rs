@@ -556,9 +556,27 @@ fn fold_runs<'a, L: Learner>(
     runner: &Runner,
     learner: &mut L,
 ) -> Result<RunRecord, TrainError> {
+    fold_runs_with_curves(split, target, metric, runner, learner, false)
+}
+
+/// [`fold_runs`]; with `curves`, every epoch also scores the training and the test items
+/// (evaluation mode) as `curve_train_<metric>` and `curve_test_<metric>`, for generalisation-gap
+/// figures. Selection never reads them.
+fn fold_runs_with_curves<'a, L: Learner>(
+    split: &Split,
+    target: impl Into<Targets<'a>>,
+    metric: Metric,
+    runner: &Runner,
+    learner: &mut L,
+    curves: bool,
+) -> Result<RunRecord, TrainError> {
     let target = target.into();
     let (train, val, test) = (ids(&split.train), ids(&split.val), ids(&split.test));
-    let (val_y, test_y) = (target.pick(&val), target.pick(&test));
+    let (train_y, val_y, test_y) = (
+        curves.then(|| target.pick(&train)),
+        target.pick(&val),
+        target.pick(&test),
+    );
     let key = metric.name();
     runner.fit(
         learner,
@@ -566,8 +584,15 @@ fn fold_runs<'a, L: Learner>(
         &[("train", &train), ("val", &val), ("test", &test)],
         |l, _, _| {
             let (v, score) = metric.eval(&l.predict(&val)?, &val_y)?;
+            let mut metrics = BTreeMap::from([(format!("val_{key}"), v)]);
+            if let Some(train_y) = &train_y {
+                let t = metric.eval(&l.predict(&train)?, train_y)?.0;
+                metrics.insert(format!("curve_train_{key}"), t);
+                let t = metric.eval(&l.predict(&test)?, &test_y)?.0;
+                metrics.insert(format!("curve_test_{key}"), t);
+            }
             Ok(Validation {
-                metrics: BTreeMap::from([(format!("val_{key}"), v)]),
+                metrics,
                 score,
                 ..Validation::default()
             })
@@ -680,6 +705,9 @@ pub struct FixedSplitProtocol {
     pub metric: Metric,
     /// Training.
     pub train: TrainConfig,
+    /// Also score the training and test items every epoch (`curve_train_*`, `curve_test_*`),
+    /// for the train − test gap figure; selection reads only the validation metric.
+    pub curves: bool,
 }
 
 impl FixedSplitProtocol {
@@ -726,12 +754,13 @@ impl FixedSplitProtocol {
                 config: config.clone(),
                 progress: true,
             };
-            runs.push(fold_runs(
+            runs.push(fold_runs_with_curves(
                 split,
                 target,
                 self.metric,
                 &runner,
                 &mut learner,
+                self.curves,
             )?);
             finished(&run, &mut learner)?;
         }

@@ -348,6 +348,7 @@ fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
         runs: 2,
         seed: 4,
         metric: Metric::BalancedAccuracy,
+        curves: false,
         train: train_cfg(100),
     };
     let report = fixed

@@ -1,0 +1,244 @@
+//! What the SFi-Former tables share: every model of a table on one dataset, on the same
+//! published split and seeds ([`run_rows`]), beside the model that ignores the graph (the same
+//! encoders and head with no GPS layer and no positional encoding: pooled node features for
+//! graph targets, each node's own features for node targets), and the train − test gap curves
+//! (`research/sfi-spec.md` Fig. 3).
+
+pub mod gnn_table2;
+pub mod lrgb_table1;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use basin_graph::Split;
+use basin_sfi::learner::{GpsData, GpsLearner};
+use basin_sfi::model::{GpsModelConfig, PosEnc};
+use basin_train::protocol::{FixedSplitProtocol, Metric, ProtocolReport};
+use basin_train::runner::TrainConfig;
+use serde::Serialize;
+
+use crate::report;
+use crate::{Context, Result};
+
+/// What the zero-flow column means, for every SFi report.
+pub const ZERO_NOTE: &str = "\nZero flows: the share of attention entries between real nodes below 10⁻⁸ (the paper's threshold; it says about 5 % on Peptides) over every layer and head, on up to 256 test graphs, run 0's selected model. For softmax rows (GPS, DFi) it measures saturation, not sparsity: GPS's LapPE comes from the combinatorial Laplacian with raw eigenvalues (up to about twice the largest degree; the GPS configs do not normalise them), which can saturate its softmax.\n";
+
+/// One model of a table.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelSpec {
+    /// Its row name (`GPS`, `SFi-Former`, …; the paper's spelling).
+    pub name: String,
+    /// Its configuration.
+    pub config: GpsModelConfig,
+    /// Its training.
+    pub train: TrainConfig,
+}
+
+impl ModelSpec {
+    /// A row.
+    pub fn new(name: &str, config: GpsModelConfig, train: TrainConfig) -> Self {
+        Self {
+            name: name.into(),
+            config,
+            train,
+        }
+    }
+}
+
+/// The model that ignores the graph, built from `like`: no layer, no positional encoding.
+pub fn no_graph(like: &ModelSpec) -> ModelSpec {
+    ModelSpec::new(
+        "no graph (features → head)",
+        GpsModelConfig {
+            layers: 0,
+            pe: PosEnc::None,
+            ..like.config.clone()
+        },
+        like.train.clone(),
+    )
+}
+
+/// How every model of a table runs: seeds, metric, gap curves.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunPlan {
+    /// Runs (seeds `seed, seed + 1, …`).
+    pub runs: usize,
+    /// First seed.
+    pub seed: u64,
+    /// The metric.
+    pub metric: Metric,
+    /// Record the train − test gap every epoch.
+    pub curves: bool,
+}
+
+/// What one model gave.
+#[derive(Debug, Serialize)]
+pub struct RowResult {
+    /// Row name.
+    pub model: String,
+    /// Trainable parameters.
+    pub parameters: i64,
+    /// The runs and their aggregate.
+    pub report: ProtocolReport,
+    /// Share of flow entries below 10⁻⁸ on (up to 256) test graphs, run 0's selected model.
+    pub zero_share: Option<f64>,
+    /// Run 0's train − test metric per epoch (evaluation mode; empty without curves).
+    pub gap: Vec<f64>,
+    /// Wall time of all its runs.
+    pub seconds: f64,
+}
+
+impl RowResult {
+    /// `mean ± sd` of test metric `key` (e.g. `test_ap`), scaled.
+    pub fn show(&self, key: &str, scale: f64) -> String {
+        self.report.show(key, scale)
+    }
+}
+
+/// Runs every model of `models` on `data` with `protocol` on `split`; run records go under
+/// `out/<dataset>/<model index>-<slug>`.
+pub fn run_rows(
+    ctx: &Context,
+    dataset: &str,
+    data: &Arc<GpsData>,
+    split: &Split,
+    models: &[ModelSpec],
+    plan: &RunPlan,
+) -> Result<Vec<RowResult>> {
+    let mut rows = Vec::new();
+    let device = ctx.device_name();
+    for (i, spec) in models.iter().enumerate() {
+        let started = Instant::now();
+        let slug: String = spec
+            .name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+            .collect();
+        let dir = ctx.out.join(dataset).join(format!("{i}-{slug}"));
+        let mut parameters = 0;
+        let mut zero_share = None;
+        let test: Vec<usize> = split.test.iter().take(256).map(|&t| t as usize).collect();
+        let protocol = FixedSplitProtocol {
+            runs: plan.runs,
+            seed: plan.seed,
+            metric: plan.metric,
+            train: spec.train.clone(),
+            curves: plan.curves,
+        };
+        let report = protocol.run(
+            &format!("{dataset}/{}", spec.name),
+            split,
+            data.targets(),
+            |run| GpsLearner::new(data.clone(), &spec.config, run.seed, ctx.device),
+            |run, learner| {
+                parameters = learner.parameters();
+                if run.dir == "run-0" {
+                    zero_share = learner.zero_share(&test)?;
+                }
+                Ok(())
+            },
+            Some(&dir),
+            &device,
+        )?;
+        let gap = gap_curve(&report);
+        rows.push(RowResult {
+            model: spec.name.clone(),
+            parameters,
+            report,
+            zero_share,
+            gap,
+            seconds: started.elapsed().as_secs_f64(),
+        });
+    }
+    Ok(rows)
+}
+
+/// Run 0's `curve_train_* − curve_test_*` per epoch.
+fn gap_curve(report: &ProtocolReport) -> Vec<f64> {
+    let Some(run) = report.runs.first() else {
+        return Vec::new();
+    };
+    run.epochs
+        .iter()
+        .filter_map(|e| {
+            let train = e.metrics.iter().find(|(k, _)| k.starts_with("curve_train_"))?.1;
+            let test = e.metrics.iter().find(|(k, _)| k.starts_with("curve_test_"))?.1;
+            Some(train - test)
+        })
+        .collect()
+}
+
+/// Plots the gap curves of `rows` into `path` and returns a Markdown line for the report.
+pub fn gap_figure(path: &Path, title: &str, rows: &[RowResult]) -> Result<String> {
+    let curves: Vec<(String, Vec<f64>)> = rows
+        .iter()
+        .filter(|r| !r.gap.is_empty())
+        .map(|r| (format!("{} train − test", r.model), r.gap.clone()))
+        .collect();
+    if curves.is_empty() {
+        return Ok(String::new());
+    }
+    report::plot_curves(path, title, "epoch", &curves)?;
+    let ends: Vec<String> = curves
+        .iter()
+        .map(|(n, c)| {
+            let last = c.last().copied().unwrap_or(f64::NAN);
+            let max = c.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            format!("{n}: last {last:.3}, largest {max:.3}")
+        })
+        .collect();
+    Ok(format!(
+        "\nTrain − test gap per epoch, run 0 (both scored in evaluation mode every epoch; selection reads validation only): {}. Plot: `{}`.\n",
+        ends.join("; "),
+        path.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned())
+    ))
+}
+
+/// The common columns of a results row: parameters, our test metric, validation, zero share,
+/// wall time.
+pub fn row_cells(r: &RowResult, key: &str, scale: f64) -> String {
+    format!(
+        "{} | {} | {} | {} | {:.0}",
+        r.parameters,
+        r.show(&format!("test_{key}"), scale),
+        selected_val(&r.report, &format!("val_{key}"), scale),
+        r.zero_share
+            .map_or("–".into(), |z| format!("{:.1} %", z * 100.0)),
+        r.seconds
+    )
+}
+
+/// The first `n[0]`, `n[1]`, `n[2]` items of a seeded shuffle of each part of `split` (all of a
+/// part when its `n` is `None`): the CPU and quick scales' subsets of a published split.
+pub fn subset(split: &Split, n: [Option<usize>; 3], seed: u64) -> Split {
+    use rand::SeedableRng;
+    use rand::seq::SliceRandom;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut take = |part: &[u32], n: Option<usize>| {
+        let mut v = part.to_vec();
+        if let Some(n) = n {
+            v.shuffle(&mut rng);
+            v.truncate(n);
+        }
+        v
+    };
+    let train = take(&split.train, n[0]);
+    let val = take(&split.val, n[1]);
+    let test = take(&split.test, n[2]);
+    Split::new(train, val, test)
+}
+
+/// Mean ± population s.d. over runs of `key` at each run's selected epoch.
+fn selected_val(report: &ProtocolReport, key: &str, scale: f64) -> String {
+    let values: Vec<f64> = report
+        .runs
+        .iter()
+        .filter_map(|r| r.epochs.get(r.selected_epoch?)?.metrics.get(key).copied())
+        .collect();
+    if values.is_empty() {
+        return "–".into();
+    }
+    let (m, s) = basin_train::metrics::mean_std(&values);
+    format!("{:.2} ± {:.2}", m * scale, s * scale)
+}
