@@ -124,6 +124,25 @@ fn cdat_tables_quick() {
 }
 
 #[test]
+fn sfi_tables_quick() {
+    let md = reproduce("sfi-table2", &[], &["pattern-gap.png", "cluster-gap.png"]);
+    for row in [
+        "| pattern | 40/10/10 | no graph (features → head) | – | 641 |",
+        "| pattern | 40/10/10 | GPS | 86.64 ± 0.11 (GraphGPS paper 86.69 ± 0.06) |",
+        "| cluster | 40/10/10 | SFi-Former | 78.28 ± 0.15 |",
+    ] {
+        assert!(md.contains(row), "{row}\n{md}");
+    }
+    basin_graph::require_data!("lrgb/peptides-functional");
+    let md = reproduce("sfi-table1", &[], &["gap.png"]);
+    assert!(
+        md.contains("| SFi-Former | 69.62 ± 0.54 | 6751 |")
+            && md.contains("| SFi-Former+ | 70.24 ± 0.39 | not run |"),
+        "{md}"
+    );
+}
+
+#[test]
 fn hopfield_reproductions_quick() {
     let md = reproduce("hopfield-memory", &[], &["capacity.png"]);
     assert!(
