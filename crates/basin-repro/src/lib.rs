@@ -21,6 +21,7 @@
 //! | `cdat-table4` | [`cdat::cost_table4`]: parameters and time of GT, ET and CDAT |
 //! | `sfi-table1` | [`sfi::lrgb_table1`]: Peptides-func, GatedGCN/GPS/DFi/SFi beside a no-graph model |
 //! | `sfi-table2` | [`sfi::gnn_table2`]: PATTERN and CLUSTER (regenerated) |
+//! | `sfi-table3` | [`sfi::ablation_table3`]: λ*, α and attention ablations on Peptides-func |
 //! | `hopfield-memory` | [`hopfield::memory`]: the Hopfield slides' claims, measured |
 //! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
 
@@ -217,6 +218,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &cdat::tu_tables::CdatTable11,
         &sfi::lrgb_table1::SfiTable1,
         &sfi::gnn_table2::SfiTable2,
+        &sfi::ablation_table3::SfiTable3,
         &hopfield::memory::HopfieldMemory,
         &hopfield::mil::HopfieldMil,
     ]

@@ -54,6 +54,10 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/sfi-table2.toml"),
     ),
     (
+        "sfi-table3",
+        include_str!("../../../data/papers/sfi-table3.toml"),
+    ),
+    (
         "hopfield-mil",
         include_str!("../../../data/papers/hopfield-mil.toml"),
     ),

@@ -149,6 +149,11 @@ impl SfiAttention {
         }
     }
 
+    /// Whether the branch computes flows at all (not for `adjacency = only`).
+    pub fn has_flows(&self) -> bool {
+        self.qk.is_some()
+    }
+
     /// `[B, N, H·d_k]` → `[B, H, N, d_k]`.
     fn heads(&self, t: &Tensor) -> Tensor {
         let (b, n) = (t.size()[0], t.size()[1]);

@@ -131,10 +131,12 @@ pub struct GpsLayer {
 }
 
 impl GpsLayer {
-    /// The flows `Z` `[B, H, N*, N*]` of the global branch for nodes `h` (None without one).
+    /// The flows `Z` `[B, H, N*, N*]` of the global branch for nodes `h` (None without a
+    /// branch that computes them).
     pub fn flows(&self, h: &Tensor, graphs: &GraphBatchTensors) -> Option<Tensor> {
         self.attention
             .as_ref()
+            .filter(|(a, _)| a.has_flows())
             .map(|(a, _)| a.flows(&graphs.to_dense(h), &graphs.mask))
     }
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use basin_graph::registry;
+use basin_graph::{Split, registry};
 use basin_sfi::learner::GpsData;
 use basin_sfi::presets::{self, Dataset, Variant};
 use basin_train::protocol::Metric;
@@ -32,12 +32,17 @@ struct PaperTable {
     rows: Vec<PaperRow>,
 }
 
-/// The models of the table at `preset`, and the sizes of the split's parts it uses.
-fn models(preset: Preset, epochs: Option<usize>) -> (Vec<ModelSpec>, [Option<usize>; 3]) {
+/// One Peptides-func model of `variant` at `preset` (`cpu`: 30 epochs at lr 10⁻³, warm-up 3;
+/// `quick`: 1 layer of width 16, 2 epochs).
+pub(crate) fn spec(preset: Preset, name: &str, v: Variant) -> ModelSpec {
     let d = Dataset::PeptidesFunc;
-    let spec = |name: &str, v: Variant| match preset {
+    match preset {
         Preset::Paper => ModelSpec::new(name, presets::paper(d, v), presets::training(d, v)),
-        Preset::Cpu => ModelSpec::new(name, presets::cpu(d, v), presets::warmup_cosine(30, 3, 1e-3, 0.0)),
+        Preset::Cpu => ModelSpec::new(
+            name,
+            presets::cpu(d, v),
+            presets::warmup_cosine(30, 3, 1e-3, 0.0),
+        ),
         Preset::Quick => {
             let mut cfg = presets::cpu(d, v);
             cfg.layers = 1;
@@ -47,31 +52,70 @@ fn models(preset: Preset, epochs: Option<usize>) -> (Vec<ModelSpec>, [Option<usi
             cfg.batch = 16;
             ModelSpec::new(name, cfg, presets::warmup_cosine(2, 1, 1e-3, 0.0))
         }
-    };
-    let mut rows = vec![
-        spec("GatedGCN", Variant::GatedGcn),
-        spec("GPS", Variant::Gps),
-        spec("DFi-Former", Variant::Dfi),
-        spec("SFi-Former", Variant::Sfi),
-    ];
-    rows.insert(0, no_graph(&rows[1]));
+    }
+}
+
+/// `--epochs e`: the same schedule shape over `e` epochs (warm-up a tenth, at least 1).
+pub(crate) fn with_epochs(rows: &mut [ModelSpec], epochs: Option<usize>) {
     if let Some(e) = epochs {
-        for r in &mut rows {
-            r.train = match preset {
-                Preset::Quick => presets::warmup_cosine(e, 1, 1e-3, 0.0),
-                _ => {
-                    let lr = r.train.optim.lr;
-                    presets::warmup_cosine(e, (e / 10).max(1), lr, r.train.optim.weight_decay)
-                }
-            };
+        for r in rows {
+            let (lr, wd) = (r.train.optim.lr, r.train.optim.weight_decay);
+            r.train = presets::warmup_cosine(e, (e / 10).max(1), lr, wd);
         }
     }
-    let sizes = match preset {
+}
+
+/// The parts of the official split each preset uses (training graphs, validation, test).
+pub(crate) fn sizes(preset: Preset) -> [Option<usize>; 3] {
+    match preset {
         Preset::Paper => [None, None, None],
         Preset::Cpu => [Some(2048), None, None],
         Preset::Quick => [Some(96), Some(48), Some(48)],
-    };
-    (rows, sizes)
+    }
+}
+
+/// The models of the table at `preset`.
+fn models(preset: Preset, epochs: Option<usize>) -> Vec<ModelSpec> {
+    let mut rows = vec![
+        spec(preset, "GatedGCN", Variant::GatedGcn),
+        spec(preset, "GPS", Variant::Gps),
+        spec(preset, "DFi-Former", Variant::Dfi),
+        spec(preset, "SFi-Former", Variant::Sfi),
+    ];
+    rows.insert(0, no_graph(&rows[1]));
+    with_epochs(&mut rows, epochs);
+    rows
+}
+
+/// Peptides-func with the statistics `models` need, on the preset's part of the official split;
+/// `None` (and a line in `missing`) when the dataset is not here.
+pub(crate) fn load(
+    ctx: &Context,
+    models: &[ModelSpec],
+    missing: &mut Missing,
+) -> Result<Option<(Arc<GpsData>, Split)>> {
+    let info = registry::get("peptides-func")?;
+    let dir = info.location(&ctx.data_dir);
+    if !dir.is_dir() {
+        missing.push(info.name.as_str(), info.missing(&ctx.data_dir));
+        return Ok(None);
+    }
+    let ds = basin_graph::lrgb::load_peptides_func(&dir)?;
+    let official = ds.official_split.clone().ok_or_else(|| {
+        ReproError::config(
+            dir.display().to_string(),
+            "no official split (splits_random_stratified_peptide.json)",
+        )
+    })?;
+    let split = subset(&official, sizes(ctx.preset), 0);
+    let k = models.iter().map(|r| r.config.pe.frequencies()).max().unwrap_or(0);
+    let t0 = Instant::now();
+    let data = Arc::new(GpsData::new(Arc::new(ds), k, 0)?);
+    tracing::info!(
+        "peptides-func: Laplacian statistics in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(Some((data, split)))
 }
 
 impl Reproduction for SfiTable1 {
@@ -96,7 +140,8 @@ impl Reproduction for SfiTable1 {
     fn run(&self, ctx: &Context) -> Result<Report> {
         let started = Instant::now();
         let paper: PaperTable = report::paper("sfi-table1")?;
-        let (rows, sizes) = models(ctx.preset, ctx.overrides.epochs);
+        let rows = models(ctx.preset, ctx.overrides.epochs);
+        let sizes = sizes(ctx.preset);
         let plan = RunPlan {
             runs: if ctx.preset == Preset::Paper { 4 } else { 1 },
             seed: 0,
@@ -104,7 +149,6 @@ impl Reproduction for SfiTable1 {
             curves: true,
         };
         let mut missing = Missing::default();
-        let info = registry::get("peptides-func")?;
         let mut md = String::from("# SFi-Former Table 1 — LRGB Peptides-func (AP)\n\n");
         md.push_str(&report::banner(
             ctx.preset,
@@ -117,28 +161,10 @@ impl Reproduction for SfiTable1 {
                 rows[1].train.epochs
             ),
         ));
-        let mut results = Vec::new();
-        let dir = info.location(&ctx.data_dir);
-        if !dir.is_dir() {
-            missing.push(info.name.as_str(), info.missing(&ctx.data_dir));
-        } else {
-            let ds = basin_graph::lrgb::load_peptides_func(&dir)?;
-            let official = ds.official_split.clone().ok_or_else(|| {
-                ReproError::config(
-                    dir.display().to_string(),
-                    "no official split (splits_random_stratified_peptide.json)",
-                )
-            })?;
-            let split = subset(&official, sizes, 0);
-            let k = rows.iter().map(|r| r.config.pe.frequencies()).max().unwrap_or(0);
-            let t0 = Instant::now();
-            let data = Arc::new(GpsData::new(Arc::new(ds), k, 0)?);
-            tracing::info!(
-                "peptides-func: Laplacian statistics of 15,535 graphs in {:.1} s",
-                t0.elapsed().as_secs_f64()
-            );
-            results = run_rows(ctx, "peptides-func", &data, &split, &rows, &plan)?;
-        }
+        let results = match load(ctx, &rows, &mut missing)? {
+            Some((data, split)) => run_rows(ctx, "peptides-func", &data, &split, &rows, &plan)?,
+            None => Vec::new(),
+        };
         md.push_str("Protocol: the official stratified split (subsets as the banner says, drawn with seed 0), AdamW with gradient clipping at 1.0 and cosine decay after a linear warm-up (per epoch, from 10⁻⁶ of the peak, as GraphGPS), the epoch of best validation AP, AP averaged over the 10 functions (OGB `eval_ap`). Models: the configs of `basin_sfi::presets` (`paper`: GraphGPS's Peptides-func config for GPS and GatedGCN, SFi Table 5 for DFi/SFi; `cpu`: width 64, 2 layers, 2 heads, 5 unrolled iterations). The no-graph row has the GPS row's encoders and head and no layer: the mean of the atom embeddings → head. SFi-Former+ (SFi initialised from the trained DFi) is not built yet.\n\n");
         md.push_str("| model | paper AP ×100 | parameters | AP ×100 (test) | AP ×100 (val, selected epoch) | zero flows | wall (s) |\n|---|---|---|---|---|---|---|\n");
         for r in &results {

@@ -5,6 +5,7 @@
 //! (`research/sfi-spec.md` Fig. 3).
 
 pub mod gnn_table2;
+pub mod ablation_table3;
 pub mod lrgb_table1;
 
 use std::path::Path;
