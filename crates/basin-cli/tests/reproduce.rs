@@ -133,6 +133,12 @@ fn sfi_tables_quick() {
     ] {
         assert!(md.contains(row), "{row}\n{md}");
     }
+    let md = reproduce("et-table7", &["--dataset", "pattern"], &[]);
+    assert!(
+        md.contains("| pattern | 40/10/10 | ET | 90.69 ± 0.01 | 13144 |")
+            && md.contains("| pattern | 40/10/10 | no graph (features → head) | – | 2305 |"),
+        "{md}"
+    );
     basin_graph::require_data!("lrgb/peptides-functional");
     let md = reproduce("sfi-table1", &[], &["gap.png"]);
     assert!(

@@ -259,6 +259,29 @@ pub mod graph {
         cfg
     }
 
+    /// ET Table 11 (GNN Benchmark PATTERN/CLUSTER, node classification): D = 128, 12 heads of
+    /// 64 (β learned), K = 512, α = 0.1, σ = 0.005, k = 15; "depth 4, block_size 2" read as 4
+    /// blocks of 2 steps (the paper does not define them); batch 128; a readout of every node
+    /// token (`Readout::Nodes`), no label smoothing (Table 10 lists none).
+    pub fn gnn_benchmark_paper() -> GraphClassifierConfig {
+        let mut cfg = model(128, 12, 64, 512, 4, 2);
+        cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.005);
+        cfg.readout = Readout::Nodes;
+        cfg.label_smoothing = 0.0;
+        cfg.batch = 128;
+        cfg
+    }
+
+    /// The CPU scale of [`gnn_benchmark_paper`]: [`tu_cpu`]'s block (D = 32, 4 heads of 8,
+    /// K = 128, 2 blocks × 2 steps) with Table 11's α and σ, batch 32.
+    pub fn gnn_benchmark_cpu() -> GraphClassifierConfig {
+        let mut cfg = model(32, 4, 8, 128, 2, 2);
+        cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.005);
+        cfg.readout = Readout::Nodes;
+        cfg.label_smoothing = 0.0;
+        cfg
+    }
+
     fn model(
         dim: i64,
         heads: i64,

@@ -425,3 +425,26 @@ pub fn generate_pattern(cfg: &PatternConfig) -> Result<GraphDataset> {
         official_split: Some(official(sizes)),
     })
 }
+
+/// `data` with node feature column 0 (an integer in `0..classes`) replaced by its one-hot
+/// encoding, as PyG's GNN Benchmark files store PATTERN (3 values) and CLUSTER (7); a value
+/// outside the range is an error naming the graph.
+pub fn one_hot_features(data: &GraphDataset, classes: usize) -> Result<GraphDataset> {
+    let mut out = data.clone();
+    for (i, g) in out.graphs.iter_mut().enumerate() {
+        let n = g.node_features.nrows();
+        let mut x = Array2::<f32>::zeros((n, classes));
+        for r in 0..n {
+            let v = g.node_features.get((r, 0)).copied().unwrap_or(f32::NAN);
+            if !(v >= 0.0 && (v as usize) < classes && v.fract() == 0.0) {
+                return Err(GraphError::invalid(
+                    format!("{} graph {i} node {r}", data.name),
+                    format!("feature {v} is not an integer in 0..{classes}"),
+                ));
+            }
+            x[(r, v as usize)] = 1.0;
+        }
+        g.node_features = x;
+    }
+    Ok(out)
+}

@@ -15,6 +15,7 @@
 //! |---|---|
 //! | `et-table1` | [`et::anomaly_table1`]: node anomaly detection |
 //! | `et-table2` | [`et::tu_table2`]: TU graph classification |
+//! | `et-table7` | [`et::gnn_table7`]: PATTERN and CLUSTER node classification |
 //! | `et-table14` | [`et::ablation_table14`]: module ablation of masked image completion |
 //! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
 //! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
@@ -40,6 +41,7 @@ pub mod tu;
 /// The Energy Transformer's tables.
 pub mod et {
     pub mod ablation_table14;
+    pub mod gnn_table7;
     pub mod anomaly_table1;
     pub mod tu_table2;
 }
@@ -211,6 +213,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &et::anomaly_table1::EtTable1,
         &et::tu_table2::EtTable2,
         &et::ablation_table14::EtTable14,
+        &et::gnn_table7::EtTable7,
         &cdat::tu_tables::CdatTable1,
         &cdat::anomaly_table2::CdatTable2,
         &cdat::cost_table4::CdatTable4,

@@ -46,6 +46,10 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/cdat-table11.toml"),
     ),
     (
+        "et-table7",
+        include_str!("../../../data/papers/et-table7.toml"),
+    ),
+    (
         "sfi-table1",
         include_str!("../../../data/papers/sfi-table1.toml"),
     ),

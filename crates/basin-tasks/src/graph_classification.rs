@@ -59,6 +59,10 @@ pub enum Readout {
     /// (not in the papers: a switch of basin's CPU presets, so that the readout sees every node
     /// even where a few small descent steps barely move the CLS token).
     ClsMean,
+    /// Every real node token after the last block, one row of logits per node (inductive node
+    /// classification: PATTERN, CLUSTER; ET Table 7). Rows run graph by graph, nodes in order;
+    /// every node must be in the batch (no truncation).
+    Nodes,
 }
 
 /// Configuration of a [`GraphClassifier`].
@@ -399,7 +403,7 @@ impl GraphClassifier {
             readout: nn::linear(
                 path / "readout",
                 match cfg.readout {
-                    Readout::Cls => d,
+                    Readout::Cls | Readout::Nodes => d,
                     Readout::ClsMean => 2 * d,
                 },
                 cfg.readout_classes.unwrap_or(classes),
@@ -419,7 +423,7 @@ impl GraphClassifier {
         &self.cfg
     }
 
-    /// Class logits `[B, C]`.
+    /// Class logits `[B, C]` (`[M, C]` for every real node with [`Readout::Nodes`]).
     pub fn forward(&self, b: &GraphBatchOnDevice, train: bool) -> Result<Tensor> {
         let (mut x, structure) = self.tokens_and_structure(b)?;
         for block in &self.blocks {
@@ -428,6 +432,16 @@ impl GraphClassifier {
         let cls = x.select(1, 0);
         let seen = match self.cfg.readout {
             Readout::Cls => cls,
+            Readout::Nodes => {
+                // Real node tokens (not padding, not the CLS slot), row-major: graph by graph.
+                let n = x.size()[1];
+                let nodes = b.padding.logical_and(
+                    &Tensor::arange(n, (Kind::Int64, x.device()))
+                        .gt(0)
+                        .unsqueeze(0),
+                );
+                x.index(&[Some(&nodes)])
+            }
             Readout::ClsMean => {
                 // Real node tokens: not padding, not the CLS slot.
                 let n = x.size()[1];
@@ -563,9 +577,37 @@ pub struct GraphClassifierLearner {
     vs: nn::VarStore,
     model: GraphClassifier,
     data: Arc<GraphDataset>,
-    labels: Vec<i64>,
+    labels: Labels,
     pe: Option<Arc<Vec<LaplacianPe>>>,
     scaling: Standardizer,
+}
+
+/// What the learner trains on: a class per graph, or a class per node of each graph.
+#[derive(Debug)]
+enum Labels {
+    Graphs(Vec<i64>),
+    Nodes(Vec<Vec<i64>>),
+}
+
+/// The class of every node of every graph (node-class targets), and the number of classes.
+pub fn node_classes(data: &GraphDataset) -> Result<(Vec<Vec<i64>>, i64)> {
+    let basin_graph::Targets::NodeClasses { num_classes } = data.targets else {
+        return Err(TaskError::config(
+            "readout",
+            format!("{}: `nodes` needs a class per node", data.name),
+        ));
+    };
+    let labels = data
+        .graphs
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            g.node_labels.clone().ok_or_else(|| {
+                TaskError::config(format!("{} graph {i}", data.name), "no node labels")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((labels, (num_classes as i64).max(2)))
 }
 
 impl std::fmt::Debug for GraphClassifierLearner {
@@ -594,7 +636,13 @@ impl GraphClassifierLearner {
             FeatureScaling::Standardize => Standardizer::fit_graphs(&data, fit_on),
             FeatureScaling::Raw => Standardizer::identity(width),
         };
-        let (labels, classes) = graph_classes(&data)?;
+        let (labels, classes) = if cfg.readout == Readout::Nodes {
+            let (l, c) = node_classes(&data)?;
+            (Labels::Nodes(l), c)
+        } else {
+            let (l, c) = graph_classes(&data)?;
+            (Labels::Graphs(l), c)
+        };
         if cfg.readout_classes.is_some_and(|r| r < classes) {
             return Err(TaskError::config(
                 "readout_classes",
@@ -635,9 +683,25 @@ impl GraphClassifierLearner {
         let pe = self.pe.as_ref().map(|p| p.as_slice());
         let mut b = make_batch(&self.data, ids, &bcfg, pe, rng)?;
         self.scaling.apply_batch(&mut b, bcfg.cls);
-        let y = Tensor::from_slice(&ids.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
-            .to_device(self.vs.device());
-        Ok((GraphBatchOnDevice::new(&b, self.vs.device())?, y))
+        let y: Vec<i64> = match &self.labels {
+            Labels::Graphs(l) => ids.iter().map(|&i| l[i]).collect(),
+            Labels::Nodes(l) => ids.iter().flat_map(|&i| l[i].iter().copied()).collect(),
+        };
+        let b = GraphBatchOnDevice::new(&b, self.vs.device())?;
+        if let Labels::Nodes(_) = self.labels {
+            let cls = i64::from(bcfg.cls);
+            let real = b.padding.sum(Kind::Int64).int64_value(&[]) - cls * ids.len() as i64;
+            if real != y.len() as i64 {
+                return Err(TaskError::config(
+                    "batching.max_nodes",
+                    format!(
+                        "node readout needs every node in the batch: {real} of {} fit",
+                        y.len()
+                    ),
+                ));
+            }
+        }
+        Ok((b, Tensor::from_slice(&y).to_device(self.vs.device())))
     }
 
     /// Each block's energy at each step, averaged over the graphs `items` (evaluation mode).
@@ -679,11 +743,11 @@ impl Learner for GraphClassifierLearner {
     ) -> std::result::Result<StepOutput, TrainError> {
         let (b, y) = self.batch(items, true, rng)?;
         let logits = self.model.forward(&b, true)?;
-        Ok(StepOutput::loss(cross_entropy(
-            &logits,
-            &y,
-            self.model.cfg.label_smoothing,
-        )))
+        Ok(StepOutput::loss(match self.labels {
+            // The GNN Benchmark's per-batch class-weighted cross-entropy.
+            Labels::Nodes(_) => basin_train::loss::batch_weighted_cross_entropy(&logits, &y),
+            Labels::Graphs(_) => cross_entropy(&logits, &y, self.model.cfg.label_smoothing),
+        }))
     }
 
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {

@@ -67,7 +67,7 @@ fn models(d: Dataset, preset: Preset, epochs: Option<usize>) -> Vec<ModelSpec> {
 }
 
 /// The generated dataset at `preset` (train/val/test graphs).
-fn generate(d: Dataset, preset: Preset) -> Result<basin_graph::GraphDataset> {
+pub(crate) fn generate(d: Dataset, preset: Preset) -> Result<basin_graph::GraphDataset> {
     Ok(match d {
         Dataset::Pattern => generate_pattern(&match preset {
             Preset::Paper => PatternConfig::default(),
