@@ -232,6 +232,26 @@ fn et_graph_cls_output_ignores_padding() {
 }
 
 #[test]
+fn et_node_readout_lists_every_node_and_ignores_padding() {
+    let _s = lock_generator();
+    let data = graphs();
+    let cfg = GraphClassifierConfig {
+        readout: Readout::Nodes,
+        ..small_cfg()
+    };
+    let (_vs, model) = classifier(&cfg);
+    let alone = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0]), false).unwrap());
+    assert_eq!(alone.size(), [5, 2]);
+    // Graph 0 (5 nodes) first, then graph 5 (15): its rows come first, unchanged by padding.
+    let both = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0, 5]), false).unwrap());
+    assert_eq!(both.size(), [20, 2]);
+    let d = max_diff(&both.narrow(0, 0, 5), &alone);
+    assert!(d < 1e-10, "padding changed the node outputs by {d}");
+    let five = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[5]), false).unwrap());
+    assert!(max_diff(&both.narrow(0, 5, 15), &five) < 1e-10);
+}
+
+#[test]
 fn et_graph_non_edges_carry_zero_attention_weight() {
     let _s = lock_generator();
     let data = graphs();
