@@ -600,6 +600,45 @@ fn to_json<T: Serialize>(value: &T) -> Result<String, TrainError> {
     serde_json::to_string(value).map_err(|e| TrainError::State(format!("cannot serialise: {e}")))
 }
 
+/// Warm start: copies the selected epoch's weights of the run at `checkpoint` into every
+/// variable of `vars` that it holds under the same name and shape (SFi-Former+ starts from a
+/// trained DFi-Former). Returns the names left as initialised; a name held with another shape
+/// is an error.
+pub fn warm_start(checkpoint: &Path, vars: &VarStore) -> Result<Vec<String>, TrainError> {
+    let (tensors, meta) = basin_core::checkpoint::read_file(checkpoint)?;
+    if !meta.contains_key("best") {
+        return Err(TrainError::State(format!(
+            "{}: no selected epoch to start from",
+            checkpoint.display()
+        )));
+    }
+    let map: HashMap<String, Tensor> = tensors.into_iter().collect();
+    let mut left = Vec::new();
+    let mut names: Vec<(String, Tensor)> = vars.variables().into_iter().collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    tch::no_grad(|| {
+        for (name, var) in &names {
+            match map.get(&format!("best.{name}")) {
+                Some(t) if t.size() == var.size() => {
+                    var.shallow_clone()
+                        .copy_(&t.to_kind(var.kind()).to_device(var.device()));
+                }
+                Some(t) => {
+                    return Err(TrainError::State(format!(
+                        "{}: `{name}` is {:?} there, {:?} here",
+                        checkpoint.display(),
+                        t.size(),
+                        var.size()
+                    )));
+                }
+                None => left.push(name.clone()),
+            }
+        }
+        Ok(())
+    })?;
+    Ok(left)
+}
+
 /// Loads the selected epoch's weights of a finished or interrupted run from its
 /// `checkpoint.safetensors` into `vars`, and returns that epoch's validation (with what the
 /// test step needs, e.g. the threshold). This is how a trained run is evaluated again.

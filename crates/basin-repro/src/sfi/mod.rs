@@ -16,7 +16,7 @@ use basin_graph::Split;
 use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_sfi::model::{GpsModelConfig, PosEnc};
 use basin_train::protocol::{FixedSplitProtocol, Metric, ProtocolReport};
-use basin_train::runner::TrainConfig;
+use basin_train::runner::{TrainConfig, warm_start};
 use serde::Serialize;
 
 use crate::report;
@@ -34,6 +34,9 @@ pub struct ModelSpec {
     pub config: GpsModelConfig,
     /// Its training.
     pub train: TrainConfig,
+    /// Start from the selected weights of this earlier row's run with the same seed (SFi-Former+
+    /// from DFi-Former); only the friction branch, which DFi lacks, starts from scratch.
+    pub warm_start: Option<String>,
 }
 
 impl ModelSpec {
@@ -43,6 +46,16 @@ impl ModelSpec {
             name: name.into(),
             config,
             train,
+            warm_start: None,
+        }
+    }
+
+    /// SFi-Former+: `sfi` started from the row `from` (DFi-Former).
+    pub fn warm_started(name: &str, sfi: &ModelSpec, from: &str) -> Self {
+        Self {
+            name: name.into(),
+            warm_start: Some(from.into()),
+            ..sfi.clone()
         }
     }
 }
@@ -109,6 +122,7 @@ pub fn run_rows(
 ) -> Result<Vec<RowResult>> {
     let mut rows = Vec::new();
     let device = ctx.device_name();
+    let mut dirs: Vec<(String, std::path::PathBuf)> = Vec::new();
     for (i, spec) in models.iter().enumerate() {
         let started = Instant::now();
         let slug: String = spec
@@ -117,6 +131,21 @@ pub fn run_rows(
             .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
             .collect();
         let dir = ctx.out.join(dataset).join(format!("{i}-{slug}"));
+        dirs.push((spec.name.clone(), dir.clone()));
+        let source = match &spec.warm_start {
+            Some(from) => Some(
+                dirs.iter()
+                    .find(|(n, _)| n == from)
+                    .map(|(_, d)| d.clone())
+                    .ok_or_else(|| {
+                        crate::ReproError::config(
+                            &spec.name,
+                            format!("warm start from `{from}`, which is not an earlier row"),
+                        )
+                    })?,
+            ),
+            None => None,
+        };
         let mut parameters = 0;
         let mut zero_share = None;
         let test: Vec<usize> = split.test.iter().take(256).map(|&t| t as usize).collect();
@@ -131,7 +160,20 @@ pub fn run_rows(
             &format!("{dataset}/{}", spec.name),
             split,
             data.targets(),
-            |run| GpsLearner::new(data.clone(), &spec.config, run.seed, ctx.device),
+            |run| {
+                let learner = GpsLearner::new(data.clone(), &spec.config, run.seed, ctx.device)?;
+                if let Some(src) = &source {
+                    let ckpt = src.join(&run.dir).join("checkpoint.safetensors");
+                    let left = warm_start(&ckpt, basin_train::runner::Learner::vars(&learner))?;
+                    if let Some(bad) = left.iter().find(|n| !n.contains("friction")) {
+                        return Err(basin_train::TrainError::State(format!(
+                            "{}: warm start left `{bad}` untrained (only the friction branch may be new)",
+                            ckpt.display()
+                        )));
+                    }
+                }
+                Ok(learner)
+            },
             |run, learner| {
                 parameters = learner.parameters();
                 if run.dir == "run-0" {
