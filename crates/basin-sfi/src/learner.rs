@@ -267,6 +267,23 @@ impl GpsLearner {
         self.data.inputs(self.model.config(), ids, self.vs.device())
     }
 
+    /// The flows of graph `item` in evaluation mode, one `[n, n]` map per layer and head (rows
+    /// are queries), as `f64` rows; empty without a global branch (the paper's Fig. 4).
+    pub fn attention_maps(&self, item: usize) -> Result<Vec<Vec<Vec<f64>>>, TrainError> {
+        let b = self.inputs(&[item])?;
+        let n = b.graphs.max_nodes;
+        let flows = tch::no_grad(|| self.model.flows(&b)).map_err(TrainError::learner)?;
+        let mut maps = Vec::new();
+        for z in flows {
+            for h in 0..z.size()[1] {
+                let m = z.get(0).get(h).to_kind(Kind::Double).view([n * n]);
+                let v = Vec::<f64>::try_from(&m).map_err(TrainError::learner)?;
+                maps.push(v.chunks(n as usize).map(<[f64]>::to_vec).collect());
+            }
+        }
+        Ok(maps)
+    }
+
     /// The share of flow entries between real nodes below 10⁻⁸ (the paper's threshold, Fig. 4)
     /// over every layer and head, on the graphs `items` in evaluation mode; `None` without a
     /// global branch.

@@ -178,6 +178,10 @@ impl Reproduction for SfiTable2 {
                 &format!("{name}: train − test weighted accuracy"),
                 &results,
             )?);
+            figures.push_str(&super::attention_figure(
+                &ctx.out.join(format!("{name}-attention.png")),
+                &results,
+            )?);
             all.push((name, rows, results));
         }
         md.push_str(super::ZERO_NOTE);

@@ -204,6 +204,7 @@ impl Reproduction for SfiTable1 {
             "Peptides-func: train − test AP (Figure 3)",
             &results,
         )?);
+        md.push_str(&super::attention_figure(&ctx.out.join("attention.png"), &results)?);
         md.push_str(&missing.to_markdown());
         md.push_str(&format!(
             "\nDevice: {}. Wall time {:.0} s.\n",

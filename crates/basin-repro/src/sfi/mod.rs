@@ -99,6 +99,9 @@ pub struct RowResult {
     pub zero_share: Option<f64>,
     /// Run 0's train − test metric per epoch (evaluation mode; empty without curves).
     pub gap: Vec<f64>,
+    /// Run 0's flows on the first test graph, per layer and head (not in the JSON).
+    #[serde(skip)]
+    pub maps: Vec<Vec<Vec<f64>>>,
     /// Wall time of all its runs.
     pub seconds: f64,
 }
@@ -148,6 +151,7 @@ pub fn run_rows(
         };
         let mut parameters = 0;
         let mut zero_share = None;
+        let mut maps = Vec::new();
         let test: Vec<usize> = split.test.iter().take(256).map(|&t| t as usize).collect();
         let protocol = FixedSplitProtocol {
             runs: plan.runs,
@@ -178,6 +182,9 @@ pub fn run_rows(
                 parameters = learner.parameters();
                 if run.dir == "run-0" {
                     zero_share = learner.zero_share(&test)?;
+                    if let Some(&first) = test.first() {
+                        maps = learner.attention_maps(first)?;
+                    }
                 }
                 Ok(())
             },
@@ -191,6 +198,7 @@ pub fn run_rows(
             report,
             zero_share,
             gap,
+            maps,
             seconds: started.elapsed().as_secs_f64(),
         });
     }
@@ -284,4 +292,42 @@ fn selected_val(report: &ProtocolReport, key: &str, scale: f64) -> String {
     }
     let (m, s) = basin_train::metrics::mean_std(&values);
     format!("{:.2} ± {:.2}", m * scale, s * scale)
+}
+
+/// Draws run 0's flows on the first test graph, one row per model and one picture per layer
+/// and head, on a log scale: black at 10⁻⁸ and below (the paper's threshold), white at 1.
+/// Returns a Markdown line for the report (nothing when no model has flows).
+pub fn attention_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
+    use basin_train::plot::{Picture, image_grid};
+    let drawn: Vec<&RowResult> = rows.iter().filter(|r| !r.maps.is_empty()).collect();
+    let Some(first) = drawn.first() else {
+        return Ok(String::new());
+    };
+    let n = first.maps[0].len() as u32;
+    let pictures: Vec<Vec<Picture>> = drawn
+        .iter()
+        .map(|r| {
+            r.maps
+                .iter()
+                .map(|m| Picture {
+                    width: n,
+                    height: n,
+                    channels: 1,
+                    data: m
+                        .iter()
+                        .flatten()
+                        .map(|&z| ((z.max(1e-8).log10() + 8.0) / 8.0) as f32)
+                        .collect(),
+                })
+                .collect()
+        })
+        .collect();
+    let labels: Vec<&str> = drawn.iter().map(|r| r.model.as_str()).collect();
+    let scale = (256 / n.max(1)).clamp(1, 8);
+    image_grid(path, &pictures, &labels, scale)
+        .map_err(|e| crate::ReproError::config(path.display().to_string(), e.to_string()))?;
+    Ok(format!(
+        "\nAttention (flows Z) on the first test graph ({n} nodes), one picture per layer and head, log scale from 10⁻⁸ (black) to 1 (white), rows = queries (Figure 4): `{}`.\n",
+        path.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned())
+    ))
 }
