@@ -9,7 +9,7 @@ use basin_sfi::presets::Variant;
 use basin_train::protocol::Metric;
 use serde::Deserialize;
 
-use super::lrgb_table1::{load, sizes, spec, with_epochs};
+use super::lrgb_table1::{banner, load, spec, with_epochs};
 use super::{ModelSpec, RunPlan, ZERO_NOTE, no_graph, row_cells, run_rows};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Override, Preset, Reproduction, Result};
@@ -93,19 +93,8 @@ impl Reproduction for SfiTable3 {
             metric: Metric::MeanAp,
             curves: false,
         };
-        let part = sizes(ctx.preset);
         let mut md = String::from("# SFi-Former Table 3 — ablations on Peptides-func (AP)\n\n");
-        md.push_str(&report::banner(
-            ctx.preset,
-            &format!(
-                "training graphs {}, validation {}, test {} of the official split; {} run(s); {} epochs",
-                part[0].map_or("all".into(), |n| n.to_string()),
-                part[1].map_or("all".into(), |n| n.to_string()),
-                part[2].map_or("all".into(), |n| n.to_string()),
-                plan.runs,
-                rows[1].train.epochs
-            ),
-        ));
+        md.push_str(&banner(ctx.preset, plan.runs, rows[1].train.epochs));
         md.push_str("Protocol and models as `sfi-table1` (same split, seeds and scale), each SFi row with its (λ*, α, attention) from the paper: SP + Ã is eq. 11, SP the flow alone (no Ã, no γ), Ã the adjacency alone (no queries, keys or frictions).\n\n");
         let mut missing = Missing::default();
         let results = match load(ctx, &rows, &mut missing)? {

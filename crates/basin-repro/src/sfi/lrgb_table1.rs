@@ -74,6 +74,21 @@ pub(crate) fn sizes(preset: Preset) -> [Option<usize>; 3] {
     }
 }
 
+/// The banner of a Peptides-func table: the parts of the split, runs and epochs.
+pub(crate) fn banner(preset: Preset, runs: usize, epochs: usize) -> String {
+    let part = |n: Option<usize>| n.map_or("all".into(), |n: usize| n.to_string());
+    let [train, val, test] = sizes(preset);
+    report::banner(
+        preset,
+        &format!(
+            "training graphs {}, validation {}, test {} of the official split; {runs} run(s); {epochs} epochs",
+            part(train),
+            part(val),
+            part(test)
+        ),
+    )
+}
+
 /// The models of the table at `preset`.
 fn models(preset: Preset, epochs: Option<usize>) -> Vec<ModelSpec> {
     let mut rows = vec![
@@ -142,7 +157,6 @@ impl Reproduction for SfiTable1 {
         let started = Instant::now();
         let paper: PaperTable = report::paper("sfi-table1")?;
         let rows = models(ctx.preset, ctx.overrides.epochs);
-        let sizes = sizes(ctx.preset);
         let plan = RunPlan {
             runs: if ctx.preset == Preset::Paper { 4 } else { 1 },
             seed: 0,
@@ -151,17 +165,7 @@ impl Reproduction for SfiTable1 {
         };
         let mut missing = Missing::default();
         let mut md = String::from("# SFi-Former Table 1 — LRGB Peptides-func (AP)\n\n");
-        md.push_str(&report::banner(
-            ctx.preset,
-            &format!(
-                "training graphs {}, validation {}, test {} of the official split; {} run(s); {} epochs",
-                sizes[0].map_or("all".into(), |n| n.to_string()),
-                sizes[1].map_or("all".into(), |n| n.to_string()),
-                sizes[2].map_or("all".into(), |n| n.to_string()),
-                plan.runs,
-                rows[1].train.epochs
-            ),
-        ));
+        md.push_str(&banner(ctx.preset, plan.runs, rows[1].train.epochs));
         let results = match load(ctx, &rows, &mut missing)? {
             Some((data, split)) => run_rows(ctx, "peptides-func", &data, &split, &rows, &plan)?,
             None => Vec::new(),
