@@ -87,7 +87,9 @@ fn peptides_batch(c: &mut Criterion) {
         g.graphs, g.max_nodes
     );
     let mut group = c.benchmark_group("sfi_peptides_batch");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     for (name, solver, iters) in solvers() {
         let (_vs, att) = attention(solver, iters, dev);
         basin_benches::print_peak_rss(&format!("sfi_peptides_batch/{name} (one step)"), || {
@@ -106,7 +108,9 @@ fn peptides_batch(c: &mut Criterion) {
 fn scaling(c: &mut Criterion) {
     let dev = device();
     let mut group = c.benchmark_group("sfi_scaling");
-    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(10));
     for n in [64i64, 128, 256, 444] {
         let x = Tensor::randn([32, n, 64], (Kind::Float, dev));
         let mask = Tensor::ones([32, n], (Kind::Bool, dev));

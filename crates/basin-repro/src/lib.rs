@@ -41,8 +41,8 @@ pub mod tu;
 /// The Energy Transformer's tables.
 pub mod et {
     pub mod ablation_table14;
-    pub mod gnn_table7;
     pub mod anomaly_table1;
+    pub mod gnn_table7;
     pub mod tu_table2;
 }
 

@@ -185,8 +185,12 @@ impl GpsLayer {
         let h_m = self.bn_local.forward_t(&h_local, train);
         let sum = match &self.attention {
             Some((attention, bn_attn)) => {
-                let a =
-                    attention.forward_t(&graphs.to_dense(h), &graphs.mask, &graphs.adjacency, train);
+                let a = attention.forward_t(
+                    &graphs.to_dense(h),
+                    &graphs.mask,
+                    &graphs.adjacency,
+                    train,
+                );
                 let h_a = bn_attn.forward_t(&(h + graphs.from_dense(&a).dropout(p, train)), train);
                 h_m + h_a
             }

@@ -160,19 +160,30 @@ impl GpsData {
             for r in g.node_features.rows() {
                 x.extend(r.iter().take(columns).map(|&v| v.round() as i64));
             }
-            let indptr = g.adjacency.indptr();
-            for r in 0..n {
-                for (p, &c) in g.adjacency.row(r).iter().enumerate() {
+            let edge_features = if cfg.edge == EdgeEncoder::Bond {
+                let e = g.edge_features.as_ref().ok_or_else(|| {
+                    bad(
+                        format!("{} graph {i}", self.data.name),
+                        "the bond encoder needs edge features",
+                    )
+                })?;
+                if e.nrows() != g.adjacency.nnz() || e.ncols() < 3 {
+                    return Err(bad(
+                        format!("{} graph {i} edge features", self.data.name),
+                        "one row of 3 bond columns per edge expected",
+                    ));
+                }
+                Some(e)
+            } else {
+                None
+            };
+            let indices = g.adjacency.indices();
+            for (r, w) in g.adjacency.indptr().windows(2).enumerate() {
+                for (entry, &c) in indices.iter().enumerate().take(w[1]).skip(w[0]) {
                     src.push(offset + r as i64);
-                    dst.push(offset + c as i64);
-                    if cfg.edge == EdgeEncoder::Bond {
-                        let e = g.edge_features.as_ref().ok_or_else(|| {
-                            bad(
-                                format!("{} graph {i}", self.data.name),
-                                "the bond encoder needs edge features",
-                            )
-                        })?;
-                        attr.extend(e.row(indptr[r] + p).iter().map(|&v| v.round() as i64));
+                    dst.push(offset + i64::from(c));
+                    if let Some(e) = edge_features {
+                        attr.extend(e.row(entry).iter().take(3).map(|&v| v.round() as i64));
                     }
                 }
             }
@@ -194,7 +205,9 @@ impl GpsData {
                     .as_ref()
                     .and_then(|w| w.get(i))
                     .filter(|w| w.ncols() >= steps)
-                    .ok_or_else(|| bad("pe.steps".into(), "more walk lengths than were computed"))?;
+                    .ok_or_else(|| {
+                        bad("pe.steps".into(), "more walk lengths than were computed")
+                    })?;
                 for r in 0..n {
                     walks.extend((0..steps).map(|j| w[(r, j)]));
                 }
@@ -213,7 +226,9 @@ impl GpsData {
         let edges = src.size()[0];
         Ok(GpsInputs {
             graphs: GraphBatchTensors::new(&sizes, src, dst, Kind::Float),
-            x: Tensor::from_slice(&x).view([m, columns as i64]).to_device(device),
+            x: Tensor::from_slice(&x)
+                .view([m, columns as i64])
+                .to_device(device),
             edge_attr: (cfg.edge == EdgeEncoder::Bond)
                 .then(|| Tensor::from_slice(&attr).view([edges, 3]).to_device(device)),
             eig_vecs: (k > 0).then(|| t(&vecs, k)),
@@ -260,7 +275,12 @@ impl GpsLearner {
 
     /// Trainable parameters.
     pub fn parameters(&self) -> i64 {
-        self.vs.trainable_variables().iter().map(Tensor::numel).map(|n| n as i64).sum()
+        self.vs
+            .trainable_variables()
+            .iter()
+            .map(Tensor::numel)
+            .map(|n| n as i64)
+            .sum()
     }
 
     fn inputs(&self, ids: &[usize]) -> Result<GpsInputs, TrainError> {
@@ -333,7 +353,9 @@ impl Learner for GpsLearner {
                     .iter()
                     .flat_map(|&i| self.data.rows[i].iter().map(|&v| v as f32))
                     .collect();
-                let y = Tensor::from_slice(&y).view([items.len() as i64, t]).to_device(device);
+                let y = Tensor::from_slice(&y)
+                    .view([items.len() as i64, t])
+                    .to_device(device);
                 masked_bce_with_logits(&logits, &y)
             }
             TaskKind::NodeClasses(_) => {

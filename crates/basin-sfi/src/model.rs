@@ -159,17 +159,25 @@ impl GpsModelConfig {
         if a.heads < 1 || a.head_dim < 1 {
             return bad(
                 "layer.attention",
-                format!("heads and head_dim must be ≥ 1, got {} and {}", a.heads, a.head_dim),
+                format!(
+                    "heads and head_dim must be ≥ 1, got {} and {}",
+                    a.heads, a.head_dim
+                ),
             );
         }
         if self.pe.concat_dim() >= d || self.pe.concat_dim() < 0 {
             return bad(
                 "pe.dim",
-                format!("must lie in 1..{d} (the width), got {}", self.pe.concat_dim()),
+                format!(
+                    "must lie in 1..{d} (the width), got {}",
+                    self.pe.concat_dim()
+                ),
             );
         }
-        if matches!(self.pe, PosEnc::LapPe { k: 0, .. } | PosEnc::EsLapPe { k: 0 })
-            || matches!(self.pe, PosEnc::Rwse { steps: 0, .. })
+        if matches!(
+            self.pe,
+            PosEnc::LapPe { k: 0, .. } | PosEnc::EsLapPe { k: 0 }
+        ) || matches!(self.pe, PosEnc::Rwse { steps: 0, .. })
         {
             return bad("pe", "k (or steps) must be ≥ 1".into());
         }
@@ -249,23 +257,37 @@ impl GpsModel {
         let d = cfg.dim();
         let d_node = d - cfg.pe.concat_dim();
         let node = match cfg.node {
-            NodeEncoder::Atom => NodeIn::Atom(ColumnEmbedding::new(&(path / "atom"), &ATOM_VOCAB, d_node)),
+            NodeEncoder::Atom => {
+                NodeIn::Atom(ColumnEmbedding::new(&(path / "atom"), &ATOM_VOCAB, d_node))
+            }
             NodeEncoder::OneHot { classes } => NodeIn::OneHot(
                 classes,
                 nn::linear(path / "node", classes, d_node, Default::default()),
             ),
         };
         let (edge, dummy_edge) = match cfg.edge {
-            EdgeEncoder::Bond => (Some(ColumnEmbedding::new(&(path / "bond"), &BOND_VOCAB, d)), None),
+            EdgeEncoder::Bond => (
+                Some(ColumnEmbedding::new(&(path / "bond"), &BOND_VOCAB, d)),
+                None,
+            ),
             EdgeEncoder::Dummy => (
                 None,
-                Some(path.var("dummy_edge", &[d], nn::Init::Randn { mean: 0.0, stdev: 1.0 })),
+                Some(path.var(
+                    "dummy_edge",
+                    &[d],
+                    nn::Init::Randn {
+                        mean: 0.0,
+                        stdev: 1.0,
+                    },
+                )),
             ),
         };
         let pe = match cfg.pe {
             PosEnc::None => PeEncoder::None,
             PosEnc::LapPe { dim, .. } => PeEncoder::LapPe(LapPe::new(&(path / "lap_pe"), dim)),
-            PosEnc::EsLapPe { k } => PeEncoder::Es(EsLapPe::new(&(path / "es_lap_pe"), k as i64, d)),
+            PosEnc::EsLapPe { k } => {
+                PeEncoder::Es(EsLapPe::new(&(path / "es_lap_pe"), k as i64, d))
+            }
             PosEnc::Rwse { steps, dim } => {
                 PeEncoder::Rwse(Rwse::new(&(path / "rwse"), steps as i64, dim))
             }
@@ -405,7 +427,10 @@ impl GpsModel {
             if i < last {
                 z = z.relu();
                 if self.cfg.head_l2norm {
-                    let norm = z.square().sum_dim_intlist(&[1i64][..], true, z.kind()).sqrt();
+                    let norm = z
+                        .square()
+                        .sum_dim_intlist(&[1i64][..], true, z.kind())
+                        .sqrt();
                     z = z / norm.clamp_min(1e-12);
                 }
             }

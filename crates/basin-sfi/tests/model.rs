@@ -2,6 +2,7 @@
 //! about the published models, `research/sfi-spec.md` §3.9 and §4.3), the GraphGym head, node
 //! outputs that follow a relabelling of the nodes and graph outputs that ignore it, and a
 //! graph's outputs independent of the graphs batched with it.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 
@@ -18,13 +19,19 @@ use tch::{Device, Tensor, nn};
 fn count(cfg: &GpsModelConfig, out: i64) -> i64 {
     let vs = nn::VarStore::new(Device::Cpu);
     let _model = GpsModel::new(&vs.root(), cfg, out).unwrap();
-    vs.trainable_variables().iter().map(|t| t.numel() as i64).sum()
+    vs.trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum()
 }
 
 #[test]
 fn graphgps_presets_have_the_published_parameter_counts() {
     let _g = lock_generator();
-    assert_eq!(count(&paper(Dataset::PeptidesFunc, Variant::Gps), 10), 504_442);
+    assert_eq!(
+        count(&paper(Dataset::PeptidesFunc, Variant::Gps), 10),
+        504_442
+    );
     assert_eq!(count(&paper(Dataset::Pattern, Variant::Gps), 1), 337_201);
     assert_eq!(count(&paper(Dataset::Cluster, Variant::Gps), 6), 502_054);
     assert_eq!(count(&gps_es(Dataset::Pattern), 1), 91_165);
@@ -38,7 +45,10 @@ fn sfi_presets_count_the_papers_parameters_less_the_unidentified_ones() {
     // printed 2,929,009 fits no configuration (spec S25): Table 5's column gives 3,708,269.
     assert_eq!(count(&paper(Dataset::Pattern, Variant::Sfi), 1), 221_889);
     assert_eq!(count(&paper(Dataset::Cluster, Variant::Sfi), 6), 1_210_030);
-    assert_eq!(count(&paper(Dataset::PeptidesFunc, Variant::Sfi), 10), 3_707_327);
+    assert_eq!(
+        count(&paper(Dataset::PeptidesFunc, Variant::Sfi), 10),
+        3_707_327
+    );
     // DFi has no friction branch (2H d² + 2H d fewer); the MPNN alone (GPS's PATTERN config
     // without its Transformer) lacks the attention, 4d² + 4d, and its BatchNorm, 2d, per layer.
     let sfi = count(&paper(Dataset::Pattern, Variant::Sfi), 1);
@@ -53,7 +63,10 @@ fn sfi_presets_count_the_papers_parameters_less_the_unidentified_ones() {
 /// tail, integer features 0..3.
 fn toy() -> Arc<GraphDataset> {
     let graphs: Vec<(usize, Vec<(u32, u32)>)> = vec![
-        (7, vec![(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (2, 6)]),
+        (
+            7,
+            vec![(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 0), (2, 6)],
+        ),
         (4, vec![(0, 1), (1, 2), (2, 3)]),
         (5, vec![(0, 1), (1, 2), (2, 0), (2, 3), (3, 4)]),
     ];
@@ -131,15 +144,27 @@ fn node_outputs_follow_a_relabelling_and_graph_outputs_ignore_it() {
     });
     let data = Arc::new(GpsData::new(ds, 0, 4).unwrap());
     for variant in [Variant::Sfi, Variant::Dfi, Variant::Gps] {
-        let node = GpsLearner::new(data.clone(), &toy_config(Level::Node, variant), 1, Device::Cpu)
-            .unwrap();
+        let node = GpsLearner::new(
+            data.clone(),
+            &toy_config(Level::Node, variant),
+            1,
+            Device::Cpu,
+        )
+        .unwrap();
         let (a, b) = (outputs(&node, &data, &[0]), outputs(&node, &data, &[3]));
         let index = Tensor::from_slice(&perm.map(|p| p as i64));
-        let diff = (a - b.index_select(0, &index)).abs().max().double_value(&[]);
+        let diff = (a - b.index_select(0, &index))
+            .abs()
+            .max()
+            .double_value(&[]);
         assert!(diff < 1e-4, "{variant:?}: node outputs differ by {diff}");
-        let graph =
-            GpsLearner::new(data.clone(), &toy_config(Level::Graph, variant), 1, Device::Cpu)
-                .unwrap();
+        let graph = GpsLearner::new(
+            data.clone(),
+            &toy_config(Level::Graph, variant),
+            1,
+            Device::Cpu,
+        )
+        .unwrap();
         let (a, b) = (outputs(&graph, &data, &[0]), outputs(&graph, &data, &[3]));
         let diff = (a - b).abs().max().double_value(&[]);
         assert!(diff < 1e-4, "{variant:?}: graph outputs differ by {diff}");
@@ -150,9 +175,13 @@ fn node_outputs_follow_a_relabelling_and_graph_outputs_ignore_it() {
 fn a_graphs_outputs_do_not_depend_on_its_batch() {
     let _g = lock_generator();
     let data = Arc::new(GpsData::new(toy(), 0, 4).unwrap());
-    let learner =
-        GpsLearner::new(data.clone(), &toy_config(Level::Node, Variant::Sfi), 2, Device::Cpu)
-            .unwrap();
+    let learner = GpsLearner::new(
+        data.clone(),
+        &toy_config(Level::Node, Variant::Sfi),
+        2,
+        Device::Cpu,
+    )
+    .unwrap();
     let alone = outputs(&learner, &data, &[1]);
     let batched = outputs(&learner, &data, &[0, 1, 2]).narrow(0, 7, 4);
     let diff = (alone - batched).abs().max().double_value(&[]);

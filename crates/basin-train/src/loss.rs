@@ -92,12 +92,9 @@ pub fn batch_weighted_cross_entropy(logits: &Tensor, targets: &Tensor) -> Tensor
     if logits.size()[1] == 1 {
         let w = weights.index_select(0, targets);
         let y = targets.to_kind(kind);
-        logits.squeeze_dim(1).binary_cross_entropy_with_logits::<&Tensor>(
-            &y,
-            Some(&w),
-            None,
-            Reduction::Mean,
-        )
+        logits
+            .squeeze_dim(1)
+            .binary_cross_entropy_with_logits::<&Tensor>(&y, Some(&w), None, Reduction::Mean)
     } else {
         logits.cross_entropy_loss(targets, Some(&weights), Reduction::Mean, -100, 0.0)
     }

@@ -228,7 +228,10 @@ pub fn mean_std(values: &[f64]) -> (f64, f64) {
 /// OGB's `eval_ap` (LRGB Peptides-func): for each task (column) with at least one positive and
 /// one negative label, sklearn's `average_precision_score` over the labelled rows (NaN = no
 /// label); the mean over those tasks. `y_true` and `scores` are rows `[N][T]`.
-pub fn mean_average_precision(y_true: &[Vec<f64>], scores: &[Vec<f64>]) -> Result<f64, MetricError> {
+pub fn mean_average_precision(
+    y_true: &[Vec<f64>],
+    scores: &[Vec<f64>],
+) -> Result<f64, MetricError> {
     check_len(y_true.len(), scores.len())?;
     let tasks = y_true[0].len();
     if y_true.iter().chain(scores).any(|r| r.len() != tasks) {

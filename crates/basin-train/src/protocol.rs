@@ -489,7 +489,9 @@ impl Metric {
                 metrics::roc_auc(&truth, &scores.positive())?
             }
             Self::MeanAp => {
-                return Err(MetricError::Shape("mean AP takes multi-label targets".into()));
+                return Err(MetricError::Shape(
+                    "mean AP takes multi-label targets".into(),
+                ));
             }
         };
         Ok((v, v))

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use crate::report::{self, Report};
 use crate::sfi::gnn_table2::generate;
 use crate::sfi::{ModelSpec, RunPlan, no_graph, row_cells, run_rows};
-use crate::{Context, Override, Preset, Reproduction, ReproError, Result, selected};
+use crate::{Context, Override, Preset, ReproError, Reproduction, Result, selected};
 
 /// ET Table 7 (PATTERN and CLUSTER columns).
 #[derive(Debug)]
@@ -162,10 +162,26 @@ impl Reproduction for EtTable7 {
                 Preset::Paper => presets::paper(d, v),
                 _ => presets::cpu(d, v),
             };
-            let train = presets::warmup_cosine(protocol.train.epochs, 2.min(protocol.train.epochs / 2).max(1), 1e-3, 1e-5);
+            let train = presets::warmup_cosine(
+                protocol.train.epochs,
+                2.min(protocol.train.epochs / 2).max(1),
+                1e-3,
+                1e-5,
+            );
             let gated = ModelSpec::new("GatedGCN", gps_cfg(Variant::GatedGcn), train);
-            let rows = vec![no_graph(&ModelSpec::new("GPS", gps_cfg(Variant::Gps), gated.train.clone())), gated];
-            let k = rows.iter().map(|r| r.config.pe.frequencies()).max().unwrap_or(0);
+            let rows = vec![
+                no_graph(&ModelSpec::new(
+                    "GPS",
+                    gps_cfg(Variant::Gps),
+                    gated.train.clone(),
+                )),
+                gated,
+            ];
+            let k = rows
+                .iter()
+                .map(|r| r.config.pe.frequencies())
+                .max()
+                .unwrap_or(0);
             let raw_data = Arc::new(GpsData::new(Arc::new(raw), k, 0)?);
             let plan = RunPlan {
                 runs,
@@ -176,13 +192,23 @@ impl Reproduction for EtTable7 {
             let base = run_rows(ctx, &name, &raw_data, &split, &rows, &plan)?;
             let p = paper.rows.iter().find(|p| p.model == "ET");
             let pcell = p.map_or("–".into(), |p| {
-                let v = if d == Dataset::Pattern { p.pattern } else { p.cluster };
+                let v = if d == Dataset::Pattern {
+                    p.pattern
+                } else {
+                    p.cluster
+                };
                 format!("{:.2} ± {:.2}", v[0], v[1])
             });
             let val: Vec<f64> = et
                 .runs
                 .iter()
-                .filter_map(|r| r.epochs.get(r.selected_epoch?)?.metrics.get("val_accuracy_sbm").copied())
+                .filter_map(|r| {
+                    r.epochs
+                        .get(r.selected_epoch?)?
+                        .metrics
+                        .get("val_accuracy_sbm")
+                        .copied()
+                })
                 .collect();
             let (vm, vs) = basin_train::metrics::mean_std(&val);
             md.push_str(&format!(

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::{ModelSpec, RunPlan, gap_figure, no_graph, row_cells, run_rows};
 use crate::report::{self, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, ReproError, selected};
+use crate::{Context, Override, Preset, ReproError, Reproduction, Result, selected};
 
 /// SFi-Former Table 2 (PATTERN and CLUSTER columns).
 #[derive(Debug)]
@@ -40,7 +40,11 @@ const DATASETS: &[&str] = &["pattern", "cluster"];
 fn models(d: Dataset, preset: Preset, epochs: Option<usize>) -> Vec<ModelSpec> {
     let spec = |name: &str, v: Variant| match preset {
         Preset::Paper => ModelSpec::new(name, presets::paper(d, v), presets::training(d, v)),
-        Preset::Cpu => ModelSpec::new(name, presets::cpu(d, v), presets::warmup_cosine(20, 2, 1e-3, 1e-5)),
+        Preset::Cpu => ModelSpec::new(
+            name,
+            presets::cpu(d, v),
+            presets::warmup_cosine(20, 2, 1e-3, 1e-5),
+        ),
         Preset::Quick => {
             let mut cfg = presets::cpu(d, v);
             cfg.layers = 1;
@@ -56,7 +60,11 @@ fn models(d: Dataset, preset: Preset, epochs: Option<usize>) -> Vec<ModelSpec> {
         spec("DFi-Former", Variant::Dfi),
         spec("SFi-Former", Variant::Sfi),
     ];
-    rows.push(ModelSpec::warm_started("SFi-Former+", &rows[3], "DFi-Former"));
+    rows.push(ModelSpec::warm_started(
+        "SFi-Former+",
+        &rows[3],
+        "DFi-Former",
+    ));
     rows.insert(0, no_graph(&rows[1]));
     if let Some(e) = epochs {
         for r in &mut rows {
@@ -124,7 +132,9 @@ impl Reproduction for SfiTable2 {
             metric: Metric::AccuracySbm,
             curves: true,
         };
-        let mut md = String::from("# SFi-Former Table 2 — GNN Benchmark PATTERN and CLUSTER (weighted accuracy)\n\n");
+        let mut md = String::from(
+            "# SFi-Former Table 2 — GNN Benchmark PATTERN and CLUSTER (weighted accuracy)\n\n",
+        );
         let probe = models(Dataset::Pattern, ctx.preset, ctx.overrides.epochs);
         md.push_str(&report::banner(
             ctx.preset,
@@ -138,16 +148,28 @@ impl Reproduction for SfiTable2 {
         let mut all = Vec::new();
         let mut figures = String::new();
         for name in selected(self, ctx, DATASETS) {
-            let d = if name == "pattern" { Dataset::Pattern } else { Dataset::Cluster };
+            let d = if name == "pattern" {
+                Dataset::Pattern
+            } else {
+                Dataset::Cluster
+            };
             let rows = models(d, ctx.preset, ctx.overrides.epochs);
             let t0 = Instant::now();
             let ds = generate(d, ctx.preset)?;
-            let split = ds.official_split.clone().ok_or_else(|| {
-                ReproError::config(&name, "the generator gave no split")
-            })?;
-            let k = rows.iter().map(|r| r.config.pe.frequencies()).max().unwrap_or(0);
+            let split = ds
+                .official_split
+                .clone()
+                .ok_or_else(|| ReproError::config(&name, "the generator gave no split"))?;
+            let k = rows
+                .iter()
+                .map(|r| r.config.pe.frequencies())
+                .max()
+                .unwrap_or(0);
             let data = Arc::new(GpsData::new(Arc::new(ds), k, 0)?);
-            tracing::info!("{name}: generated with statistics in {:.1} s", t0.elapsed().as_secs_f64());
+            tracing::info!(
+                "{name}: generated with statistics in {:.1} s",
+                t0.elapsed().as_secs_f64()
+            );
             let results = run_rows(ctx, &name, &data, &split, &rows, &plan)?;
             let sizes = split.sizes();
             for r in &results {
@@ -160,7 +182,11 @@ impl Reproduction for SfiTable2 {
                     };
                     let mut s = format!("{:.2} ± {:.2}", v[0] * 100.0, v[1] * 100.0);
                     if let Some(q) = q {
-                        s.push_str(&format!(" (GraphGPS paper {:.2} ± {:.2})", q[0] * 100.0, q[1] * 100.0));
+                        s.push_str(&format!(
+                            " (GraphGPS paper {:.2} ± {:.2})",
+                            q[0] * 100.0,
+                            q[1] * 100.0
+                        ));
                     }
                     s
                 });
@@ -198,6 +224,10 @@ impl Reproduction for SfiTable2 {
             .iter()
             .map(|(n, m, r)| serde_json::json!({ "dataset": n, "models": m, "results": r }))
             .collect();
-        Report::new(md, &serde_json::json!({ "plan": plan, "datasets": json }), ran)
+        Report::new(
+            md,
+            &serde_json::json!({ "plan": plan, "datasets": json }),
+            ran,
+        )
     }
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::{ModelSpec, RunPlan, gap_figure, no_graph, row_cells, run_rows, subset};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, ReproError};
+use crate::{Context, Override, Preset, ReproError, Reproduction, Result};
 
 /// SFi-Former Table 1 (Peptides-func column).
 #[derive(Debug)]
@@ -97,7 +97,11 @@ fn models(preset: Preset, epochs: Option<usize>) -> Vec<ModelSpec> {
         spec(preset, "DFi-Former", Variant::Dfi),
         spec(preset, "SFi-Former", Variant::Sfi),
     ];
-    rows.push(ModelSpec::warm_started("SFi-Former+", &rows[3], "DFi-Former"));
+    rows.push(ModelSpec::warm_started(
+        "SFi-Former+",
+        &rows[3],
+        "DFi-Former",
+    ));
     rows.insert(0, no_graph(&rows[1]));
     with_epochs(&mut rows, epochs);
     rows
@@ -124,7 +128,11 @@ pub(crate) fn load(
         )
     })?;
     let split = subset(&official, sizes(ctx.preset), 0);
-    let k = models.iter().map(|r| r.config.pe.frequencies()).max().unwrap_or(0);
+    let k = models
+        .iter()
+        .map(|r| r.config.pe.frequencies())
+        .max()
+        .unwrap_or(0);
     let t0 = Instant::now();
     let data = Arc::new(GpsData::new(Arc::new(ds), k, 0)?);
     tracing::info!(
@@ -208,7 +216,10 @@ impl Reproduction for SfiTable1 {
             "Peptides-func: train − test AP (Figure 3)",
             &results,
         )?);
-        md.push_str(&super::attention_figure(&ctx.out.join("attention.png"), &results)?);
+        md.push_str(&super::attention_figure(
+            &ctx.out.join("attention.png"),
+            &results,
+        )?);
         md.push_str(&missing.to_markdown());
         md.push_str(&format!(
             "\nDevice: {}. Wall time {:.0} s.\n",

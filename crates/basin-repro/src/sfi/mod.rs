@@ -4,8 +4,8 @@
 //! graph targets, each node's own features for node targets), and the train − test gap curves
 //! (`research/sfi-spec.md` Fig. 3).
 
-pub mod gnn_table2;
 pub mod ablation_table3;
+pub mod gnn_table2;
 pub mod lrgb_table1;
 
 use std::path::Path;
@@ -131,7 +131,13 @@ pub fn run_rows(
         let slug: String = spec
             .name
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
             .collect();
         let dir = ctx.out.join(dataset).join(format!("{i}-{slug}"));
         dirs.push((spec.name.clone(), dir.clone()));
@@ -213,8 +219,16 @@ fn gap_curve(report: &ProtocolReport) -> Vec<f64> {
     run.epochs
         .iter()
         .filter_map(|e| {
-            let train = e.metrics.iter().find(|(k, _)| k.starts_with("curve_train_"))?.1;
-            let test = e.metrics.iter().find(|(k, _)| k.starts_with("curve_test_"))?.1;
+            let train = e
+                .metrics
+                .iter()
+                .find(|(k, _)| k.starts_with("curve_train_"))?
+                .1;
+            let test = e
+                .metrics
+                .iter()
+                .find(|(k, _)| k.starts_with("curve_test_"))?
+                .1;
             Some(train - test)
         })
         .collect()
@@ -242,7 +256,8 @@ pub fn gap_figure(path: &Path, title: &str, rows: &[RowResult]) -> Result<String
     Ok(format!(
         "\nTrain − test gap per epoch, run 0 (both scored in evaluation mode every epoch; selection reads validation only): {}. Plot: `{}`.\n",
         ends.join("; "),
-        path.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned())
+        path.file_name()
+            .map_or(String::new(), |f| f.to_string_lossy().into_owned())
     ))
 }
 
@@ -328,6 +343,7 @@ pub fn attention_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
         .map_err(|e| crate::ReproError::config(path.display().to_string(), e.to_string()))?;
     Ok(format!(
         "\nAttention (flows Z) on the first test graph ({n} nodes), one picture per layer and head, log scale from 10⁻⁸ (black) to 1 (white), rows = queries (Figure 4): `{}`.\n",
-        path.file_name().map_or(String::new(), |f| f.to_string_lossy().into_owned())
+        path.file_name()
+            .map_or(String::new(), |f| f.to_string_lossy().into_owned())
     ))
 }
