@@ -161,6 +161,86 @@ pub fn line_panels(
     write_png(path, width, height, buf)
 }
 
+/// Every series in one panel with a legend, for curves on one scale that are meant to be
+/// compared (e.g. the train − test gap of several models).
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    series: &[Series],
+) -> Result<(), PlotError> {
+    if series.is_empty() {
+        return Err(PlotError::Input("nothing to plot".into()));
+    }
+    if let Some(s) = series
+        .iter()
+        .find(|s| s.values.is_empty() || s.values.iter().any(|v| !v.is_finite()))
+    {
+        return Err(PlotError::Input(format!(
+            "series `{}` is empty or not finite",
+            s.name
+        )));
+    }
+    let (lo, hi) = series
+        .iter()
+        .flat_map(|s| s.values.iter())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-12) * 1e-6);
+    let x_max = series
+        .iter()
+        .map(|s| s.values.len().saturating_sub(1))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let (width, height) = (840u32, 480u32);
+    let mut buf = vec![255u8; (width * height * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, (font(), 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..x_max, (lo - pad)..(hi + pad))
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .label_style((font(), 13))
+            .axis_desc_style((font(), 14))
+            .draw()
+            .map_err(draw_err)?;
+        for (i, s) in series.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            let points: Vec<(f64, f64)> = s
+                .values
+                .iter()
+                .enumerate()
+                .map(|(x, &y)| (x as f64, y))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                .map_err(draw_err)?
+                .label(s.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .label_font((font(), 14))
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(draw_err)?;
+        root.present().map_err(draw_err)?;
+    }
+    write_png(path, width, height, buf)
+}
+
 /// A picture to place in a grid: `channels` = 1 (grey) or 3 (RGB), row-major, channel-last,
 /// values in `[0, 1]` (clamped).
 #[derive(Clone, Debug)]
@@ -243,6 +323,27 @@ pub fn image_grid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_chart_holds_every_series_with_a_legend() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gap.png");
+        let series = vec![
+            Series::new("GPS", vec![0.1, 0.2, 0.3]),
+            Series::new("SFi", vec![0.05, 0.1, 0.12]),
+        ];
+        line_chart(&path, "gap", "epoch", &series).unwrap();
+        let img = image::open(&path).unwrap().to_rgb8();
+        assert_eq!(img.dimensions(), (840, 480));
+        // Both series' colours are drawn.
+        for c in [COLOURS[0], COLOURS[1]] {
+            assert!(
+                img.pixels().any(|p| p.0 == [c.0, c.1, c.2]),
+                "{c:?} missing"
+            );
+        }
+        assert!(line_chart(&path, "gap", "epoch", &[]).is_err());
+    }
 
     #[test]
     fn energy_panels_are_written_and_not_blank() {

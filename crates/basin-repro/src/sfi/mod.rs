@@ -19,7 +19,6 @@ use basin_train::protocol::{FixedSplitProtocol, Metric, ProtocolReport};
 use basin_train::runner::{TrainConfig, warm_start};
 use serde::Serialize;
 
-use crate::report;
 use crate::{Context, Result};
 
 /// What the zero-flow column means, for every SFi report.
@@ -239,12 +238,17 @@ pub fn gap_figure(path: &Path, title: &str, rows: &[RowResult]) -> Result<String
     let curves: Vec<(String, Vec<f64>)> = rows
         .iter()
         .filter(|r| !r.gap.is_empty())
-        .map(|r| (format!("{} train − test", r.model), r.gap.clone()))
+        .map(|r| (r.model.clone(), r.gap.clone()))
         .collect();
     if curves.is_empty() {
         return Ok(String::new());
     }
-    report::plot_curves(path, title, "epoch", &curves)?;
+    let series: Vec<basin_train::plot::Series> = curves
+        .iter()
+        .map(|(n, v)| basin_train::plot::Series::new(n.clone(), v.clone()))
+        .collect();
+    basin_train::plot::line_chart(path, title, "epoch", &series)
+        .map_err(|e| crate::ReproError::config(path.display().to_string(), e.to_string()))?;
     let ends: Vec<String> = curves
         .iter()
         .map(|(n, c)| {
