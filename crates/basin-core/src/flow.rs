@@ -13,7 +13,9 @@
 //!   default: the prox is the weighted soft-threshold `sign(Y)·max(|Y| − tλF, 0)` (the printed
 //!   `|Y − tλF|` is not a prox), the Barzilai–Borwein step is BB2 `⟨A,B⟩/⟨B,B⟩` (the printed
 //!   `⟨A,B⟩/‖B‖` stalls; [`StepRule::PaperUnsquared`] keeps it), and the first step is the true
-//!   `1/L = 1/(max R + α n)` (the paper's `1/(1 + α√n)` diverges for n ≳ 32).
+//!   `1/L = 1/(max R + α n)` (the paper's `1/(1 + α√n)` diverges for n ≳ 32). BB steps are
+//!   safeguarded by that bound (`safeguard`, Appendix A.1): where one would raise the energy
+//!   the safe step is taken, so the energy never rises over the iterations.
 //! - `exact-penalized` / `exact-constrained`: the closed-form minimiser of eq. 9 (or of eq. 8,
 //!   α → ∞), found per row like sparsemax: `z_j = w_j·max(μ − τ_j, 0)` with `w = 1/R`,
 //!   `τ = λF`; differentiable through μ on its support (spec §1.4).
@@ -64,6 +66,10 @@ pub struct FlowConfig {
     pub alpha: f64,
     /// Step rule of `prox-bb`.
     pub step: StepRule,
+    /// Safeguard the step (the bound of Appendix A.1): where a Barzilai–Borwein step would raise
+    /// the energy of eq. 9, take the safe step `1/L` instead, so the energy never rises over
+    /// the iterations (BB steps alone are not monotone; off reproduces them).
+    pub safeguard: bool,
 }
 
 impl Default for FlowConfig {
@@ -73,6 +79,7 @@ impl Default for FlowConfig {
             iters: 10,
             alpha: 0.1,
             step: StepRule::Bb2,
+            safeguard: true,
         }
     }
 }
@@ -149,10 +156,40 @@ pub fn sparse_flow(
 ) -> Tensor {
     match cfg.solver {
         FlowSolver::Dense => masked_softmax(s, mask),
-        FlowSolver::ProxBb => prox_bb(s, f, mask, lambda, cfg),
+        FlowSolver::ProxBb => prox_bb(s, f, mask, lambda, cfg, None),
         FlowSolver::ExactPenalized => exact(s, f, mask, lambda, Some(cfg.alpha)),
         FlowSolver::ExactConstrained => exact(s, f, mask, lambda, None),
     }
+}
+
+/// [`sparse_flow`] with its trace: the energy of eq. 9, averaged over the problems, at the
+/// start and after every prox-BB iteration, and the same energy at the exact minimiser of the
+/// penalised problem (the floor the unrolled solver approaches). Other solvers give their one
+/// value as the trace.
+pub fn sparse_flow_traced(
+    s: &Tensor,
+    f: &Tensor,
+    mask: &Tensor,
+    lambda: &Tensor,
+    cfg: &FlowConfig,
+) -> (Tensor, Vec<f64>, f64) {
+    let r = resistances(s, mask);
+    let energy = |z: &Tensor| {
+        flow_energy(z, &r, f, mask, lambda, cfg.alpha)
+            .mean(Kind::Double)
+            .double_value(&[])
+    };
+    let mut trace = Vec::new();
+    let z = match cfg.solver {
+        FlowSolver::ProxBb => prox_bb(s, f, mask, lambda, cfg, Some(&mut trace)),
+        _ => {
+            let z = sparse_flow(s, f, mask, lambda, cfg);
+            trace.push(energy(&z));
+            z
+        }
+    };
+    let optimum = energy(&exact(s, f, mask, lambda, Some(cfg.alpha)));
+    (z, trace, optimum)
 }
 
 /// Resistances `R = softmax(−S)` over the real keys (zero elsewhere).
@@ -160,7 +197,16 @@ pub fn resistances(s: &Tensor, mask: &Tensor) -> Tensor {
     masked_softmax(&s.neg(), mask)
 }
 
-fn prox_bb(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, cfg: &FlowConfig) -> Tensor {
+/// The unrolled prox-BB iteration of eq. 10; `trace` receives the mean energy of eq. 9 at the
+/// start and after each iteration.
+fn prox_bb(
+    s: &Tensor,
+    f: &Tensor,
+    mask: &Tensor,
+    lambda: &Tensor,
+    cfg: &FlowConfig,
+    mut trace: Option<&mut Vec<f64>>,
+) -> Tensor {
     let kind = s.kind();
     let (rows, cols, n) = masks(mask, kind);
     let block = &rows * &cols;
@@ -173,14 +219,37 @@ fn prox_bb(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, cfg: &FlowCon
     };
     let dot = |a: &Tensor, b: &Tensor| (a * b).sum_dim_intlist(&[2i64, 3][..], true, kind);
     let mut z = masked_softmax(s, mask);
+    let mut record = |z: &Tensor| {
+        if let Some(t) = trace.as_deref_mut() {
+            t.push(
+                flow_energy(z, &r, f, mask, lambda, alpha)
+                    .mean(Kind::Double)
+                    .double_value(&[]),
+            );
+        }
+    };
+    record(&z);
     let mut g = grad(&z);
     // The true 1/L of H, per problem (spec S3).
     let rmax = r.amax(&[2i64, 3][..], true);
     let mut t = (rmax + &n * alpha).reciprocal();
     let t0 = t.shallow_clone();
+    let prox = |z: &Tensor, g: &Tensor, t: &Tensor| {
+        let y = z - t * g;
+        y.sign() * (y.abs() - t * &thr).relu() * &block
+    };
+    let energy = |z: &Tensor| {
+        flow_energy(z, &r, f, mask, lambda, alpha).view([z.size()[0], z.size()[1], 1, 1])
+    };
     for _ in 0..cfg.iters {
-        let y = &z - &t * &g;
-        let z_next = y.sign() * (y.abs() - &t * &thr).relu() * &block;
+        let mut z_next = prox(&z, &g, &t);
+        if cfg.safeguard {
+            // The safe step 1/L never raises the energy (Appendix A.1); keep the BB step only
+            // where it did not raise it either.
+            let raised = energy(&z_next).gt_tensor(&energy(&z));
+            z_next = prox(&z, &g, &t0).where_self(&raised, &z_next);
+            t = t0.where_self(&raised, &t);
+        }
         let g_next = grad(&z_next);
         let a = &z_next - &z;
         let b = &g_next - &g;
@@ -194,6 +263,7 @@ fn prox_bb(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, cfg: &FlowCon
         t = proposal.where_self(&usable, &t).clamp(1e-8, 1e8);
         z = z_next;
         g = g_next;
+        record(&z);
     }
     z
 }

@@ -3,7 +3,9 @@
 //! sparsity growing with λ, padding that carries no flow, and gradients against finite
 //! differences.
 
-use basin_core::flow::{FlowConfig, FlowSolver, StepRule, flow_energy, resistances, sparse_flow};
+use basin_core::flow::{
+    FlowConfig, FlowSolver, StepRule, flow_energy, resistances, sparse_flow, sparse_flow_traced,
+};
 use basin_core::testing::{finite_difference, max_rel_error, seeded};
 use tch::{Kind, Tensor};
 
@@ -95,6 +97,60 @@ fn the_exact_solution_minimises_eq_9_and_the_iteration_approaches_it() {
             "paper step {stalled} vs BB2 {}",
             gaps[2]
         );
+    });
+}
+
+#[test]
+fn the_trace_follows_the_iteration_down_towards_the_exact_optimum() {
+    seeded(5, || {
+        let (s, f) = problem(2, 2, 9, 1.0);
+        let mask = full(2, 9);
+        let lam = Tensor::from_slice(&[0.3, 0.6]).to_kind(Kind::Double);
+        let c = cfg(FlowSolver::ProxBb, 12);
+        let (z, trace, optimum) = sparse_flow_traced(&s, &f, &mask, &lam, &c);
+        // The same flows as the untraced solver, one energy per iterate (the start included).
+        assert!(max_rel_error(&z, &sparse_flow(&s, &f, &mask, &lam, &c), 1e-12) < 1e-12);
+        assert_eq!(trace.len(), 13);
+        let r = resistances(&s, &mask);
+        let last = flow_energy(&z, &r, &f, &mask, &lam, c.alpha)
+            .mean(Kind::Double)
+            .double_value(&[]);
+        assert!((trace[12] - last).abs() < 1e-12);
+        // Never below the exact minimiser, and much closer to it at the end than at the start.
+        assert!(
+            trace.iter().all(|&e| e >= optimum - 1e-12),
+            "{trace:?} vs {optimum}"
+        );
+        assert!(
+            trace[12] - optimum < 0.1 * (trace[0] - optimum),
+            "{trace:?} vs {optimum}"
+        );
+    });
+}
+
+#[test]
+fn the_safeguarded_energy_never_rises_where_plain_bb_steps_raise_it() {
+    seeded(6, || {
+        let mask = full(1, 24);
+        let rises = |t: &[f64]| t.windows(2).any(|w| w[1] > w[0] + 1e-12);
+        let mut plain_rose = 0;
+        for trial in 0..40 {
+            let scale = [0.5, 1.0, 2.0, 4.0][trial % 4];
+            let lam =
+                Tensor::from_slice(&[[0.01, 0.1, 0.5, 2.0][trial / 10]]).to_kind(Kind::Double);
+            let (s, f) = problem(1, 1, 24, scale);
+            let safe = cfg(FlowSolver::ProxBb, 20);
+            let (_, trace, _) = sparse_flow_traced(&s, &f, &mask, &lam, &safe);
+            assert!(!rises(&trace), "trial {trial}: {trace:?}");
+            let plain = FlowConfig {
+                safeguard: false,
+                ..safe
+            };
+            plain_rose += usize::from(rises(&sparse_flow_traced(&s, &f, &mask, &lam, &plain).1));
+        }
+        // The guard matters: some plain BB iterations go up.
+        assert!(plain_rose > 0, "no problem here raises the plain BB energy");
+        eprintln!("plain BB rose on {plain_rose} of 40 problems");
     });
 }
 

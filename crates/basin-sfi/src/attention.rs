@@ -10,7 +10,7 @@
 //! layer with the `dense` solver (softmax, no friction branch used). The residual, dropout and
 //! BatchNorm of the GPS layer wrap this branch outside.
 
-use basin_core::flow::{FlowConfig, FlowSolver, masked_softmax, sparse_flow};
+use basin_core::flow::{FlowConfig, FlowSolver, masked_softmax, sparse_flow, sparse_flow_traced};
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
@@ -168,13 +168,10 @@ impl SfiAttention {
         qh.matmul(&kh.transpose(-2, -1)) / (self.cfg.head_dim as f64).sqrt()
     }
 
-    /// The flows `Z` `[B, H, N, N]` of tokens `x` `[B, N, d]` with real-token `mask` `[B, N]`
-    /// (with `adjacency = only`, which has no queries: zero).
-    pub fn flows(&self, x: &Tensor, mask: &Tensor) -> Tensor {
-        let Some((q, k)) = &self.qk else {
-            let (b, n) = (x.size()[0], x.size()[1]);
-            return Tensor::zeros([b, self.cfg.heads, n, n], (x.kind(), x.device()));
-        };
+    /// The flow problem of tokens `x` `[B, N, d]` with real-token `mask` `[B, N]`: scores `S`,
+    /// frictions `F` `[B, H, N, N]` and λ `[B]`; `None` for `adjacency = only`.
+    fn problem(&self, x: &Tensor, mask: &Tensor) -> Option<(Tensor, Tensor, Tensor)> {
+        let (q, k) = self.qk.as_ref()?;
         let s = self.scores(x, q, k);
         let f = match &self.friction {
             None => s.zeros_like(),
@@ -192,7 +189,27 @@ impl SfiAttention {
             LambdaNorm::PerGraph => sizes.reciprocal() * self.cfg.lambda_star,
             LambdaNorm::Absolute => sizes.full_like(self.cfg.lambda_star),
         };
-        sparse_flow(&s, &f, mask, &lambda, &self.cfg.flow)
+        Some((s, f, lambda))
+    }
+
+    /// The flows `Z` `[B, H, N, N]` of tokens `x` `[B, N, d]` with real-token `mask` `[B, N]`
+    /// (with `adjacency = only`, which has no queries: zero).
+    pub fn flows(&self, x: &Tensor, mask: &Tensor) -> Tensor {
+        match self.problem(x, mask) {
+            Some((s, f, lambda)) => sparse_flow(&s, &f, mask, &lambda, &self.cfg.flow),
+            None => {
+                let (b, n) = (x.size()[0], x.size()[1]);
+                Tensor::zeros([b, self.cfg.heads, n, n], (x.kind(), x.device()))
+            }
+        }
+    }
+
+    /// The solver's trace on tokens `x`: the energy of eq. 9 at each iterate and at the exact
+    /// minimiser ([`basin_core::flow::sparse_flow_traced`]); `None` without flows.
+    pub fn flow_trace(&self, x: &Tensor, mask: &Tensor) -> Option<(Vec<f64>, f64)> {
+        let (s, f, lambda) = self.problem(x, mask)?;
+        let (_, trace, optimum) = sparse_flow_traced(&s, &f, mask, &lambda, &self.cfg.flow);
+        Some((trace, optimum))
     }
 
     /// The branch output `a` `[B, N, d]` (zero on padded tokens) from tokens `x`, `mask` and the

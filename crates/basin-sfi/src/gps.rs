@@ -140,6 +140,12 @@ impl GpsLayer {
             .map(|(a, _)| a.flows(&graphs.to_dense(h), &graphs.mask))
     }
 
+    /// The global branch's solver trace for nodes `h` (see [`SfiAttention::flow_trace`]).
+    pub fn flow_trace(&self, h: &Tensor, graphs: &GraphBatchTensors) -> Option<(Vec<f64>, f64)> {
+        let (a, _) = self.attention.as_ref()?;
+        a.flow_trace(&graphs.to_dense(h), &graphs.mask)
+    }
+
     /// The layer's weights under `path`.
     pub fn new(path: &nn::Path, cfg: &GpsConfig) -> Self {
         let d = cfg.attention.dim;

@@ -287,6 +287,13 @@ impl GpsLearner {
         self.data.inputs(self.model.config(), ids, self.vs.device())
     }
 
+    /// Each layer's solver trace on the graphs `items` in evaluation mode (see
+    /// [`GpsModel::flow_traces`]).
+    pub fn flow_traces(&self, items: &[usize]) -> Result<Vec<(Vec<f64>, f64)>, TrainError> {
+        let b = self.inputs(items)?;
+        tch::no_grad(|| self.model.flow_traces(&b)).map_err(TrainError::learner)
+    }
+
     /// The flows of graph `item` in evaluation mode, one `[n, n]` map per layer and head (rows
     /// are queries), as `f64` rows; empty without a global branch (the paper's Fig. 4).
     pub fn attention_maps(&self, item: usize) -> Result<Vec<Vec<Vec<f64>>>, TrainError> {

@@ -403,6 +403,18 @@ impl GpsModel {
         Ok(out)
     }
 
+    /// Each layer's solver trace in evaluation mode: the energy of eq. 9 (mean over graphs and
+    /// heads) at each iterate, and at the exact minimiser (empty without flows).
+    pub fn flow_traces(&self, b: &GpsInputs) -> basin_core::Result<Vec<(Vec<f64>, f64)>> {
+        let (mut h, mut e, es) = self.encode(b, false)?;
+        let mut out = Vec::new();
+        for layer in &self.layers {
+            out.extend(layer.flow_trace(&h, &b.graphs));
+            (h, e) = layer.forward(&h, &e, &b.graphs, es.as_ref(), false);
+        }
+        Ok(out)
+    }
+
     /// Logits: `[B, out]` for graph level, `[M, out]` for node level.
     pub fn forward(&self, b: &GpsInputs, train: bool) -> basin_core::Result<Tensor> {
         let h = self.nodes(b, train)?;

@@ -208,6 +208,10 @@ impl Reproduction for SfiTable2 {
                 &ctx.out.join(format!("{name}-attention.png")),
                 &results,
             )?);
+            figures.push_str(&super::solver_figure(
+                &ctx.out.join(format!("{name}-solver.png")),
+                &results,
+            )?);
             all.push((name, rows, results));
         }
         md.push_str(super::ZERO_NOTE);

@@ -12,6 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use basin_core::flow::FlowSolver;
 use basin_graph::Split;
 use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_sfi::model::{GpsModelConfig, PosEnc};
@@ -98,6 +99,9 @@ pub struct RowResult {
     pub zero_share: Option<f64>,
     /// Run 0's train − test metric per epoch (evaluation mode; empty without curves).
     pub gap: Vec<f64>,
+    /// Run 0's solver trace per layer on up to 16 test graphs: the energy of eq. 9 at each
+    /// iterate and at the exact minimiser (empty without a flow solver that iterates).
+    pub solver: Vec<(Vec<f64>, f64)>,
     /// Run 0's flows on the first test graph, per layer and head (not in the JSON).
     #[serde(skip)]
     pub maps: Vec<Vec<Vec<f64>>>,
@@ -157,6 +161,7 @@ pub fn run_rows(
         let mut parameters = 0;
         let mut zero_share = None;
         let mut maps = Vec::new();
+        let mut solver = Vec::new();
         let test: Vec<usize> = split.test.iter().take(256).map(|&t| t as usize).collect();
         let protocol = FixedSplitProtocol {
             runs: plan.runs,
@@ -190,6 +195,10 @@ pub fn run_rows(
                     if let Some(&first) = test.first() {
                         maps = learner.attention_maps(first)?;
                     }
+                    if spec.config.layer.attention.flow.solver == FlowSolver::ProxBb {
+                        let few = &test[..test.len().min(16)];
+                        solver = learner.flow_traces(few)?;
+                    }
                 }
                 Ok(())
             },
@@ -203,6 +212,7 @@ pub fn run_rows(
             report,
             zero_share,
             gap,
+            solver,
             maps,
             seconds: started.elapsed().as_secs_f64(),
         });
@@ -347,6 +357,48 @@ pub fn attention_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
         .map_err(|e| crate::ReproError::config(path.display().to_string(), e.to_string()))?;
     Ok(format!(
         "\nAttention (flows Z) on the first test graph ({n} nodes), one picture per layer and head, log scale from 10⁻⁸ (black) to 1 (white), rows = queries (Figure 4): `{}`.\n",
+        path.file_name()
+            .map_or(String::new(), |f| f.to_string_lossy().into_owned())
+    ))
+}
+
+/// Plots each SFi row's solver trace (run 0, per layer) as the gap of the energy of eq. 9 to
+/// the exact minimiser over the unrolled iterations, and returns a Markdown line.
+pub fn solver_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
+    let mut series = Vec::new();
+    let mut text = Vec::new();
+    for r in rows {
+        for (l, (trace, optimum)) in r.solver.iter().enumerate() {
+            if trace.len() < 2 {
+                continue;
+            }
+            let gap: Vec<f64> = trace.iter().map(|e| e - optimum).collect();
+            text.push(format!(
+                "{} layer {l}: {:.4} → {:.4} (optimum {:.4})",
+                r.model,
+                trace[0],
+                trace[trace.len() - 1],
+                optimum
+            ));
+            series.push(basin_train::plot::Series::new(
+                format!("{} layer {l}", r.model),
+                gap,
+            ));
+        }
+    }
+    if series.is_empty() {
+        return Ok(String::new());
+    }
+    basin_train::plot::line_chart(
+        path,
+        "energy of eq. 9 above the exact minimiser",
+        "iteration",
+        &series,
+    )
+    .map_err(|e| crate::ReproError::config(path.display().to_string(), e.to_string()))?;
+    Ok(format!(
+        "\nSolver trace (run 0, up to 16 test graphs, mean over graphs and heads), energy of eq. 9 from the softmax start to the last unrolled prox-BB iterate, beside the exact minimiser's: {}. Plot: `{}`.\n",
+        text.join("; "),
         path.file_name()
             .map_or(String::new(), |f| f.to_string_lossy().into_owned())
     ))
