@@ -142,6 +142,12 @@ fn sfi_tables_quick() {
         "{md}"
     );
     basin_graph::require_data!("lrgb/peptides-functional");
+    let md = reproduce("sfi-table4", &[], &[]);
+    assert!(
+        md.contains("| Peptides-func | 15535 | 15535 | 150.94 | 150.9 | 153.7 | 307.30 | 307.3 |")
+            && md.contains("| CLUSTER | 1400 | 12000 |"),
+        "{md}"
+    );
     let md = reproduce("sfi-table1", &[], &["gap.png"]);
     assert!(
         md.contains("| SFi-Former | 69.62 ± 0.54 | 6751 |")

@@ -23,6 +23,7 @@
 //! | `sfi-table1` | [`sfi::lrgb_table1`]: Peptides-func, GatedGCN/GPS/DFi/SFi beside a no-graph model |
 //! | `sfi-table2` | [`sfi::gnn_table2`]: PATTERN and CLUSTER (regenerated) |
 //! | `sfi-table3` | [`sfi::ablation_table3`]: λ*, α and attention ablations on Peptides-func |
+//! | `sfi-table4` | [`sfi::stats_table4`]: dataset statistics |
 //! | `hopfield-memory` | [`hopfield::memory`]: the Hopfield slides' claims, measured |
 //! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
 
@@ -222,6 +223,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &sfi::lrgb_table1::SfiTable1,
         &sfi::gnn_table2::SfiTable2,
         &sfi::ablation_table3::SfiTable3,
+        &sfi::stats_table4::SfiTable4,
         &hopfield::memory::HopfieldMemory,
         &hopfield::mil::HopfieldMil,
     ]
