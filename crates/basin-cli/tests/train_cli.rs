@@ -72,6 +72,21 @@ fn et_graph_trains_and_evaluates_on_mutag() {
 }
 
 #[test]
+fn sfi_trains_and_evaluates_on_a_pattern_subset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tiny_run(
+        tmp.path(),
+        "sfi-pattern",
+        &[
+            ("subset = [1000, 200, 200]", "subset = [60, 20, 20]"),
+            ("epochs = 10", "epochs = 2"),
+            ("total = 10", "total = 2"),
+        ],
+    );
+    train_then_eval(&run, &tmp.path().join("out"), 1);
+}
+
+#[test]
 fn et_anomaly_trains_and_evaluates_on_a_planted_graph() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tiny_run(
@@ -95,6 +110,7 @@ fn every_example_parses_and_cdat_trains_and_evaluates_on_a_planted_graph() {
         "cdat-graph",
         "cdat-anomaly",
         "et-image",
+        "sfi-pattern",
     ] {
         assert!(list.contains(name), "{list}");
         let (ok, text, err) = basin(&["train", "--example", name]);

@@ -937,6 +937,45 @@ impl GraphDataset {
         Ok(())
     }
 
+    /// The graphs `ids`, in that order, with their targets; the result has no official split.
+    /// An id out of range is an error.
+    pub fn select(&self, ids: &[u32]) -> Result<Self> {
+        let n = self.graphs.len();
+        if let Some(&bad) = ids.iter().find(|&&i| i as usize >= n) {
+            return Err(GraphError::invalid(
+                format!("{} graph ids", self.name),
+                format!("id {bad} is out of range (the dataset has {n} graphs)"),
+            ));
+        }
+        let graphs = ids
+            .iter()
+            .map(|&i| self.graphs[i as usize].clone())
+            .collect();
+        let targets = match &self.targets {
+            Targets::Classes {
+                labels,
+                num_classes,
+            } => Targets::Classes {
+                labels: ids.iter().map(|&i| labels[i as usize]).collect(),
+                num_classes: *num_classes,
+            },
+            Targets::MultiLabel(y) => {
+                let rows: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
+                Targets::MultiLabel(y.select(ndarray::Axis(0), &rows))
+            }
+            Targets::NodeClasses { num_classes } => Targets::NodeClasses {
+                num_classes: *num_classes,
+            },
+        };
+        Ok(Self {
+            name: self.name.clone(),
+            graphs,
+            targets,
+            class_values: self.class_values.clone(),
+            official_split: None,
+        })
+    }
+
     /// Summary statistics (what `basin data inspect` prints).
     pub fn stats(&self) -> DatasetStats {
         let sizes: Vec<usize> = self.graphs.iter().map(Graph::num_nodes).collect();

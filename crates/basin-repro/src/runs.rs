@@ -3,7 +3,7 @@
 //! A run file names the task, the dataset, the model and the protocol:
 //!
 //! ```toml
-//! task = "graph-classification"   # or "node-anomaly", "image-completion"
+//! task = "graph-classification"   # or "node-anomaly", "image-completion", "gps"
 //! data = "MUTAG"                  # a name under the data directory, or a path
 //! [architecture]                  # the task's config (default: ET's preset)
 //! blocks = 2
@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use basin_graph::source::{Dataset, open};
 use basin_graph::{GraphDataset, NodeDataset};
+use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_tasks::graph_classification::{
     GraphClassifierConfig, GraphClassifierLearner, dataset_pe, graph_classes,
 };
@@ -37,7 +38,8 @@ use basin_tasks::image_completion::ImageCompletionConfig;
 use basin_tasks::node_anomaly::{NodeAnomalyConfig, NodeAnomalyLearner};
 use basin_train::metrics;
 use basin_train::protocol::{
-    AnomalyProtocol, CrossValidation, PlannedRun, ProtocolReport, anomaly_metrics,
+    AnomalyProtocol, CrossValidation, FixedSplitProtocol, Metric, PlannedRun, ProtocolReport,
+    anomaly_metrics,
 };
 use basin_train::record::{RunRecord, split_hash};
 use basin_train::runner::{Learner, Validation, load_best};
@@ -63,6 +65,34 @@ pub enum RunSpec {
     /// [`basin_tasks::image_completion`]: masked patches completed by the energy descent, on
     /// seeded draws of training, validation and test images ([`crate::image`]).
     ImageCompletion(ImageRun),
+    /// A GPS-family model ([`basin_sfi`]: SFi-Former, DFi-Former, GraphGPS, GatedGCN) on a
+    /// dataset's published split (Peptides-func, PATTERN, CLUSTER), best validation epoch.
+    Gps(GpsRun),
+}
+
+/// A GPS-family model on a dataset with a published split.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpsRun {
+    /// Dataset name (`peptides-func`, `pattern`, `cluster`) or path; it must have a split.
+    pub data: String,
+    /// Use only this many training, validation and test items of the split (seeded draws;
+    /// absent: all of it).
+    #[serde(default)]
+    pub subset: Option<[usize; 3]>,
+    /// The model (default: SFi-Former at CPU scale for PATTERN).
+    #[serde(default = "default_gps")]
+    pub architecture: basin_sfi::model::GpsModelConfig,
+    /// Runs, metric, training.
+    #[serde(default)]
+    pub protocol: FixedSplitProtocol,
+}
+
+fn default_gps() -> basin_sfi::model::GpsModelConfig {
+    basin_sfi::presets::cpu(
+        basin_sfi::presets::Dataset::Pattern,
+        basin_sfi::presets::Variant::Sfi,
+    )
 }
 
 /// Masked image completion: an image dataset, the model and the protocol.
@@ -126,6 +156,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "node anomaly detection with a CDAT block (Table 8's row) on tolokers, one run",
     ),
     (
+        "sfi-pattern",
+        "SFi-Former at CPU scale on PATTERN (1,000/200/200 of the generated split, 10 epochs)",
+    ),
+    (
         "et-image",
         "masked image completion with an ET block on Fashion-MNIST (2,000 images, 3 epochs)",
     ),
@@ -161,6 +195,18 @@ impl RunSpec {
                     ..AnomalyProtocol::default()
                 },
             }),
+            "sfi-pattern" => RunSpec::Gps(GpsRun {
+                data: "pattern".into(),
+                subset: Some([1000, 200, 200]),
+                architecture: default_gps(),
+                protocol: FixedSplitProtocol {
+                    runs: 1,
+                    seed: 0,
+                    metric: Metric::AccuracySbm,
+                    train: basin_sfi::presets::warmup_cosine(10, 1, 1e-3, 1e-5),
+                    curves: false,
+                },
+            }),
             "et-image" => RunSpec::ImageCompletion(ImageRun {
                 data: "fashion-mnist".into(),
                 architecture: basin_et::image::fashion_mnist_cpu(),
@@ -191,6 +237,10 @@ impl RunSpec {
             RunSpec::NodeAnomaly(r) => r.architecture.validate(),
             RunSpec::GraphClassification(r) => r.architecture.validate(),
             RunSpec::ImageCompletion(r) => r.architecture.validate(),
+            RunSpec::Gps(r) => r
+                .architecture
+                .validate()
+                .map_err(basin_tasks::TaskError::from),
         };
         checked.map_err(|e| ReproError::config(format!("{file}: architecture"), e.to_string()))?;
         match &spec {
@@ -201,6 +251,11 @@ impl RunSpec {
             RunSpec::ImageCompletion(r) => {
                 r.protocol.validate("protocol").map_err(|e| e.to_string())
             }
+            RunSpec::Gps(r) => r
+                .protocol
+                .train
+                .validate("protocol.train")
+                .map_err(|e| e.to_string()),
         }
         .map_err(|e| ReproError::config(file, e))?;
         Ok(spec)
@@ -217,6 +272,7 @@ impl RunSpec {
             RunSpec::NodeAnomaly(r) => format!("node-anomaly on {}", r.data),
             RunSpec::GraphClassification(r) => format!("graph-classification on {}", r.data),
             RunSpec::ImageCompletion(r) => format!("image-completion on {}", r.data),
+            RunSpec::Gps(r) => format!("gps on {}", r.data),
         }
     }
 }
@@ -267,6 +323,61 @@ fn graph_energy(
         .into_iter()
         .enumerate()
         .map(|(b, e)| (format!("block {b}"), e))
+        .collect())
+}
+
+/// The dataset of a GPS run with its statistics, and its published split (or the run's
+/// subset of it).
+fn gps_data(run: &GpsRun, data_dir: Option<&Path>) -> Result<(Arc<GpsData>, basin_graph::Split)> {
+    let ds = graph_data(&run.data, data_dir)?;
+    let split = ds.official_split.clone().ok_or_else(|| {
+        ReproError::config(
+            "data",
+            format!(
+                "`{}` has no published split; GPS runs use fixed splits",
+                run.data
+            ),
+        )
+    })?;
+    // A subset keeps only its graphs, so statistics are computed for them alone.
+    let (ds, split) = match run.subset {
+        Some([a, b, c]) => {
+            let sub = crate::sfi::subset(&split, [Some(a), Some(b), Some(c)], 0);
+            let order: Vec<u32> = sub
+                .train
+                .iter()
+                .chain(&sub.val)
+                .chain(&sub.test)
+                .copied()
+                .collect();
+            let (a, b) = (sub.train.len() as u32, sub.val.len() as u32);
+            let c = sub.test.len() as u32;
+            let split = basin_graph::Split::new(
+                (0..a).collect(),
+                (a..a + b).collect(),
+                (a + b..a + b + c).collect(),
+            );
+            (ds.select(&order)?, split)
+        }
+        None => (ds, split),
+    };
+    let pe = &run.architecture.pe;
+    let data = GpsData::new(Arc::new(ds), pe.frequencies(), pe.walk_steps())?;
+    Ok((Arc::new(data), split))
+}
+
+/// A GPS learner's curves for `energy.png`: each SFi layer's energy of eq. 9 per unrolled
+/// solver iteration, on the first 16 graphs of `items` (nothing for models without flows).
+fn gps_energy(
+    learner: &GpsLearner,
+    items: &[usize],
+) -> std::result::Result<Vec<(String, Vec<f64>)>, basin_train::TrainError> {
+    let few: Vec<usize> = items.iter().copied().take(16).collect();
+    Ok(learner
+        .flow_traces(&few)?
+        .into_iter()
+        .enumerate()
+        .map(|(l, (t, _))| (format!("layer {l} flow energy (eq. 9)"), t))
         .collect())
 }
 
@@ -371,6 +482,26 @@ pub fn train(
                 |r, learner| {
                     if energy.is_empty() {
                         energy = graph_energy(learner, &ids(&r.split.test))?;
+                    }
+                    Ok(())
+                },
+                Some(out),
+                &dev,
+            )?
+        }
+        RunSpec::Gps(run) => {
+            let (data, split) = gps_data(run, data_dir)?;
+            run.protocol.plan(&split).map_err(in_run_file)?;
+            write_run_file()?;
+            let name = data.data.name.clone();
+            run.protocol.run(
+                &name,
+                &split,
+                data.targets(),
+                |r: &PlannedRun| GpsLearner::new(data.clone(), &run.architecture, r.seed, device),
+                |r, learner| {
+                    if energy.is_empty() {
+                        energy = gps_energy(learner, &ids(&r.split.test))?;
                     }
                     Ok(())
                 },
@@ -498,6 +629,21 @@ pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOu
                     planned.dir,
                     BTreeMap::from([("test_accuracy".to_owned(), metrics::accuracy(&y, &pred)?)]),
                 ));
+            }
+        }
+        RunSpec::Gps(run) => {
+            let (data, split) = gps_data(run, data_dir)?;
+            let key = format!("test_{}", run.protocol.metric.key());
+            for planned in with_checkpoint(run.protocol.plan(&split).map_err(in_run_file)?)? {
+                let mut learner = GpsLearner::new(data.clone(), &run.architecture, 0, device)?;
+                let test = ids(&planned.split.test);
+                restore(out, &planned.dir, &learner, &test)?;
+                let scores = learner.predict(&test)?;
+                let value = run.protocol.metric.score(&scores, data.targets(), &test)?;
+                if energy.is_empty() {
+                    energy = gps_energy(&learner, &test)?;
+                }
+                runs.push((planned.dir, BTreeMap::from([(key.clone(), value)])));
             }
         }
         RunSpec::ImageCompletion(run) => {

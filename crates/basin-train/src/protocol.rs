@@ -446,6 +446,22 @@ impl Metric {
         }
     }
 
+    /// The metric of `scores` (rows as `predict` returns them for `items`) against `target`:
+    /// how a saved run is scored again (`basin eval`).
+    pub fn score(
+        self,
+        scores: &Scores,
+        target: Targets<'_>,
+        items: &[usize],
+    ) -> Result<f64, MetricError> {
+        Ok(self.eval(scores, &target.pick(items))?.0)
+    }
+
+    /// Its name in records (`test_<name>`).
+    pub fn key(self) -> &'static str {
+        self.name()
+    }
+
     /// The metric value and the selection score (higher is better).
     fn eval(self, scores: &Scores, target: &Picked) -> Result<(f64, f64), MetricError> {
         let target = match (self, target) {
