@@ -23,6 +23,10 @@ use crate::error::{GraphError, Result};
 use crate::npz::NodeLoadOptions;
 use crate::types::{Csr, Graph, NodeDataset, Relation};
 
+/// The most values a sparse matrix is densified to (2²⁷ `f32`, 512 MiB; the largest real
+/// case, YelpChi's features, is 45,954 × 32).
+pub const MAX_DENSE_CELLS: usize = 1 << 27;
+
 /// A decoded MATLAB array.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MatValue {
@@ -492,6 +496,7 @@ impl MatFile {
     }
 
     /// A 2-D variable (dense or sparse) as a dense row-major `f32` matrix.
+    /// (A sparse matrix is densified; more than [`MAX_DENSE_CELLS`] values is an error.)
     pub fn matrix(&self, name: &str) -> Result<Array2<f32>> {
         match self.get(name)? {
             MatValue::Dense { dims, data } if dims.len() == 2 => {
@@ -506,6 +511,17 @@ impl MatFile {
                 ir,
                 data,
             } => {
+                // A header may announce any shape over few entries: refuse a dense result
+                // beyond the bound instead of allocating it.
+                let cells = rows.checked_mul(*cols).filter(|&c| c <= MAX_DENSE_CELLS);
+                if cells.is_none() {
+                    return Err(GraphError::format(
+                        &self.path,
+                        format!(
+                            "`{name}`: a sparse {rows} × {cols} matrix would densify to more than {MAX_DENSE_CELLS} values"
+                        ),
+                    ));
+                }
                 let mut m = Array2::zeros((*rows, *cols));
                 for j in 0..*cols {
                     for p in jc[j]..jc[j + 1] {

@@ -328,3 +328,28 @@ fn peptides_func_with_its_official_split() {
     let e = basin_graph::lrgb::read_split_json(&p, 10).unwrap_err();
     assert!(e.to_string().contains("more than one part"), "{e}");
 }
+
+#[test]
+fn a_sparse_mat_header_announcing_a_huge_shape_is_refused_before_allocation() {
+    // Found by the 10⁶-input fuzz run: a mutated header made `matrix` allocate 16 GiB.
+    let mut vars = std::collections::BTreeMap::new();
+    vars.insert(
+        "features".to_owned(),
+        basin_graph::mat::MatValue::Sparse {
+            rows: 1 << 40,
+            cols: 1,
+            jc: vec![0, 0],
+            ir: vec![],
+            data: vec![],
+        },
+    );
+    let file = basin_graph::mat::MatFile {
+        path: "hostile.mat".into(),
+        vars,
+    };
+    let e = file.matrix("features").unwrap_err().to_string();
+    assert!(
+        e.contains("hostile.mat") && e.contains("would densify"),
+        "{e}"
+    );
+}
