@@ -192,14 +192,34 @@ fn a_graphs_outputs_do_not_depend_on_its_batch() {
 fn the_graphgym_head_normalises_its_hidden_rows_and_binary_tasks_have_one_output() {
     let _g = lock_generator();
     let data = Arc::new(GpsData::new(toy(), 0, 4).unwrap());
-    let mut cfg = toy_config(Level::Node, Variant::Gps);
-    cfg.head_layers = 3;
-    let mut learner = GpsLearner::new(data.clone(), &cfg, 3, Device::Cpu).unwrap();
-    assert_eq!(outputs(&learner, &data, &[0]).size(), [7, 1]);
-    // The last Linear sees unit rows: its output is bounded by ‖W‖·1 + |b|.
-    let scores = learner.predict(&[0, 1]).unwrap();
-    assert_eq!(scores.0.len(), 11);
-    assert!(scores.0.iter().all(|r| (r[0] + r[1] - 1.0).abs() < 1e-6));
+    for l2norm in [true, false] {
+        let mut cfg = toy_config(Level::Node, Variant::Gps);
+        cfg.head_layers = 3;
+        cfg.head_l2norm = l2norm;
+        let mut learner = GpsLearner::new(data.clone(), &cfg, 3, Device::Cpu).unwrap();
+        let before = outputs(&learner, &data, &[0]);
+        assert_eq!(before.size(), [7, 1]);
+        // ReLU is positively homogeneous: scaling the first head layer by 10 scales its rows,
+        // which the L2 normalisation undoes; without it the output changes.
+        let vars = learner.vars().variables();
+        tch::no_grad(|| {
+            for name in ["head0.weight", "head0.bias"] {
+                let _ = vars[name].shallow_clone().g_mul_scalar_(10.0);
+            }
+        });
+        let diff = (outputs(&learner, &data, &[0]) - &before)
+            .abs()
+            .max()
+            .double_value(&[]);
+        assert_eq!(
+            diff < 1e-4,
+            l2norm,
+            "l2norm {l2norm}: outputs moved by {diff}"
+        );
+        let scores = learner.predict(&[0, 1]).unwrap();
+        assert_eq!(scores.0.len(), 11);
+        assert!(scores.0.iter().all(|r| (r[0] + r[1] - 1.0).abs() < 1e-6));
+    }
 }
 
 #[test]

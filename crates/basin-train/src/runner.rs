@@ -316,13 +316,16 @@ fn named(prefix: &str, vs: &VarStore) -> Vec<(String, Tensor)> {
     v
 }
 
-fn copy_into(
+/// Copies every variable of `vs` found in `from` under `prefix` with the same shape; returns
+/// the names absent from `from` and those present with another shape.
+fn copy_matching(
     vs: &VarStore,
     from: &HashMap<String, Tensor>,
     prefix: &str,
-) -> Result<(), TrainError> {
-    let vars = vs.variables();
-    let mut missing = Vec::new();
+) -> (Vec<String>, Vec<String>) {
+    let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(&b.0));
+    let (mut absent, mut misshaped) = (Vec::new(), Vec::new());
     tch::no_grad(|| {
         for (name, var) in &vars {
             match from.get(&format!("{prefix}{name}")) {
@@ -330,10 +333,22 @@ fn copy_into(
                     var.shallow_clone()
                         .copy_(&t.to_kind(var.kind()).to_device(var.device()));
                 }
-                _ => missing.push(format!("{prefix}{name}")),
+                Some(_) => misshaped.push(format!("{prefix}{name}")),
+                None => absent.push(format!("{prefix}{name}")),
             }
         }
     });
+    (absent, misshaped)
+}
+
+/// [`copy_matching`] where every variable must be there.
+fn copy_into(
+    vs: &VarStore,
+    from: &HashMap<String, Tensor>,
+    prefix: &str,
+) -> Result<(), TrainError> {
+    let (mut missing, misshaped) = copy_matching(vs, from, prefix);
+    missing.extend(misshaped);
     if missing.is_empty() {
         Ok(())
     } else {
@@ -613,30 +628,18 @@ pub fn warm_start(checkpoint: &Path, vars: &VarStore) -> Result<Vec<String>, Tra
         )));
     }
     let map: HashMap<String, Tensor> = tensors.into_iter().collect();
-    let mut left = Vec::new();
-    let mut names: Vec<(String, Tensor)> = vars.variables().into_iter().collect();
-    names.sort_by(|a, b| a.0.cmp(&b.0));
-    tch::no_grad(|| {
-        for (name, var) in &names {
-            match map.get(&format!("best.{name}")) {
-                Some(t) if t.size() == var.size() => {
-                    var.shallow_clone()
-                        .copy_(&t.to_kind(var.kind()).to_device(var.device()));
-                }
-                Some(t) => {
-                    return Err(TrainError::State(format!(
-                        "{}: `{name}` is {:?} there, {:?} here",
-                        checkpoint.display(),
-                        t.size(),
-                        var.size()
-                    )));
-                }
-                None => left.push(name.clone()),
-            }
-        }
-        Ok(())
-    })?;
-    Ok(left)
+    let (absent, misshaped) = copy_matching(vars, &map, "best.");
+    if !misshaped.is_empty() {
+        return Err(TrainError::State(format!(
+            "{}: another shape there for {}",
+            checkpoint.display(),
+            misshaped.join(", ")
+        )));
+    }
+    Ok(absent
+        .into_iter()
+        .map(|n| n.strip_prefix("best.").unwrap_or(&n).to_owned())
+        .collect())
 }
 
 /// Loads the selected epoch's weights of a finished or interrupted run from its

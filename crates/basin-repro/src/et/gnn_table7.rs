@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use crate::report::{self, Report};
 use crate::sfi::gnn_table2::generate;
-use crate::sfi::{ModelSpec, RunPlan, no_graph, row_cells, run_rows};
+use crate::sfi::{ModelSpec, RunPlan, no_graph, run_rows, selected_val};
 use crate::{Context, Override, Preset, ReproError, Reproduction, Result, selected};
 
 /// ET Table 7 (PATTERN and CLUSTER columns).
@@ -199,34 +199,26 @@ impl Reproduction for EtTable7 {
                 };
                 format!("{:.2} ± {:.2}", v[0], v[1])
             });
-            let val: Vec<f64> = et
-                .runs
-                .iter()
-                .filter_map(|r| {
-                    r.epochs
-                        .get(r.selected_epoch?)?
-                        .metrics
-                        .get("val_accuracy_sbm")
-                        .copied()
-                })
-                .collect();
-            let (vm, vs) = basin_train::metrics::mean_std(&val);
+            let key = "accuracy_sbm";
             md.push_str(&format!(
-                "| {name} | {}/{}/{} | ET | {pcell} | {parameters} | {} | {:.2} ± {:.2} | {et_seconds:.0} |\n",
+                "| {name} | {}/{}/{} | ET | {pcell} | {parameters} | {} | {} | {et_seconds:.0} |\n",
                 sizes[0],
                 sizes[1],
                 sizes[2],
-                et.show("test_accuracy_sbm", 100.0),
-                vm * 100.0,
-                vs * 100.0
+                et.show(&format!("test_{key}"), 100.0),
+                selected_val(&et, &format!("val_{key}"), 100.0),
             ));
             for r in &base {
-                let cells = row_cells(r, "accuracy_sbm", 100.0);
-                // row_cells has a zero-flow column these rows do not have.
-                let parts: Vec<&str> = cells.split(" | ").collect();
                 md.push_str(&format!(
-                    "| {name} | {}/{}/{} | {} | – | {} | {} | {} | {} |\n",
-                    sizes[0], sizes[1], sizes[2], r.model, parts[0], parts[1], parts[2], parts[4]
+                    "| {name} | {}/{}/{} | {} | – | {} | {} | {} | {:.0} |\n",
+                    sizes[0],
+                    sizes[1],
+                    sizes[2],
+                    r.model,
+                    r.parameters,
+                    r.show(&format!("test_{key}"), 100.0),
+                    selected_val(&r.report, &format!("val_{key}"), 100.0),
+                    r.seconds
                 ));
             }
             ran += 1;

@@ -311,7 +311,7 @@ pub fn subset(split: &Split, n: [Option<usize>; 3], seed: u64) -> Split {
 }
 
 /// Mean ± population s.d. over runs of `key` at each run's selected epoch.
-fn selected_val(report: &ProtocolReport, key: &str, scale: f64) -> String {
+pub(crate) fn selected_val(report: &ProtocolReport, key: &str, scale: f64) -> String {
     let values: Vec<f64> = report
         .runs
         .iter()
