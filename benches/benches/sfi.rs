@@ -60,8 +60,11 @@ fn solvers() -> [(&'static str, FlowSolver, usize); 3] {
 fn peptides_batch(c: &mut Criterion) {
     let dev = device();
     let dir = basin_benches::data_dir("lrgb/peptides-functional");
-    let ds = basin_graph::lrgb::load_peptides_func(&dir.join("lrgb/peptides-functional"))
-        .expect("Peptides-func loads");
+    let ds = basin_graph::lrgb::load(
+        &dir.join("lrgb/peptides-functional"),
+        basin_graph::lrgb::LrgbSet::PeptidesFunc,
+    )
+    .expect("Peptides-func loads");
     let ids: Vec<usize> = ds
         .official_split
         .as_ref()

@@ -285,7 +285,7 @@ fn lrgb(data: Option<&Path>, large: bool) -> Target {
         seeds,
         text: false,
         read: |dir| {
-            basin_graph::lrgb::load_peptides_func(dir)
+            basin_graph::lrgb::load(dir, basin_graph::lrgb::LrgbSet::PeptidesFunc)
                 .map(drop)
                 .map_err(err)
         },

@@ -67,4 +67,6 @@ pub mod types;
 
 pub use error::{GraphError, Result};
 pub use split::{KFoldConfig, Split, SplitConfig, stratified_kfold, stratified_split};
-pub use types::{Csr, DatasetStats, Graph, GraphDataset, NodeDataset, Relation, Targets};
+pub use types::{
+    Csr, DatasetStats, Graph, GraphDataset, LinkTargets, NodeDataset, Relation, Targets,
+};

@@ -1,26 +1,152 @@
-//! LRGB Peptides-func (Dwivedi et al. 2022): 15,535 peptide graphs featurised with OGB's
-//! `smiles2graph` (9 integer atom features, 3 integer bond features), 10 binary function
-//! labels per graph, and the official stratified split
-//! (`splits_random_stratified_peptide.json`).
+//! The Long Range Graph Benchmark (Dwivedi et al. 2022) and the GNN-Benchmark superpixel sets,
+//! in one npz layout.
 //!
-//! Read from the folder's `peptides-func.npz` (`node_feat` `[ΣN, 9]`, `edge_feat` `[ΣE, 3]`,
-//! `edge_index` `[2, ΣE]` local to each graph, `node_ptr`/`edge_ptr` `[G + 1]`, `labels`
-//! `[G, 10]`). Features stay the OGB category indices (as `f32`), for embedding layers.
+//! Peptides-func is here (15,535 peptide graphs featurised with OGB's `smiles2graph`: 9 integer
+//! atom features, 3 integer bond features, 10 binary function labels, the official stratified
+//! split). The others are not in the shared data; basin reads each from the same layout, which
+//! is what the data mirror serves (the published files are Python pickles and `.pt` tensors,
+//! and Peptides-struct needs RDKit to featurise its SMILES, so they are converted once, outside
+//! basin):
+//!
+//! | array | shape | dtype | sets |
+//! |---|---|---|---|
+//! | `node_feat` | `[ΣN, F]` | int or float | all |
+//! | `edge_feat` | `[ΣE, P]` | int or float | all |
+//! | `edge_index` | `[2, ΣE]`, local to each graph | i64 | all |
+//! | `node_ptr`, `edge_ptr` | `[G + 1]` offsets | i64 | all |
+//! | `labels` | `[G, T]` | f32 | Peptides-func (T = 10, binary), Peptides-struct (T = 11, real) |
+//! | `labels` | `[G]` | i64 | MNIST, CIFAR10 superpixels (classes) |
+//! | `node_labels` | `[ΣN]` | i64 | PascalVOC-SP, COCO-SP (a class per superpixel) |
+//! | `link_index`, `link_label`, `link_ptr` | `[2, ΣL]` local, `[ΣL]` 0/1, `[G + 1]` | i64 | PCQM-Contact |
+//!
+//! beside a split JSON `{"train": [...], "val": [...], "test": [...]}` of graph indices.
+//! Features stay as stored (OGB category indices as `f32`, for embedding layers).
 
 use std::path::Path;
 
-use ndarray::{Array2, Axis, s};
+use ndarray::{Axis, s};
 use rayon::prelude::*;
 
 use crate::error::{GraphError, Result};
 use crate::npz::NpzReader;
 use crate::split::Split;
-use crate::types::{Csr, Graph, GraphDataset, Targets};
+use crate::types::{Csr, Graph, GraphDataset, LinkTargets, Targets};
 
-/// The npz file inside the folder.
+/// Peptides-func's npz inside its folder.
 pub const PEPTIDES_FUNC_NPZ: &str = "peptides-func.npz";
-/// The official split inside the folder.
+/// Peptides-func's official split inside its folder.
 pub const PEPTIDES_SPLIT_JSON: &str = "splits_random_stratified_peptide.json";
+
+/// What a set predicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LrgbTask {
+    /// Several binary labels per graph (`labels [G, T]`).
+    MultiLabel(usize),
+    /// Several real targets per graph (`labels [G, T]`).
+    Regression(usize),
+    /// One class per graph (`labels [G]`).
+    GraphClasses(usize),
+    /// One class per node (`node_labels [ΣN]`).
+    NodeClasses(usize),
+    /// Candidate node pairs per graph with a 0/1 label (`link_*`).
+    Links,
+}
+
+/// A set in the layout of the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LrgbSet {
+    /// Peptides-func: 10 binary functions per peptide (AP).
+    PeptidesFunc,
+    /// Peptides-struct: 11 standardised 3-D properties per peptide (MAE).
+    PeptidesStruct,
+    /// PascalVOC-SP: SLIC superpixels of VOC images, 21 classes per superpixel (macro F1).
+    PascalVocSp,
+    /// COCO-SP: SLIC superpixels of COCO images, 81 classes per superpixel (macro F1).
+    CocoSp,
+    /// PCQM-Contact: which atom pairs of a molecule are in 3-D contact (MRR).
+    PcqmContact,
+    /// MNIST superpixels (GNN Benchmark): 10 classes per graph.
+    MnistSuperpixels,
+    /// CIFAR10 superpixels (GNN Benchmark): 10 classes per graph.
+    Cifar10Superpixels,
+}
+
+impl LrgbSet {
+    /// Every set.
+    pub const ALL: [Self; 7] = [
+        Self::PeptidesFunc,
+        Self::PeptidesStruct,
+        Self::PascalVocSp,
+        Self::CocoSp,
+        Self::PcqmContact,
+        Self::MnistSuperpixels,
+        Self::Cifar10Superpixels,
+    ];
+
+    /// The registry's name (`data/datasets.toml`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PeptidesFunc => "peptides-func",
+            Self::PeptidesStruct => "peptides-struct",
+            Self::PascalVocSp => "pascalvoc-sp",
+            Self::CocoSp => "coco-sp",
+            Self::PcqmContact => "pcqm-contact",
+            Self::MnistSuperpixels => "mnist-superpixels",
+            Self::Cifar10Superpixels => "cifar10-superpixels",
+        }
+    }
+
+    /// The set whose registry name is `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The npz inside the set's folder.
+    pub fn npz(self) -> &'static str {
+        match self {
+            Self::PeptidesFunc => PEPTIDES_FUNC_NPZ,
+            Self::PeptidesStruct => "peptides-struct.npz",
+            Self::PascalVocSp => "pascalvoc-sp.npz",
+            Self::CocoSp => "coco-sp.npz",
+            Self::PcqmContact => "pcqm-contact.npz",
+            Self::MnistSuperpixels => "mnist-superpixels.npz",
+            Self::Cifar10Superpixels => "cifar10-superpixels.npz",
+        }
+    }
+
+    /// The split JSON inside the set's folder (the published split, as JSON).
+    pub fn split_json(self) -> &'static str {
+        match self {
+            Self::PeptidesFunc => PEPTIDES_SPLIT_JSON,
+            Self::PeptidesStruct => "splits_random_stratified_peptide_structure.json",
+            _ => "splits.json",
+        }
+    }
+
+    /// What it predicts.
+    pub fn task(self) -> LrgbTask {
+        match self {
+            Self::PeptidesFunc => LrgbTask::MultiLabel(10),
+            Self::PeptidesStruct => LrgbTask::Regression(11),
+            Self::PascalVocSp => LrgbTask::NodeClasses(21),
+            Self::CocoSp => LrgbTask::NodeClasses(81),
+            Self::PcqmContact => LrgbTask::Links,
+            Self::MnistSuperpixels | Self::Cifar10Superpixels => LrgbTask::GraphClasses(10),
+        }
+    }
+
+    /// Widths of the node and edge features (LRGB / benchmarking-gnns conventions: OGB's 9 atom
+    /// and 3 bond columns; 14 superpixel statistics and 2 edge weights; intensity or RGB plus
+    /// the centre, and one distance weight).
+    pub fn feature_widths(self) -> (usize, usize) {
+        match self {
+            Self::PeptidesFunc | Self::PeptidesStruct | Self::PcqmContact => (9, 3),
+            Self::PascalVocSp | Self::CocoSp => (14, 2),
+            Self::MnistSuperpixels => (3, 1),
+            Self::Cifar10Superpixels => (5, 1),
+        }
+    }
+}
 
 fn pointers(path: &Path, name: &str, p: &[i64], total: usize) -> Result<Vec<usize>> {
     if p.first() != Some(&0)
@@ -35,13 +161,63 @@ fn pointers(path: &Path, name: &str, p: &[i64], total: usize) -> Result<Vec<usiz
     Ok(p.iter().map(|&v| v as usize).collect())
 }
 
-/// Loads Peptides-func from its folder (`.../lrgb/peptides-functional`), with the official
-/// split when the JSON is present.
-pub fn load_peptides_func(dir: &Path) -> Result<GraphDataset> {
-    let path = dir.join(PEPTIDES_FUNC_NPZ);
+fn count_check(path: &Path, what: &str, expected: usize, found: usize) -> Result<()> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(GraphError::CountMismatch {
+            path: path.to_path_buf(),
+            what: what.into(),
+            expected,
+            found,
+        })
+    }
+}
+
+/// A local node id of graph `graph` (`n` nodes), or the error naming the array and column.
+fn local_id(
+    path: &Path,
+    array: &str,
+    graph: usize,
+    column: usize,
+    v: i64,
+    n: usize,
+) -> Result<u32> {
+    if v < 0 || v as usize >= n {
+        return Err(GraphError::OutOfRange {
+            path: path.to_path_buf(),
+            line: column + 1,
+            what: format!("local node id in `{array}` column (graph {graph})"),
+            value: v,
+            lo: 0,
+            hi: n as i64 - 1,
+        });
+    }
+    Ok(v as u32)
+}
+
+/// A class label in `0..classes`, or the error naming the array and entry.
+fn class_of(path: &Path, array: &str, entry: usize, v: i64, classes: usize) -> Result<usize> {
+    if v < 0 || v as usize >= classes {
+        return Err(GraphError::OutOfRange {
+            path: path.to_path_buf(),
+            line: entry + 1,
+            what: format!("class in `{array}`"),
+            value: v,
+            lo: 0,
+            hi: classes as i64 - 1,
+        });
+    }
+    Ok(v as usize)
+}
+
+/// Loads `set` from its folder, with the official split when the split JSON is present.
+pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
+    let path = dir.join(set.npz());
+    let (fw, pw) = set.feature_widths();
     let mut z = NpzReader::open(&path)?;
-    let x = z.read2::<f32>("node_feat", None)?;
-    let ef = z.read2::<f32>("edge_feat", None)?;
+    let x = z.read2::<f32>("node_feat", Some(fw))?;
+    let ef = z.read2::<f32>("edge_feat", Some(pw))?;
     let ei = z.read2::<i64>("edge_index", None)?;
     if ei.nrows() != 2 || ei.ncols() != ef.nrows() {
         return Err(GraphError::format(
@@ -55,23 +231,16 @@ pub fn load_peptides_func(dir: &Path) -> Result<GraphDataset> {
     }
     let np = z.read1::<i64>("node_ptr")?;
     let ep = z.read1::<i64>("edge_ptr")?;
-    let labels = z.read2::<f32>("labels", None)?;
     let node_ptr = pointers(&path, "node_ptr", np.as_slice().unwrap_or(&[]), x.nrows())?;
     let edge_ptr = pointers(&path, "edge_ptr", ep.as_slice().unwrap_or(&[]), ef.nrows())?;
     let g = node_ptr.len() - 1;
-    if edge_ptr.len() != g + 1 || labels.nrows() != g {
-        return Err(GraphError::CountMismatch {
-            path: path.clone(),
-            what: "graphs in `edge_ptr`/`labels` (as in `node_ptr`)".into(),
-            expected: g,
-            found: if edge_ptr.len() != g + 1 {
-                edge_ptr.len() - 1
-            } else {
-                labels.nrows()
-            },
-        });
-    }
-    let graphs: Vec<Graph> = (0..g)
+    count_check(
+        &path,
+        "graphs in `edge_ptr` (as in `node_ptr`)",
+        g,
+        edge_ptr.len() - 1,
+    )?;
+    let mut graphs: Vec<Graph> = (0..g)
         .into_par_iter()
         .map(|i| {
             let (n0, n1) = (node_ptr[i], node_ptr[i + 1]);
@@ -80,19 +249,8 @@ pub fn load_peptides_func(dir: &Path) -> Result<GraphDataset> {
             let mut src = Vec::with_capacity(e1 - e0);
             let mut dst = Vec::with_capacity(e1 - e0);
             for e in e0..e1 {
-                let (a, b) = (ei[[0, e]], ei[[1, e]]);
-                if a < 0 || b < 0 || a as usize >= n || b as usize >= n {
-                    return Err(GraphError::OutOfRange {
-                        path: path.clone(),
-                        line: e + 1,
-                        what: format!("local node id in `edge_index` column (graph {i})"),
-                        value: if a < 0 || a as usize >= n { a } else { b },
-                        lo: 0,
-                        hi: n as i64 - 1,
-                    });
-                }
-                src.push(a as u32);
-                dst.push(b as u32);
+                src.push(local_id(&path, "edge_index", i, e, ei[[0, e]], n)?);
+                dst.push(local_id(&path, "edge_index", i, e, ei[[1, e]], n)?);
             }
             let (adjacency, perm) = Csr::from_edges(n, &src, &dst)?;
             let rows: Vec<usize> = perm.iter().map(|&p| e0 + p).collect();
@@ -105,16 +263,105 @@ pub fn load_peptides_func(dir: &Path) -> Result<GraphDataset> {
             })
         })
         .collect::<Result<_>>()?;
-    let split_path = dir.join(PEPTIDES_SPLIT_JSON);
+    let targets = match set.task() {
+        LrgbTask::MultiLabel(t) | LrgbTask::Regression(t) => {
+            let y = z.read2::<f32>("labels", Some(t))?;
+            count_check(&path, "rows of `labels` (one per graph)", g, y.nrows())?;
+            if y.iter().any(|v| !v.is_finite()) {
+                return Err(GraphError::format(
+                    &path,
+                    "array `labels`: non-finite value",
+                ));
+            }
+            if matches!(set.task(), LrgbTask::MultiLabel(_)) {
+                if let Some(v) = y.iter().find(|&&v| v != 0.0 && v != 1.0) {
+                    return Err(GraphError::format(
+                        &path,
+                        format!("array `labels`: binary labels expected (0 or 1), found {v}"),
+                    ));
+                }
+                Targets::MultiLabel(y)
+            } else {
+                Targets::Regression(y)
+            }
+        }
+        LrgbTask::GraphClasses(c) => {
+            let y = z.read1::<i64>("labels")?;
+            count_check(&path, "entries of `labels` (one per graph)", g, y.len())?;
+            let labels = y
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| class_of(&path, "labels", i, v, c))
+                .collect::<Result<_>>()?;
+            Targets::Classes {
+                labels,
+                num_classes: c,
+            }
+        }
+        LrgbTask::NodeClasses(c) => {
+            let y = z.read1::<i64>("node_labels")?;
+            count_check(
+                &path,
+                "entries of `node_labels` (one per node)",
+                x.nrows(),
+                y.len(),
+            )?;
+            for (i, graph) in graphs.iter_mut().enumerate() {
+                let labels = (node_ptr[i]..node_ptr[i + 1])
+                    .map(|v| class_of(&path, "node_labels", v, y[v], c).map(|c| c as i64))
+                    .collect::<Result<_>>()?;
+                graph.node_labels = Some(labels);
+            }
+            Targets::NodeClasses { num_classes: c }
+        }
+        LrgbTask::Links => {
+            let li = z.read2::<i64>("link_index", None)?;
+            let ll = z.read1::<i64>("link_label")?;
+            let lp = z.read1::<i64>("link_ptr")?;
+            if li.nrows() != 2 || li.ncols() != ll.len() {
+                return Err(GraphError::format(
+                    &path,
+                    format!(
+                        "array `link_index`: expected shape [2, {}], found {:?}",
+                        ll.len(),
+                        li.dim()
+                    ),
+                ));
+            }
+            let link_ptr = pointers(&path, "link_ptr", lp.as_slice().unwrap_or(&[]), ll.len())?;
+            count_check(
+                &path,
+                "graphs in `link_ptr` (as in `node_ptr`)",
+                g,
+                link_ptr.len() - 1,
+            )?;
+            let links = (0..g)
+                .map(|i| {
+                    let n = graphs[i].num_nodes();
+                    let mut t = LinkTargets::default();
+                    for l in link_ptr[i]..link_ptr[i + 1] {
+                        let a = local_id(&path, "link_index", i, l, li[[0, l]], n)?;
+                        let b = local_id(&path, "link_index", i, l, li[[1, l]], n)?;
+                        t.pairs.push([a, b]);
+                        t.labels
+                            .push(class_of(&path, "link_label", l, ll[l], 2)? as f32);
+                    }
+                    Ok(t)
+                })
+                .collect::<Result<_>>()?;
+            Targets::Links(links)
+        }
+    };
+    let split_path = dir.join(set.split_json());
     let official_split = if split_path.is_file() {
         Some(read_split_json(&split_path, g)?)
     } else {
         None
     };
     Ok(GraphDataset {
-        name: "peptides-func".into(),
+        name: set.name().into(),
         graphs,
-        targets: Targets::MultiLabel(labels),
+        targets,
         class_values: Vec::new(),
         official_split,
     })
@@ -153,15 +400,4 @@ pub fn read_split_json(path: &Path, count: usize) -> Result<Split> {
         .check_disjoint()
         .map_err(|e| GraphError::format(path, e.to_string()))?;
     Ok(split)
-}
-
-/// `[G, 10]` labels of the graphs `ids` (a convenience for per-split evaluation).
-pub fn labels_of(ds: &GraphDataset, ids: &[u32]) -> Option<Array2<f32>> {
-    match &ds.targets {
-        Targets::MultiLabel(y) => {
-            let idx: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
-            Some(y.select(Axis(0), &idx))
-        }
-        _ => None,
-    }
 }

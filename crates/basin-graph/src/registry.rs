@@ -32,8 +32,9 @@ pub enum DataKind {
     AnomalyNpz,
     /// A CARE-GNN fraud graph as MAT v5 ([`crate::mat`]).
     FraudMat,
-    /// LRGB Peptides-func ([`crate::lrgb`]).
-    Peptides,
+    /// An LRGB (or GNN-Benchmark superpixel) set in basin's npz layout ([`crate::lrgb`]).
+    #[serde(alias = "peptides")]
+    Lrgb,
     /// Generated on the fly with the published settings; nothing to download.
     Generated,
     /// IDX image files, gzipped (basin-image).
@@ -53,7 +54,7 @@ impl DataKind {
             Self::Tu => "tu",
             Self::AnomalyNpz => "anomaly-npz",
             Self::FraudMat => "fraud-mat",
-            Self::Peptides => "peptides",
+            Self::Lrgb => "lrgb",
             Self::Generated => "generated",
             Self::IdxImages => "idx-images",
             Self::ImageTar => "image-tar",

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use crate::anomaly::{PlantedConfig, generate_planted};
 use crate::error::{GraphError, Result};
-use crate::lrgb::{PEPTIDES_FUNC_NPZ, load_peptides_func};
+use crate::lrgb::LrgbSet;
 use crate::mat::{FraudConfig, load_fraud_mat};
 use crate::npz::{NodeLoadOptions, load_anomaly_npz};
 use crate::registry::{self, DataKind, DatasetInfo};
@@ -50,8 +50,11 @@ impl Dataset {
 /// Reads a dataset from a path (see the module docs).
 pub fn open_path(path: &Path) -> Result<Dataset> {
     if path.is_dir() {
-        if path.join(PEPTIDES_FUNC_NPZ).is_file() {
-            return Ok(Dataset::Graphs(load_peptides_func(path)?));
+        if let Some(set) = LrgbSet::ALL
+            .into_iter()
+            .find(|s| path.join(s.npz()).is_file())
+        {
+            return Ok(Dataset::Graphs(crate::lrgb::load(path, set)?));
         }
         return Ok(Dataset::Graphs(load_tu(path)?));
     }
@@ -59,16 +62,18 @@ pub fn open_path(path: &Path) -> Result<Dataset> {
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("mat") => Ok(Dataset::Nodes(load_fraud_mat(
+    let name = path.file_name().and_then(|n| n.to_str());
+    let lrgb = LrgbSet::ALL.into_iter().find(|s| name == Some(s.npz()));
+    match (ext.as_deref(), lrgb) {
+        (Some("npz"), Some(set)) => {
+            let dir = path.parent().unwrap_or(Path::new("."));
+            Ok(Dataset::Graphs(crate::lrgb::load(dir, set)?))
+        }
+        (Some("mat"), _) => Ok(Dataset::Nodes(load_fraud_mat(
             path,
             &FraudConfig::for_path(path),
         )?)),
-        Some("npz") if path.file_name().and_then(|n| n.to_str()) == Some(PEPTIDES_FUNC_NPZ) => {
-            let dir = path.parent().unwrap_or(Path::new("."));
-            Ok(Dataset::Graphs(load_peptides_func(dir)?))
-        }
-        Some("npz") => Ok(Dataset::Nodes(load_anomaly_npz(
+        (Some("npz"), None) => Ok(Dataset::Nodes(load_anomaly_npz(
             path,
             &NodeLoadOptions::default(),
         )?)),
@@ -78,7 +83,7 @@ pub fn open_path(path: &Path) -> Result<Dataset> {
         }),
         _ => Err(GraphError::format(
             path,
-            "expected a TU or Peptides-func folder, a .mat fraud graph or an .npz anomaly graph",
+            "expected a TU or LRGB folder, a .mat fraud graph or an .npz anomaly graph",
         )),
     }
 }
@@ -134,7 +139,20 @@ pub fn open_registered(info: &DatasetInfo, data_dir: &Path) -> Result<Dataset> {
                 format!("`{other}` is registered as generated but has no generator"),
             )),
         },
-        DataKind::Tu | DataKind::Peptides | DataKind::AnomalyNpz | DataKind::FraudMat => {
+        DataKind::Lrgb => match LrgbSet::from_name(&info.name) {
+            Some(set) => Ok(Dataset::Graphs(crate::lrgb::load(
+                &info.require(data_dir)?,
+                set,
+            )?)),
+            None => Err(GraphError::invalid(
+                "dataset",
+                format!(
+                    "`{}` is registered as an LRGB set but has no layout",
+                    info.name
+                ),
+            )),
+        },
+        DataKind::Tu | DataKind::AnomalyNpz | DataKind::FraudMat => {
             open_path(&info.require(data_dir)?)
         }
         DataKind::IdxImages | DataKind::ImageTar | DataKind::MilCsv | DataKind::MilFte => {

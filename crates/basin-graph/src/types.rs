@@ -868,6 +868,19 @@ pub enum Targets {
         /// Number of classes.
         num_classes: usize,
     },
+    /// Several real targets per graph, `[G, T]` (e.g. Peptides-struct's 11 properties).
+    Regression(Array2<f32>),
+    /// Labelled node pairs per graph (e.g. PCQM-Contact's atom contacts).
+    Links(Vec<LinkTargets>),
+}
+
+/// The labelled node pairs of one graph (link prediction).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LinkTargets {
+    /// Node pairs `[a, b]`, local to the graph.
+    pub pairs: Vec<[u32; 2]>,
+    /// Their labels, 0 or 1, one per pair.
+    pub labels: Vec<f32>,
 }
 
 impl Targets {
@@ -875,7 +888,8 @@ impl Targets {
     pub fn graph_count(&self) -> Option<usize> {
         match self {
             Self::Classes { labels, .. } => Some(labels.len()),
-            Self::MultiLabel(y) => Some(y.nrows()),
+            Self::MultiLabel(y) | Self::Regression(y) => Some(y.nrows()),
+            Self::Links(l) => Some(l.len()),
             Self::NodeClasses { .. } => None,
         }
     }
@@ -930,6 +944,17 @@ impl GraphDataset {
                 }
             }
         }
+        if let Targets::Links(links) = &self.targets {
+            for (i, (t, g)) in links.iter().zip(&self.graphs).enumerate() {
+                let n = g.num_nodes() as u32;
+                if t.pairs.len() != t.labels.len() || t.pairs.iter().flatten().any(|&v| v >= n) {
+                    return Err(GraphError::invalid(
+                        format!("graph {i}"),
+                        format!("link targets need one label per pair and nodes in 0..{n}"),
+                    ));
+                }
+            }
+        }
         for (i, g) in self.graphs.iter().enumerate() {
             g.validate()
                 .map_err(|e| GraphError::invalid(format!("graph {i}"), e.to_string()))?;
@@ -959,9 +984,17 @@ impl GraphDataset {
                 labels: ids.iter().map(|&i| labels[i as usize]).collect(),
                 num_classes: *num_classes,
             },
-            Targets::MultiLabel(y) => {
+            Targets::MultiLabel(y) | Targets::Regression(y) => {
                 let rows: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
-                Targets::MultiLabel(y.select(ndarray::Axis(0), &rows))
+                let y = y.select(ndarray::Axis(0), &rows);
+                if matches!(self.targets, Targets::MultiLabel(_)) {
+                    Targets::MultiLabel(y)
+                } else {
+                    Targets::Regression(y)
+                }
+            }
+            Targets::Links(l) => {
+                Targets::Links(ids.iter().map(|&i| l[i as usize].clone()).collect())
             }
             Targets::NodeClasses { num_classes } => Targets::NodeClasses {
                 num_classes: *num_classes,
@@ -996,6 +1029,18 @@ impl GraphDataset {
                 y.ncols(),
                 (0..y.ncols())
                     .map(|c| y.column(c).iter().filter(|&&v| v > 0.5).count())
+                    .collect(),
+            ),
+            Targets::Regression(y) => (y.ncols(), Vec::new()),
+            Targets::Links(l) => (
+                2,
+                (0..2)
+                    .map(|c| {
+                        l.iter()
+                            .flat_map(|t| &t.labels)
+                            .filter(|&&v| (v > 0.5) == (c == 1))
+                            .count()
+                    })
                     .collect(),
             ),
             Targets::NodeClasses { num_classes } => {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use basin_graph::GraphError;
-use basin_graph::lrgb::load_peptides_func;
+use basin_graph::lrgb::{LrgbSet, load as load_lrgb};
 use basin_graph::mat::{FraudConfig, MatFile, load_fraud_mat};
 use basin_graph::npz::{NodeLoadOptions, NpzWriter, SelfLoops, load_anomaly_npz};
 use serde_json::Value;
@@ -296,7 +296,11 @@ fn malformed_npz_are_named_errors() {
 
 #[test]
 fn peptides_func_with_its_official_split() {
-    let ds = load_peptides_func(&basin_graph::require_data!("lrgb/peptides-functional")).unwrap();
+    let ds = load_lrgb(
+        &basin_graph::require_data!("lrgb/peptides-functional"),
+        LrgbSet::PeptidesFunc,
+    )
+    .unwrap();
     ds.validate().unwrap();
     let s = ds.stats();
     assert_eq!(s.graphs, 15_535);
@@ -352,4 +356,144 @@ fn a_sparse_mat_header_announcing_a_huge_shape_is_refused_before_allocation() {
         e.contains("hostile.mat") && e.contains("would densify"),
         "{e}"
     );
+}
+
+/// A two-graph set in the layout of `basin_graph::lrgb` (graph 0: a 3-node path, graph 1: a
+/// 2-node edge), with `targets` adding the set's target arrays, and a split JSON.
+fn write_lrgb(dir: &Path, set: LrgbSet, targets: impl FnOnce(&mut NpzWriter)) {
+    let (f, p) = set.feature_widths();
+    let mut w = NpzWriter::create(&dir.join(set.npz())).unwrap();
+    let x: Vec<f32> = (0..5 * f).map(|v| v as f32).collect();
+    w.add_f32("node_feat", &[5, f], &x).unwrap();
+    let e: Vec<f32> = (0..6 * p).map(|v| v as f32).collect();
+    w.add_f32("edge_feat", &[6, p], &e).unwrap();
+    // src row then dst row; graph 0: 0-1, 1-0, 1-2, 2-1; graph 1: 0-1, 1-0 (local ids).
+    w.add_i64("edge_index", &[2, 6], &[0, 1, 1, 2, 0, 1, 1, 0, 2, 1, 1, 0])
+        .unwrap();
+    w.add_i64("node_ptr", &[3], &[0, 3, 5]).unwrap();
+    w.add_i64("edge_ptr", &[3], &[0, 4, 6]).unwrap();
+    targets(&mut w);
+    w.finish().unwrap();
+    std::fs::write(
+        dir.join(set.split_json()),
+        r#"{"train": [0], "val": [1], "test": []}"#,
+    )
+    .unwrap();
+}
+
+#[test]
+fn every_lrgb_layout_loads_from_small_files() {
+    use basin_graph::Targets;
+    let tmp = tempfile::tempdir().unwrap();
+    let check = |set: LrgbSet, targets: &dyn Fn(&mut NpzWriter)| {
+        let dir = tmp.path().join(set.name());
+        std::fs::create_dir_all(&dir).unwrap();
+        write_lrgb(&dir, set, targets);
+        let ds = load_lrgb(&dir, set).unwrap();
+        ds.validate().unwrap();
+        assert_eq!(ds.name, set.name());
+        assert_eq!(ds.graphs.len(), 2);
+        assert_eq!(ds.graphs[0].num_nodes(), 3);
+        assert_eq!(ds.graphs[0].adjacency.nnz(), 4);
+        assert!(ds.graphs[0].adjacency.is_symmetric());
+        assert_eq!(ds.official_split.as_ref().unwrap().sizes(), [1, 1, 0]);
+        // Graph 1's nodes are rows 3 and 4 of `node_feat`.
+        let f = set.feature_widths().0;
+        assert_eq!(ds.graphs[1].node_features[[0, 0]], (3 * f) as f32);
+        // The dataset also opens by path, as `basin data inspect` does.
+        assert!(basin_graph::source::open_path(&dir).is_ok());
+        ds
+    };
+    let func = check(LrgbSet::PeptidesFunc, &|w| {
+        let mut y = vec![0.0f32; 20];
+        y[3] = 1.0;
+        w.add_f32("labels", &[2, 10], &y).unwrap();
+    });
+    assert!(matches!(&func.targets, Targets::MultiLabel(y) if y[[0, 3]] == 1.0));
+    let strukt = check(LrgbSet::PeptidesStruct, &|w| {
+        let y: Vec<f32> = (0..22).map(|v| v as f32 * 0.5 - 3.0).collect();
+        w.add_f32("labels", &[2, 11], &y).unwrap();
+    });
+    assert!(matches!(&strukt.targets, Targets::Regression(y) if y[[1, 0]] == 2.5));
+    for set in [LrgbSet::PascalVocSp, LrgbSet::CocoSp] {
+        let ds = check(set, &|w| {
+            w.add_i64("node_labels", &[5], &[0, 20, 3, 1, 2]).unwrap()
+        });
+        assert_eq!(ds.graphs[0].node_labels.as_deref(), Some(&[0, 20, 3][..]));
+        assert_eq!(ds.graphs[1].node_labels.as_deref(), Some(&[1, 2][..]));
+    }
+    for set in [LrgbSet::MnistSuperpixels, LrgbSet::Cifar10Superpixels] {
+        let ds = check(set, &|w| w.add_i64("labels", &[2], &[7, 2]).unwrap());
+        assert_eq!(ds.targets.classes(), Some(&[7, 2][..]));
+    }
+    let pcqm = check(LrgbSet::PcqmContact, &|w| {
+        w.add_i64("link_index", &[2, 3], &[0, 0, 1, 2, 1, 0])
+            .unwrap();
+        w.add_i64("link_label", &[3], &[1, 0, 1]).unwrap();
+        w.add_i64("link_ptr", &[3], &[0, 2, 3]).unwrap();
+    });
+    let Targets::Links(links) = &pcqm.targets else {
+        panic!("PCQM-Contact loads link targets")
+    };
+    assert_eq!(links[0].pairs, vec![[0, 2], [0, 1]]);
+    assert_eq!(links[0].labels, vec![1.0, 0.0]);
+    assert_eq!(links[1].pairs, vec![[1, 0]]);
+}
+
+#[test]
+fn malformed_lrgb_targets_are_named_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fails = |set: LrgbSet, targets: &dyn Fn(&mut NpzWriter)| {
+        let dir = tmp.path().join(format!("bad-{}", set.name()));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_lrgb(&dir, set, targets);
+        let e = load_lrgb(&dir, set).unwrap_err().to_string();
+        assert!(e.contains(set.npz()), "{e}");
+        e
+    };
+    // A superpixel class beyond VOC's 21.
+    let e = fails(LrgbSet::PascalVocSp, &|w| {
+        w.add_i64("node_labels", &[5], &[0, 21, 3, 1, 2]).unwrap()
+    });
+    assert!(e.contains("node_labels") && e.contains("21"), "{e}");
+    // One graph label for two graphs.
+    let e = fails(LrgbSet::MnistSuperpixels, &|w| {
+        w.add_i64("labels", &[1], &[7]).unwrap()
+    });
+    assert!(e.contains("labels") && e.contains('2'), "{e}");
+    // Peptides-func's labels must be binary; Peptides-struct's must have 11 columns.
+    let e = fails(LrgbSet::PeptidesFunc, &|w| {
+        w.add_f32("labels", &[2, 10], &[0.5; 20]).unwrap()
+    });
+    assert!(e.contains("binary"), "{e}");
+    let e = fails(LrgbSet::PeptidesStruct, &|w| {
+        w.add_f32("labels", &[2, 10], &[0.5; 20]).unwrap()
+    });
+    assert!(e.contains("labels"), "{e}");
+    // A contact pair naming node 2 of the 2-node graph 1.
+    let e = fails(LrgbSet::PcqmContact, &|w| {
+        w.add_i64("link_index", &[2, 3], &[0, 0, 1, 2, 1, 2])
+            .unwrap();
+        w.add_i64("link_label", &[3], &[1, 0, 1]).unwrap();
+        w.add_i64("link_ptr", &[3], &[0, 2, 3]).unwrap();
+    });
+    assert!(e.contains("link_index") && e.contains("graph 1"), "{e}");
+    // Missing target arrays are named.
+    let e = fails(LrgbSet::CocoSp, &|_| {});
+    assert!(e.contains("node_labels"), "{e}");
+    // Superpixel features of the wrong width: CIFAR10 has 5 columns.
+    let dir = tmp.path().join("wrong-width");
+    std::fs::create_dir_all(&dir).unwrap();
+    write_lrgb(&dir, LrgbSet::MnistSuperpixels, |w| {
+        w.add_i64("labels", &[2], &[1, 2]).unwrap()
+    });
+    std::fs::rename(
+        dir.join(LrgbSet::MnistSuperpixels.npz()),
+        dir.join(LrgbSet::Cifar10Superpixels.npz()),
+    )
+    .unwrap();
+    let e = load_lrgb(&dir, LrgbSet::Cifar10Superpixels)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("node_feat"), "{e}");
 }

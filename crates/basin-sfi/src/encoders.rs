@@ -8,23 +8,125 @@
 //! 624 parameters at p = 16) embeds each pair, frequencies missing for small graphs (NaN) are
 //! zeroed, and the pairs are summed, so the encoding does not depend on the order of the
 //! frequencies. In training, each eigenvector index gets one random sign shared by every node
-//! of the batch (the GPS code's augmentation, spec S30).
+//! of the batch (the GPS code's augmentation, spec S30). [`PeModel::Transformer`] replaces the
+//! DeepSet with GraphGPS's other choice: `Linear(2, p)`, then PyTorch `TransformerEncoderLayer`s
+//! over each node's frequencies (post-norm, feed-forward width 2048, dropout 0.1, the missing
+//! frequencies masked out as keys), then the same masked sum.
 
+use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
+
+/// How the LapPE encoder mixes a node's frequencies (GraphGPS `posenc_LapPE.model`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum PeModel {
+    /// Each (entry, eigenvalue) pair embedded alone, then summed (every published GPS config).
+    #[default]
+    DeepSet,
+    /// Self-attention across the frequencies before the sum.
+    Transformer {
+        /// Encoder layers.
+        layers: usize,
+        /// Attention heads (dividing the width).
+        heads: i64,
+    },
+}
+
+/// PyTorch's default `dim_feedforward` of `TransformerEncoderLayer`, which GraphGPS keeps.
+const PE_FEEDFORWARD: i64 = 2048;
+/// PyTorch's default dropout of `TransformerEncoderLayer`.
+const PE_DROPOUT: f64 = 0.1;
+
+/// One post-norm `TransformerEncoderLayer` (batch first) over `[M, k, p]` frequency tokens.
+#[derive(Debug)]
+struct PeLayer {
+    heads: i64,
+    in_proj: nn::Linear,
+    out_proj: nn::Linear,
+    ff1: nn::Linear,
+    ff2: nn::Linear,
+    norm1: nn::LayerNorm,
+    norm2: nn::LayerNorm,
+}
+
+impl PeLayer {
+    fn new(path: &nn::Path, p: i64, heads: i64) -> Self {
+        let lin = |name: &str, i, o| nn::linear(path / name, i, o, Default::default());
+        let ln = |name: &str| nn::layer_norm(path / name, vec![p], Default::default());
+        Self {
+            heads,
+            in_proj: lin("in_proj", p, 3 * p),
+            out_proj: lin("out_proj", p, p),
+            ff1: lin("linear1", p, PE_FEEDFORWARD),
+            ff2: lin("linear2", PE_FEEDFORWARD, p),
+            norm1: ln("norm1"),
+            norm2: ln("norm2"),
+        }
+    }
+
+    /// `x` `[M, k, p]`, `missing` `[M, k]` (true = not a key).
+    fn forward(&self, x: &Tensor, missing: &Tensor, train: bool) -> Tensor {
+        let (m, k, p) = x.size3().unwrap_or((0, 0, 0));
+        let hd = p / self.heads;
+        let split = |t: Tensor| t.view([m, k, self.heads, hd]).transpose(1, 2); // [M, H, k, hd]
+        let qkv = x.apply(&self.in_proj).chunk(3, -1);
+        let (q, key, v) = (
+            split(qkv[0].shallow_clone()),
+            split(qkv[1].shallow_clone()),
+            split(qkv[2].shallow_clone()),
+        );
+        // A large finite fill keeps a node whose frequencies are all missing finite (its tokens
+        // are zeroed by the caller); any present key takes all the weight.
+        let scores = q
+            .matmul(&key.transpose(-2, -1))
+            .divide_scalar((hd as f64).sqrt())
+            .masked_fill(&missing.view([m, 1, 1, k]), -1e9);
+        let att = scores.softmax(-1, scores.kind()).dropout(PE_DROPOUT, train);
+        let mixed = att
+            .matmul(&v)
+            .transpose(1, 2)
+            .reshape([m, k, p])
+            .apply(&self.out_proj);
+        let x = (x + mixed.dropout(PE_DROPOUT, train)).apply(&self.norm1);
+        let ff = x
+            .apply(&self.ff1)
+            .relu()
+            .dropout(PE_DROPOUT, train)
+            .apply(&self.ff2)
+            .dropout(PE_DROPOUT, train);
+        (x + ff).apply(&self.norm2)
+    }
+}
 
 /// The Laplacian positional encoder.
 #[derive(Debug)]
 pub struct LapPe {
     l1: nn::Linear,
-    l2: nn::Linear,
+    l2: Option<nn::Linear>,
+    layers: Vec<PeLayer>,
 }
 
 impl LapPe {
-    /// An encoder to `dim_pe` features under `path`.
-    pub fn new(path: &nn::Path, dim_pe: i64) -> Self {
-        Self {
-            l1: nn::linear(path / "deepset1", 2, 2 * dim_pe, Default::default()),
-            l2: nn::linear(path / "deepset2", 2 * dim_pe, dim_pe, Default::default()),
+    /// An encoder to `dim_pe` features under `path`, mixing frequencies as `model` says.
+    pub fn new(path: &nn::Path, dim_pe: i64, model: PeModel) -> Self {
+        match model {
+            PeModel::DeepSet => Self {
+                l1: nn::linear(path / "deepset1", 2, 2 * dim_pe, Default::default()),
+                l2: Some(nn::linear(
+                    path / "deepset2",
+                    2 * dim_pe,
+                    dim_pe,
+                    Default::default(),
+                )),
+                layers: Vec::new(),
+            },
+            PeModel::Transformer { layers, heads } => Self {
+                l1: nn::linear(path / "linear_a", 2, dim_pe, Default::default()),
+                l2: None,
+                layers: (0..layers)
+                    .map(|l| PeLayer::new(&(path / format!("encoder{l}")), dim_pe, heads))
+                    .collect(),
+            },
         }
     }
 
@@ -42,7 +144,16 @@ impl LapPe {
         }
         let vals = vals.nan_to_num(0.0, None, None);
         let pairs = Tensor::stack(&[vecs, vals], -1); // [M, k, 2]
-        let embedded = pairs.apply(&self.l1).relu().apply(&self.l2).relu();
+        let embedded = match &self.l2 {
+            Some(l2) => pairs.apply(&self.l1).relu().apply(l2).relu(),
+            None => {
+                let mut t = pairs.apply(&self.l1);
+                for layer in &self.layers {
+                    t = layer.forward(&t, &missing, train);
+                }
+                t
+            }
+        };
         let kind = embedded.kind();
         let keep = missing.logical_not().unsqueeze(-1).to_kind(kind);
         (embedded * keep).sum_dim_intlist(&[1i64][..], false, kind)

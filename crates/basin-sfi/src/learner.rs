@@ -104,6 +104,12 @@ impl GpsData {
                 }
                 TaskKind::NodeClasses(*num_classes as i64)
             }
+            basin_graph::Targets::Regression(_) | basin_graph::Targets::Links(_) => {
+                return Err(TrainError::learner(basin_core::CoreError::config(
+                    format!("{} targets", data.name),
+                    "the GPS learner trains graph classes, multi-label graphs and node classes; regression and link targets (Peptides-struct, PCQM-Contact) load but have no learner yet",
+                )));
+            }
         };
         Ok(Self {
             data,

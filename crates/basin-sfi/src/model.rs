@@ -14,7 +14,7 @@
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
-use crate::encoders::{ATOM_VOCAB, BOND_VOCAB, ColumnEmbedding, EsLapPe, LapPe, Rwse};
+use crate::encoders::{ATOM_VOCAB, BOND_VOCAB, ColumnEmbedding, EsLapPe, LapPe, PeModel, Rwse};
 use crate::gps::{GpsConfig, GpsLayer, GraphBatchTensors};
 
 /// How node features enter.
@@ -46,12 +46,15 @@ pub enum EdgeEncoder {
 pub enum PosEnc {
     /// None.
     None,
-    /// LapPE DeepSet of `k` frequencies to `dim` features, concatenated to the nodes.
+    /// LapPE of `k` frequencies to `dim` features, concatenated to the nodes.
     LapPe {
         /// Frequencies.
         k: usize,
         /// Width.
         dim: i64,
+        /// DeepSet (default) or Transformer across the frequencies.
+        #[serde(default)]
+        model: PeModel,
     },
     /// EquivStable LapPE of `k` frequencies, used by the GatedGCN gates (sets `es_gate`).
     EsLapPe {
@@ -162,6 +165,20 @@ impl GpsModelConfig {
                 format!(
                     "heads and head_dim must be ≥ 1, got {} and {}",
                     a.heads, a.head_dim
+                ),
+            );
+        }
+        if let PosEnc::LapPe {
+            dim,
+            model: PeModel::Transformer { layers, heads },
+            ..
+        } = self.pe
+            && (layers < 1 || heads < 1 || dim % heads != 0)
+        {
+            return bad(
+                "pe.model",
+                format!(
+                    "a Transformer LapPE needs ≥ 1 layer and heads dividing pe.dim = {dim}, got {layers} layer(s), {heads} head(s)"
                 ),
             );
         }
@@ -284,7 +301,9 @@ impl GpsModel {
         };
         let pe = match cfg.pe {
             PosEnc::None => PeEncoder::None,
-            PosEnc::LapPe { dim, .. } => PeEncoder::LapPe(LapPe::new(&(path / "lap_pe"), dim)),
+            PosEnc::LapPe { dim, model, .. } => {
+                PeEncoder::LapPe(LapPe::new(&(path / "lap_pe"), dim, model))
+            }
             PosEnc::EsLapPe { k } => {
                 PeEncoder::Es(EsLapPe::new(&(path / "es_lap_pe"), k as i64, d))
             }

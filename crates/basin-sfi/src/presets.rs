@@ -86,7 +86,11 @@ pub fn paper(dataset: Dataset, variant: Variant) -> GpsModelConfig {
         (Dataset::PeptidesFunc, true) => GpsModelConfig {
             node: NodeEncoder::Atom,
             edge: EdgeEncoder::Bond,
-            pe: PosEnc::LapPe { k: 10, dim: 16 },
+            pe: PosEnc::LapPe {
+                k: 10,
+                dim: 16,
+                model: Default::default(),
+            },
             layers: 4,
             layer: gps_layer(96, 4, 0.0),
             level: Level::Graph,
@@ -97,7 +101,11 @@ pub fn paper(dataset: Dataset, variant: Variant) -> GpsModelConfig {
         (Dataset::Pattern, true) => GpsModelConfig {
             node: NodeEncoder::OneHot { classes: 3 },
             edge: EdgeEncoder::Dummy,
-            pe: PosEnc::LapPe { k: 16, dim: 16 },
+            pe: PosEnc::LapPe {
+                k: 16,
+                dim: 16,
+                model: Default::default(),
+            },
             layers: 6,
             layer: gps_layer(64, 4, 0.0),
             level: Level::Node,
@@ -108,7 +116,11 @@ pub fn paper(dataset: Dataset, variant: Variant) -> GpsModelConfig {
         (Dataset::Cluster, true) => GpsModelConfig {
             node: NodeEncoder::OneHot { classes: 7 },
             edge: EdgeEncoder::Dummy,
-            pe: PosEnc::LapPe { k: 10, dim: 16 },
+            pe: PosEnc::LapPe {
+                k: 10,
+                dim: 16,
+                model: Default::default(),
+            },
             layers: 16,
             layer: gps_layer(48, 8, 0.1),
             level: Level::Node,
@@ -189,8 +201,8 @@ pub fn cpu(dataset: Dataset, variant: Variant) -> GpsModelConfig {
     a.heads = 2;
     a.head_dim = dim / 2;
     a.flow.iters = 5;
-    if let PosEnc::LapPe { k, .. } = cfg.pe {
-        cfg.pe = PosEnc::LapPe { k, dim: 8 };
+    if let PosEnc::LapPe { k, model, .. } = cfg.pe {
+        cfg.pe = PosEnc::LapPe { k, dim: 8, model };
     }
     cfg.batch = 32;
     cfg

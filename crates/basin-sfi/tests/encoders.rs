@@ -2,14 +2,14 @@
 //! training sign flip (one sign per eigenvector, shared by every node).
 
 use basin_core::testing::{lock_generator, max_rel_error};
-use basin_sfi::encoders::LapPe;
+use basin_sfi::encoders::{LapPe, PeModel};
 use tch::{Kind, Tensor, nn};
 
 const OPTS: (Kind, tch::Device) = (Kind::Double, tch::Device::Cpu);
 
 fn encoder(dim_pe: i64) -> (nn::VarStore, LapPe) {
     let mut vs = nn::VarStore::new(tch::Device::Cpu);
-    let e = LapPe::new(&vs.root(), dim_pe);
+    let e = LapPe::new(&vs.root(), dim_pe, PeModel::DeepSet);
     vs.double();
     (vs, e)
 }
@@ -123,4 +123,69 @@ fn atom_and_bond_encoders_sum_one_embedding_per_column() {
             .forward(&Tensor::from_slice(&[3i64, 1]).view([1, 2]))
             .is_err()
     );
+}
+
+fn transformer(dim_pe: i64, layers: usize, heads: i64) -> (nn::VarStore, LapPe) {
+    let mut vs = nn::VarStore::new(tch::Device::Cpu);
+    let e = LapPe::new(&vs.root(), dim_pe, PeModel::Transformer { layers, heads });
+    vs.double();
+    (vs, e)
+}
+
+#[test]
+fn the_transformer_encoder_has_pytorchs_parameter_count() {
+    let _g = lock_generator();
+    let (vs, _) = transformer(16, 2, 4);
+    let n: i64 = vs
+        .trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum();
+    // Linear(2, 16) + 2 × TransformerEncoderLayer(16, 4 heads, feed-forward 2048):
+    // 48 + 2 × (in_proj 816 + out_proj 272 + 34,816 + 32,784 + two LayerNorms 64).
+    assert_eq!(n, 48 + 2 * (816 + 272 + 34_816 + 32_784 + 64));
+}
+
+#[test]
+fn the_transformer_encoder_ignores_missing_frequencies_and_their_order() {
+    let _g = lock_generator();
+    tch::manual_seed(4);
+    let (_vs, e) = transformer(8, 2, 2);
+    let vecs = Tensor::randn([5, 4], OPTS);
+    let vals = Tensor::rand([5, 4], OPTS);
+    let out = e.forward(&vecs, &vals, false);
+    assert_eq!(out.size(), [5, 8]);
+    let nan = Tensor::full([5, 2], f64::NAN, OPTS);
+    let more = e.forward(
+        &Tensor::cat(&[&vecs, &nan], 1),
+        &Tensor::cat(&[&vals, &nan], 1),
+        false,
+    );
+    assert!(max_rel_error(&more, &out, 1e-10) < 1e-10);
+    let order = Tensor::from_slice(&[3i64, 1, 0, 2]);
+    let shuffled = e.forward(
+        &vecs.index_select(1, &order),
+        &vals.index_select(1, &order),
+        false,
+    );
+    assert!(max_rel_error(&shuffled, &out, 1e-10) < 1e-10);
+    // Attention mixes the frequencies: a token's embedding depends on the others, so the
+    // encoding of all four is not the sum of the encodings of two and two (a DeepSet's is).
+    let halves = |cols: [i64; 2]| {
+        let idx = Tensor::from_slice(&cols);
+        e.forward(
+            &vecs.index_select(1, &idx),
+            &vals.index_select(1, &idx),
+            false,
+        )
+    };
+    let parts = halves([0, 1]) + halves([2, 3]);
+    assert!(max_rel_error(&parts, &out, 1e-10) > 1e-3);
+    // A node with no frequency at all encodes to zero, finitely.
+    let none = e.forward(
+        &Tensor::full([1, 3], f64::NAN, OPTS),
+        &Tensor::full([1, 3], f64::NAN, OPTS),
+        false,
+    );
+    assert_eq!(none.abs().sum(Kind::Double).double_value(&[]), 0.0);
 }

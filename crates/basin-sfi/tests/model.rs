@@ -9,6 +9,7 @@ use std::sync::Arc;
 use basin_core::testing::lock_generator;
 use basin_graph::{Csr, Graph, GraphDataset, Targets};
 use basin_sfi::attention::LambdaNorm;
+use basin_sfi::encoders::PeModel;
 use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_sfi::model::{EdgeEncoder, GpsModel, GpsModelConfig, Level, NodeEncoder, PosEnc};
 use basin_sfi::presets::{Dataset, Variant, cpu, gps_es, paper};
@@ -225,7 +226,11 @@ fn the_graphgym_head_normalises_its_hidden_rows_and_binary_tasks_have_one_output
 #[test]
 fn a_config_that_cannot_run_names_its_field() {
     let mut cfg = toy_config(Level::Node, Variant::Sfi);
-    cfg.pe = PosEnc::LapPe { k: 4, dim: 12 };
+    cfg.pe = PosEnc::LapPe {
+        k: 4,
+        dim: 12,
+        model: Default::default(),
+    };
     let vs = nn::VarStore::new(Device::Cpu);
     let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
     assert!(e.contains("pe.dim"), "{e}");
@@ -233,4 +238,46 @@ fn a_config_that_cannot_run_names_its_field() {
     cfg.batch = 0;
     let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
     assert!(e.contains("batch"), "{e}");
+    // A Transformer LapPE whose heads do not divide its width.
+    let mut cfg = toy_config(Level::Node, Variant::Sfi);
+    cfg.pe = PosEnc::LapPe {
+        k: 4,
+        dim: 4,
+        model: PeModel::Transformer {
+            layers: 1,
+            heads: 3,
+        },
+    };
+    let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
+    assert!(e.contains("pe.model") && e.contains("3 head"), "{e}");
+}
+
+#[test]
+fn the_lappe_model_reads_from_a_run_file_and_defaults_to_the_deepset() {
+    #[derive(serde::Deserialize)]
+    struct File {
+        pe: PosEnc,
+    }
+    let read = |text: &str| toml::from_str::<File>(text).unwrap().pe;
+    assert_eq!(
+        read("pe = { kind = \"lap-pe\", k = 10, dim = 16 }"),
+        PosEnc::LapPe {
+            k: 10,
+            dim: 16,
+            model: PeModel::DeepSet
+        }
+    );
+    assert_eq!(
+        read(
+            "pe = { kind = \"lap-pe\", k = 8, dim = 16, model = { kind = \"transformer\", layers = 2, heads = 4 } }"
+        ),
+        PosEnc::LapPe {
+            k: 8,
+            dim: 16,
+            model: PeModel::Transformer {
+                layers: 2,
+                heads: 4
+            }
+        }
+    );
 }

@@ -69,7 +69,7 @@ impl Reproduction for SfiTable4 {
                         missing.push(info.name.as_str(), info.missing(&ctx.data_dir));
                         continue;
                     }
-                    basin_graph::lrgb::load_peptides_func(&dir)?
+                    basin_graph::lrgb::load(&dir, basin_graph::lrgb::LrgbSet::PeptidesFunc)?
                 }
             };
             let s = ds.stats();
