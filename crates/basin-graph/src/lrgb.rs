@@ -174,7 +174,29 @@ fn count_check(path: &Path, what: &str, expected: usize, found: usize) -> Result
     }
 }
 
-/// A local node id of graph `graph` (`n` nodes), or the error naming the array and column.
+/// `v` if it lies in `0..n`, else the error naming `what` (a node id or class of an array) and
+/// the entry.
+fn in_range(
+    path: &Path,
+    what: impl FnOnce() -> String,
+    entry: usize,
+    v: i64,
+    n: usize,
+) -> Result<usize> {
+    if v < 0 || v as usize >= n {
+        return Err(GraphError::OutOfRange {
+            path: path.to_path_buf(),
+            line: entry + 1,
+            what: what(),
+            value: v,
+            lo: 0,
+            hi: n as i64 - 1,
+        });
+    }
+    Ok(v as usize)
+}
+
+/// A local node id of graph `graph` (`n` nodes) in column `column` of `array`.
 fn local_id(
     path: &Path,
     array: &str,
@@ -183,32 +205,13 @@ fn local_id(
     v: i64,
     n: usize,
 ) -> Result<u32> {
-    if v < 0 || v as usize >= n {
-        return Err(GraphError::OutOfRange {
-            path: path.to_path_buf(),
-            line: column + 1,
-            what: format!("local node id in `{array}` column (graph {graph})"),
-            value: v,
-            lo: 0,
-            hi: n as i64 - 1,
-        });
-    }
-    Ok(v as u32)
+    let what = || format!("local node id in `{array}` column (graph {graph})");
+    in_range(path, what, column, v, n).map(|v| v as u32)
 }
 
-/// A class label in `0..classes`, or the error naming the array and entry.
+/// A class label in `0..classes` at `entry` of `array`.
 fn class_of(path: &Path, array: &str, entry: usize, v: i64, classes: usize) -> Result<usize> {
-    if v < 0 || v as usize >= classes {
-        return Err(GraphError::OutOfRange {
-            path: path.to_path_buf(),
-            line: entry + 1,
-            what: format!("class in `{array}`"),
-            value: v,
-            lo: 0,
-            hi: classes as i64 - 1,
-        });
-    }
-    Ok(v as usize)
+    in_range(path, || format!("class in `{array}`"), entry, v, classes)
 }
 
 /// Loads `set` from its folder, with the official split when the split JSON is present.
