@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::Path;
 
+use basin_graph::lrgb::{LrgbSet, LrgbTask};
 use basin_graph::npz::NpzWriter;
 
 use crate::{Input, Target};
@@ -254,26 +255,45 @@ fn mat() -> Target {
 
 // ---- LRGB --------------------------------------------------------------------------------------
 
-fn peptides_bytes() -> Vec<u8> {
+/// A two-graph file (3 and 2 nodes) of `set`'s layout, with its targets.
+fn lrgb_bytes(set: LrgbSet) -> Vec<u8> {
     bytes_of(|p| {
+        let (f, e) = set.feature_widths();
         let mut w = NpzWriter::create(p).map_err(err)?;
-        // Two graphs of 3 and 2 nodes.
-        let x: Vec<f32> = (0..5 * 9).map(|i| (i % 7) as f32).collect();
-        w.add_f32("node_feat", &[5, 9], &x).map_err(err)?;
-        w.add_f32("edge_feat", &[6, 3], &[1.0; 18]).map_err(err)?;
+        let x: Vec<f32> = (0..5 * f).map(|i| (i % 7) as f32).collect();
+        w.add_f32("node_feat", &[5, f], &x).map_err(err)?;
+        w.add_f32("edge_feat", &[6, e], &vec![1.0; 6 * e])
+            .map_err(err)?;
         w.add_i64("edge_index", &[2, 6], &[0, 1, 1, 2, 0, 1, 1, 0, 2, 1, 1, 0])
             .map_err(err)?;
         w.add_i64("node_ptr", &[3], &[0, 3, 5]).map_err(err)?;
         w.add_i64("edge_ptr", &[3], &[0, 4, 6]).map_err(err)?;
-        let y: Vec<f32> = (0..20).map(|i| (i % 3 == 0) as i32 as f32).collect();
-        w.add_f32("labels", &[2, 10], &y).map_err(err)?;
+        match set.task() {
+            LrgbTask::MultiLabel(t) | LrgbTask::Regression(t) => {
+                let y: Vec<f32> = (0..2 * t).map(|i| (i % 3 == 0) as i32 as f32).collect();
+                w.add_f32("labels", &[2, t], &y).map_err(err)?;
+            }
+            LrgbTask::GraphClasses(_) => w.add_i64("labels", &[2], &[3, 1]).map_err(err)?,
+            LrgbTask::NodeClasses(_) => w
+                .add_i64("node_labels", &[5], &[0, 4, 2, 1, 0])
+                .map_err(err)?,
+            LrgbTask::Links => {
+                w.add_i64("link_index", &[2, 3], &[0, 0, 1, 2, 1, 0])
+                    .map_err(err)?;
+                w.add_i64("link_label", &[3], &[1, 0, 1]).map_err(err)?;
+                w.add_i64("link_ptr", &[3], &[0, 2, 3]).map_err(err)?;
+            }
+        }
         w.finish().map_err(err)
     })
 }
 
 fn lrgb(data: Option<&Path>, large: bool) -> Target {
+    let mut seeds: Vec<Input> = LrgbSet::ALL
+        .into_iter()
+        .map(|set| one(set.npz(), lrgb_bytes(set)))
+        .collect();
     let name = basin_graph::lrgb::PEPTIDES_FUNC_NPZ;
-    let mut seeds = vec![one(name, peptides_bytes())];
     if large
         && let Some(d) = data
         && let Ok(b) = std::fs::read(d.join("lrgb").join("peptides-functional").join(name))
@@ -285,9 +305,11 @@ fn lrgb(data: Option<&Path>, large: bool) -> Target {
         seeds,
         text: false,
         read: |dir| {
-            basin_graph::lrgb::load(dir, basin_graph::lrgb::LrgbSet::PeptidesFunc)
-                .map(drop)
-                .map_err(err)
+            let set = LrgbSet::ALL
+                .into_iter()
+                .find(|s| dir.join(s.npz()).is_file())
+                .ok_or_else(|| "no LRGB npz in the input".to_string())?;
+            basin_graph::lrgb::load(dir, set).map(drop).map_err(err)
         },
     }
 }
