@@ -258,3 +258,90 @@ fn bad_settings_are_refused() {
     }
     assert!(FlowConfig::default().validate().is_ok());
 }
+
+/// The minimiser of eq. 9 for one row, by bisection on the potential μ: the test's own solver,
+/// independent of the library's sorted closed form. Stationarity gives z_j = w_j·max(μ − τ_j, 0)
+/// with w = 1/R, τ = λF and μ = α(1 − Σz); g(μ) = Σ_j w_j max(μ − τ_j, 0) − (1 − μ/α) rises
+/// from −1 at μ = 0 to ≥ 0 at μ = α.
+fn bisect_row(r: &[f64], tau: &[f64], alpha: f64) -> Vec<f64> {
+    let z = |mu: f64| -> Vec<f64> {
+        r.iter()
+            .zip(tau)
+            .map(|(&rj, &tj)| (mu - tj).max(0.0) / rj)
+            .collect()
+    };
+    let g = |mu: f64| z(mu).iter().sum::<f64>() - (1.0 - mu / alpha);
+    let (mut lo, mut hi) = (0.0, alpha);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if g(mid) > 0.0 {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    z(0.5 * (lo + hi))
+}
+
+#[test]
+fn the_solvers_meet_the_kkt_conditions_of_an_independent_bisection() {
+    seeded(5, || {
+        let (b, h, n, alpha) = (3, 2, 9, 0.1);
+        let (s, f) = problem(b, h, n, 1.0);
+        let mask = full(b, n);
+        let lam = Tensor::from_slice(&[0.2 / 9.0, 1.0 / 9.0, 3.0 / 9.0]);
+        let r = resistances(&s, &mask);
+        let exact = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ExactPenalized, 0));
+        let unrolled = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ProxBb, 2000));
+        let row = |t: &Tensor, g: i64, hh: i64, i: i64| -> Vec<f64> {
+            Vec::try_from(t.get(g).get(hh).get(i)).expect("row")
+        };
+        let (mut zeros, mut worst_kkt, mut worst_gap) = (0, 0.0f64, 0.0f64);
+        for g in 0..b {
+            let lam_g = lam.double_value(&[g]);
+            for hh in 0..h {
+                for i in 0..n {
+                    let rr = row(&r, g, hh, i);
+                    let tau: Vec<f64> = row(&f, g, hh, i).iter().map(|v| v * lam_g).collect();
+                    let oracle = bisect_row(&rr, &tau, alpha);
+                    let z = row(&exact, g, hh, i);
+                    let sum: f64 = z.iter().sum();
+                    let mu = alpha * (1.0 - sum);
+                    for j in 0..n as usize {
+                        worst_gap = worst_gap.max((z[j] - oracle[j]).abs());
+                        // KKT of eq. 9 (eq. 6–7 with the penalty): on the support the
+                        // gradient vanishes, R z = μ − λF; off it the potential is below the
+                        // friction, μ ≤ λF; and no flow runs backwards.
+                        assert!(z[j] >= -1e-12, "negative flow {}", z[j]);
+                        if z[j] > 1e-12 {
+                            worst_kkt = worst_kkt.max((rr[j] * z[j] - (mu - tau[j])).abs());
+                        } else {
+                            zeros += 1;
+                            worst_kkt = worst_kkt.max((mu - tau[j]).max(0.0));
+                        }
+                    }
+                    let u = row(&unrolled, g, hh, i);
+                    let d: f64 = u
+                        .iter()
+                        .zip(&oracle)
+                        .map(|(a, o)| (a - o).abs())
+                        .fold(0.0, f64::max);
+                    assert!(
+                        d < 1e-6,
+                        "unrolled row ({g},{hh},{i}) is {d} from the bisection"
+                    );
+                }
+            }
+        }
+        eprintln!(
+            "exact vs bisection {worst_gap:.1e}, KKT residual {worst_kkt:.1e}, {zeros} zeros"
+        );
+        assert!(worst_gap < 1e-10, "{worst_gap}");
+        assert!(worst_kkt < 1e-10, "{worst_kkt}");
+        // The frictions matter here: some links carry no flow, most do.
+        assert!(
+            zeros > 0 && zeros < (b * h * n * n) as usize / 2,
+            "{zeros} zeros"
+        );
+    });
+}
