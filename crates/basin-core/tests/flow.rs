@@ -345,3 +345,32 @@ fn the_solvers_meet_the_kkt_conditions_of_an_independent_bisection() {
         );
     });
 }
+
+#[test]
+fn rows_sum_to_one_as_the_penalty_grows() {
+    seeded(6, || {
+        let (s, f) = problem(2, 2, 10, 1.0);
+        let mask = full(2, 10);
+        let lam = Tensor::from_slice(&[0.1, 0.3]);
+        let constrained = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ExactConstrained, 0));
+        let mut deficits = Vec::new();
+        for alpha in [0.1, 1.0, 10.0, 100.0, 1e4] {
+            let c = FlowConfig {
+                alpha,
+                ..cfg(FlowSolver::ExactPenalized, 0)
+            };
+            let z = sparse_flow(&s, &f, &mask, &lam, &c);
+            let deficit = (z.sum_dim_intlist(&[-1i64][..], false, Kind::Double) - 1.0)
+                .abs()
+                .max()
+                .double_value(&[]);
+            deficits.push(deficit);
+            if alpha == 1e4 {
+                assert!(max_rel_error(&z, &constrained, 1e-8) < 1e-3);
+            }
+        }
+        eprintln!("max |Z1 − 1| at α = 0.1, 1, 10, 100, 1e4: {deficits:?}");
+        assert!(deficits.windows(2).all(|w| w[1] < w[0]), "{deficits:?}");
+        assert!(deficits[4] < 1e-3, "{deficits:?}");
+    });
+}
