@@ -143,11 +143,23 @@ impl GpsData {
         let columns = match cfg.node {
             NodeEncoder::Atom => crate::encoders::ATOM_VOCAB.len(),
             NodeEncoder::OneHot { .. } => 1,
+            NodeEncoder::Linear { features } => features.max(0) as usize,
         };
+        let edge_columns = match cfg.edge {
+            EdgeEncoder::Bond => crate::encoders::BOND_VOCAB.len(),
+            EdgeEncoder::Linear { features } => features.max(0) as usize,
+            EdgeEncoder::Dummy => 0,
+        };
+        let real = matches!(cfg.node, NodeEncoder::Linear { .. });
         let k = cfg.pe.frequencies();
         let steps = cfg.pe.walk_steps();
-        let (mut sizes, mut x, mut src, mut dst, mut attr) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut sizes, mut x, mut src, mut dst, mut attr) = (
+            Vec::new(),
+            Vec::<f32>::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::<f32>::new(),
+        );
         let (mut vecs, mut vals, mut walks) = (Vec::new(), Vec::new(), Vec::new());
         let mut offset = 0i64;
         for &i in ids {
@@ -164,19 +176,19 @@ impl GpsData {
                 ));
             }
             for r in g.node_features.rows() {
-                x.extend(r.iter().take(columns).map(|&v| v.round() as i64));
+                x.extend(r.iter().take(columns));
             }
-            let edge_features = if cfg.edge == EdgeEncoder::Bond {
+            let edge_features = if edge_columns > 0 {
                 let e = g.edge_features.as_ref().ok_or_else(|| {
                     bad(
                         format!("{} graph {i}", self.data.name),
-                        "the bond encoder needs edge features",
+                        "the edge encoder needs edge features",
                     )
                 })?;
-                if e.nrows() != g.adjacency.nnz() || e.ncols() < 3 {
+                if e.nrows() != g.adjacency.nnz() || e.ncols() < edge_columns {
                     return Err(bad(
                         format!("{} graph {i} edge features", self.data.name),
-                        "one row of 3 bond columns per edge expected",
+                        &format!("one row of {edge_columns} columns per edge expected"),
                     ));
                 }
                 Some(e)
@@ -189,7 +201,7 @@ impl GpsData {
                     src.push(offset + r as i64);
                     dst.push(offset + i64::from(c));
                     if let Some(e) = edge_features {
-                        attr.extend(e.row(entry).iter().take(3).map(|&v| v.round() as i64));
+                        attr.extend(e.row(entry).iter().take(edge_columns));
                     }
                 }
             }
@@ -230,13 +242,22 @@ impl GpsData {
         let src = Tensor::from_slice(&src).to_device(device);
         let dst = Tensor::from_slice(&dst).to_device(device);
         let edges = src.size()[0];
+        // Atom, bond and one-hot encoders read category indices (stored as floats).
+        let indices = |t: Tensor| t.round().to_kind(Kind::Int64);
+        let x = Tensor::from_slice(&x).view([m, columns as i64]);
+        let edge_attr = (edge_columns > 0).then(|| {
+            let a = Tensor::from_slice(&attr).view([edges, edge_columns as i64]);
+            if cfg.edge == EdgeEncoder::Bond {
+                indices(a)
+            } else {
+                a
+            }
+            .to_device(device)
+        });
         Ok(GpsInputs {
             graphs: GraphBatchTensors::new(&sizes, src, dst, Kind::Float),
-            x: Tensor::from_slice(&x)
-                .view([m, columns as i64])
-                .to_device(device),
-            edge_attr: (cfg.edge == EdgeEncoder::Bond)
-                .then(|| Tensor::from_slice(&attr).view([edges, 3]).to_device(device)),
+            x: if real { x } else { indices(x) }.to_device(device),
+            edge_attr,
             eig_vecs: (k > 0).then(|| t(&vecs, k)),
             eig_vals: (k > 0).then(|| t(&vals, k)),
             rwse: (steps > 0).then(|| t(&walks, steps)),

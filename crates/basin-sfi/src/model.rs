@@ -3,10 +3,12 @@
 //! (`dense` flow with the adjacency), SFi-Former (`prox-bb` flow) and the MPNN alone (no global
 //! branch): they differ in [`GpsConfig`] only.
 //!
-//! - Nodes: OGB atom columns ([`NodeEncoder::Atom`]) or a one-hot integer column through a
+//! - Nodes: OGB atom columns ([`NodeEncoder::Atom`]), a one-hot integer column through a
 //!   Linear ([`NodeEncoder::OneHot`], GraphGym's `LinearNode` on PATTERN's 3 and CLUSTER's 7
-//!   feature values), to `d − dim_pe` when a LapPE or RWSE encoding is concatenated, else `d`.
-//! - Edges: OGB bond columns or one learned vector for every edge (`DummyEdge`).
+//!   feature values) or real columns through a Linear ([`NodeEncoder::Linear`]: superpixels,
+//!   VOC/COCO-SP), to `d − dim_pe` when a LapPE or RWSE encoding is concatenated, else `d`.
+//! - Edges: OGB bond columns, real columns through a Linear, or one learned vector for every
+//!   edge (`DummyEdge`).
 //! - Head: GraphGym's MLP, `(layers − 1) × [Linear(d, d) → ReLU → row-wise L2 normalisation]`
 //!   then `Linear(d, out)` (spec S32), on the mean of each graph's nodes or on every node.
 //!   Binary targets have one output (spec §3.4).
@@ -28,6 +30,12 @@ pub enum NodeEncoder {
         /// Feature values (PATTERN 3, CLUSTER 7).
         classes: i64,
     },
+    /// The first `features` real columns through a Linear (GraphGym `LinearNode` on the MNIST
+    /// and CIFAR10 superpixels' 3 and 5 columns, GPS `VOCNode` on PascalVOC/COCO-SP's 14).
+    Linear {
+        /// Feature columns read.
+        features: i64,
+    },
 }
 
 /// How edges are embedded.
@@ -38,6 +46,12 @@ pub enum EdgeEncoder {
     Bond,
     /// One learned vector for every edge (graphs without edge features).
     Dummy,
+    /// The first `features` real edge columns through a Linear (GraphGym `LinearEdge` on the
+    /// superpixels' 1 column, GPS `VOCEdge` on PascalVOC/COCO-SP's 2).
+    Linear {
+        /// Feature columns read.
+        features: i64,
+    },
 }
 
 /// The positional or structural encoding.
@@ -203,6 +217,16 @@ impl GpsModelConfig {
         {
             return bad("node.classes", format!("must be ≥ 1, got {classes}"));
         }
+        if let NodeEncoder::Linear { features } = self.node
+            && features < 1
+        {
+            return bad("node.features", format!("must be ≥ 1, got {features}"));
+        }
+        if let EdgeEncoder::Linear { features } = self.edge
+            && features < 1
+        {
+            return bad("edge.features", format!("must be ≥ 1, got {features}"));
+        }
         if self.head_layers < 1 {
             return bad("head_layers", "must be ≥ 1".into());
         }
@@ -226,9 +250,9 @@ impl GpsModelConfig {
 pub struct GpsInputs {
     /// Graph structure (edges, mask, Ã).
     pub graphs: GraphBatchTensors,
-    /// Node features `[M, F]` (int64 for atom and one-hot encoders).
+    /// Node features `[M, F]` (int64 for atom and one-hot encoders, float for `Linear`).
     pub x: Tensor,
-    /// Edge features `[E, 3]` (int64) for the bond encoder.
+    /// Edge features: `[E, 3]` int64 for the bond encoder, `[E, P]` float for `Linear`.
     pub edge_attr: Option<Tensor>,
     /// Eigenvector entries `[M, k]` (NaN past a graph's frequencies).
     pub eig_vecs: Option<Tensor>,
@@ -248,14 +272,20 @@ enum PeEncoder {
 enum NodeIn {
     Atom(ColumnEmbedding),
     OneHot(i64, nn::Linear),
+    Linear(nn::Linear),
+}
+
+enum EdgeIn {
+    Bond(ColumnEmbedding),
+    Linear(nn::Linear),
+    Dummy(Tensor),
 }
 
 /// A GPS-family model.
 pub struct GpsModel {
     cfg: GpsModelConfig,
     node: NodeIn,
-    edge: Option<ColumnEmbedding>,
-    dummy_edge: Option<Tensor>,
+    edge: EdgeIn,
     pe: PeEncoder,
     layers: Vec<GpsLayer>,
     head: Vec<nn::Linear>,
@@ -281,23 +311,28 @@ impl GpsModel {
                 classes,
                 nn::linear(path / "node", classes, d_node, Default::default()),
             ),
+            NodeEncoder::Linear { features } => NodeIn::Linear(nn::linear(
+                path / "node",
+                features,
+                d_node,
+                Default::default(),
+            )),
         };
-        let (edge, dummy_edge) = match cfg.edge {
-            EdgeEncoder::Bond => (
-                Some(ColumnEmbedding::new(&(path / "bond"), &BOND_VOCAB, d)),
-                None,
-            ),
-            EdgeEncoder::Dummy => (
-                None,
-                Some(path.var(
-                    "dummy_edge",
-                    &[d],
-                    nn::Init::Randn {
-                        mean: 0.0,
-                        stdev: 1.0,
-                    },
-                )),
-            ),
+        let edge = match cfg.edge {
+            EdgeEncoder::Bond => {
+                EdgeIn::Bond(ColumnEmbedding::new(&(path / "bond"), &BOND_VOCAB, d))
+            }
+            EdgeEncoder::Linear { features } => {
+                EdgeIn::Linear(nn::linear(path / "edge", features, d, Default::default()))
+            }
+            EdgeEncoder::Dummy => EdgeIn::Dummy(path.var(
+                "dummy_edge",
+                &[d],
+                nn::Init::Randn {
+                    mean: 0.0,
+                    stdev: 1.0,
+                },
+            )),
         };
         let pe = match cfg.pe {
             PosEnc::None => PeEncoder::None,
@@ -326,7 +361,6 @@ impl GpsModel {
             cfg: cfg.clone(),
             node,
             edge,
-            dummy_edge,
             pe,
             layers,
             head,
@@ -363,6 +397,7 @@ impl GpsModel {
                 }
                 col.one_hot(*classes).to_kind(Kind::Float).apply(lin)
             }
+            NodeIn::Linear(lin) => b.x.to_kind(Kind::Float).apply(lin),
         };
         let mut es = None;
         match &self.pe {
@@ -387,15 +422,20 @@ impl GpsModel {
             }
         }
         let edges = b.graphs.src.size()[0];
-        let e = match (&self.edge, &self.dummy_edge) {
-            (Some(enc), _) => {
+        let e = match &self.edge {
+            EdgeIn::Bond(enc) => {
                 let Some(attr) = &b.edge_attr else {
                     return Err(Self::missing("bond features"));
                 };
                 enc.forward(attr)?
             }
-            (None, Some(v)) => v.unsqueeze(0).expand([edges, self.cfg.dim()], false),
-            (None, None) => return Err(Self::missing("an edge encoder")),
+            EdgeIn::Linear(lin) => {
+                let Some(attr) = &b.edge_attr else {
+                    return Err(Self::missing("edge features"));
+                };
+                attr.to_kind(Kind::Float).apply(lin)
+            }
+            EdgeIn::Dummy(v) => v.unsqueeze(0).expand([edges, self.cfg.dim()], false),
         };
         Ok((h, e, es))
     }
