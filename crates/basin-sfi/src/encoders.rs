@@ -8,7 +8,8 @@
 //! 624 parameters at p = 16) embeds each pair, frequencies missing for small graphs (NaN) are
 //! zeroed, and the pairs are summed, so the encoding does not depend on the order of the
 //! frequencies. In training, each eigenvector index gets one random sign shared by every node
-//! of the batch (the GPS code's augmentation, spec S30). [`PeModel::Transformer`] replaces the
+//! of the batch (the GPS code's augmentation, spec S30); [`LapSignFlip::PerGraph`] draws the
+//! signs for each graph apart. [`PeModel::Transformer`] replaces the
 //! DeepSet with GraphGPS's other choice: `Linear(2, p)`, then PyTorch `TransformerEncoderLayer`s
 //! over each node's frequencies (post-norm, feed-forward width 2048, dropout 0.1, the missing
 //! frequencies masked out as keys), then the same masked sum.
@@ -30,6 +31,18 @@ pub enum PeModel {
         /// Attention heads (dividing the width).
         heads: i64,
     },
+}
+
+/// Who shares a training sign flip of the eigenvectors (spec S30).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LapSignFlip {
+    /// One sign per eigenvector index for the whole batch (the GPS code).
+    #[default]
+    PerBatch,
+    /// One sign per eigenvector index and graph (each graph's eigenvectors are defined up to
+    /// their own signs).
+    PerGraph,
 }
 
 /// PyTorch's default `dim_feedforward` of `TransformerEncoderLayer`, which GraphGPS keeps.
@@ -131,15 +144,36 @@ impl LapPe {
     }
 
     /// `[M, dim_pe]` from eigenvector entries `vecs` `[M, k]` and eigenvalues `vals` `[M, k]`
-    /// (NaN where a graph has fewer than k frequencies).
-    pub fn forward(&self, vecs: &Tensor, vals: &Tensor, train: bool) -> Tensor {
+    /// (NaN where a graph has fewer than k frequencies). In training the eigenvector signs are
+    /// flipped at random: per batch, or per graph when `graph_of` (`[M]`, the graph of each
+    /// node, `0..B`) is given.
+    pub fn forward(
+        &self,
+        vecs: &Tensor,
+        vals: &Tensor,
+        train: bool,
+        graph_of: Option<&Tensor>,
+    ) -> Tensor {
         let missing = vecs.isnan().logical_or(&vals.isnan());
         let mut vecs = vecs.nan_to_num(0.0, None, None);
         if train {
             let k = vecs.size()[1];
-            let signs =
-                Tensor::randint(2, [1, k], (Kind::Int64, vecs.device())).to_kind(vecs.kind()) * 2.0
-                    - 1.0;
+            let draw = |rows: i64| {
+                Tensor::randint(2, [rows, k], (Kind::Int64, vecs.device())).to_kind(vecs.kind())
+                    * 2.0
+                    - 1.0
+            };
+            let signs = match graph_of {
+                Some(g) => {
+                    let graphs = if g.numel() > 0 {
+                        g.max().int64_value(&[]) + 1
+                    } else {
+                        0
+                    };
+                    draw(graphs).index_select(0, g)
+                }
+                None => draw(1),
+            };
             vecs = vecs * signs;
         }
         let vals = vals.nan_to_num(0.0, None, None);

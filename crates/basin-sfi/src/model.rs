@@ -16,7 +16,9 @@
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
-use crate::encoders::{ATOM_VOCAB, BOND_VOCAB, ColumnEmbedding, EsLapPe, LapPe, PeModel, Rwse};
+use crate::encoders::{
+    ATOM_VOCAB, BOND_VOCAB, ColumnEmbedding, EsLapPe, LapPe, LapSignFlip, PeModel, Rwse,
+};
 use crate::gps::{GpsConfig, GpsLayer, GraphBatchTensors};
 
 /// How node features enter.
@@ -69,6 +71,9 @@ pub enum PosEnc {
         /// DeepSet (default) or Transformer across the frequencies.
         #[serde(default)]
         model: PeModel,
+        /// Training sign flips shared by the batch (default, the GPS code) or per graph.
+        #[serde(default)]
+        sign_flip: LapSignFlip,
     },
     /// EquivStable LapPE of `k` frequencies, used by the GatedGCN gates (sets `es_gate`).
     EsLapPe {
@@ -406,7 +411,15 @@ impl GpsModel {
                 let (Some(v), Some(l)) = (&b.eig_vecs, &b.eig_vals) else {
                     return Err(Self::missing("Laplacian eigenpairs"));
                 };
-                h = Tensor::cat(&[h, enc.forward(v, l, train)], 1);
+                let per_graph = matches!(
+                    self.cfg.pe,
+                    PosEnc::LapPe {
+                        sign_flip: LapSignFlip::PerGraph,
+                        ..
+                    }
+                );
+                let graph_of = per_graph.then_some(&b.graphs.batch);
+                h = Tensor::cat(&[h, enc.forward(v, l, train, graph_of)], 1);
             }
             PeEncoder::Es(enc) => {
                 let Some(v) = &b.eig_vecs else {

@@ -90,6 +90,7 @@ pub fn paper(dataset: Dataset, variant: Variant) -> GpsModelConfig {
                 k: 10,
                 dim: 16,
                 model: Default::default(),
+                sign_flip: Default::default(),
             },
             layers: 4,
             layer: gps_layer(96, 4, 0.0),
@@ -105,6 +106,7 @@ pub fn paper(dataset: Dataset, variant: Variant) -> GpsModelConfig {
                 k: 16,
                 dim: 16,
                 model: Default::default(),
+                sign_flip: Default::default(),
             },
             layers: 6,
             layer: gps_layer(64, 4, 0.0),
@@ -120,6 +122,7 @@ pub fn paper(dataset: Dataset, variant: Variant) -> GpsModelConfig {
                 k: 10,
                 dim: 16,
                 model: Default::default(),
+                sign_flip: Default::default(),
             },
             layers: 16,
             layer: gps_layer(48, 8, 0.1),
@@ -201,8 +204,8 @@ pub fn cpu(dataset: Dataset, variant: Variant) -> GpsModelConfig {
     a.heads = 2;
     a.head_dim = dim / 2;
     a.flow.iters = 5;
-    if let PosEnc::LapPe { k, model, .. } = cfg.pe {
-        cfg.pe = PosEnc::LapPe { k, dim: 8, model };
+    if let PosEnc::LapPe { dim, .. } = &mut cfg.pe {
+        *dim = 8;
     }
     cfg.batch = 32;
     cfg

@@ -33,13 +33,14 @@ fn missing_frequencies_count_nothing_and_order_does_not_matter() {
     let (_vs, e) = encoder(8);
     let vecs = Tensor::randn([5, 4], OPTS);
     let vals = Tensor::rand([5, 4], OPTS);
-    let out = e.forward(&vecs, &vals, false);
+    let out = e.forward(&vecs, &vals, false, None);
     // Two more frequencies, missing (NaN), change nothing.
     let nan = Tensor::full([5, 2], f64::NAN, OPTS);
     let more = e.forward(
         &Tensor::cat(&[&vecs, &nan], 1),
         &Tensor::cat(&[&vals, &nan], 1),
         false,
+        None,
     );
     assert!(max_rel_error(&more, &out, 1e-12) < 1e-12);
     assert!(out.isfinite().all().int64_value(&[]) == 1);
@@ -49,6 +50,7 @@ fn missing_frequencies_count_nothing_and_order_does_not_matter() {
         &vecs.index_select(1, &order),
         &vals.index_select(1, &order),
         false,
+        None,
     );
     assert!(max_rel_error(&shuffled, &out, 1e-12) < 1e-12);
 }
@@ -61,10 +63,10 @@ fn training_flips_one_sign_per_eigenvector_for_every_node() {
     let k = 3;
     let vecs = Tensor::randn([6, k], OPTS);
     let vals = Tensor::rand([6, k], OPTS);
-    let plain = e.forward(&vecs, &vals, false);
+    let plain = e.forward(&vecs, &vals, false, None);
     let mut flipped_once = false;
     for _ in 0..5 {
-        let trained = e.forward(&vecs, &vals, true);
+        let trained = e.forward(&vecs, &vals, true, None);
         flipped_once |= max_rel_error(&trained, &plain, 1e-12) > 1e-6;
         // Some sign pattern s ∈ {±1}^k, applied to whole columns, reproduces it exactly.
         let found = (0..1 << k).any(|bits| {
@@ -72,7 +74,7 @@ fn training_flips_one_sign_per_eigenvector_for_every_node() {
                 .map(|i| if bits >> i & 1 == 1 { -1.0 } else { 1.0 })
                 .collect();
             let flipped = &vecs * Tensor::from_slice(&s).view([1, k]);
-            max_rel_error(&e.forward(&flipped, &vals, false), &trained, 1e-12) < 1e-12
+            max_rel_error(&e.forward(&flipped, &vals, false, None), &trained, 1e-12) < 1e-12
         });
         assert!(
             found,
@@ -153,13 +155,14 @@ fn the_transformer_encoder_ignores_missing_frequencies_and_their_order() {
     let (_vs, e) = transformer(8, 2, 2);
     let vecs = Tensor::randn([5, 4], OPTS);
     let vals = Tensor::rand([5, 4], OPTS);
-    let out = e.forward(&vecs, &vals, false);
+    let out = e.forward(&vecs, &vals, false, None);
     assert_eq!(out.size(), [5, 8]);
     let nan = Tensor::full([5, 2], f64::NAN, OPTS);
     let more = e.forward(
         &Tensor::cat(&[&vecs, &nan], 1),
         &Tensor::cat(&[&vals, &nan], 1),
         false,
+        None,
     );
     assert!(max_rel_error(&more, &out, 1e-10) < 1e-10);
     let order = Tensor::from_slice(&[3i64, 1, 0, 2]);
@@ -167,6 +170,7 @@ fn the_transformer_encoder_ignores_missing_frequencies_and_their_order() {
         &vecs.index_select(1, &order),
         &vals.index_select(1, &order),
         false,
+        None,
     );
     assert!(max_rel_error(&shuffled, &out, 1e-10) < 1e-10);
     // Attention mixes the frequencies: a token's embedding depends on the others, so the
@@ -177,6 +181,7 @@ fn the_transformer_encoder_ignores_missing_frequencies_and_their_order() {
             &vecs.index_select(1, &idx),
             &vals.index_select(1, &idx),
             false,
+            None,
         )
     };
     let parts = halves([0, 1]) + halves([2, 3]);
@@ -186,6 +191,45 @@ fn the_transformer_encoder_ignores_missing_frequencies_and_their_order() {
         &Tensor::full([1, 3], f64::NAN, OPTS),
         &Tensor::full([1, 3], f64::NAN, OPTS),
         false,
+        None,
     );
     assert_eq!(none.abs().sum(Kind::Double).double_value(&[]), 0.0);
+}
+
+#[test]
+fn per_graph_flips_draw_each_graphs_signs_apart() {
+    let _g = lock_generator();
+    tch::manual_seed(5);
+    let (_vs, e) = encoder(8);
+    let k = 3;
+    // Nodes 0..3 belong to graph 0, nodes 3..6 to graph 1.
+    let graph_of = Tensor::from_slice(&[0i64, 0, 0, 1, 1, 1]);
+    let vecs = Tensor::randn([6, k], OPTS);
+    let vals = Tensor::rand([6, k], OPTS);
+    let rows = |t: &Tensor, g: i64| t.narrow(0, 3 * g, 3);
+    let mut differed = false;
+    for _ in 0..8 {
+        let trained = e.forward(&vecs, &vals, true, Some(&graph_of));
+        // Each graph's rows are one column sign flip of that graph's input.
+        let mut found = [None, None];
+        for (g, slot) in found.iter_mut().enumerate() {
+            let g = g as i64;
+            *slot = (0..1 << k).find(|bits| {
+                let s: Vec<f64> = (0..k)
+                    .map(|i| if bits >> i & 1 == 1 { -1.0 } else { 1.0 })
+                    .collect();
+                let flipped = rows(&vecs, g) * Tensor::from_slice(&s).view([1, k]);
+                let enc = e.forward(&flipped, &rows(&vals, g), false, None);
+                max_rel_error(&enc, &rows(&trained, g), 1e-12) < 1e-12
+            });
+        }
+        let [Some(a), Some(b)] = found else {
+            panic!("a graph's training encoding is no sign flip of its input: {found:?}")
+        };
+        differed |= a != b;
+    }
+    assert!(
+        differed,
+        "eight draws never gave the two graphs different signs"
+    );
 }

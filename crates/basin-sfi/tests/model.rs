@@ -103,6 +103,7 @@ fn real_valued_encoders_give_the_papers_counts_of_the_superpixel_and_voc_models(
         k: 10,
         dim: 16,
         model: PeModel::DeepSet,
+        sign_flip: Default::default(),
     };
     let mut voc = sfi_layout(8, 68, 14, 2, lap, Level::Node, 2);
     voc.layer.es_gate = false;
@@ -342,6 +343,7 @@ fn a_config_that_cannot_run_names_its_field() {
         k: 4,
         dim: 12,
         model: Default::default(),
+        sign_flip: Default::default(),
     };
     let vs = nn::VarStore::new(Device::Cpu);
     let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
@@ -359,6 +361,7 @@ fn a_config_that_cannot_run_names_its_field() {
             layers: 1,
             heads: 3,
         },
+        sign_flip: Default::default(),
     };
     let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
     assert!(e.contains("pe.model") && e.contains("3 head"), "{e}");
@@ -376,7 +379,8 @@ fn the_lappe_model_reads_from_a_run_file_and_defaults_to_the_deepset() {
         PosEnc::LapPe {
             k: 10,
             dim: 16,
-            model: PeModel::DeepSet
+            model: PeModel::DeepSet,
+            sign_flip: Default::default(),
         }
     );
     assert_eq!(
@@ -389,7 +393,8 @@ fn the_lappe_model_reads_from_a_run_file_and_defaults_to_the_deepset() {
             model: PeModel::Transformer {
                 layers: 2,
                 heads: 4
-            }
+            },
+            sign_flip: Default::default(),
         }
     );
 }

@@ -55,6 +55,7 @@ pub(crate) fn spec(preset: Preset, name: &str, v: Variant) -> ModelSpec {
                 k: 4,
                 dim: 4,
                 model: Default::default(),
+                sign_flip: Default::default(),
             };
             cfg.batch = 16;
             ModelSpec::new(name, cfg, presets::warmup_cosine(2, 1, 1e-3, 0.0))
