@@ -141,6 +141,12 @@ fn sfi_tables_quick() {
             && md.contains("| pattern | 40/10/10 | no graph (features → head) | – | 2305 |"),
         "{md}"
     );
+    let md = reproduce("sfi-params", &[], &[]);
+    assert!(
+        md.contains("| PascalVoc | 8 × 68 | 1250805 | 1249709 | 1096 | 1096 | yes |")
+            && md.contains("| PeptidesFunc | 2 × 235 | 2929009 | 3707327 |"),
+        "{md}"
+    );
     basin_graph::require_data!("lrgb/peptides-functional");
     let md = reproduce("sfi-table4", &[], &[]);
     assert!(

@@ -24,6 +24,7 @@
 //! | `sfi-table2` | [`sfi::gnn_table2`]: PATTERN and CLUSTER (regenerated) |
 //! | `sfi-table3` | [`sfi::ablation_table3`]: λ*, α and attention ablations on Peptides-func |
 //! | `sfi-table4` | [`sfi::stats_table4`]: dataset statistics |
+//! | `sfi-params` | [`sfi::params`]: parameter counts of every Table 5/6 model |
 //! | `hopfield-memory` | [`hopfield::memory`]: the Hopfield slides' claims, measured |
 //! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
 
@@ -224,6 +225,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &sfi::gnn_table2::SfiTable2,
         &sfi::ablation_table3::SfiTable3,
         &sfi::stats_table4::SfiTable4,
+        &sfi::params::SfiParams,
         &hopfield::memory::HopfieldMemory,
         &hopfield::mil::HopfieldMil,
     ]

@@ -14,6 +14,10 @@ use crate::{Preset, ReproError, Result};
 /// depends on where the binary runs).
 const PAPERS: &[(&str, &str)] = &[
     (
+        "sfi-params",
+        include_str!("../../../data/papers/sfi-params.toml"),
+    ),
+    (
         "et-table1",
         include_str!("../../../data/papers/et-table1.toml"),
     ),

@@ -171,6 +171,85 @@ pub fn paper(dataset: Dataset, variant: Variant) -> GpsModelConfig {
     cfg
 }
 
+/// Every model of SFi Tables 5 and 6, for its parameter count (spec §4.2–4.3). The sets with a
+/// [`Dataset`] train from [`paper`]; the others' data is not in the shared copy, but their layouts
+/// build (real-valued node and edge Linears, graph or node heads).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PaperModel {
+    /// MNIST superpixels: 5 × 40, H 4, ESLapPE-8, graph head of 2 layers → 10.
+    Mnist,
+    /// CIFAR10 superpixels: as MNIST with 5 node columns.
+    Cifar10,
+    /// PATTERN ([`paper`]).
+    Pattern,
+    /// CLUSTER ([`paper`]).
+    Cluster,
+    /// PascalVOC-SP: 8 × 68, LapPE-10 (DeepSet 16), VOCEdge(2), node head of 2 layers → 21.
+    PascalVoc,
+    /// COCO-SP: 8 × 68, no PE, node head of 1 layer → 81.
+    Coco,
+    /// Peptides-func ([`paper`]).
+    PeptidesFunc,
+    /// Peptides-struct: Peptides-func's layout, head of 3 layers → 11.
+    PeptidesStruct,
+    /// PCQM-Contact: 7 × 64 with an edge head (`inductive_edge`), which basin does not build.
+    PcqmContact,
+}
+
+impl PaperModel {
+    /// Tables 5/6 in the spec's order.
+    pub const ALL: [Self; 9] = [
+        Self::Mnist,
+        Self::Cifar10,
+        Self::Pattern,
+        Self::Cluster,
+        Self::PascalVoc,
+        Self::Coco,
+        Self::PeptidesStruct,
+        Self::PcqmContact,
+        Self::PeptidesFunc,
+    ];
+
+    /// The SFi configuration and its number of outputs; `None` for PCQM-Contact's edge head.
+    pub fn sfi(self) -> Option<(GpsModelConfig, i64)> {
+        let layout = |layers: usize, d: i64, node: i64, edge: i64, pe: PosEnc, level, head| {
+            let mut cfg = paper(Dataset::Pattern, Variant::Sfi);
+            cfg.layers = layers;
+            cfg.layer.attention = sfi_attention(d, 4, Variant::Sfi);
+            cfg.layer.es_gate = matches!(pe, PosEnc::EsLapPe { .. });
+            cfg.node = NodeEncoder::Linear { features: node };
+            cfg.edge = EdgeEncoder::Linear { features: edge };
+            cfg.pe = pe;
+            cfg.level = level;
+            cfg.head_layers = head;
+            cfg
+        };
+        let es8 = PosEnc::EsLapPe { k: 8 };
+        let lap = PosEnc::LapPe {
+            k: 10,
+            dim: 16,
+            model: Default::default(),
+            sign_flip: Default::default(),
+        };
+        Some(match self {
+            Self::Mnist => (layout(5, 40, 3, 1, es8, Level::Graph, 2), 10),
+            Self::Cifar10 => (layout(5, 40, 5, 1, es8, Level::Graph, 2), 10),
+            Self::Pattern => (paper(Dataset::Pattern, Variant::Sfi), 1),
+            Self::Cluster => (paper(Dataset::Cluster, Variant::Sfi), 6),
+            Self::PascalVoc => (layout(8, 68, 14, 2, lap, Level::Node, 2), 21),
+            Self::Coco => (layout(8, 68, 14, 2, PosEnc::None, Level::Node, 1), 81),
+            Self::PeptidesFunc => (paper(Dataset::PeptidesFunc, Variant::Sfi), 10),
+            Self::PeptidesStruct => {
+                let mut cfg = paper(Dataset::PeptidesFunc, Variant::Sfi);
+                cfg.head_layers = 3;
+                (cfg, 11)
+            }
+            Self::PcqmContact => return None,
+        })
+    }
+}
+
 /// GraphGPS's EquivStable configs quoted by Exphormer (PATTERN 4 × 40, CLUSTER 20 × 32): the
 /// GPS rows at the SFi tables' sizes.
 pub fn gps_es(dataset: Dataset) -> GpsModelConfig {

@@ -12,7 +12,7 @@ use basin_sfi::attention::LambdaNorm;
 use basin_sfi::encoders::PeModel;
 use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_sfi::model::{EdgeEncoder, GpsModel, GpsModelConfig, Level, NodeEncoder, PosEnc};
-use basin_sfi::presets::{Dataset, Variant, cpu, gps_es, paper};
+use basin_sfi::presets::{Dataset, PaperModel, Variant, cpu, gps_es, paper};
 use basin_train::runner::Learner;
 use ndarray::Array2;
 use rand::SeedableRng;
@@ -42,16 +42,8 @@ fn graphgps_presets_have_the_published_parameter_counts() {
 }
 
 #[test]
-fn sfi_presets_count_the_papers_parameters_less_the_unidentified_ones() {
+fn dfi_and_the_mpnn_alone_drop_exactly_their_missing_branches() {
     let _g = lock_generator();
-    // Paper − L(2d + 1): PATTERN 222,213 − 4·81, CLUSTER 1,211,330 − 20·65; Peptides-func's
-    // printed 2,929,009 fits no configuration (spec S25): Table 5's column gives 3,708,269.
-    assert_eq!(count(&paper(Dataset::Pattern, Variant::Sfi), 1), 221_889);
-    assert_eq!(count(&paper(Dataset::Cluster, Variant::Sfi), 6), 1_210_030);
-    assert_eq!(
-        count(&paper(Dataset::PeptidesFunc, Variant::Sfi), 10),
-        3_707_327
-    );
     // DFi has no friction branch (2H d² + 2H d fewer); the MPNN alone (GPS's PATTERN config
     // without its Transformer) lacks the attention, 4d² + 4d, and its BatchNorm, 2d, per layer.
     let sfi = count(&paper(Dataset::Pattern, Variant::Sfi), 1);
@@ -62,55 +54,26 @@ fn sfi_presets_count_the_papers_parameters_less_the_unidentified_ones() {
     assert_eq!(gps - mpnn, 6 * (4 * 64 * 64 + 4 * 64 + 2 * 64));
 }
 
-/// The SFi layout of a Table 5/6 set that has no preset here (its data is not in the shared
-/// copy): `layers × d`, 4 heads of width d, real node and edge columns through Linears.
-fn sfi_layout(
-    layers: usize,
-    d: i64,
-    node: i64,
-    edge: i64,
-    pe: PosEnc,
-    level: Level,
-    head: usize,
-) -> GpsModelConfig {
-    let mut cfg = paper(Dataset::Pattern, Variant::Sfi);
-    cfg.layers = layers;
-    cfg.layer.attention.dim = d;
-    cfg.layer.attention.head_dim = d;
-    cfg.node = NodeEncoder::Linear { features: node };
-    cfg.edge = EdgeEncoder::Linear { features: edge };
-    cfg.pe = pe;
-    cfg.level = level;
-    cfg.head_layers = head;
-    cfg
-}
-
 #[test]
-fn real_valued_encoders_give_the_papers_counts_of_the_superpixel_and_voc_models() {
+fn every_table_5_6_model_counts_the_papers_parameters_less_the_unidentified_ones() {
     let _g = lock_generator();
-    // Spec §4.2–4.3, paper − L(2d + 1): MNIST 275,465 − 5·81, CIFAR10 275,545 − 5·81,
-    // PascalVOC-SP 1,250,805 − 8·137, COCO-SP 1,249,869 − 8·137.
-    let es8 = PosEnc::EsLapPe { k: 8 };
-    assert_eq!(
-        count(&sfi_layout(5, 40, 3, 1, es8, Level::Graph, 2), 10),
-        275_060
-    );
-    assert_eq!(
-        count(&sfi_layout(5, 40, 5, 1, es8, Level::Graph, 2), 10),
-        275_140
-    );
-    let lap = PosEnc::LapPe {
-        k: 10,
-        dim: 16,
-        model: PeModel::DeepSet,
-        sign_flip: Default::default(),
-    };
-    let mut voc = sfi_layout(8, 68, 14, 2, lap, Level::Node, 2);
-    voc.layer.es_gate = false;
-    assert_eq!(count(&voc, 21), 1_249_709);
-    let mut coco = sfi_layout(8, 68, 14, 2, PosEnc::None, Level::Node, 1);
-    coco.layer.es_gate = false;
-    assert_eq!(count(&coco, 81), 1_248_773);
+    // Spec §4.3, paper − L(2d + 1) (Peptides-func as in the test above, its printed count fits
+    // no configuration); PCQM-Contact's edge head is not built.
+    let expected = [
+        (PaperModel::Mnist, 275_465 - 5 * 81),
+        (PaperModel::Cifar10, 275_545 - 5 * 81),
+        (PaperModel::Pattern, 222_213 - 4 * 81),
+        (PaperModel::Cluster, 1_211_330 - 20 * 65),
+        (PaperModel::PascalVoc, 1_250_805 - 8 * 137),
+        (PaperModel::Coco, 1_249_869 - 8 * 137),
+        (PaperModel::PeptidesStruct, 3_819_425 - 2 * 471),
+        (PaperModel::PeptidesFunc, 3_707_327),
+    ];
+    for (m, count_expected) in expected {
+        let (cfg, out) = m.sfi().unwrap();
+        assert_eq!(count(&cfg, out), count_expected, "{m:?}");
+    }
+    assert!(PaperModel::PcqmContact.sfi().is_none());
 }
 
 #[test]
@@ -143,9 +106,13 @@ fn a_superpixel_like_set_with_real_features_trains() {
         class_values: vec![0, 1],
         official_split: None,
     });
-    let mut cfg = sfi_layout(1, 16, 3, 1, PosEnc::EsLapPe { k: 2 }, Level::Graph, 1);
+    let (mut cfg, _) = PaperModel::Mnist.sfi().unwrap();
+    cfg.layers = 1;
+    cfg.layer.attention.dim = 16;
     cfg.layer.attention.heads = 2;
     cfg.layer.attention.head_dim = 8;
+    cfg.pe = PosEnc::EsLapPe { k: 2 };
+    cfg.head_layers = 1;
     cfg.batch = 4;
     let gd = Arc::new(GpsData::new(data, 2, 0).unwrap());
     let mut learner = GpsLearner::new(gd, &cfg, 0, Device::Cpu).unwrap();

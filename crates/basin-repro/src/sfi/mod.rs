@@ -7,6 +7,7 @@
 pub mod ablation_table3;
 pub mod gnn_table2;
 pub mod lrgb_table1;
+pub mod params;
 pub mod stats_table4;
 
 use std::path::Path;
