@@ -972,30 +972,19 @@ impl GraphDataset {
                 format!("id {bad} is out of range (the dataset has {n} graphs)"),
             ));
         }
-        let graphs = ids
-            .iter()
-            .map(|&i| self.graphs[i as usize].clone())
-            .collect();
+        let rows: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
+        let graphs = rows.iter().map(|&i| self.graphs[i].clone()).collect();
         let targets = match &self.targets {
             Targets::Classes {
                 labels,
                 num_classes,
             } => Targets::Classes {
-                labels: ids.iter().map(|&i| labels[i as usize]).collect(),
+                labels: rows.iter().map(|&i| labels[i]).collect(),
                 num_classes: *num_classes,
             },
-            Targets::MultiLabel(y) | Targets::Regression(y) => {
-                let rows: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
-                let y = y.select(ndarray::Axis(0), &rows);
-                if matches!(self.targets, Targets::MultiLabel(_)) {
-                    Targets::MultiLabel(y)
-                } else {
-                    Targets::Regression(y)
-                }
-            }
-            Targets::Links(l) => {
-                Targets::Links(ids.iter().map(|&i| l[i as usize].clone()).collect())
-            }
+            Targets::MultiLabel(y) => Targets::MultiLabel(y.select(ndarray::Axis(0), &rows)),
+            Targets::Regression(y) => Targets::Regression(y.select(ndarray::Axis(0), &rows)),
+            Targets::Links(l) => Targets::Links(rows.iter().map(|&i| l[i].clone()).collect()),
             Targets::NodeClasses { num_classes } => Targets::NodeClasses {
                 num_classes: *num_classes,
             },

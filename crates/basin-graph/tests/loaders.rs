@@ -415,6 +415,10 @@ fn every_lrgb_layout_loads_from_small_files() {
         w.add_f32("labels", &[2, 11], &y).unwrap();
     });
     assert!(matches!(&strukt.targets, Targets::Regression(y) if y[[1, 0]] == 2.5));
+    // Selecting graphs keeps their targets (graph 1 first).
+    let picked = strukt.select(&[1, 0]).unwrap();
+    assert!(matches!(&picked.targets, Targets::Regression(y) if y[[0, 0]] == 2.5));
+    assert_eq!(picked.graphs[0].num_nodes(), 2);
     for set in [LrgbSet::PascalVocSp, LrgbSet::CocoSp] {
         let ds = check(set, &|w| {
             w.add_i64("node_labels", &[5], &[0, 20, 3, 1, 2]).unwrap()
@@ -438,6 +442,9 @@ fn every_lrgb_layout_loads_from_small_files() {
     assert_eq!(links[0].pairs, vec![[0, 2], [0, 1]]);
     assert_eq!(links[0].labels, vec![1.0, 0.0]);
     assert_eq!(links[1].pairs, vec![[1, 0]]);
+    let picked = pcqm.select(&[1]).unwrap();
+    picked.validate().unwrap();
+    assert!(matches!(&picked.targets, Targets::Links(l) if l[0].pairs == vec![[1, 0]]));
 }
 
 #[test]

@@ -633,7 +633,7 @@ pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOu
         }
         RunSpec::Gps(run) => {
             let (data, split) = gps_data(run, data_dir)?;
-            let key = format!("test_{}", run.protocol.metric.key());
+            let key = format!("test_{}", run.protocol.metric.name());
             for planned in with_checkpoint(run.protocol.plan(&split).map_err(in_run_file)?)? {
                 let mut learner = GpsLearner::new(data.clone(), &run.architecture, 0, device)?;
                 let test = ids(&planned.split.test);

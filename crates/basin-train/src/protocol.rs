@@ -434,7 +434,8 @@ impl Targets<'_> {
 }
 
 impl Metric {
-    fn name(self) -> &'static str {
+    /// Its name in records (`test_<name>`, `val_<name>`).
+    pub fn name(self) -> &'static str {
         match self {
             Self::Accuracy => "accuracy",
             Self::BalancedAccuracy => "balanced_accuracy",
@@ -455,11 +456,6 @@ impl Metric {
         items: &[usize],
     ) -> Result<f64, MetricError> {
         Ok(self.eval(scores, &target.pick(items))?.0)
-    }
-
-    /// Its name in records (`test_<name>`).
-    pub fn key(self) -> &'static str {
-        self.name()
     }
 
     /// The metric value and the selection score (higher is better).
