@@ -9,6 +9,10 @@
 //!   closed-form gradients (first-order backward through them) and with autograd gradients
 //!   (`create_graph`, so the backward is second order).
 //!
+//! - `train_step_imagenet_T12_B*`: the ImageNet block (D = 768, K = 3072, N = 197, T = 12)
+//!   trained through the unrolled descent and with recomputed activations: time, and the
+//!   peak memory of each printed.
+//!
 //! Timings end with a device synchronisation, so CUDA runs (`BASIN_DEVICE=cuda`) measure
 //! kernels, not launches.
 
@@ -175,5 +179,63 @@ fn train_step(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dense_step, sparse_step, train_step);
+/// The ImageNet ET block (Table 4: D = 768, 12 heads of 64, K = 3072, N = 197 with CLS,
+/// T = 12) trained through the unrolled descent and with recomputed activations
+/// ([`EnergyBlock::run_recomputed`]): peak memory above the resident state (printed) and time.
+/// Micro-batch `BASIN_BENCH_BATCH` (default 4 on CPU, 64 on CUDA).
+fn train_step_recompute(c: &mut Criterion) {
+    let dev = device();
+    tch::manual_seed(0);
+    let b = std::env::var("BASIN_BENCH_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if dev.is_cuda() { 64 } else { 4 });
+    let vs = VarStore::new(dev);
+    let block =
+        EnergyBlock::new(&vs.root(), &et_config(768, 12, 64, 3072, 12)).expect("valid config");
+    let x = Tensor::randn([b, 197, 768], (Kind::Float, dev));
+    let target = Tensor::randn([b, 197, 768], (Kind::Float, dev));
+    let s = Structure::full();
+    let opt_free_step = |recompute: bool| {
+        vs.trainable_variables().iter().for_each(|v| {
+            let mut g = v.grad();
+            if g.defined() {
+                let _ = g.zero_();
+            }
+        });
+        if recompute {
+            let (y, rec) = block.run_recomputed(&x, &s, true);
+            (y - &target).square().mean(Kind::Float).backward();
+            rec.backward(&block, &s);
+        } else {
+            let y = block.forward(&x, &s, true);
+            (y - &target).square().mean(Kind::Float).backward();
+        }
+    };
+    for (label, recompute) in [("unrolled", false), ("recomputed", true)] {
+        opt_free_step(recompute); // warm up, gradients allocated
+        basin_benches::print_peak_rss(
+            &format!("train_step_imagenet_T12 B={b} {label} (one step, CPU memory)"),
+            || opt_free_step(recompute),
+        );
+    }
+    let mut group = c.benchmark_group(format!("train_step_imagenet_T12_B{b}"));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(60));
+    for (label, recompute) in [("unrolled", false), ("recomputed", true)] {
+        group.bench_function(label, |bench| {
+            bench.iter_custom(|iters| timed(dev, iters, || opt_free_step(recompute)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    dense_step,
+    sparse_step,
+    train_step,
+    train_step_recompute
+);
 criterion_main!(benches);

@@ -305,6 +305,90 @@ impl EnergyBlock {
     pub fn energy_grad(&self, x: &Tensor, structure: &Structure) -> Tensor {
         self.energy.grad(&self.norm.forward(x), structure)
     }
+
+    /// One step `x_t → x_{t+1}` (normalise, gradient, dynamics).
+    fn step(&self, x: &Tensor, structure: &Structure, step: usize, train: bool) -> Tensor {
+        let grad = self.energy.grad(&self.norm.forward(x), structure);
+        let ctx = StepContext {
+            step,
+            train,
+            padding: structure.padding(),
+        };
+        self.dynamics.step(x, &grad, &ctx)
+    }
+
+    /// The memory-saving training forward (activation checkpointing per step): runs the
+    /// descent without an autograd graph, keeping only the states `x_0 … x_{T−1}`, and returns
+    /// `x_T` as a leaf that requires grad with the [`Recompute`] record that finishes the
+    /// backward pass. Activation memory is one step's instead of T steps', for about one more
+    /// forward pass of time.
+    ///
+    /// Use: `let (y, rec) = block.run_recomputed(&x0, &s, true); loss(y).backward();
+    /// rec.backward(&block, &s);` — the second call takes the gradient that reached `y`
+    /// through the steps (recomputing each with its graph, last first) to the weights and on
+    /// to `x0`'s own graph, accumulating into `.grad` as `backward` does. The gradients equal
+    /// those of [`EnergyBlock::forward`]'s unrolled graph (tested): the dynamics' randomness
+    /// is additive noise, independent of `x` and the weights, so a recomputed step has the
+    /// same Jacobian though it draws new noise.
+    pub fn run_recomputed(
+        &self,
+        x: &Tensor,
+        structure: &Structure,
+        train: bool,
+    ) -> (Tensor, Recompute) {
+        let mut states = Vec::with_capacity(self.steps);
+        let out = tch::no_grad(|| {
+            let mut x = x.detach();
+            for step in 0..self.steps {
+                let next = self.step(&x, structure, step, train);
+                states.push(x);
+                x = next;
+            }
+            x
+        });
+        let out = out.set_requires_grad(true);
+        let rec = Recompute {
+            input: x.shallow_clone(),
+            states,
+            output: out.shallow_clone(),
+            train,
+        };
+        (out, rec)
+    }
+}
+
+/// What [`EnergyBlock::run_recomputed`] keeps for the backward pass: the states before each
+/// step, the input (with its own autograd graph) and the output leaf.
+#[derive(Debug)]
+pub struct Recompute {
+    input: Tensor,
+    states: Vec<Tensor>,
+    output: Tensor,
+    train: bool,
+}
+
+impl Recompute {
+    /// Finishes the backward pass once the output's gradient is in place (after the loss's
+    /// `backward`): recomputes each step with its graph, last first, backpropagates the
+    /// incoming gradient through it (accumulating the weights' gradients), and finally sends
+    /// the gradient of `x_0` into the input's graph. Does nothing if no gradient reached the
+    /// output. `block` and `structure` must be those of the forward pass.
+    pub fn backward(self, block: &EnergyBlock, structure: &Structure) {
+        let mut grad = self.output.grad();
+        if !grad.defined() {
+            return;
+        }
+        for (step, x) in self.states.iter().enumerate().rev() {
+            let x = x.detach().set_requires_grad(true);
+            let next = block.step(&x, structure, step, self.train);
+            // A vector–Jacobian product through `backward`: d/dθ Σ(next ⊙ grad).
+            (next * &grad).sum(x.kind()).backward();
+            grad = x.grad().detach();
+        }
+        if self.input.requires_grad() {
+            (&self.input * grad).sum(self.input.kind()).backward();
+        }
+    }
 }
 
 struct Recorder {

@@ -53,7 +53,7 @@ pub mod testing;
 #[doc(hidden)]
 pub use inventory;
 
-pub use block::{BlockConfig, EnergyBlock, Trace, TraceOptions};
+pub use block::{BlockConfig, EnergyBlock, Recompute, Trace, TraceOptions};
 pub use controlled::{Controlled, ControlledConfig};
 pub use dynamics::{Dynamics, GradientFlow, Langevin, StepContext};
 pub use energy::{Energy, EnergySum};

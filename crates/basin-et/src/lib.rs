@@ -84,6 +84,7 @@ pub mod image {
             cls_token: true,
             token_init_std: 0.002,
             loss: ImageLoss::MaskedMse,
+            recompute: false,
         }
     }
 

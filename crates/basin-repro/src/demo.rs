@@ -106,6 +106,7 @@ pub fn model() -> ImageCompletionConfig {
         cls_token: false,
         token_init_std: 0.02,
         loss: ImageLoss::MaskedMse,
+        recompute: false,
     }
 }
 

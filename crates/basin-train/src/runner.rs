@@ -127,6 +127,10 @@ pub trait Learner {
     ) -> Result<StepOutput, TrainError>;
     /// Evaluation-mode scores of `items`, one row per item, in order.
     fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError>;
+    /// Called after the loss's `backward` and before the optimiser step: the place to finish a
+    /// backward pass the loss's graph does not reach, such as a block trained with recomputed
+    /// activations ([`basin_core::Recompute`]). The default does nothing.
+    fn after_backward(&mut self) {}
 }
 
 /// One epoch of `learner` on `train`: the shared mini-batch loop (see [`Learner`]).
@@ -154,7 +158,7 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
     let mut pre_step_scores = None;
     for items in &batches {
         let out = learner.train_step(items, rng)?;
-        total += steps.step(&out.loss)?;
+        total += steps.step(&out.loss, || learner.after_backward())?;
         n += 1;
         if out.pre_step_scores.is_some() {
             pre_step_scores = out.pre_step_scores;
@@ -183,9 +187,14 @@ impl Steps<'_> {
         }
     }
 
-    /// Backpropagates `loss` and takes one optimiser step; returns the loss value. A NaN or
-    /// infinite loss or gradient stops the run, naming the epoch and step.
-    pub fn step(&mut self, loss: &Tensor) -> Result<f64, TrainError> {
+    /// Backpropagates `loss`, runs `after_backward` ([`Learner::after_backward`]) and takes
+    /// one optimiser step; returns the loss value. A NaN or infinite loss or gradient stops
+    /// the run, naming the epoch and step.
+    pub fn step(
+        &mut self,
+        loss: &Tensor,
+        after_backward: impl FnOnce(),
+    ) -> Result<f64, TrainError> {
         let value = loss.double_value(&[]);
         let (epoch, step) = (Some(self.epoch), Some(self.opt.steps()));
         if !value.is_finite() {
@@ -198,6 +207,7 @@ impl Steps<'_> {
         let lr = self.lr();
         self.opt.zero_grad();
         loss.backward();
+        after_backward();
         match self.opt.step(lr) {
             Err(TrainError::NonFinite { what, .. }) => {
                 Err(TrainError::NonFinite { what, epoch, step })

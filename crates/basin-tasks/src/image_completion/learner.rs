@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use basin_core::Recompute;
 use basin_image::{Augment, ImageSet, MaskStrategy, Normalize, Pipeline};
 use basin_train::TrainError;
 use basin_train::runner::{Learner, Scores, StepOutput};
@@ -30,6 +31,8 @@ pub struct ImageLearner {
     /// Seed of the masks drawn by [`Learner::predict`] (fixed, so validation is comparable
     /// across epochs).
     pub eval_seed: u64,
+    /// The backward pass still owed by a training step with recomputed activations.
+    pending: Option<Recompute>,
 }
 
 impl std::fmt::Debug for ImageLearner {
@@ -108,6 +111,7 @@ impl ImageLearner {
             eval_pipe,
             batch: batch.max(1),
             eval_seed: 0,
+            pending: None,
         })
     }
 
@@ -233,8 +237,32 @@ impl Learner for ImageLearner {
         rng: &mut ChaCha8Rng,
     ) -> std::result::Result<StepOutput, TrainError> {
         let seed: u64 = rng.random();
-        let (pred, b) = self.run_batch(items, &self.train_pipe, seed, true)?;
-        Ok(StepOutput::loss(self.model.loss(&pred, &b)))
+        if !self.model.cfg.recompute {
+            let (pred, b) = self.run_batch(items, &self.train_pipe, seed, true)?;
+            return Ok(StepOutput::loss(self.model.loss(&pred, &b)));
+        }
+        let b = PatchBatchOnDevice::new(
+            &self
+                .train_pipe
+                .batch(&self.data, items, seed)
+                .map_err(TaskError::from)?,
+            self.device(),
+        );
+        let x0 = self.model.encode(&b.patches, &b.masked);
+        let (x, pending) = self
+            .model
+            .block
+            .run_recomputed(&x0, &self.model.structure(), true);
+        self.pending = Some(pending);
+        Ok(StepOutput::loss(
+            self.model.loss(&self.model.decode(&x), &b),
+        ))
+    }
+
+    fn after_backward(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            pending.backward(&self.model.block, &self.model.structure());
+        }
     }
 
     /// One row per image: its masked-patch MSE under the fixed evaluation masks.

@@ -59,6 +59,11 @@ pub struct ImageCompletionConfig {
     pub token_init_std: f64,
     /// Training loss.
     pub loss: ImageLoss,
+    /// Train with recomputed activations ([`basin_core::EnergyBlock::run_recomputed`]): the
+    /// backward pass recomputes each descent step instead of keeping all T steps' activations,
+    /// so that memory holds one step's (T = 12 at the ImageNet size) for about one more
+    /// forward pass of time. The gradients are the same. Default off.
+    pub recompute: bool,
 }
 
 impl Default for ImageCompletionConfig {
@@ -74,6 +79,7 @@ impl Default for ImageCompletionConfig {
             cls_token: true,
             token_init_std: 0.002,
             loss: ImageLoss::MaskedMse,
+            recompute: false,
         }
     }
 }
