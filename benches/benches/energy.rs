@@ -13,6 +13,9 @@
 //!   trained through the unrolled descent and with recomputed activations: time, and the
 //!   peak memory of each printed.
 //!
+//! - `sparse_scaling`: one inference step on random graphs of 10⁴ … 10⁶ nodes (5·10⁶ with
+//!   `BASIN_BENCH_TSOCIAL=1`), 16 edges per node: time per edge and peak memory, printed.
+//!
 //! Timings end with a device synchronisation, so CUDA runs (`BASIN_DEVICE=cuda`) measure
 //! kernels, not launches.
 
@@ -128,6 +131,76 @@ fn sparse_step(c: &mut Criterion) {
     group.finish();
 }
 
+/// Sparse attention scaling (issue 15, goal 4): one inference step (energy + gradient,
+/// D = 64, 2 heads of 32, K = 256) on random graphs of 10⁴, 10⁵ and 10⁶ nodes with 16 edges
+/// per node, and 5·10⁶ nodes / 80·10⁶ edges (the T-Social scale) when
+/// `BASIN_BENCH_TSOCIAL=1`. Printed per size: median of 3 steps, time per million edges (flat
+/// when the cost is linear in edges) and the step's peak resident memory above what the graph
+/// and tokens already hold. Run once, not sampled by criterion (the largest size takes minutes).
+fn sparse_scaling(c: &mut Criterion) {
+    if !c_filter_matches("sparse_scaling") {
+        return;
+    }
+    let _ = c;
+    let dev = device();
+    tch::manual_seed(0);
+    let vs = VarStore::new(dev);
+    let block = EnergyBlock::new(&vs.root(), &et_config(64, 2, 32, 256, 1)).expect("valid config");
+    let mut sizes = vec![10_000i64, 100_000, 1_000_000];
+    if std::env::var("BASIN_BENCH_TSOCIAL").is_ok_and(|v| v == "1") {
+        sizes.push(5_000_000);
+    }
+    println!(
+        "sparse_scaling: nodes | edges | ms per step (median of 3) | ms per 10⁶ edges | peak RSS of the step above the resident state (MiB) | resident before (MiB)"
+    );
+    for nodes in sizes {
+        let edges = 16 * nodes;
+        let opts = (Kind::Int64, dev);
+        let query = Tensor::randint(nodes, [edges], opts);
+        let key = Tensor::randint(nodes, [edges], opts);
+        let s = Structure::sparse(SparseEdges::new(&query, &key, nodes).expect("valid edges"));
+        drop((query, key));
+        let x = Tensor::randn([1, nodes, 64], (Kind::Float, dev));
+        let step = || {
+            tch::no_grad(|| {
+                let g = block.norm.forward(&x);
+                block.energy.energy_and_grad(&g, &s)
+            })
+        };
+        let _ = step();
+        basin_benches::reset_peak_rss();
+        let resident = basin_benches::rss_mib().unwrap_or(f64::NAN);
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            let t = timed(dev, 1, || {
+                let _ = step();
+            });
+            times.push(t.as_secs_f64() * 1e3);
+        }
+        times.sort_by(f64::total_cmp);
+        let peak = basin_benches::peak_rss_mib().unwrap_or(f64::NAN);
+        println!(
+            "sparse_scaling: {nodes} | {edges} | {:.1} | {:.1} | {:.0} | {resident:.0}",
+            times[1],
+            times[1] / (edges as f64 / 1e6),
+            peak - resident
+        );
+    }
+}
+
+/// Whether the command line's benchmark filter (if any) matches `name` (for benchmarks that
+/// run outside criterion's sampling).
+fn c_filter_matches(name: &str) -> bool {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    args.is_empty()
+        || args
+            .iter()
+            .any(|f| name.contains(f.as_str()) || f.contains(name))
+}
+
 /// The same energy with its closed forms hidden: gradients come from autograd.
 struct AutogradOnly(Box<dyn Energy>);
 
@@ -184,6 +257,9 @@ fn train_step(c: &mut Criterion) {
 /// ([`EnergyBlock::run_recomputed`]): peak memory above the resident state (printed) and time.
 /// Micro-batch `BASIN_BENCH_BATCH` (default 4 on CPU, 64 on CUDA).
 fn train_step_recompute(c: &mut Criterion) {
+    if !c_filter_matches("train_step_imagenet_T12") {
+        return;
+    }
     let dev = device();
     tch::manual_seed(0);
     let b = std::env::var("BASIN_BENCH_BATCH")
@@ -235,6 +311,7 @@ criterion_group!(
     benches,
     dense_step,
     sparse_step,
+    sparse_scaling,
     train_step,
     train_step_recompute
 );

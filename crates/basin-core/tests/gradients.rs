@@ -8,6 +8,7 @@ mod common;
 use basin_core::testing::{conformance, max_rel_error};
 use basin_core::{Activation, AttentionConfig, Energy, EnergyAttention, EnergySum, Structure};
 use common::*;
+use tch::Tensor;
 
 const B: i64 = 3;
 const N: i64 = 6;
@@ -252,4 +253,39 @@ impl Energy for ReadsPadding {
 #[should_panic(expected = "depends on padded tokens")]
 fn the_conformance_suite_catches_a_term_that_reads_padding() {
     conformance::energy_term("reads-padding", 2, |_, _| Box::new(ReadsPadding));
+}
+
+/// Tokens go through the memory in chunks when `[tokens, K]` would be large (2²⁴ values): with
+/// K = 2²⁰ memories, 40 tokens make three chunks, and the energy and gradient still equal
+/// `−½ Σ relu(ξ·g)²` and `−relu(ξ g) ξ` computed in one piece, padding included.
+#[test]
+fn hopfield_memory_in_chunks_equals_the_whole() {
+    tch::manual_seed(60);
+    let mut vs = store();
+    let hn = hopfield(&vs, 2, 1 << 20, Activation::Relu);
+    vs.double();
+    let g = tokens(2, 20, 2);
+    let padding = Tensor::ones([2, 20], (tch::Kind::Bool, tch::Device::Cpu));
+    let _ = padding.narrow(1, 15, 5).get(1).fill_(0);
+    for s in [
+        Structure::full(),
+        Structure::full()
+            .with_padding(padding.shallow_clone())
+            .unwrap(),
+    ] {
+        let (e, grad) = tch::no_grad(|| hn.energy_and_grad(&g, &s));
+        let r = g.matmul(&hn.xi.tr()).relu();
+        let w = s
+            .token_weights(tch::Kind::Double)
+            .unwrap_or_else(|| Tensor::ones([2, 20], F64));
+        let want_e = (r.square().sum_dim_intlist(-1, false, tch::Kind::Double) * -0.5 * &w)
+            .sum_dim_intlist(-1, false, tch::Kind::Double);
+        let want_g = -r.matmul(&hn.xi) * w.unsqueeze(-1);
+        assert!(max_rel_error(&e, &want_e, 1e-12) < 1e-10);
+        assert!(max_rel_error(&grad, &want_g, 1e-12) < 1e-10);
+        let only = tch::no_grad(|| hn.grad(&g, &s));
+        assert!(max_rel_error(&only, &want_g, 1e-12) < 1e-10);
+        let energy = tch::no_grad(|| hn.energy(&g, &s));
+        assert!(max_rel_error(&energy, &want_e, 1e-12) < 1e-10);
+    }
 }

@@ -21,6 +21,9 @@ use crate::error::{CoreError, Result};
 use crate::registry::{BuildContext, TermParams};
 use crate::structure::Structure;
 
+/// Most activation values `[rows, K]` a chunk of tokens holds at once (64 MiB in float32).
+const ACTIVATION_CHUNK: i64 = 1 << 24;
+
 /// The activation `r = G'` of the memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -204,21 +207,30 @@ impl HopfieldEnergy {
         }
     }
 
-    /// Per-token energy `[B, N]` and, if asked, the activation `r = G'(ξ g)` `[B, N, K]`.
-    fn per_token(&self, g: &Tensor, with_r: bool) -> (Tensor, Option<Tensor>) {
-        let h = g.matmul(&self.xi.tr()); // [B, N, K]
+    /// Per-token energy `[M]` of tokens `g: [M, D]` (if `with_e`) and the activation
+    /// `r = G'(ξ g)` `[M, K]` (if `with_r`).
+    fn per_token(
+        &self,
+        g: &Tensor,
+        with_e: bool,
+        with_r: bool,
+    ) -> (Option<Tensor>, Option<Tensor>) {
+        let mut h = g.matmul(&self.xi.tr()); // [M, K]
         let kind = g.kind();
         match &self.form {
             Form::Power(n) => {
                 let n = *n;
-                let rh = h.relu();
-                let e = -(if n == 2.0 {
-                    rh.square()
-                } else {
-                    rh.pow_tensor_scalar(n)
-                })
-                .sum_dim_intlist(-1, false, kind)
-                    / n;
+                // In place: the matmul's backward needs its inputs, not its output.
+                let rh = h.relu_();
+                let e = with_e.then(|| {
+                    -(if n == 2.0 {
+                        rh.square()
+                    } else {
+                        rh.pow_tensor_scalar(n)
+                    })
+                    .sum_dim_intlist(-1, false, kind)
+                        / n
+                });
                 let r = with_r.then(|| {
                     if n == 2.0 {
                         rh.shallow_clone()
@@ -229,20 +241,58 @@ impl HopfieldEnergy {
                 (e, r)
             }
             Form::Rectified => {
-                let e = -h.relu().sum_dim_intlist(-1, false, kind);
+                let e = with_e.then(|| -h.relu().sum_dim_intlist(-1, false, kind));
                 (e, with_r.then(|| h.gt(0.0).to_kind(kind)))
             }
             Form::Exp(beta) => {
                 let ex = (&h * beta).exp();
-                let e = -ex.sum_dim_intlist(-1, false, kind) / beta;
+                let e = with_e.then(|| -ex.sum_dim_intlist(-1, false, kind) / beta);
                 (e, with_r.then_some(ex))
             }
             Form::Softmax(beta) => {
                 let bh = &h * beta;
-                let e = -bh.logsumexp(-1, false) / beta;
+                let e = with_e.then(|| -bh.logsumexp(-1, false) / beta);
                 (e, with_r.then(|| bh.softmax(-1, kind)))
             }
         }
+    }
+
+    /// Per-token energies `[B, N]` (if `with_e`) and `∂E/∂g` `[B, N, D]` (if `with_grad`) of
+    /// `g: [B, N, D]`, unmasked. Tokens go through in chunks whose `[rows, K]` activations
+    /// hold at most [`ACTIVATION_CHUNK`] values, so that a graph of millions of tokens never
+    /// holds its whole `[B·N, K]` at once (one chunk for the usual batch).
+    fn chunked(
+        &self,
+        g: &Tensor,
+        with_e: bool,
+        with_grad: bool,
+    ) -> (Option<Tensor>, Option<Tensor>) {
+        let size = g.size();
+        let d = size[size.len() - 1];
+        let flat = g.reshape([-1, d]);
+        let m = flat.size()[0];
+        let rows = (ACTIVATION_CHUNK / self.xi.size()[0].max(1)).max(1);
+        let starts: Vec<i64> = if m == 0 {
+            vec![0]
+        } else {
+            (0..m).step_by(rows as usize).collect()
+        };
+        let (mut es, mut gs) = (Vec::new(), Vec::new());
+        for start in starts {
+            let len = rows.min(m - start);
+            let (e, r) = self.per_token(&flat.narrow(0, start, len), with_e, with_grad);
+            es.extend(e);
+            gs.extend(r.map(|r| -r.matmul(&self.xi)));
+        }
+        let join = |mut parts: Vec<Tensor>, shape: &[i64]| {
+            let t = match parts.len() {
+                0 => return None,
+                1 => parts.swap_remove(0),
+                _ => Tensor::cat(&parts, 0),
+            };
+            Some(t.reshape(shape))
+        };
+        (join(es, &size[..size.len() - 1]), join(gs, &size))
     }
 
     fn masked(t: Tensor, s: &Structure, per_token: bool) -> Tensor {
@@ -260,23 +310,22 @@ impl Energy for HopfieldEnergy {
     }
 
     fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
-        let (e, _) = self.per_token(g, false);
+        let (e, _) = self.chunked(g, true, false);
+        let e = e.unwrap_or_else(|| g.sum_dim_intlist(-1, false, g.kind()).zeros_like());
         Self::masked(e, s, true).sum_dim_intlist(-1, false, g.kind())
     }
 
     fn grad(&self, g: &Tensor, s: &Structure) -> Tensor {
-        self.energy_and_grad(g, s).1
+        let (_, grad) = self.chunked(g, false, true);
+        Self::masked(grad.unwrap_or_else(|| g.zeros_like()), s, false)
     }
 
     fn energy_and_grad(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor) {
-        let (e, r) = self.per_token(g, true);
-        let grad = match r {
-            Some(r) => -r.matmul(&self.xi),
-            None => g.zeros_like(),
-        };
+        let (e, grad) = self.chunked(g, true, true);
+        let e = e.unwrap_or_else(|| g.sum_dim_intlist(-1, false, g.kind()).zeros_like());
         (
             Self::masked(e, s, true).sum_dim_intlist(-1, false, g.kind()),
-            Self::masked(grad, s, false),
+            Self::masked(grad.unwrap_or_else(|| g.zeros_like()), s, false),
         )
     }
 }

@@ -1,0 +1,170 @@
+"""Runs basin's criterion benchmarks and the Python anchors side by side and prints the ratios
+of performance issue 15 as a Markdown table (and writes them as JSON).
+
+Sides, in this order (the PyTorch anchor before and after basin, since absolute times drift
+between minutes on a shared machine):
+  1. `bench_et_pytorch.py cpu [--compile]` (PyTorch eager, autograd and closed form, the
+     measured matmul rate and the FLOP floor; from ../shared/checks unless --anchors says);
+  2. `cargo bench -p basin-benches --bench energy` (`et_step_dense_*`, `train_step`);
+  3. the PyTorch anchor again;
+  4. with --pe: `crates/basin-graph/scripts/scipy_pe_loop.py NCI1 DD` against the
+     `laplacian_pe/*` criterion benchmarks.
+
+Usage (from the workspace root; the Python needs torch==2.11.0, numpy, scipy):
+  python3 benches/compare.py --python /path/to/venv/bin/python [--compile] [--pe]
+      [--no-cargo] [--json target/compare.json]
+`--no-cargo` reads the criterion results already under target/criterion instead of running
+the benchmarks. Threads: OMP_NUM_THREADS (default 2) for both sides.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def run(cmd, env):
+    print("compare: " + " ".join(cmd), file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"compare: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    return out.stdout
+
+
+def anchor(python, script, compile_, env):
+    """Parses the foundation-size lines of bench_et_pytorch.py (milliseconds)."""
+    cmd = [python, script, "cpu"] + (["--compile"] if compile_ else [])
+    text = run(cmd, env)
+    got = {}
+    m = re.search(r"matmul rate: ([\d.]+) TFLOP/s", text)
+    if m:
+        got["matmul_gflops"] = float(m.group(1)) * 1e3
+    for line in text.splitlines():
+        if not line.startswith("foundation"):
+            continue
+        for key, pat in [
+            ("gflop", r"step GFLOP ([\d.]+)"),
+            ("floor", r"floor ([\d.]+) ms"),
+            ("autograd", r"\| autograd ([\d.]+) ms"),
+            ("closed", r"\| closed ([\d.]+) ms"),
+            ("compiled", r"compiled closed ([\d.]+) ms"),
+            ("train_closed", r"closed-in-graph ([\d.]+) ms"),
+            ("train_autograd", r"autograd create_graph ([\d.]+) ms"),
+        ]:
+            m = re.search(pat, line)
+            if m:
+                got[key] = float(m.group(1))
+    return got
+
+
+def criterion(pattern):
+    """Median (ms) of the criterion benchmark whose directory matches `pattern`."""
+    files = sorted(glob.glob(os.path.join(ROOT, "target", "criterion", pattern, "new", "estimates.json")))
+    if not files:
+        return None
+    with open(files[-1]) as f:
+        return json.load(f)["median"]["point_estimate"] / 1e6
+
+
+def spread(a, b, key):
+    vals = [v[key] for v in (a, b) if key in v]
+    if not vals:
+        return None, "–"
+    lo, hi = min(vals), max(vals)
+    return statistics.mean(vals), (f"{lo:.1f}" if lo == hi else f"{lo:.1f} – {hi:.1f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--python", default=sys.executable, help="Python with torch==2.11.0 (default: this one)")
+    ap.add_argument("--anchors", default=os.path.join(ROOT, "..", "shared", "checks"), help="folder of bench_et_pytorch.py")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile of the closed form")
+    ap.add_argument("--pe", action="store_true", help="also compare the Laplacian PE with scipy's eigh loop")
+    ap.add_argument("--no-cargo", action="store_true", help="read existing criterion results")
+    ap.add_argument("--json", default=os.path.join(ROOT, "target", "compare.json"))
+    args = ap.parse_args()
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "2")
+    script = os.path.join(args.anchors, "bench_et_pytorch.py")
+    if not os.path.exists(script):
+        sys.exit(f"compare: the PyTorch anchor {script} is missing (pass --anchors DIR)")
+
+    before = anchor(args.python, script, args.compile, env)
+    if not args.no_cargo:
+        run(["cargo", "bench", "-p", "basin-benches", "--bench", "energy", "--", "et_step_dense|train_step/"], env)
+    after = anchor(args.python, script, args.compile, env)
+
+    floor, floor_s = spread(before, after, "floor")
+    rows = []  # (what, step ms text, step ms, train ms text, train ms)
+    for label, key, tkey in [
+        ("PyTorch eager, autograd of the energy", "autograd", "train_autograd"),
+        ("PyTorch eager, closed-form gradient", "closed", "train_closed"),
+        ("PyTorch torch.compile, closed form", "compiled", None),
+    ]:
+        s, s_txt = spread(before, after, key)
+        t, t_txt = spread(before, after, tkey) if tkey else (None, "–")
+        rows.append((label, s_txt, s, t_txt, t))
+    basin = {
+        "closed_form": criterion("et_step_dense_*/closed_form"),
+        "closed_form_grad_only": criterion("et_step_dense_*/closed_form_grad_only"),
+        "autograd": criterion("et_step_dense_*/autograd"),
+        "train": criterion("train_step/dense_T4_forward_backward"),
+        "train_autograd": criterion("train_step/dense_T4_forward_backward_autograd"),
+    }
+    for label, key, tkey in [
+        ("basin closed_form (energy + gradient)", "closed_form", "train"),
+        ("basin closed_form_grad_only", "closed_form_grad_only", None),
+        ("basin autograd", "autograd", "train_autograd"),
+    ]:
+        s, t = basin[key], basin[tkey] if tkey else None
+        rows.append((label, f"{s:.1f}" if s else "–", s, f"{t:.1f}" if t else "–", t))
+
+    eager, _ = spread(before, after, "closed")
+    eager_train, _ = spread(before, after, "train_closed")
+    compiled, _ = spread(before, after, "compiled")
+    print(f"\nB=32 N=128 D=128 H=12 Y=64 K=512, float32, {env['OMP_NUM_THREADS']} threads; "
+          f"matmul rate {spread(before, after, 'matmul_gflops')[1]} GFLOP/s; FLOP floor {floor_s} ms per step\n")
+    print("| what | step (ms) | × floor | × PyTorch closed form | training step T=4 (ms) | × PyTorch closed form |")
+    print("|---|---|---|---|---|---|")
+    for label, s_txt, s, t_txt, t in rows:
+        xf = f"{s / floor:.2f}" if s and floor else "–"
+        xe = f"{s / eager:.2f}" if s and eager else "–"
+        xt = f"{t / eager_train:.2f}" if t and eager_train else "–"
+        print(f"| {label} | {s_txt} | {xf} | {xe} | {t_txt} | {xt} |")
+    result = {"pytorch_before": before, "pytorch_after": after, "basin_ms": basin}
+    g = basin["closed_form_grad_only"]
+    if g and floor:
+        print(f"\ngoal 1: gradient-only step {g:.1f} ms = {g / floor:.2f}× the floor (target ≤ 1.25×)"
+              + (f", {g / compiled:.2f}× torch.compile (target ≤ 1)" if compiled else ""))
+    t = basin["train"]
+    if t and eager_train:
+        print(f"goal 2: training step {t:.0f} ms = {t / eager_train:.2f}× PyTorch eager closed form (target < 1)")
+
+    if args.pe:
+        pe_script = os.path.join(ROOT, "crates", "basin-graph", "scripts", "scipy_pe_loop.py")
+        text = run([args.python, pe_script, "NCI1", "DD"], env)
+        if not args.no_cargo:
+            run(["cargo", "bench", "-p", "basin-benches", "--bench", "graph", "--", "laplacian_pe/"], env)
+        pe = {}
+        for name in ["NCI1", "DD"]:
+            m = re.search(rf"{name}\b.*?total[^\d]*([\d.]+) s", text)
+            ours = criterion(f"laplacian_pe/{name}_k15_cls")
+            if m and ours:
+                scipy_s = float(m.group(1))
+                pe[name] = {"scipy_s": scipy_s, "basin_s": ours / 1e3}
+                print(f"goal 5: {name} Laplacian PE: basin {ours / 1e3:.2f} s, scipy eigh loop {scipy_s:.2f} s → {scipy_s / (ours / 1e3):.1f}× faster (target ≥ 5×)")
+        result["pe"] = pe
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)
+    with open(args.json + ".tmp", "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(args.json + ".tmp", args.json)
+    print(f"\ncompare: wrote {os.path.relpath(args.json, ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
