@@ -133,9 +133,14 @@ impl Energy for EnergySum {
     }
 
     fn grad(&self, g: &Tensor, structure: &Structure) -> Tensor {
-        self.terms.iter().fold(g.zeros_like(), |acc, w| {
-            acc + Self::scaled(w.weight, w.term.grad(g, structure))
-        })
+        let mut grads = self
+            .terms
+            .iter()
+            .map(|w| Self::scaled(w.weight, w.term.grad(g, structure)));
+        match grads.next() {
+            Some(first) => grads.fold(first, |acc, d| acc + d),
+            None => g.zeros_like(),
+        }
     }
 
     fn energy_and_grad(&self, g: &Tensor, structure: &Structure) -> (Tensor, Tensor) {

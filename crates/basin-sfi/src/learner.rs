@@ -374,9 +374,12 @@ impl Learner for GpsLearner {
         items: &[usize],
         _rng: &mut ChaCha8Rng,
     ) -> Result<StepOutput, TrainError> {
+        let t0 = std::time::Instant::now();
         let b = self.inputs(items)?;
-        let logits = self.model.forward(&b, true).map_err(TrainError::learner)?;
         let device = self.vs.device();
+        basin_core::device::synchronize(device);
+        let data = t0.elapsed().as_secs_f64();
+        let logits = self.model.forward(&b, true).map_err(TrainError::learner)?;
         let loss = match self.data.task {
             TaskKind::GraphClasses(_) => {
                 let y: Vec<i64> = items.iter().map(|&i| self.data.classes[i] as i64).collect();
@@ -400,7 +403,7 @@ impl Learner for GpsLearner {
                 batch_weighted_cross_entropy(&logits, &Tensor::from_slice(&y).to_device(device))
             }
         };
-        Ok(StepOutput::loss(loss))
+        Ok(StepOutput::loss(loss).with_data_seconds(data))
     }
 
     fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {

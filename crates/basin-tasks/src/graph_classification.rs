@@ -741,13 +741,17 @@ impl Learner for GraphClassifierLearner {
         items: &[usize],
         rng: &mut ChaCha8Rng,
     ) -> std::result::Result<StepOutput, TrainError> {
+        let t0 = std::time::Instant::now();
         let (b, y) = self.batch(items, true, rng)?;
+        basin_core::device::synchronize(self.vs.device());
+        let data = t0.elapsed().as_secs_f64();
         let logits = self.model.forward(&b, true)?;
         Ok(StepOutput::loss(match self.labels {
             // The GNN Benchmark's per-batch class-weighted cross-entropy.
             Labels::Nodes(_) => basin_train::loss::batch_weighted_cross_entropy(&logits, &y),
             Labels::Graphs(_) => cross_entropy(&logits, &y, self.model.cfg.label_smoothing),
-        }))
+        })
+        .with_data_seconds(data))
     }
 
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {

@@ -418,8 +418,8 @@ impl Learner for NodeAnomalyLearner {
             omega,
         );
         Ok(StepOutput {
-            loss,
             pre_step_scores: Some(pre),
+            ..StepOutput::loss(loss)
         })
     }
 

@@ -20,6 +20,33 @@ pub struct EpochRecord {
     pub metrics: BTreeMap<String, f64>,
     /// Wall time of the epoch in seconds (excluded from reproducibility comparisons).
     pub seconds: f64,
+    /// Where the training part of the epoch's time went (absent in records written before it).
+    #[serde(default, skip_serializing_if = "Phases::is_empty")]
+    pub phases: Phases,
+}
+
+/// An epoch's training time split by phase, in seconds. `data` is what the learner reports as
+/// batch preparation (the rest of its step is `forward`); on CUDA each boundary synchronises
+/// the device, so that kernels count where they run. Validation is `evaluation`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Phases {
+    /// Building batches (gathering graphs, padding, encodings) and moving them to the device.
+    pub data: f64,
+    /// The forward pass and the loss.
+    pub forward: f64,
+    /// `backward` (and [`crate::runner::Learner::after_backward`]).
+    pub backward: f64,
+    /// Gradient clipping and the optimiser step.
+    pub optimiser: f64,
+    /// Validation (and test curves) after the epoch.
+    pub evaluation: f64,
+}
+
+impl Phases {
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// Where the run is.
@@ -156,6 +183,7 @@ impl RunRecord {
         r.started_unix = 0;
         for e in &mut r.epochs {
             e.seconds = 0.0;
+            e.phases = Phases::default();
         }
         r
     }

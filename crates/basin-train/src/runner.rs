@@ -23,7 +23,7 @@ use tch::{Tensor, nn::VarStore};
 
 use crate::TrainError;
 use crate::optim::{AdamW, OptimConfig};
-use crate::record::{EpochRecord, RunRecord, RunStatus, split_hash};
+use crate::record::{EpochRecord, Phases, RunRecord, RunStatus, split_hash};
 use crate::schedule::{Schedule, Unit};
 
 /// Per-item scores from a learner: one row per item (class probabilities or logits, or a single
@@ -85,6 +85,8 @@ pub struct EpochOutput {
     /// Training-mode scores of every item computed before the epoch's optimiser step, for the
     /// anomaly reference quirk (full-batch learners only).
     pub pre_step_scores: Option<Scores>,
+    /// Where the epoch's training time went (evaluation is added by the runner).
+    pub phases: Phases,
 }
 
 /// What one training step of a learner produces.
@@ -95,6 +97,8 @@ pub struct StepOutput {
     /// Training-mode scores of every item from the same forward pass, before the step (the
     /// anomaly reference quirk; full-batch learners only).
     pub pre_step_scores: Option<Scores>,
+    /// Seconds of the step spent preparing the batch (the rest counts as the forward pass).
+    pub data_seconds: f64,
 }
 
 impl StepOutput {
@@ -103,7 +107,14 @@ impl StepOutput {
         Self {
             loss,
             pre_step_scores: None,
+            data_seconds: 0.0,
         }
+    }
+
+    /// The same step, with `seconds` of it spent preparing the batch.
+    pub fn with_data_seconds(mut self, seconds: f64) -> Self {
+        self.data_seconds = seconds;
+        self
     }
 }
 
@@ -156,8 +167,14 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
     };
     let (mut total, mut n) = (0.0, 0usize);
     let mut pre_step_scores = None;
+    let device = learner.vars().device();
     for items in &batches {
+        let t0 = Instant::now();
         let out = learner.train_step(items, rng)?;
+        basin_core::device::synchronize(device);
+        let step = t0.elapsed().as_secs_f64();
+        steps.phases.data += out.data_seconds;
+        steps.phases.forward += (step - out.data_seconds).max(0.0);
         total += steps.step(&out.loss, || learner.after_backward())?;
         n += 1;
         if out.pre_step_scores.is_some() {
@@ -167,6 +184,7 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
     Ok(EpochOutput {
         loss: total / n.max(1) as f64,
         pre_step_scores,
+        phases: std::mem::take(&mut steps.phases),
     })
 }
 
@@ -175,6 +193,9 @@ pub(crate) struct Steps<'a> {
     opt: &'a mut AdamW,
     schedule: Option<&'a (Schedule, Unit)>,
     epoch: usize,
+    /// Backward and optimiser time so far this epoch (and the learner's share, see
+    /// [`train_epoch`]).
+    phases: Phases,
 }
 
 impl Steps<'_> {
@@ -206,9 +227,17 @@ impl Steps<'_> {
         }
         let lr = self.lr();
         self.opt.zero_grad();
+        let device = loss.device();
+        let t0 = Instant::now();
         loss.backward();
         after_backward();
-        match self.opt.step(lr) {
+        basin_core::device::synchronize(device);
+        let t1 = Instant::now();
+        self.phases.backward += (t1 - t0).as_secs_f64();
+        let stepped = self.opt.step(lr);
+        basin_core::device::synchronize(device);
+        self.phases.optimiser += t1.elapsed().as_secs_f64();
+        match stepped {
             Err(TrainError::NonFinite { what, .. }) => {
                 Err(TrainError::NonFinite { what, epoch, step })
             }
@@ -442,6 +471,7 @@ impl Runner {
                 opt: &mut opt,
                 schedule: schedule.as_ref(),
                 epoch,
+                phases: Phases::default(),
             };
             let lr = steps.lr();
             let out = train_epoch(learner, train, &mut steps, &mut rng)
@@ -455,8 +485,11 @@ impl Runner {
                 self.fail(&mut record, &e);
                 return Err(e);
             }
+            let t_eval = Instant::now();
             let v = tch::no_grad(|| validate(learner, epoch, &out))
                 .inspect_err(|e| self.fail(&mut record, e))?;
+            let mut phases = out.phases.clone();
+            phases.evaluation = t_eval.elapsed().as_secs_f64();
             let mut metrics = v.metrics.clone();
             metrics.insert("train_loss".into(), out.loss);
             if best.as_ref().is_none_or(|(b, _)| v.score > b.score) {
@@ -475,6 +508,7 @@ impl Runner {
                 lr,
                 metrics,
                 seconds: t0.elapsed().as_secs_f64(),
+                phases,
             });
             record.wall_seconds = prior_wall + started.elapsed().as_secs_f64();
             self.checkpoint(learner, &opt, &record, best.as_ref())?;

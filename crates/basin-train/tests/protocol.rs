@@ -98,8 +98,8 @@ impl Learner for Linear {
             )
         };
         Ok(StepOutput {
-            loss,
             pre_step_scores: pre,
+            ..StepOutput::loss(loss)
         })
     }
     fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
@@ -221,6 +221,22 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
     assert_eq!(again.aggregate, report.aggregate);
     for (a, b) in again.runs.iter().zip(&report.runs) {
         assert_eq!(a.without_timings(), b.without_timings());
+    }
+    // Every epoch splits its time by phase, and the phases fit inside the epoch.
+    for e in report.runs.iter().flat_map(|r| &r.epochs) {
+        let p = &e.phases;
+        let sum = p.data + p.forward + p.backward + p.optimiser + p.evaluation;
+        assert!(
+            p.forward > 0.0 && p.backward > 0.0 && p.optimiser > 0.0 && p.evaluation > 0.0,
+            "epoch {}: {p:?}",
+            e.epoch
+        );
+        assert!(
+            sum <= e.seconds * 1.001 + 1e-6,
+            "epoch {}: {p:?} sum {sum} > {}",
+            e.epoch,
+            e.seconds
+        );
     }
 
     // The reference quirk runs, is labelled, and reads test metrics from every epoch.

@@ -237,10 +237,7 @@ impl Learner for ImageLearner {
         rng: &mut ChaCha8Rng,
     ) -> std::result::Result<StepOutput, TrainError> {
         let seed: u64 = rng.random();
-        if !self.model.cfg.recompute {
-            let (pred, b) = self.run_batch(items, &self.train_pipe, seed, true)?;
-            return Ok(StepOutput::loss(self.model.loss(&pred, &b)));
-        }
+        let t0 = std::time::Instant::now();
         let b = PatchBatchOnDevice::new(
             &self
                 .train_pipe
@@ -248,15 +245,20 @@ impl Learner for ImageLearner {
                 .map_err(TaskError::from)?,
             self.device(),
         );
-        let x0 = self.model.encode(&b.patches, &b.masked);
-        let (x, pending) = self
-            .model
-            .block
-            .run_recomputed(&x0, &self.model.structure(), true);
-        self.pending = Some(pending);
-        Ok(StepOutput::loss(
-            self.model.loss(&self.model.decode(&x), &b),
-        ))
+        basin_core::device::synchronize(self.device());
+        let data = t0.elapsed().as_secs_f64();
+        let pred = if self.model.cfg.recompute {
+            let x0 = self.model.encode(&b.patches, &b.masked);
+            let (x, pending) = self
+                .model
+                .block
+                .run_recomputed(&x0, &self.model.structure(), true);
+            self.pending = Some(pending);
+            self.model.decode(&x)
+        } else {
+            self.model.forward(&b, true, None).0
+        };
+        Ok(StepOutput::loss(self.model.loss(&pred, &b)).with_data_seconds(data))
     }
 
     fn after_backward(&mut self) {
