@@ -8,11 +8,13 @@ between minutes on a shared machine):
   2. `cargo bench -p basin-benches --bench energy` (`et_step_dense_*`, `train_step`);
   3. the PyTorch anchor again;
   4. with --pe: `crates/basin-graph/scripts/scipy_pe_loop.py NCI1 DD` against the
-     `laplacian_pe/*` criterion benchmarks.
+     `laplacian_pe/*` criterion benchmarks;
+  5. with --epoch: one NCI1 training epoch of `basin train --example et-graph` against
+     `benches/et_graph_epoch.py` (PyTorch + PyG), split by phase.
 
 Usage (from the workspace root; the Python needs torch==2.11.0, numpy, scipy):
   python3 benches/compare.py --python /path/to/venv/bin/python [--compile] [--pe]
-      [--no-cargo] [--json target/compare.json]
+      [--epoch] [--no-cargo] [--json target/compare.json]
 `--no-cargo` reads the criterion results already under target/criterion instead of running
 the benchmarks. Threads: OMP_NUM_THREADS (default 2) for both sides.
 """
@@ -79,6 +81,52 @@ def spread(a, b, key):
     return statistics.mean(vals), (f"{lo:.1f}" if lo == hi else f"{lo:.1f} – {hi:.1f}")
 
 
+def epoch_table(args, env):
+    """One NCI1 training epoch on each side, split by phase (training graphs of fold 0 of a
+    2-fold CV on basin's side, the same number on the Python side)."""
+    import tempfile
+    data = os.path.abspath(args.data)
+    work = tempfile.mkdtemp(prefix="basin_epoch_")
+    basin = os.path.join(ROOT, "target", "release", "basin")
+    run(["cargo", "build", "--release", "-p", "basin-cli"], env)
+    example = run([basin, "train", "--example", "et-graph"], env)
+    toml = re.sub(r'^data = ".*"', 'data = "NCI1"', example, flags=re.M)
+    toml = re.sub(r"^epochs = \d+", "epochs = 1", toml, flags=re.M)
+    toml = re.sub(r"^folds = \d+", "folds = 2", toml, flags=re.M)
+    cfg = os.path.join(work, "run.toml")
+    with open(cfg, "w") as f:
+        f.write(toml)
+    run([basin, "train", cfg, "--out", os.path.join(work, "run"), "--data-dir", data, "--device", "cpu", "--quiet"], env)
+    with open(os.path.join(work, "run", "repeat-0", "fold-0", "record.json")) as f:
+        rec = json.load(f)
+    ours = rec["epochs"][0]["phases"]
+    # Fold 0 of 2 holds out half of NCI1's 4110 graphs for test and a ninth of the rest for
+    # validation: 1827 training graphs.
+    train_graphs = 4110 - 2055 - 228
+    script = os.path.join(ROOT, "benches", "et_graph_epoch.py")
+    theirs = {}
+    for pe in ["per-batch", "precomputed"]:
+        out = run([args.python, script, "--data", os.path.join(data, "tu"), "--name", "NCI1", "--train-graphs", str(train_graphs), "--pe", pe], env)
+        theirs[pe] = json.loads(out.strip().splitlines()[-1])
+    keys = ["data", "pe", "forward", "backward", "optimiser"]
+    print(f"\nNCI1, one training epoch ({train_graphs} graphs, `basin train --example et-graph` model, batch 32), seconds:\n")
+    print("| phase | basin | PyTorch + PyG, encodings per batch | PyTorch + PyG, encodings precomputed |")
+    print("|---|---|---|---|")
+    total = {"basin": 0.0, "per-batch": 0.0, "precomputed": 0.0}
+    for k in keys:
+        b = ours.get(k, 0.0)
+        total["basin"] += b
+        cells = []
+        for pe in ["per-batch", "precomputed"]:
+            v = theirs[pe]["phases"][k]
+            total[pe] += v
+            cells.append(f"{v:.2f}")
+        print(f"| {k} | {b:.2f} | {cells[0]} | {cells[1]} |")
+    print(f"| **training epoch** | **{total['basin']:.2f}** | {total['per-batch']:.2f} ({total['per-batch'] / total['basin']:.2f}×) | {total['precomputed']:.2f} ({total['precomputed'] / total['basin']:.2f}×) |")
+    print("\n(basin's encodings are computed once per dataset before training, as `pe` of the precomputed column is; `pe` of basin's epoch is in `data`)")
+    return {"basin": ours, "pytorch": theirs, "train_graphs": train_graphs}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", default=sys.executable, help="Python with torch==2.11.0 (default: this one)")
@@ -86,6 +134,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="also time torch.compile of the closed form")
     ap.add_argument("--pe", action="store_true", help="also compare the Laplacian PE with scipy's eigh loop")
     ap.add_argument("--no-cargo", action="store_true", help="read existing criterion results")
+    ap.add_argument("--epoch", action="store_true", help="also one NCI1 training epoch: `basin train` against benches/et_graph_epoch.py")
+    ap.add_argument("--data", default=os.environ.get("BASIN_DATA_DIR", os.path.join(ROOT, "..", "shared", "data")), help="data directory (tu/NCI1)")
     ap.add_argument("--json", default=os.path.join(ROOT, "target", "compare.json"))
     args = ap.parse_args()
     env = dict(os.environ)
@@ -159,6 +209,8 @@ def main():
                 pe[name] = {"scipy_s": scipy_s, "basin_s": ours / 1e3}
                 print(f"goal 5: {name} Laplacian PE: basin {ours / 1e3:.2f} s, scipy eigh loop {scipy_s:.2f} s → {scipy_s / (ours / 1e3):.1f}× faster (target ≥ 5×)")
         result["pe"] = pe
+    if args.epoch:
+        result["epoch"] = epoch_table(args, env)
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json + ".tmp", "w") as f:
         json.dump(result, f, indent=2)
