@@ -31,7 +31,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 
 
 def run(cmd, env):
-    print("compare: " + " ".join(cmd), file=sys.stderr, flush=True)
+    line = " ".join(cmd).replace("\n", " ")
+    print("compare: " + (line if len(line) < 160 else line[:157] + "…"), file=sys.stderr, flush=True)
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"compare: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-4000:]}")
@@ -79,6 +80,37 @@ def spread(a, b, key):
         return None, "–"
     lo, hi = min(vals), max(vals)
     return statistics.mean(vals), (f"{lo:.1f}" if lo == hi else f"{lo:.1f} – {hi:.1f}")
+
+
+MEMORY_SNIPPET = """
+import json, sys
+sys.argv = ["bench_et_pytorch.py", "cpu"]
+sys.path.insert(0, ANCHORS)
+import bench_et_pytorch as b
+
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) / 1024
+
+
+out = {}
+m = b.Et(32, 128, 128, 12, 64, 512)
+for name, closed in [("train_closed", True), ("train_autograd", False)]:
+    m.train_step(4, closed)
+    open("/proc/self/clear_refs", "w").write("5")
+    before = status("VmRSS")
+    m.train_step(4, closed)
+    out[name] = status("VmHWM") - before
+print(json.dumps(out))
+"""
+
+
+def pytorch_train_memory(python, anchors, env):
+    """Peak resident memory (MiB above the state before) of one PyTorch training step."""
+    text = run([python, "-c", MEMORY_SNIPPET.replace("ANCHORS", repr(anchors))], env)
+    return json.loads(text.strip().splitlines()[-1])
 
 
 def epoch_table(args, env):
@@ -145,9 +177,13 @@ def main():
         sys.exit(f"compare: the PyTorch anchor {script} is missing (pass --anchors DIR)")
 
     before = anchor(args.python, script, args.compile, env)
+    memory = {}
     if not args.no_cargo:
-        run(["cargo", "bench", "-p", "basin-benches", "--bench", "energy", "--", "et_step_dense|train_step/"], env)
+        out = run(["cargo", "bench", "-p", "basin-benches", "--bench", "energy", "--", "et_step_dense|train_step/"], env)
+        for m in re.finditer(r"^train_step (\w+)[^:]*: peak RSS \d+ MiB \((\d+) MiB above", out, flags=re.M):
+            memory[m.group(1)] = float(m.group(2))
     after = anchor(args.python, script, args.compile, env)
+    torch_memory = pytorch_train_memory(args.python, args.anchors, env)
 
     floor, floor_s = spread(before, after, "floor")
     rows = []  # (what, step ms text, step ms, train ms text, train ms)
@@ -194,6 +230,9 @@ def main():
     t = basin["train"]
     if t and eager_train:
         print(f"goal 2: training step {t:.0f} ms = {t / eager_train:.2f}× PyTorch eager closed form (target < 1)")
+    print(f"goal 2: peak memory of one training step above the resident state (MiB): basin closed form {memory.get('closed_form', '–')}, autograd {memory.get('autograd', '–')}; "
+          f"PyTorch closed form {torch_memory['train_closed']:.0f}, autograd {torch_memory['train_autograd']:.0f} (target: basin ≤ PyTorch)")
+    result["train_memory_mib"] = {"basin": memory, "pytorch": torch_memory}
 
     if args.pe:
         pe_script = os.path.join(ROOT, "crates", "basin-graph", "scripts", "scipy_pe_loop.py")

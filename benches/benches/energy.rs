@@ -223,6 +223,13 @@ fn train_step(c: &mut Criterion) {
     let target = Tensor::randn([32, 128, 128], (Kind::Float, dev));
     let s = Structure::full();
     let params: Vec<Tensor> = vs.trainable_variables();
+    let step = |block: &EnergyBlock| {
+        let y = block.forward(&x, &s, true);
+        let loss = (y - &target).square().mean(Kind::Float);
+        let _ = Tensor::run_backward(&[loss], &params, false, false);
+    };
+    step(&block);
+    basin_benches::print_peak_rss("train_step closed_form (one T=4 step)", || step(&block));
     let mut group = c.benchmark_group("train_step");
     group
         .sample_size(10)
@@ -240,6 +247,8 @@ fn train_step(c: &mut Criterion) {
         &mut block.energy,
         Box::new(basin_core::EnergySum::new()),
     )));
+    step(&block);
+    basin_benches::print_peak_rss("train_step autograd (one T=4 step)", || step(&block));
     group.bench_function("dense_T4_forward_backward_autograd", |b| {
         b.iter_custom(|iters| {
             timed(dev, iters, || {
