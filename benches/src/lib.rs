@@ -39,13 +39,23 @@ pub fn reset_peak_rss() {
 
 /// Runs `f` once and prints the peak resident memory it reached, above what was resident
 /// before (`label` names it in the output).
+///
+/// glibc keeps freed blocks for reuse once its dynamic mmap threshold has grown, so a step run
+/// after a warm-up can reach no new peak at all; run with `MALLOC_MMAP_THRESHOLD_=131072`
+/// (`cargo xtask bench` and `benches/compare.py` set it) for figures that count what the step
+/// itself allocates. Without it the line says so.
 pub fn print_peak_rss(label: &str, f: impl FnOnce()) {
     reset_peak_rss();
-    let before = peak_rss_mib();
+    let before = rss_mib();
     f();
     if let (Some(b), Some(a)) = (before, peak_rss_mib()) {
+        let caveat = if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some() {
+            ""
+        } else {
+            " [MALLOC_MMAP_THRESHOLD_ unset: freed memory is reused, the figure is a lower bound]"
+        };
         println!(
-            "{label}: peak RSS {a:.0} MiB ({:.0} MiB above the resident state before it)",
+            "{label}: peak RSS {a:.0} MiB ({:.0} MiB above the resident state before it){caveat}",
             a - b
         );
     }

@@ -12,6 +12,7 @@
 
 mod setup;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -102,7 +103,11 @@ fn run(cli: Cli) -> Result<()> {
             // (`BASIN_REQUIRE_DATA=1` makes them fail instead, as CI does); they are counted here.
             let log = root.join("target").join("skipped-data-tests.log");
             let _ = std::fs::remove_file(&log);
-            let result = cargo_with(&root, &["test", "--workspace"], &[("BASIN_SKIP_LOG", &log)]);
+            let result = cargo_with(
+                &root,
+                &["test", "--workspace"],
+                &[("BASIN_SKIP_LOG", log.as_os_str())],
+            );
             report_skips(&log);
             result
         }
@@ -153,7 +158,13 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(f) = filter.as_deref() {
                 args.extend(["--", f]);
             }
-            cargo(&root, &args)
+            // Freed large blocks return to the system, so the printed peak-memory figures
+            // count what each step allocates (see `basin_benches::print_peak_rss`).
+            cargo_with(
+                &root,
+                &args,
+                &[("MALLOC_MMAP_THRESHOLD_", OsStr::new("131072"))],
+            )
         }
     }
 }
@@ -186,7 +197,7 @@ fn report_skips(log: &Path) {
 }
 
 /// [`cargo`] with extra environment variables for the child.
-fn cargo_with(root: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<()> {
+fn cargo_with(root: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("xtask: cargo {}", args.join(" "));
     let mut cmd = Command::new(&cargo);

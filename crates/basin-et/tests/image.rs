@@ -33,13 +33,12 @@ fn small_config() -> ImageCompletionConfig {
     }
 }
 
-#[test]
-fn etimage_learns_to_complete_stripes_and_descends() {
-    tch::manual_seed(0);
-    let data = stripes(640, 1);
+/// A learner on `n` stripe images drawn with `seed` (5 random patches masked, batch 32).
+fn stripes_learner(cfg: &ImageCompletionConfig, n: usize, seed: u64) -> ImageLearner {
+    let data = stripes(n, seed);
     let norm = Normalize::of(&data);
-    let mut learner = ImageLearner::new(
-        &small_config(),
+    ImageLearner::new(
+        cfg,
         data,
         norm,
         MaskStrategy::Random { k: 5 },
@@ -47,16 +46,15 @@ fn etimage_learns_to_complete_stripes_and_descends() {
         32,
         Device::Cpu,
     )
-    .unwrap();
-    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
-        (0..512).collect(),
-        (512..576).collect(),
-        (576..640).collect(),
-    );
-    let runner = Runner {
-        name: "stripes".into(),
+    .unwrap()
+}
+
+/// `epochs` epochs at lr 3·10⁻³, seed 1, no files written.
+fn stripes_runner(name: &str, epochs: usize) -> Runner {
+    Runner {
+        name: name.into(),
         train: TrainConfig {
-            epochs: 8,
+            epochs,
             optim: OptimConfig {
                 lr: 3e-3,
                 ..OptimConfig::default()
@@ -68,7 +66,19 @@ fn etimage_learns_to_complete_stripes_and_descends() {
         device: "cpu".into(),
         config: serde_json::json!({}),
         progress: false,
-    };
+    }
+}
+
+#[test]
+fn etimage_learns_to_complete_stripes_and_descends() {
+    tch::manual_seed(0);
+    let mut learner = stripes_learner(&small_config(), 640, 1);
+    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
+        (0..512).collect(),
+        (512..576).collect(),
+        (576..640).collect(),
+    );
+    let runner = stripes_runner("stripes", 8);
     let record = runner
         .fit(
             &mut learner,
@@ -205,39 +215,13 @@ fn ablations_select_the_terms_and_bad_configs_are_refused() {
 fn recomputed_training_matches_the_unrolled_graph() {
     let fit = |recompute: bool| {
         tch::manual_seed(3);
-        let data = stripes(96, 2);
-        let norm = Normalize::of(&data);
         let cfg = ImageCompletionConfig {
             recompute,
             ..small_config()
         };
-        let mut learner = ImageLearner::new(
-            &cfg,
-            data,
-            norm,
-            MaskStrategy::Random { k: 5 },
-            Augment::none(),
-            32,
-            Device::Cpu,
-        )
-        .unwrap();
+        let mut learner = stripes_learner(&cfg, 96, 2);
         let (train, val): (Vec<usize>, Vec<usize>) = ((0..64).collect(), (64..96).collect());
-        let runner = Runner {
-            name: format!("recompute-{recompute}"),
-            train: TrainConfig {
-                epochs: 2,
-                optim: OptimConfig {
-                    lr: 3e-3,
-                    ..OptimConfig::default()
-                },
-                ..TrainConfig::default()
-            },
-            seed: 1,
-            dir: None,
-            device: "cpu".into(),
-            config: serde_json::json!({}),
-            progress: false,
-        };
+        let runner = stripes_runner(&format!("recompute-{recompute}"), 2);
         let record = runner
             .fit(
                 &mut learner,
