@@ -172,21 +172,26 @@ def main():
     args = ap.parse_args()
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "2")
-    # Large blocks go back to the system when freed, on both sides, so peak-memory figures
-    # count what a step allocates (glibc otherwise reuses freed memory after a warm-up).
-    env.setdefault("MALLOC_MMAP_THRESHOLD_", "131072")
+    # Memory is measured in passes of its own with a fixed glibc mmap threshold, so that freed
+    # large blocks go back to the system and a step's peak counts what it allocates; timings
+    # run without it (every large allocation would then be a fresh mmap, which slows both
+    # sides by up to 2×).
+    mem_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072")
     script = os.path.join(args.anchors, "bench_et_pytorch.py")
     if not os.path.exists(script):
         sys.exit(f"compare: the PyTorch anchor {script} is missing (pass --anchors DIR)")
 
     before = anchor(args.python, script, args.compile, env)
-    memory = {}
     if not args.no_cargo:
-        out = run(["cargo", "bench", "-p", "basin-benches", "--bench", "energy", "--", "et_step_dense|train_step/"], env)
-        for m in re.finditer(r"^train_step (\w+)[^:]*: peak RSS \d+ MiB \((\d+) MiB above", out, flags=re.M):
-            memory[m.group(1)] = float(m.group(2))
+        run(["cargo", "bench", "-p", "basin-benches", "--bench", "energy", "--", "et_step_dense|train_step/"], env)
     after = anchor(args.python, script, args.compile, env)
-    torch_memory = pytorch_train_memory(args.python, args.anchors, env)
+    # The memory pass: `train_step` prints its peak-memory lines before criterion filters
+    # anything, and a filter that matches no benchmark times nothing.
+    memory = {}
+    out = run(["cargo", "bench", "-p", "basin-benches", "--bench", "energy", "--", "memory_lines_only"], mem_env)
+    for m in re.finditer(r"^train_step (\w+)[^:]*: peak RSS \d+ MiB \((\d+) MiB above", out, flags=re.M):
+        memory[m.group(1)] = float(m.group(2))
+    torch_memory = pytorch_train_memory(args.python, args.anchors, mem_env)
 
     floor, floor_s = spread(before, after, "floor")
     rows = []  # (what, step ms text, step ms, train ms text, train ms)

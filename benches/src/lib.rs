@@ -41,9 +41,10 @@ pub fn reset_peak_rss() {
 /// before (`label` names it in the output).
 ///
 /// glibc keeps freed blocks for reuse once its dynamic mmap threshold has grown, so a step run
-/// after a warm-up can reach no new peak at all; run with `MALLOC_MMAP_THRESHOLD_=131072`
-/// (`cargo xtask bench` and `benches/compare.py` set it) for figures that count what the step
-/// itself allocates. Without it the line says so.
+/// after a warm-up can reach no new peak at all; run with `MALLOC_MMAP_THRESHOLD_=131072` for
+/// figures that count what the step itself allocates (`benches/compare.py` does, in a pass of
+/// its own: with it every large allocation is a fresh mmap, which slows the timings). Without
+/// it the line says so.
 pub fn print_peak_rss(label: &str, f: impl FnOnce()) {
     reset_peak_rss();
     let before = rss_mib();

@@ -12,7 +12,6 @@
 
 mod setup;
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -103,11 +102,7 @@ fn run(cli: Cli) -> Result<()> {
             // (`BASIN_REQUIRE_DATA=1` makes them fail instead, as CI does); they are counted here.
             let log = root.join("target").join("skipped-data-tests.log");
             let _ = std::fs::remove_file(&log);
-            let result = cargo_with(
-                &root,
-                &["test", "--workspace"],
-                &[("BASIN_SKIP_LOG", log.as_os_str())],
-            );
+            let result = cargo_with(&root, &["test", "--workspace"], &[("BASIN_SKIP_LOG", &log)]);
             report_skips(&log);
             result
         }
@@ -158,13 +153,7 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(f) = filter.as_deref() {
                 args.extend(["--", f]);
             }
-            // Freed large blocks return to the system, so the printed peak-memory figures
-            // count what each step allocates (see `basin_benches::print_peak_rss`).
-            cargo_with(
-                &root,
-                &args,
-                &[("MALLOC_MMAP_THRESHOLD_", OsStr::new("131072"))],
-            )
+            cargo(&root, &args)
         }
     }
 }
@@ -197,7 +186,7 @@ fn report_skips(log: &Path) {
 }
 
 /// [`cargo`] with extra environment variables for the child.
-fn cargo_with(root: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> Result<()> {
+fn cargo_with(root: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     println!("xtask: cargo {}", args.join(" "));
     let mut cmd = Command::new(&cargo);
