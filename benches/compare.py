@@ -5,7 +5,10 @@ Sides, in this order (the PyTorch anchor before and after basin, since absolute 
 between minutes on a shared machine):
   1. `bench_et_pytorch.py cpu [--compile]` (PyTorch eager, autograd and closed form, the
      measured matmul rate and the FLOP floor; from ../shared/checks unless --anchors says);
-  2. `cargo bench -p basin-benches --bench energy` (`et_step_dense_*`, `train_step`);
+  2. basin under the anchor's protocol (`cargo run -p basin-benches --bin et_step_anchor`:
+     medians of 30 short runs, the variants interleaved round by round after a warm-up), then
+     `cargo bench -p basin-benches --bench energy` (`et_step_dense_*`, `train_step`:
+     criterion's sustained sampling, one variant after another);
   3. the PyTorch anchor again;
   4. with --pe: `crates/basin-graph/scripts/scipy_pe_loop.py NCI1 DD` against the
      `laplacian_pe/*` criterion benchmarks;
@@ -182,6 +185,10 @@ def main():
         sys.exit(f"compare: the PyTorch anchor {script} is missing (pass --anchors DIR)")
 
     before = anchor(args.python, script, args.compile, env)
+    # basin under the anchor's own protocol (short runs, variants interleaved), then under
+    # criterion's sustained sampling.
+    out = run(["cargo", "run", "--release", "-q", "-p", "basin-benches", "--bin", "et_step_anchor"], env)
+    same_protocol = json.loads(out.strip().splitlines()[-1])
     if not args.no_cargo:
         run(["cargo", "bench", "-p", "basin-benches", "--bench", "energy", "--", "et_step_dense|train_step/"], env)
     after = anchor(args.python, script, args.compile, env)
@@ -211,9 +218,16 @@ def main():
         "train_autograd": criterion("train_step/dense_T4_forward_backward_autograd"),
     }
     for label, key, tkey in [
-        ("basin closed_form (energy + gradient)", "closed_form", "train"),
-        ("basin closed_form_grad_only", "closed_form_grad_only", None),
-        ("basin autograd", "autograd", "train_autograd"),
+        ("basin closed_form (energy + gradient), anchor protocol", "closed_form", "train"),
+        ("basin closed_form_grad_only, anchor protocol", "closed_form_grad_only", None),
+        ("basin autograd, anchor protocol", "autograd", None),
+    ]:
+        s, t = same_protocol.get(key), same_protocol.get(tkey) if tkey else None
+        rows.append((label, f"{s:.1f}" if s else "–", s, f"{t:.1f}" if t else "–", t))
+    for label, key, tkey in [
+        ("basin closed_form (energy + gradient), criterion", "closed_form", "train"),
+        ("basin closed_form_grad_only, criterion", "closed_form_grad_only", None),
+        ("basin autograd, criterion", "autograd", "train_autograd"),
     ]:
         s, t = basin[key], basin[tkey] if tkey else None
         rows.append((label, f"{s:.1f}" if s else "–", s, f"{t:.1f}" if t else "–", t))
@@ -230,12 +244,12 @@ def main():
         xe = f"{s / eager:.2f}" if s and eager else "–"
         xt = f"{t / eager_train:.2f}" if t and eager_train else "–"
         print(f"| {label} | {s_txt} | {xf} | {xe} | {t_txt} | {xt} |")
-    result = {"pytorch_before": before, "pytorch_after": after, "basin_ms": basin}
-    g = basin["closed_form_grad_only"]
+    result = {"pytorch_before": before, "pytorch_after": after, "basin_ms": basin, "basin_anchor_protocol_ms": same_protocol}
+    g = same_protocol["closed_form_grad_only"]
     if g and floor:
         print(f"\ngoal 1: gradient-only step {g:.1f} ms = {g / floor:.2f}× the floor (target ≤ 1.25×)"
               + (f", {g / compiled:.2f}× torch.compile (target ≤ 1)" if compiled else ""))
-    t = basin["train"]
+    t = same_protocol["train"]
     if t and eager_train:
         print(f"goal 2: training step {t:.0f} ms = {t / eager_train:.2f}× PyTorch eager closed form (target < 1)")
     print(f"goal 2: peak memory of one training step above the resident state (MiB): basin closed form {memory.get('closed_form', '–')}, autograd {memory.get('autograd', '–')}; "
