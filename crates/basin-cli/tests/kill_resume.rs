@@ -23,7 +23,8 @@ fn basin(args: &[&str]) -> Command {
 }
 
 /// The JSON files of an output directory (relative path → value), with wall-clock fields
-/// (`*seconds*`, `*unix*`, `*_s`, `time`) removed: they are the only fields that may differ.
+/// (`*seconds*`, `*unix*`, `*_s`, `time`, the epoch `phases`) removed: they are the only fields
+/// that may differ.
 fn records(dir: &Path) -> Vec<(PathBuf, serde_json::Value)> {
     fn strip(v: &mut serde_json::Value) {
         match v {
@@ -32,7 +33,8 @@ fn records(dir: &Path) -> Vec<(PathBuf, serde_json::Value)> {
                     !(k.contains("seconds")
                         || k.contains("unix")
                         || k.ends_with("_s")
-                        || k == "time")
+                        || k == "time"
+                        || k == "phases")
                 });
                 m.values_mut().for_each(strip);
             }
