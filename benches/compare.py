@@ -26,9 +26,11 @@ import glob
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -119,9 +121,16 @@ def pytorch_train_memory(python, anchors, env):
 def epoch_table(args, env):
     """One NCI1 training epoch on each side, split by phase (training graphs of fold 0 of a
     2-fold CV on basin's side, the same number on the Python side)."""
-    import tempfile
     data = os.path.abspath(args.data)
     work = tempfile.mkdtemp(prefix="basin_epoch_")
+    try:
+        return epoch_sides(args, env, data, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def epoch_sides(args, env, data, work):
+    """The two sides of [`epoch_table`], with `work` a scratch directory."""
     basin = os.path.join(ROOT, "target", "release", "basin")
     run(["cargo", "build", "--release", "-p", "basin-cli"], env)
     example = run([basin, "train", "--example", "et-graph"], env)

@@ -137,11 +137,10 @@ fn sparse_step(c: &mut Criterion) {
 /// `BASIN_BENCH_TSOCIAL=1`. Printed per size: median of 3 steps, time per million edges (flat
 /// when the cost is linear in edges) and the step's peak resident memory above what the graph
 /// and tokens already hold. Run once, not sampled by criterion (the largest size takes minutes).
-fn sparse_scaling(c: &mut Criterion) {
-    if !c_filter_matches("sparse_scaling") {
+fn sparse_scaling(_c: &mut Criterion) {
+    if !selected("sparse_scaling") {
         return;
     }
-    let _ = c;
     let dev = device();
     tch::manual_seed(0);
     let vs = VarStore::new(dev);
@@ -190,7 +189,7 @@ fn sparse_scaling(c: &mut Criterion) {
 
 /// Whether the command line's benchmark filter (if any) matches `name` (for benchmarks that
 /// run outside criterion's sampling).
-fn c_filter_matches(name: &str) -> bool {
+fn selected(name: &str) -> bool {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -266,7 +265,7 @@ fn train_step(c: &mut Criterion) {
 /// ([`EnergyBlock::run_recomputed`]): peak memory above the resident state (printed) and time.
 /// Micro-batch `BASIN_BENCH_BATCH` (default 4 on CPU, 64 on CUDA).
 fn train_step_recompute(c: &mut Criterion) {
-    if !c_filter_matches("train_step_imagenet_T12") {
+    if !selected("train_step_imagenet_T12") {
         return;
     }
     let dev = device();

@@ -10,6 +10,7 @@ use basin_image::{Augment, ImageSet, MaskStrategy, Normalize};
 use basin_tasks::image_completion::{
     ImageCompletionConfig, ImageLearner, ImageLoss, PatchBatchOnDevice, summary,
 };
+use basin_train::TrainError;
 use basin_train::optim::OptimConfig;
 use basin_train::runner::{Runner, TrainConfig, Validation};
 use tch::Device;
@@ -69,6 +70,16 @@ fn stripes_runner(name: &str, epochs: usize) -> Runner {
     }
 }
 
+/// Validation by the masked-patch MSE of `val` under mask seed 0 (lower is better).
+fn val_mse(l: &ImageLearner, val: &[usize]) -> Result<Validation, TrainError> {
+    let r = l.evaluate(val, &[0])?;
+    Ok(Validation {
+        metrics: BTreeMap::from([("val_mse".into(), r.mse)]),
+        score: -r.mse,
+        ..Validation::default()
+    })
+}
+
 #[test]
 fn etimage_learns_to_complete_stripes_and_descends() {
     tch::manual_seed(0);
@@ -84,14 +95,7 @@ fn etimage_learns_to_complete_stripes_and_descends() {
             &mut learner,
             &train,
             &[("train", &train), ("val", &val), ("test", &test)],
-            |l, _, _| {
-                let r = l.evaluate(&val, &[0])?;
-                Ok(Validation {
-                    metrics: BTreeMap::from([("val_mse".into(), r.mse)]),
-                    score: -r.mse,
-                    ..Validation::default()
-                })
-            },
+            |l, _, _| val_mse(l, &val),
             |l, _| Ok(summary("test_", &l.evaluate(&test, &[0, 1])?)),
         )
         .unwrap();
@@ -227,14 +231,7 @@ fn recomputed_training_matches_the_unrolled_graph() {
                 &mut learner,
                 &train,
                 &[("val", &val)],
-                |l, _, _| {
-                    let r = l.evaluate(&val, &[0])?;
-                    Ok(Validation {
-                        metrics: BTreeMap::from([("val_mse".into(), r.mse)]),
-                        score: -r.mse,
-                        ..Validation::default()
-                    })
-                },
+                |l, _, _| val_mse(l, &val),
                 |_, _| Ok(BTreeMap::new()),
             )
             .unwrap();

@@ -119,6 +119,14 @@ impl ImageLearner {
         self.vs.device()
     }
 
+    /// The batch of `items` prepared with `pipe` and mask seed `seed`, on the model's device.
+    fn prepare(&self, items: &[usize], pipe: &Pipeline, seed: u64) -> Result<PatchBatchOnDevice> {
+        Ok(PatchBatchOnDevice::new(
+            &pipe.batch(&self.data, items, seed)?,
+            self.device(),
+        ))
+    }
+
     /// Predictions and the batch for `items` prepared with `pipe` and mask seed `seed`.
     pub fn run_batch(
         &self,
@@ -127,7 +135,7 @@ impl ImageLearner {
         seed: u64,
         train: bool,
     ) -> Result<(Tensor, PatchBatchOnDevice)> {
-        let b = PatchBatchOnDevice::new(&pipe.batch(&self.data, items, seed)?, self.device());
+        let b = self.prepare(items, pipe, seed)?;
         let (pred, _) = self.model.forward(&b, train, None);
         Ok((pred, b))
     }
@@ -238,13 +246,7 @@ impl Learner for ImageLearner {
     ) -> std::result::Result<StepOutput, TrainError> {
         let seed: u64 = rng.random();
         let t0 = std::time::Instant::now();
-        let b = PatchBatchOnDevice::new(
-            &self
-                .train_pipe
-                .batch(&self.data, items, seed)
-                .map_err(TaskError::from)?,
-            self.device(),
-        );
+        let b = self.prepare(items, &self.train_pipe, seed)?;
         basin_core::device::synchronize(self.device());
         let data = t0.elapsed().as_secs_f64();
         let pred = if self.model.cfg.recompute {
