@@ -1,11 +1,12 @@
 //! Training through the unrolled descent: a loss on the block output backpropagates to W_Q,
 //! W_K, ξ, γ and δ, and matches finite differences on a tiny case — for closed-form terms
 //! (dense and sparse) and for a term that only defines its energy (autograd with create_graph).
+//! Every test holds `lock_generator`: they seed libtorch's global generator and compare draws.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
-use basin_core::testing::{finite_difference, max_rel_error};
+use basin_core::testing::{finite_difference, lock_generator, max_rel_error};
 use basin_core::{
     AttentionConfig, BlockConfig, DynamicsConfig, Energy, EnergyBlock, EnergySum, HopfieldConfig,
     Structure,
@@ -87,6 +88,8 @@ const NAMES: [&str; 6] = [
 
 #[test]
 fn backprop_through_the_descent_matches_finite_differences_dense() {
+    // Every test here draws from libtorch\'s global generator; one at a time.
+    let _generator = lock_generator();
     tch::manual_seed(40);
     let mut vs = store();
     let blk = tiny_block(&vs);
@@ -97,6 +100,8 @@ fn backprop_through_the_descent_matches_finite_differences_dense() {
 
 #[test]
 fn backprop_through_the_descent_matches_finite_differences_sparse() {
+    // Every test here draws from libtorch\'s global generator; one at a time.
+    let _generator = lock_generator();
     tch::manual_seed(41);
     let mut vs = store();
     let blk = tiny_block(&vs);
@@ -124,6 +129,8 @@ impl Energy for Quartic {
 
 #[test]
 fn backprop_through_autograd_terms_uses_create_graph() {
+    // Every test here draws from libtorch\'s global generator; one at a time.
+    let _generator = lock_generator();
     tch::manual_seed(42);
     let mut vs = store();
     let mut blk = tiny_block(&vs);
@@ -152,6 +159,8 @@ fn backprop_through_autograd_terms_uses_create_graph() {
 /// both forward passes; the recomputation draws new noise, which must not matter).
 #[test]
 fn recomputed_backward_equals_the_unrolled_graph() {
+    // Every test here draws from libtorch\'s global generator; one at a time.
+    let _generator = lock_generator();
     let langevin = DynamicsConfig::new(&basin_core::Langevin {
         alpha: 0.3,
         sigma: 0.1,

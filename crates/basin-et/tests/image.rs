@@ -1,9 +1,11 @@
 //! Image completion with an ET block learns to complete synthetic stripes well below the mean predictor, its energy falls
 //! along the steps, and its pictures have the expected sizes and content.
+//! Every test holds `lock_generator`: they seed libtorch's global generator and compare draws.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 
+use basin_core::testing::lock_generator;
 use basin_core::{BlockConfig, TraceOptions};
 use basin_et::image::{ablation, cifar10_cpu, imagenet};
 use basin_image::{Augment, ImageSet, MaskStrategy, Normalize};
@@ -82,6 +84,8 @@ fn val_mse(l: &ImageLearner, val: &[usize]) -> Result<Validation, TrainError> {
 
 #[test]
 fn etimage_learns_to_complete_stripes_and_descends() {
+    // Every test here draws from libtorch\'s global generator; one at a time.
+    let _generator = lock_generator();
     tch::manual_seed(0);
     let mut learner = stripes_learner(&small_config(), 640, 1);
     let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
@@ -171,6 +175,8 @@ fn etimage_learns_to_complete_stripes_and_descends() {
 
 #[test]
 fn ablations_select_the_terms_and_bad_configs_are_refused() {
+    // Every test here draws from libtorch\'s global generator; one at a time.
+    let _generator = lock_generator();
     let base = cifar10_cpu();
     assert_eq!(base.tokens(), 64);
     assert_eq!(base.patch_len(), 48);
@@ -217,6 +223,8 @@ fn ablations_select_the_terms_and_bad_configs_are_refused() {
 /// seed gives the same losses and validation errors, epoch by epoch (float32, so to rounding).
 #[test]
 fn recomputed_training_matches_the_unrolled_graph() {
+    // Every test here draws from libtorch\'s global generator; one at a time.
+    let _generator = lock_generator();
     let fit = |recompute: bool| {
         tch::manual_seed(3);
         let cfg = ImageCompletionConfig {
