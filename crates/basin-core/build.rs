@@ -4,7 +4,7 @@
 //! We embed the library directory of the libtorch in use (`LIBTORCH`, which
 //! `.cargo/config.toml` points at the `.torch` link made by `cargo xtask setup`).
 
-fn main() {
+pub fn main() {
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     let Some(root) = std::env::var_os("LIBTORCH") else {
         return;
