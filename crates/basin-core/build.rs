@@ -4,6 +4,7 @@
 //! We embed the library directory of the libtorch in use (`LIBTORCH`, which
 //! `.cargo/config.toml` points at the `.torch` link made by `cargo xtask setup`).
 
+/// Embeds the libtorch `lib/` as rpath (basin-dist's build script calls it too).
 pub fn main() {
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     let Some(root) = std::env::var_os("LIBTORCH") else {

@@ -28,6 +28,12 @@ pub struct TrainArgs {
     /// cpu, cuda or auto (default: BASIN_DEVICE, else auto).
     #[arg(long)]
     device: Option<DeviceChoice>,
+    /// Train data-parallel in N local processes, like `torchrun --standalone --nproc-per-node
+    /// N` (Gloo; each rank on its share of every batch: the run file's batch is the global
+    /// batch). Under torchrun or srun leave it out: their RANK, WORLD_SIZE, MASTER_ADDR and
+    /// MASTER_PORT are used (README: "Training on several GPUs or machines").
+    #[arg(long, value_name = "N")]
+    nproc: Option<usize>,
 }
 
 /// Arguments of `basin eval`.
@@ -58,7 +64,21 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         bail!("give a run file (start from `basin train --example et-graph`)");
     };
     let spec = RunSpec::read(config)?;
-    let device = crate::device(args.device)?;
+    if let Some(n) = args.nproc
+        && std::env::var_os("WORLD_SIZE").is_none()
+    {
+        // The launcher: the ranks are this same command, told who they are by the variables.
+        let exe = std::env::current_exe().context("finding the basin executable")?;
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+        basin_dist::launch(n, &exe, &argv)?;
+        return Ok(());
+    }
+    let group = basin_dist::init_from_env()?;
+    let mut device = crate::device(args.device)?;
+    if let (Some(g), tch::Device::Cuda(_)) = (&group, device) {
+        // One GPU per local rank, as torchrun's LOCAL_RANK means.
+        device = tch::Device::Cuda(g.env().local_rank);
+    }
     let data = basin_graph::datadir::data_dir(args.data_dir.as_deref());
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
@@ -71,6 +91,14 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         }
         other => other,
     })?;
+    if let Some(g) = group {
+        // No rank leaves (closing rank 0's rendezvous store) before all are done.
+        g.barrier()?;
+        basin_dist::set_current(None);
+        if g.rank() != 0 {
+            return Ok(());
+        }
+    }
     for (dir, m) in &outcome.runs {
         println!("{dir}: {}", show(m));
     }

@@ -149,3 +149,18 @@ impl RawGroup {
         Err(crate::NO_BACKEND.into())
     }
 }
+
+/// Has the kernel kill the child when the process that started it dies (`PR_SET_PDEATHSIG`).
+pub(crate) fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and calls only the async-signal-safe
+    // prctl(2).
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

@@ -1,7 +1,12 @@
 //! Local launch, like `torchrun --standalone --nproc-per-node N`: N copies of a program, each
 //! with `RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR` = 127.0.0.1 and a
 //! free `MASTER_PORT`. When one rank fails the others are stopped (they would otherwise wait
-//! for it until their timeout), and the error names the first rank that failed.
+//! for it until their timeout), and the error names the first rank that failed; when the
+//! launcher itself is killed, the kernel stops the ranks (Linux's parent-death signal), so no
+//! orphan goes on writing into the run directory.
+//!
+//! Unless `OMP_NUM_THREADS` is set, each rank gets the machine's cores divided by N, so N ranks
+//! do not oversubscribe the CPU (torchrun sets 1).
 
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
@@ -28,9 +33,15 @@ pub fn launch(
         return Err(DistError::Launch("--nproc must be at least 1".into()));
     }
     let port = free_port()?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| (n.get() / nproc).max(1));
     let mut children: Vec<Child> = Vec::with_capacity(nproc);
     for rank in 0..nproc {
-        let child = Command::new(program)
+        let mut command = Command::new(program);
+        if std::env::var_os("OMP_NUM_THREADS").is_none() {
+            command.env("OMP_NUM_THREADS", threads.to_string());
+        }
+        crate::ffi::die_with_parent(&mut command);
+        let child = command
             .args(args)
             .env("RANK", rank.to_string())
             .env("LOCAL_RANK", rank.to_string())

@@ -331,6 +331,12 @@ pub fn set_current(group: Option<Arc<ProcessGroup>>) {
     }
 }
 
+/// Whether this process writes a run's shared outputs (records, reports, plots): it is alone,
+/// or it is rank 0 of its group.
+pub fn is_writer() -> bool {
+    current().is_none_or(|g| g.rank() == 0)
+}
+
 /// Joins the group the launcher's variables describe and makes it the default; `Ok(None)` when
 /// `WORLD_SIZE` is unset (one process: nothing to do).
 pub fn init_from_env() -> Result<Option<Arc<ProcessGroup>>, DistError> {

@@ -411,7 +411,12 @@ pub fn train(
     }
     // The run file is written once the data is read and the protocol fits it: a refused run
     // leaves nothing behind.
-    let write_run_file = || basin_core::checkpoint::write_atomic(&file, text.as_bytes());
+    // In a data-parallel run rank 0 alone writes (the records too: see basin_train::runner).
+    let writer = basin_dist::is_writer();
+    let write_run_file = || match writer {
+        true => basin_core::checkpoint::write_atomic(&file, text.as_bytes()),
+        false => Ok(()),
+    };
     let dev = basin_core::device::describe(device);
     let mut energy = Vec::new();
     let report = match spec {
@@ -526,13 +531,15 @@ pub fn train(
                 dev.clone(),
                 config,
             )?;
-            energy = image::pictures(
-                &learner,
-                &d,
-                &run.protocol,
-                &out.join(IMAGE_RUN),
-                &spec.title(),
-            )?;
+            if writer {
+                energy = image::pictures(
+                    &learner,
+                    &d,
+                    &run.protocol,
+                    &out.join(IMAGE_RUN),
+                    &spec.title(),
+                )?;
+            }
             ProtocolReport::new("image-completion", &run.data, vec![record], Vec::new())
         }
     };
@@ -556,7 +563,9 @@ pub fn train(
             .collect(),
         energy,
     };
-    write_outputs(out, &outcome, Some(&report), "report")?;
+    if writer {
+        write_outputs(out, &outcome, Some(&report), "report")?;
+    }
     Ok(outcome)
 }
 

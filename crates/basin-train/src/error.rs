@@ -39,6 +39,9 @@ pub enum TrainError {
     /// An error from libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+    /// Data-parallel communication failed (a peer died, ranks disagree).
+    #[error(transparent)]
+    Dist(#[from] basin_dist::DistError),
     /// Writing a record or checkpoint failed.
     #[error("{path}: {source}")]
     Io {

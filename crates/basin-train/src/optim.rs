@@ -189,6 +189,11 @@ impl AdamW {
         self.step
     }
 
+    /// The optimised parameters, ordered by name (the same order in every process).
+    pub fn parameters(&self) -> Vec<Tensor> {
+        self.params.iter().map(|(_, p)| p.shallow_clone()).collect()
+    }
+
     /// Clears the gradients of every parameter.
     pub fn zero_grad(&mut self) {
         for (_, p) in self.params.iter_mut() {

@@ -38,8 +38,15 @@ pub struct Phases {
     pub backward: f64,
     /// Gradient clipping and the optimiser step.
     pub optimiser: f64,
+    /// Data-parallel runs: reducing the loss and all-reducing the gradients across ranks.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub communication: f64,
     /// Validation (and test curves) after the epoch.
     pub evaluation: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Phases {

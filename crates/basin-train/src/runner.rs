@@ -9,6 +9,18 @@
 //! Determinism: at the start of epoch e, libtorch's generator and the learner's `rng` are both
 //! seeded from `(seed, e)`, so an interrupted run resumed from its last checkpoint produces the
 //! same record as a straight run.
+//!
+//! Data parallelism: when the process belongs to a group ([`basin_dist::current`], set up from
+//! `torchrun`'s variables by `basin train`), every rank cuts the epoch's permutation into the
+//! same global batches and takes its contiguous shard of each ([`basin_dist::shard`]: disjoint
+//! and covering); the loss is reduced across ranks before `backward` (so a non-finite loss
+//! stops every rank at once), and gradients are averaged with each rank weighted by its share
+//! of the batch before the optimiser step, which makes a step the global batch's step exactly
+//! for losses that are means over items. Rank r > 0 draws its randomness (dropout, noise,
+//! masks) from streams of its own; batch statistics (BatchNorm) are per rank, as in DDP without
+//! SyncBatchNorm. Validation and test run whole on every rank (identical replicas, identical
+//! selection); only rank 0 writes records and checkpoints, and every rank resumes from rank
+//! 0's checkpoint (the run directory must be shared).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,6 +35,8 @@ use tch::{Tensor, nn::VarStore};
 
 use crate::TrainError;
 use crate::optim::{AdamW, OptimConfig};
+use basin_dist::{ProcessGroup, ReduceOp};
+
 use crate::record::{EpochRecord, Phases, RunRecord, RunStatus, split_hash};
 use crate::schedule::{Schedule, Unit};
 
@@ -165,20 +179,40 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
         }
         None => vec![train.to_vec()],
     };
+    let group = data_parallel();
+    if let Some(g) = &group {
+        // Rank r > 0 draws its batches' randomness from a stream of its own.
+        rng.set_stream(g.rank() as u64);
+    }
     let (mut total, mut n) = (0.0, 0usize);
     let mut pre_step_scores = None;
     let device = learner.vars().device();
-    for items in &batches {
+    for batch in &batches {
+        let items = match &group {
+            Some(g) => &batch[basin_dist::shard(batch.len(), g.rank(), g.world_size())],
+            None => batch.as_slice(),
+        };
         let t0 = Instant::now();
-        let out = learner.train_step(items, rng)?;
+        let out = if items.is_empty() {
+            None
+        } else {
+            Some(learner.train_step(items, rng)?)
+        };
         basin_core::device::synchronize(device);
         let step = t0.elapsed().as_secs_f64();
-        steps.phases.data += out.data_seconds;
-        steps.phases.forward += (step - out.data_seconds).max(0.0);
-        total += steps.step(&out.loss, || learner.after_backward())?;
+        let data = out.as_ref().map_or(0.0, |o| o.data_seconds);
+        steps.phases.data += data;
+        steps.phases.forward += (step - data).max(0.0);
+        let share = group.as_deref().map(|g| Share {
+            group: g,
+            items: items.len(),
+            batch: batch.len(),
+        });
+        let loss = out.as_ref().map(|o| &o.loss);
+        total += steps.step(loss, share, || learner.after_backward())?;
         n += 1;
-        if out.pre_step_scores.is_some() {
-            pre_step_scores = out.pre_step_scores;
+        if let Some(scores) = out.and_then(|o| o.pre_step_scores) {
+            pre_step_scores = Some(scores);
         }
     }
     Ok(EpochOutput {
@@ -186,6 +220,20 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
         pre_step_scores,
         phases: std::mem::take(&mut steps.phases),
     })
+}
+
+/// The process's group when it has more than one rank.
+fn data_parallel() -> Option<std::sync::Arc<ProcessGroup>> {
+    basin_dist::current().filter(|g| g.world_size() > 1)
+}
+
+/// A rank's part of one global batch.
+pub(crate) struct Share<'g> {
+    group: &'g ProcessGroup,
+    /// Items this rank trained on.
+    items: usize,
+    /// Items of the global batch.
+    batch: usize,
 }
 
 /// The optimiser steps of one epoch.
@@ -210,14 +258,32 @@ impl Steps<'_> {
 
     /// Backpropagates `loss`, runs `after_backward` ([`Learner::after_backward`]) and takes
     /// one optimiser step; returns the loss value. A NaN or infinite loss or gradient stops
-    /// the run, naming the epoch and step.
+    /// the run, naming the epoch and step. In a data-parallel step (`share`) the loss is this
+    /// rank's (none when its shard of the batch is empty), the value returned is the global
+    /// batch's, and gradients are averaged across ranks before the optimiser.
     pub fn step(
         &mut self,
-        loss: &Tensor,
+        loss: Option<&Tensor>,
+        share: Option<Share<'_>>,
         after_backward: impl FnOnce(),
     ) -> Result<f64, TrainError> {
-        let value = loss.double_value(&[]);
         let (epoch, step) = (Some(self.epoch), Some(self.opt.steps()));
+        let local = loss.map_or(0.0, |l| l.double_value(&[]));
+        let t_comm = Instant::now();
+        let value = match &share {
+            None => local,
+            Some(s) => {
+                let bad = !local.is_finite();
+                let weighted = if bad { 0.0 } else { local * s.items as f64 };
+                let sums = s.group.sum(&[weighted, f64::from(u8::from(bad))])?;
+                if sums[1] > 0.0 {
+                    f64::NAN
+                } else {
+                    sums[0] / s.batch.max(1) as f64
+                }
+            }
+        };
+        self.phases.communication += t_comm.elapsed().as_secs_f64();
         if !value.is_finite() {
             return Err(TrainError::NonFinite {
                 what: format!("loss ({value})"),
@@ -227,16 +293,24 @@ impl Steps<'_> {
         }
         let lr = self.lr();
         self.opt.zero_grad();
-        let device = loss.device();
+        let device = loss.map_or(tch::Device::Cpu, Tensor::device);
         let t0 = Instant::now();
-        loss.backward();
-        after_backward();
+        if let Some(loss) = loss {
+            loss.backward();
+            after_backward();
+        }
         basin_core::device::synchronize(device);
         let t1 = Instant::now();
         self.phases.backward += (t1 - t0).as_secs_f64();
+        if let Some(s) = &share {
+            let weight = s.items as f64 / s.batch.max(1) as f64;
+            basin_dist::all_reduce_gradients(s.group, &self.opt.parameters(), weight)?;
+            self.phases.communication += t1.elapsed().as_secs_f64();
+        }
+        let t2 = Instant::now();
         let stepped = self.opt.step(lr);
         basin_core::device::synchronize(device);
-        self.phases.optimiser += t1.elapsed().as_secs_f64();
+        self.phases.optimiser += t2.elapsed().as_secs_f64();
         match stepped {
             Err(TrainError::NonFinite { what, .. }) => {
                 Err(TrainError::NonFinite { what, epoch, step })
@@ -399,7 +473,12 @@ fn copy_into(
 }
 
 impl Runner {
+    /// Where `file` of the run goes; `None` without a directory, and on every rank but 0 of a
+    /// data-parallel run (rank 0 alone writes; all ranks read its checkpoint to resume).
     fn path(&self, file: &str) -> Option<PathBuf> {
+        if !basin_dist::is_writer() {
+            return None;
+        }
         self.dir.as_ref().map(|d| d.join(file))
     }
 
@@ -426,26 +505,49 @@ impl Runner {
         if let Some((s, _)) = &schedule {
             s.validate("schedule")?;
         }
-        let mut record = RunRecord::new(
-            &self.name,
-            self.config.clone(),
-            self.seed,
-            self.device.clone(),
-        );
+        let group = data_parallel();
+        let rank = group.as_ref().map_or(0, |g| g.rank());
+        let device = match &group {
+            Some(g) => format!(
+                "{} (data-parallel: {} ranks, gloo)",
+                self.device,
+                g.world_size()
+            ),
+            None => self.device.clone(),
+        };
+        let mut record = RunRecord::new(&self.name, self.config.clone(), self.seed, device);
         for (name, idx) in splits {
             record
                 .split_hashes
                 .insert((*name).to_owned(), split_hash(idx));
         }
         let mut best: Option<(Validation, Vec<(String, Tensor)>)> = None;
-        if let Some(dir) = &self.dir {
+        if let (Some(dir), 0) = (&self.dir, rank) {
             basin_core::checkpoint::remove_stale_temporaries(dir);
         }
         if let Some(resumed) = self.resume(learner, &mut opt, &record)? {
             (record, best) = resumed;
         }
+        if let Some(g) = &group {
+            // Every rank must start from the same epoch (rank 0's checkpoint, seen by all) and
+            // the same weights.
+            let at = [record.epochs.len() as f64];
+            let (lo, hi) = (g.reduce(&at, ReduceOp::Min)?, g.reduce(&at, ReduceOp::Max)?);
+            if lo != hi {
+                return Err(basin_dist::DistError::Mismatch(format!(
+                    "ranks resume from epochs {} to {}: the run directory must be shared by all ranks",
+                    lo[0], hi[0]
+                ))
+                .into());
+            }
+            let vars: Vec<Tensor> = named("", learner.vars())
+                .into_iter()
+                .map(|(_, t)| t)
+                .collect();
+            basin_dist::broadcast_parameters(g, &vars)?;
+        }
         let prior_wall = record.wall_seconds;
-        let show = self.progress && !quiet();
+        let show = self.progress && !quiet() && rank == 0;
         let bar = if show {
             ProgressBar::new(self.train.epochs as u64)
         } else {
@@ -465,7 +567,8 @@ impl Runner {
         for epoch in record.epochs.len()..self.train.epochs {
             let t0 = Instant::now();
             let seed = epoch_seed(self.seed, epoch);
-            tch::manual_seed(seed as i64);
+            // Rank r draws dropout and noise from seed + r (rank 0: the single-process draws).
+            tch::manual_seed(seed.wrapping_add(rank as u64) as i64);
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let mut steps = Steps {
                 opt: &mut opt,
@@ -604,7 +707,8 @@ impl Runner {
         opt: &mut AdamW,
         fresh: &RunRecord,
     ) -> Result<Option<(RunRecord, Option<(Validation, Vec<(String, Tensor)>)>)>, TrainError> {
-        let Some(ckpt) = self.path("checkpoint.safetensors") else {
+        // Every rank reads rank 0's checkpoint.
+        let Some(ckpt) = self.dir.as_ref().map(|d| d.join("checkpoint.safetensors")) else {
             return Ok(None);
         };
         if !ckpt.exists() {
