@@ -35,10 +35,14 @@ fn main() {
         println!(
             "cargo:warning=gloo headers not found (BASIN_GLOO_INCLUDE, /usr/include/gloo): \
              basin-dist builds without the Gloo backend; `apt-get install libgloo-dev` \
-             (or `cargo xtask setup`) and rebuild"
+             (or `cargo xtask setup`) and rebuild (`cargo clean -p basin-dist`)"
         );
         return;
     };
+    println!(
+        "cargo:rerun-if-changed={}",
+        gloo.join("gloo/algorithm.h").display()
+    );
     cc::Build::new()
         .cpp(true)
         .file("src/shim.cpp")

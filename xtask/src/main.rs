@@ -2,7 +2,8 @@
 //!
 //! - `setup`: install libtorch 2.11.0 (the version `tch = "=0.24.0"` expects) from the PyPI
 //!   wheel into a per-user cache and link it as `.torch`, so that plain `cargo test`/`cargo run`
-//!   work afterwards.
+//!   work afterwards; and the gloo headers data-parallel training compiles against
+//!   (`libgloo-dev`, installed with apt-get when run as root).
 //! - `test`: setup, `cargo fmt --check`, clippy with `-D warnings`, the single-ndarray check and
 //!   `cargo test --workspace`.
 //! - `demo`: setup, then `basin demo`.
@@ -79,11 +80,13 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Task::Setup => {
             let torch = setup::ensure(&root)?;
+            setup::ensure_gloo(&root);
             println!("libtorch ready: {}", torch.display());
             Ok(())
         }
         Task::Test => {
             setup::ensure(&root)?;
+            setup::ensure_gloo(&root);
             cargo(&root, &["fmt", "--all", "--", "--check"])
                 .context("formatting differs: run `cargo fmt --all`")?;
             cargo(

@@ -1,4 +1,5 @@
-//! libtorch 2.11.0 from the PyPI wheel, cached per user and linked into the workspace.
+//! libtorch 2.11.0 from the PyPI wheel, cached per user and linked into the workspace; the gloo
+//! headers basin-dist compiles its c10d shim against (Debian's `libgloo-dev`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -168,4 +169,58 @@ fn point_link(link: &Path, target: &Path) -> Result<()> {
     }
     std::os::unix::fs::symlink(target, link)
         .with_context(|| format!("linking {} → {}", link.display(), target.display()))
+}
+
+/// Where basin-dist's build script looks for `gloo/algorithm.h` (keep in step with
+/// `crates/basin-dist/build.rs`).
+fn gloo_found() -> bool {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("BASIN_GLOO_INCLUDE")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    dirs.extend(["/usr/include", "/usr/local/include"].map(PathBuf::from));
+    dirs.iter().any(|d| d.join("gloo/algorithm.h").exists())
+}
+
+/// Makes sure the gloo headers are there for data-parallel training: installs `libgloo-dev`
+/// with apt-get when running as root, else says how. Without them basin still builds and
+/// trains in one process; `basin train --nproc` then explains what is missing.
+pub fn ensure_gloo(workspace: &Path) {
+    if gloo_found() {
+        return;
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if root && Path::new("/usr/bin/apt-get").exists() {
+        eprintln!("xtask: installing libgloo-dev (gloo headers for data-parallel training)");
+        let install = || {
+            Command::new("apt-get")
+                .args(["install", "-y", "--no-install-recommends", "libgloo-dev"])
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let updated = || {
+            Command::new("apt-get")
+                .arg("update")
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if (install() || (updated() && install())) && gloo_found() {
+            // The package's files keep their old dates: touch the shim so that cargo reruns
+            // basin-dist's build script, which now finds them.
+            let shim = workspace.join("crates/basin-dist/src/shim.cpp");
+            if let Ok(f) = std::fs::File::options().append(true).open(&shim) {
+                let _ = f.set_modified(std::time::SystemTime::now());
+            }
+            return;
+        }
+    }
+    eprintln!(
+        "xtask: warning: gloo headers not found; basin builds without data-parallel training. \
+         Install them (`sudo apt-get install libgloo-dev`) or set BASIN_GLOO_INCLUDE to the \
+         directory holding gloo/, then rebuild"
+    );
 }

@@ -2,7 +2,9 @@
 //! headers were found). Each function returns `Err(message)` for a C++ exception.
 #![allow(unsafe_code)]
 
-use std::ffi::{CStr, CString, c_char, c_int, c_void};
+#[cfg(basin_gloo)]
+use std::ffi::{CStr, c_char};
+use std::ffi::{CString, c_int, c_void};
 
 /// An owned `Group*` of the shim.
 #[cfg_attr(not(basin_gloo), allow(dead_code))]

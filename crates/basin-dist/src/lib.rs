@@ -32,7 +32,8 @@ pub use launch::launch;
 #[cfg_attr(basin_gloo, allow(dead_code))]
 pub(crate) const NO_BACKEND: &str = "this build of basin has no distributed backend: the gloo \
      headers were not found when basin-dist was built; install them (`apt-get install \
-     libgloo-dev`, or `cargo xtask setup`), or point BASIN_GLOO_INCLUDE at them, and rebuild";
+     libgloo-dev`, or `cargo xtask setup`), or point BASIN_GLOO_INCLUDE at them, and rebuild \
+     (`cargo clean -p basin-dist`, then build again)";
 
 /// Why distributed set-up or communication failed.
 #[derive(Debug, thiserror::Error)]
