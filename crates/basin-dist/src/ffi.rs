@@ -22,6 +22,7 @@ unsafe extern "C" {
         port: u16,
         rank: c_int,
         world: c_int,
+        serve: c_int,
         timeout_ms: i64,
         ifname: *const c_char,
         out: *mut *mut c_void,
@@ -75,6 +76,7 @@ impl RawGroup {
         port: u16,
         rank: usize,
         world: usize,
+        serve: bool,
         timeout_ms: i64,
         ifname: &str,
     ) -> Result<Self, String> {
@@ -87,6 +89,7 @@ impl RawGroup {
                 port,
                 rank as c_int,
                 world as c_int,
+                c_int::from(serve),
                 timeout_ms,
                 ifname.as_ptr(),
                 &mut out,
@@ -135,6 +138,7 @@ impl RawGroup {
         _port: u16,
         _rank: usize,
         _world: usize,
+        _serve: bool,
         _timeout_ms: i64,
         _ifname: &str,
     ) -> Result<Self, String> {

@@ -101,6 +101,9 @@ pub struct Env {
     pub master_port: u16,
     /// How long rendezvous and collectives may wait (`BASIN_DIST_TIMEOUT` seconds, else 300).
     pub timeout: Duration,
+    /// The launcher's agent already serves the store at MASTER_ADDR:MASTER_PORT (torchrun sets
+    /// `TORCHELASTIC_USE_AGENT_STORE=True`): every rank joins it as a client.
+    pub agent_store: bool,
 }
 
 fn parse<T: std::str::FromStr>(
@@ -170,6 +173,8 @@ impl Env {
             }
             None => Duration::from_secs(300),
         };
+        let agent_store = get("TORCHELASTIC_USE_AGENT_STORE")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
         Ok(Some(Self {
             rank,
             world_size,
@@ -177,6 +182,7 @@ impl Env {
             master_addr,
             master_port,
             timeout,
+            agent_store,
         }))
     }
 }
@@ -230,6 +236,7 @@ impl ProcessGroup {
             env.master_port,
             env.rank,
             env.world_size,
+            env.rank == 0 && !env.agent_store,
             ms,
             &ifname,
         )

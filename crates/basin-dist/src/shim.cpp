@@ -52,16 +52,17 @@ bool loopback(const std::string& host) {
 
 extern "C" {
 
-// Rendezvous at addr:port (rank 0 serves the store) and connect a Gloo group of `world` ranks.
-// `ifname`, if not empty, is the network interface Gloo binds (GLOO_SOCKET_IFNAME).
-int basin_dist_new_gloo(const char* addr, uint16_t port, int rank, int world,
+// Rendezvous at addr:port and connect a Gloo group of `world` ranks; `serve`: this rank serves
+// the store (rank 0, unless a launcher's agent already does). `ifname`, if not empty, is the
+// network interface Gloo binds (GLOO_SOCKET_IFNAME).
+int basin_dist_new_gloo(const char* addr, uint16_t port, int rank, int world, int serve,
                         int64_t timeout_ms, const char* ifname, void** out, char** err) {
   return guarded(err, [&] {
     const std::string host(addr);
     const std::chrono::milliseconds timeout(timeout_ms);
     c10d::TCPStoreOptions opts;
     opts.port = port;
-    opts.isServer = rank == 0;
+    opts.isServer = serve != 0;
     opts.numWorkers = static_cast<std::size_t>(world);
     opts.waitWorkers = true;
     opts.timeout = timeout;

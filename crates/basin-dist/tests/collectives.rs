@@ -169,6 +169,7 @@ fn a_missing_peer_fails_the_rendezvous_after_the_timeout() {
         master_addr: "127.0.0.1".into(),
         master_port: basin_dist::launch::free_port().unwrap(),
         timeout: Duration::from_secs(2),
+        agent_store: false,
     };
     let t0 = Instant::now();
     let e = ProcessGroup::new(env).expect_err("rank 1 never comes");
@@ -220,6 +221,15 @@ fn launcher_variables_are_checked() {
     .unwrap()
     .unwrap();
     assert_eq!((ok.rank, ok.local_rank, ok.master_port), (1, 1, 29500));
+    assert!(!ok.agent_store);
+    let under_torchrun = vars(&[
+        ("WORLD_SIZE", "2"),
+        ("RANK", "0"),
+        ("MASTER_ADDR", "h"),
+        ("MASTER_PORT", "1"),
+        ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+    ]);
+    assert!(under_torchrun.unwrap().unwrap().agent_store);
     let e = vars(&[
         ("WORLD_SIZE", "2"),
         ("RANK", "2"),
