@@ -21,19 +21,6 @@ fn basin(args: &[&str]) -> Command {
     c
 }
 
-/// Whether the binary has the Gloo backend (CI builds it with one: BASIN_REQUIRE_DIST).
-fn backend() -> bool {
-    if basin_dist::ProcessGroup::available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("BASIN_REQUIRE_DIST").is_none(),
-        "BASIN_REQUIRE_DIST is set but basin-dist was built without gloo"
-    );
-    eprintln!("skipped: basin-dist built without gloo headers");
-    false
-}
-
 /// A small MUTAG run: 2 folds, no training noise (Langevin off, no dropout), so that the two
 /// ranks' steps are the single process's steps.
 fn run_file(dir: &Path, epochs: usize) -> String {
@@ -99,7 +86,7 @@ fn assert_close(
 #[test]
 fn two_ranks_train_like_one_process_with_the_same_global_batch() {
     basin_graph::require_data!("tu/MUTAG");
-    if !backend() {
+    if !basin_dist::backend_or_skip() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -131,7 +118,7 @@ fn two_ranks_train_like_one_process_with_the_same_global_batch() {
 #[test]
 fn a_killed_data_parallel_job_resumes_from_rank_0s_checkpoint() {
     basin_graph::require_data!("tu/MUTAG");
-    if !backend() {
+    if !basin_dist::backend_or_skip() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -29,7 +29,6 @@ use tch::{Device, Kind, Tensor};
 pub use launch::launch;
 
 /// What the crate says when it was built without the gloo headers.
-#[cfg_attr(basin_gloo, allow(dead_code))]
 pub(crate) const NO_BACKEND: &str = "this build of basin has no distributed backend: the gloo \
      headers were not found when basin-dist was built; install them (`apt-get install \
      libgloo-dev`, or `cargo xtask setup`), or point BASIN_GLOO_INCLUDE at them, and rebuild \
@@ -322,6 +321,21 @@ impl ProcessGroup {
         self.all_reduce(&mut t, op)?;
         Ok(Vec::<f64>::try_from(&t)?)
     }
+}
+
+/// For tests that need the backend: `true` when this build has it; otherwise says the test is
+/// skipped and returns `false`, or panics when `BASIN_REQUIRE_DIST` is set (CI sets it: there
+/// every data-parallel test must run).
+pub fn backend_or_skip() -> bool {
+    if ProcessGroup::available() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("BASIN_REQUIRE_DIST").is_none(),
+        "BASIN_REQUIRE_DIST is set but basin-dist was built without gloo: {NO_BACKEND}"
+    );
+    eprintln!("skipped: basin-dist was built without the gloo headers");
+    false
 }
 
 static CURRENT: Mutex<Option<Arc<ProcessGroup>>> = Mutex::new(None);

@@ -8,20 +8,6 @@ use std::time::{Duration, Instant};
 use basin_dist::{Env, ProcessGroup, ReduceOp, all_reduce_gradients, launch, shard};
 use tch::{Kind, Tensor};
 
-/// Whether this build has the backend; without it (no gloo headers) the tests say so and pass
-/// only when BASIN_REQUIRE_DIST is unset (CI sets it).
-fn backend() -> bool {
-    if ProcessGroup::available() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("BASIN_REQUIRE_DIST").is_none(),
-        "BASIN_REQUIRE_DIST is set but basin-dist was built without gloo"
-    );
-    eprintln!("skipped: basin-dist built without gloo headers");
-    false
-}
-
 fn ranks(test: &str) -> Vec<std::ffi::OsString> {
     ["--exact", test, "--nocapture", "--test-threads=1"]
         .map(Into::into)
@@ -38,7 +24,7 @@ fn values(t: &Tensor) -> Vec<f64> {
 
 #[test]
 fn two_ranks_reduce_broadcast_and_average_gradients() {
-    if backend() {
+    if basin_dist::backend_or_skip() {
         launch(2, &exe(), &ranks("rank_collectives")).expect("both ranks pass");
     }
 }
@@ -104,7 +90,7 @@ fn rank_collectives() {
 
 #[test]
 fn a_dead_peer_is_an_error_not_a_hang() {
-    if !backend() {
+    if !basin_dist::backend_or_skip() {
         return;
     }
     let port = basin_dist::launch::free_port().unwrap();
@@ -159,7 +145,7 @@ fn rank_dies() {
 
 #[test]
 fn a_missing_peer_fails_the_rendezvous_after_the_timeout() {
-    if !backend() {
+    if !basin_dist::backend_or_skip() {
         return;
     }
     let env = Env {
@@ -183,7 +169,7 @@ fn a_missing_peer_fails_the_rendezvous_after_the_timeout() {
 
 #[test]
 fn a_failing_rank_stops_the_launch() {
-    if !backend() {
+    if !basin_dist::backend_or_skip() {
         return;
     }
     let e = launch(2, &exe(), &ranks("rank_fails")).expect_err("rank 1 fails");

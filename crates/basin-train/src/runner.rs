@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use basin_dist::{ProcessGroup, ReduceOp};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -35,8 +36,6 @@ use tch::{Tensor, nn::VarStore};
 
 use crate::TrainError;
 use crate::optim::{AdamW, OptimConfig};
-use basin_dist::{ProcessGroup, ReduceOp};
-
 use crate::record::{EpochRecord, Phases, RunRecord, RunStatus, split_hash};
 use crate::schedule::{Schedule, Unit};
 
