@@ -172,8 +172,15 @@ fn a_failing_rank_stops_the_launch() {
     if !basin_dist::backend_or_skip() {
         return;
     }
+    let t0 = Instant::now();
     let e = launch(2, &exe(), &ranks("rank_fails")).expect_err("rank 1 fails");
     assert!(e.to_string().contains("rank 1 failed"), "{e}");
+    // Rank 0 sleeps 120 s: only being stopped ends it this soon.
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        t0.elapsed()
+    );
 }
 
 #[test]
