@@ -86,6 +86,84 @@ fn sfi_trains_and_evaluates_on_a_pattern_subset() {
     train_then_eval(&run, &tmp.path().join("out"), 1);
 }
 
+/// A Peptides-struct file (`basin_graph::lrgb`'s layout) of 30 paths and cycles with 11 real
+/// targets each, split 20/5/5.
+fn write_peptides_struct(dir: &Path) {
+    use basin_graph::lrgb::LrgbSet;
+    let set = LrgbSet::PeptidesStruct;
+    let (f, p) = set.feature_widths();
+    let (mut x, mut e, mut index, mut node_ptr, mut edge_ptr) = (
+        Vec::new(),
+        Vec::new(),
+        [Vec::new(), Vec::new()],
+        vec![0i64],
+        vec![0i64],
+    );
+    let mut y = Vec::new();
+    for g in 0..30usize {
+        let n = 3 + g % 6;
+        x.extend((0..n * f).map(|i| (i % 3) as f32));
+        let mut pairs: Vec<(usize, usize)> = (0..n - 1).map(|v| (v, v + 1)).collect();
+        if g % 2 == 1 {
+            pairs.push((n - 1, 0));
+        }
+        for &(a, b) in &pairs {
+            index[0].extend([a as i64, b as i64]);
+            index[1].extend([b as i64, a as i64]);
+        }
+        e.extend(std::iter::repeat_n(0.0f32, 2 * pairs.len() * p));
+        node_ptr.push(node_ptr[g] + n as i64);
+        edge_ptr.push(edge_ptr[g] + 2 * pairs.len() as i64);
+        y.extend((0..11).map(|t| (n as f32 - 5.0) * 0.3 + t as f32 * 0.1));
+    }
+    let (nodes, edges) = (x.len() / f, e.len() / p);
+    let mut w = basin_graph::npz::NpzWriter::create(&dir.join(set.npz())).unwrap();
+    w.add_f32("node_feat", &[nodes, f], &x).unwrap();
+    w.add_f32("edge_feat", &[edges, p], &e).unwrap();
+    let flat: Vec<i64> = index.concat();
+    w.add_i64("edge_index", &[2, edges], &flat).unwrap();
+    w.add_i64("node_ptr", &[31], &node_ptr).unwrap();
+    w.add_i64("edge_ptr", &[31], &edge_ptr).unwrap();
+    w.add_f32("labels", &[30, 11], &y).unwrap();
+    w.finish().unwrap();
+    let ids = |r: std::ops::Range<usize>| r.map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
+    std::fs::write(
+        dir.join(set.split_json()),
+        format!(
+            r#"{{"train": [{}], "val": [{}], "test": [{}]}}"#,
+            ids(0..20),
+            ids(20..25),
+            ids(25..30)
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_gps_model_trains_on_real_valued_targets_and_is_scored_by_mae() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("peptides-struct");
+    std::fs::create_dir_all(&data).unwrap();
+    write_peptides_struct(&data);
+    let data_line = format!("data = \"{}\"", data.display());
+    let run = tiny_run(
+        tmp.path(),
+        "sfi-pattern",
+        &[
+            ("data = \"pattern\"", &data_line),
+            ("subset = [1000, 200, 200]", ""),
+            ("level = \"node\"", "level = \"graph\""),
+            ("metric = \"accuracy-sbm\"", "metric = \"mae\""),
+            ("epochs = 10", "epochs = 2"),
+            ("total = 10", "total = 2"),
+        ],
+    );
+    let out = tmp.path().join("out");
+    train_then_eval(&run, &out, 1);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("mae"), "{report}");
+}
+
 #[test]
 fn et_anomaly_trains_and_evaluates_on_a_planted_graph() {
     let tmp = tempfile::tempdir().unwrap();

@@ -253,13 +253,25 @@ fn prox_bb(
         let g_next = grad(&z_next);
         let a = &z_next - &z;
         let b = &g_next - &g;
-        let proposal = match cfg.step {
-            StepRule::Bb2 => dot(&a, &b) / dot(&b, &b),
-            StepRule::Bb1 => dot(&a, &a) / dot(&a, &b),
-            StepRule::PaperUnsquared => dot(&a, &b) / dot(&b, &b).sqrt(),
-            StepRule::Fixed => t0.shallow_clone(),
+        let (num, den) = match cfg.step {
+            StepRule::Bb2 => (dot(&a, &b), dot(&b, &b)),
+            StepRule::Bb1 => (dot(&a, &a), dot(&a, &b)),
+            StepRule::PaperUnsquared => (dot(&a, &b), dot(&b, &b)),
+            StepRule::Fixed => (t0.shallow_clone(), t0.ones_like()),
         };
-        let usable = proposal.isfinite().logical_and(&proposal.gt(0.0));
+        // A problem that stopped moving (b = 0: a converged or degenerate problem, e.g. equal
+        // tokens) keeps its step. The zero denominator is replaced before dividing: a masked
+        // 0/0 would still send NaN through the backward pass.
+        let positive = den.gt(0.0);
+        let den = den.where_self(&positive, &den.ones_like());
+        let den = match cfg.step {
+            StepRule::PaperUnsquared => den.sqrt(),
+            _ => den,
+        };
+        let proposal = num / den;
+        let usable = positive
+            .logical_and(&proposal.isfinite())
+            .logical_and(&proposal.gt(0.0));
         t = proposal.where_self(&usable, &t).clamp(1e-8, 1e8);
         z = z_next;
         g = g_next;

@@ -248,6 +248,38 @@ fn gradients_through_the_solvers_match_finite_differences() {
 }
 
 #[test]
+fn a_problem_that_stops_moving_keeps_finite_gradients() {
+    // Equal tokens give equal scores and frictions: the first prox step lands on the optimum,
+    // the gradient stops changing (b = 0) and every Barzilai–Borwein quotient is 0/0. The
+    // step must be kept without sending NaN through the backward pass (it did: the masked
+    // quotient's derivative is NaN, and 0 · NaN = NaN), for every step rule and with padding.
+    let mask = Tensor::from_slice(&[true, true, true, true, true, true, true, false]).view([2, 4]);
+    let lam = Tensor::from_slice(&[0.3, 0.3]);
+    for step in [
+        StepRule::Bb2,
+        StepRule::Bb1,
+        StepRule::PaperUnsquared,
+        StepRule::Fixed,
+    ] {
+        let c = FlowConfig {
+            step,
+            ..cfg(FlowSolver::ProxBb, 5)
+        };
+        let s = Tensor::full([2, 1, 4, 4], 0.7, OPTS).set_requires_grad(true);
+        let f = Tensor::full([2, 1, 4, 4], 0.25, OPTS).set_requires_grad(true);
+        let z = sparse_flow(&s, &f, &mask, &lam, &c);
+        let weights = Tensor::arange(32, OPTS).view([2, 1, 4, 4]);
+        let grads =
+            Tensor::run_backward(&[(&z * weights).sum(Kind::Double)], &[&s, &f], false, false);
+        for (name, g) in ["∂/∂S", "∂/∂F"].iter().zip(&grads) {
+            let finite = g.isfinite().all().int64_value(&[]) == 1;
+            assert!(finite, "{step:?}: {name} is not finite");
+        }
+        assert_eq!(z.isfinite().all().int64_value(&[]), 1, "{step:?}: flows");
+    }
+}
+
+#[test]
 fn bad_settings_are_refused() {
     for alpha in [0.0, -1.0, f64::NAN] {
         let c = FlowConfig {

@@ -6,7 +6,10 @@
 //! - node classes (PATTERN, CLUSTER): one row of class probabilities per node, the GPS
 //!   per-batch weighted cross-entropy, one output for two classes (spec S31), scored by
 //!   `accuracy_SBM` ([`Targets::PerNode`]);
-//! - graph classes: softmax rows per graph, cross-entropy.
+//! - graph classes: softmax rows per graph, cross-entropy;
+//! - real-valued graph targets (Peptides-struct): one row of predictions per graph, the L1 loss
+//!   of GraphGPS's config (`loss_fun: l1`), scored by MAE over every target
+//!   ([`Targets::Labels`], [`basin_train::Metric::Mae`]).
 //!
 //! The positional statistics (LapPE eigenpairs, RWSE) are computed once per dataset
 //! ([`GpsData::new`], in parallel) and shared by every run.
@@ -35,13 +38,15 @@ pub enum TaskKind {
     MultiLabel(i64),
     /// One class per node.
     NodeClasses(i64),
+    /// Several real values per graph.
+    Regression(i64),
 }
 
 impl TaskKind {
     /// Outputs of the head (1 for two node classes, as GraphGym's binary head).
     pub fn outputs(self) -> i64 {
         match self {
-            Self::GraphClasses(c) | Self::MultiLabel(c) => c,
+            Self::GraphClasses(c) | Self::MultiLabel(c) | Self::Regression(c) => c,
             Self::NodeClasses(2) => 1,
             Self::NodeClasses(c) => c,
         }
@@ -84,13 +89,17 @@ impl GpsData {
                 classes = labels.iter().map(|&c| c as f64).collect();
                 TaskKind::GraphClasses(*num_classes as i64)
             }
-            basin_graph::Targets::MultiLabel(y) => {
+            basin_graph::Targets::MultiLabel(y) | basin_graph::Targets::Regression(y) => {
                 rows = y
                     .rows()
                     .into_iter()
                     .map(|r| r.iter().map(|&v| v as f64).collect())
                     .collect();
-                TaskKind::MultiLabel(y.ncols() as i64)
+                if matches!(data.targets, basin_graph::Targets::MultiLabel(_)) {
+                    TaskKind::MultiLabel(y.ncols() as i64)
+                } else {
+                    TaskKind::Regression(y.ncols() as i64)
+                }
             }
             basin_graph::Targets::NodeClasses { num_classes } => {
                 for (i, g) in data.graphs.iter().enumerate() {
@@ -104,10 +113,10 @@ impl GpsData {
                 }
                 TaskKind::NodeClasses(*num_classes as i64)
             }
-            basin_graph::Targets::Regression(_) | basin_graph::Targets::Links(_) => {
+            basin_graph::Targets::Links(_) => {
                 return Err(TrainError::learner(basin_core::CoreError::config(
                     format!("{} targets", data.name),
-                    "the GPS learner trains graph classes, multi-label graphs and node classes; regression and link targets (Peptides-struct, PCQM-Contact) load but have no learner yet",
+                    "the GPS learner trains graph classes, multi-label and real-valued graph targets and node classes; link targets (PCQM-Contact) load but have no learner yet",
                 )));
             }
         };
@@ -125,7 +134,7 @@ impl GpsData {
     pub fn targets(&self) -> Targets<'_> {
         match self.task {
             TaskKind::GraphClasses(_) => Targets::PerItem(&self.classes),
-            TaskKind::MultiLabel(_) => Targets::Labels(&self.rows),
+            TaskKind::MultiLabel(_) | TaskKind::Regression(_) => Targets::Labels(&self.rows),
             TaskKind::NodeClasses(_) => Targets::PerNode(&self.rows),
         }
     }
@@ -385,7 +394,7 @@ impl Learner for GpsLearner {
                 let y: Vec<i64> = items.iter().map(|&i| self.data.classes[i] as i64).collect();
                 cross_entropy(&logits, &Tensor::from_slice(&y).to_device(device), 0.0)
             }
-            TaskKind::MultiLabel(t) => {
+            TaskKind::MultiLabel(t) | TaskKind::Regression(t) => {
                 let y: Vec<f32> = items
                     .iter()
                     .flat_map(|&i| self.data.rows[i].iter().map(|&v| v as f32))
@@ -393,7 +402,11 @@ impl Learner for GpsLearner {
                 let y = Tensor::from_slice(&y)
                     .view([items.len() as i64, t])
                     .to_device(device);
-                masked_bce_with_logits(&logits, &y)
+                if matches!(self.data.task, TaskKind::MultiLabel(_)) {
+                    masked_bce_with_logits(&logits, &y)
+                } else {
+                    logits.l1_loss(&y, tch::Reduction::Mean)
+                }
             }
             TaskKind::NodeClasses(_) => {
                 let y: Vec<i64> = items
@@ -414,6 +427,7 @@ impl Learner for GpsLearner {
                 tch::no_grad(|| self.model.forward(&b, false)).map_err(TrainError::learner)?;
             let p = match self.data.task {
                 TaskKind::MultiLabel(_) => logits.sigmoid(),
+                TaskKind::Regression(_) => logits,
                 TaskKind::NodeClasses(2) => {
                     let p = logits.sigmoid();
                     Tensor::cat(&[p.ones_like() - &p, p], 1)

@@ -140,6 +140,96 @@ fn a_superpixel_like_set_with_real_features_trains() {
     );
 }
 
+#[test]
+fn real_valued_graph_targets_train_with_the_l1_loss_and_score_by_mae() {
+    use basin_train::protocol::Metric;
+    let _g = lock_generator();
+    tch::manual_seed(11);
+    // 16 paths and cycles of 3..10 nodes, three real node columns; two targets per graph (as
+    // Peptides-struct's 11): the size and whether the graph closes into a cycle.
+    let graphs: Vec<Graph> = (0..16)
+        .map(|i| {
+            let n = 3 + i % 8;
+            let mut edges: Vec<(u32, u32)> = (0..n as u32 - 1).map(|v| (v, v + 1)).collect();
+            if i % 2 == 1 {
+                edges.push((n as u32 - 1, 0));
+            }
+            let adj = Csr::from_undirected(n, &edges).unwrap();
+            let mut g = Graph::new(
+                adj.clone(),
+                Array2::from_shape_fn((n, 3), |(v, c)| (v + c) as f32 * 0.1),
+            )
+            .unwrap();
+            g.edge_features = Some(Array2::from_elem((adj.nnz(), 1), 0.5));
+            g
+        })
+        .collect();
+    let y = Array2::from_shape_fn((16, 2), |(i, t)| {
+        if t == 0 {
+            (3 + i % 8) as f32 / 5.0
+        } else {
+            (i % 2) as f32
+        }
+    });
+    let data = Arc::new(GraphDataset {
+        name: "struct-like".into(),
+        graphs,
+        targets: Targets::Regression(y.clone()),
+        class_values: vec![],
+        official_split: None,
+    });
+    let (mut cfg, _) = PaperModel::Mnist.sfi().unwrap();
+    cfg.layers = 2;
+    cfg.layer.attention.dim = 16;
+    cfg.layer.attention.heads = 2;
+    cfg.layer.attention.head_dim = 8;
+    cfg.pe = PosEnc::Rwse { steps: 8, dim: 4 };
+    cfg.head_layers = 1;
+    cfg.batch = 8;
+    let gd = Arc::new(GpsData::new(data, 0, 8).unwrap());
+    let mut learner = GpsLearner::new(gd.clone(), &cfg, 0, Device::Cpu).unwrap();
+    assert_eq!(learner.model().config().level, Level::Graph);
+    let mut opt = nn::Adam::default().build(learner.vars(), 1e-2).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let ids: Vec<usize> = (0..16).collect();
+    let mut losses = Vec::new();
+    for _ in 0..150 {
+        let out = learner.train_step(&ids, &mut rng).unwrap();
+        losses.push(out.loss.double_value(&[]));
+        opt.backward_step(&out.loss);
+    }
+    let scores = learner.predict(&ids).unwrap();
+    assert!(
+        scores.0.iter().all(|r| r.len() == 2),
+        "one row of two values per graph"
+    );
+    let mae = Metric::Mae.score(&scores, gd.targets(), &ids).unwrap();
+    // By hand: the mean of |prediction − target| over every entry.
+    let mut by_hand = 0.0;
+    for (i, r) in scores.0.iter().enumerate() {
+        for (t, p) in r.iter().enumerate() {
+            by_hand += (p - f64::from(y[(i, t)])).abs() / 32.0;
+        }
+    }
+    assert!((mae - by_hand).abs() < 1e-12);
+    // The best constant under L1 (the column medians) does worse than the trained model.
+    let median_mae = (0..2)
+        .map(|t| {
+            let mut col: Vec<f64> = (0..16).map(|i| f64::from(y[(i, t)])).collect();
+            col.sort_by(f64::total_cmp);
+            let m = 0.5 * (col[7] + col[8]);
+            col.iter().map(|v| (v - m).abs()).sum::<f64>() / 16.0
+        })
+        .sum::<f64>()
+        / 2.0;
+    assert!(
+        mae < 0.5 * median_mae && losses[149] < 0.5 * losses[0],
+        "MAE {mae} vs the best constant's {median_mae}; loss {} → {}",
+        losses[0],
+        losses[149]
+    );
+}
+
 /// A small node-classification dataset: a 6-cycle with a pendant, a path and a triangle with a
 /// tail, integer features 0..3.
 fn toy() -> Arc<GraphDataset> {

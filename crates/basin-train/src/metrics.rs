@@ -103,6 +103,37 @@ pub fn mae(y_true: &[f64], y_pred: &[f64]) -> Result<f64, MetricError> {
         / y_true.len() as f64)
 }
 
+/// Mean absolute error over every column of multi-output targets (sklearn's
+/// `mean_absolute_error` with `multioutput = "uniform_average"`; LRGB Peptides-struct): the
+/// mean of the per-column errors, which for equal-length columns is the mean over all entries.
+pub fn mae_multioutput(y_true: &[Vec<f64>], y_pred: &[Vec<f64>]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), y_pred.len())?;
+    let width = y_true[0].len();
+    let (mut sum, mut count) = (0.0, 0usize);
+    for (i, (t, p)) in y_true.iter().zip(y_pred).enumerate() {
+        if t.len() != width || p.len() != width {
+            return Err(MetricError::Shape(format!(
+                "row {i}: {} targets and {} predictions, expected {width} of each",
+                t.len(),
+                p.len()
+            )));
+        }
+        for (a, b) in t.iter().zip(p) {
+            if !a.is_finite() || !b.is_finite() {
+                return Err(MetricError::Shape(format!(
+                    "row {i}: a target or prediction is NaN or infinite"
+                )));
+            }
+            sum += (a - b).abs();
+            count += 1;
+        }
+    }
+    if count == 0 {
+        return Err(MetricError::Shape("no target columns".into()));
+    }
+    Ok(sum / count as f64)
+}
+
 /// Indices sorting `scores` in descending order (stable), after checking they are finite.
 fn descending(scores: &[f64]) -> Result<Vec<usize>, MetricError> {
     if scores.iter().any(|s| !s.is_finite()) {

@@ -382,7 +382,8 @@ pub enum Metric {
     BalancedAccuracy,
     /// Macro-F1 of the arg-max class.
     MacroF1,
-    /// Mean absolute error of the first column (lower is better; selection uses −MAE).
+    /// Mean absolute error (lower is better; selection uses −MAE): of the first column for
+    /// one value per item, over every column for label vectors (LRGB Peptides-struct).
     Mae,
     /// ROC-AUC of the positive-class score (binary targets 0/1).
     RocAuc,
@@ -465,11 +466,15 @@ impl Metric {
                 let v = metrics::mean_average_precision(y, &scores.0)?;
                 return Ok((v, v));
             }
+            (Self::Mae, Picked::Labels(y)) => {
+                let m = metrics::mae_multioutput(y, &scores.0)?;
+                return Ok((m, -m));
+            }
             (_, Picked::Values(t)) => t,
             _ => {
                 return Err(MetricError::Shape(format!(
-                    "metric `{}` does not fit these targets (mean AP takes multi-label targets, \
-                     the others one value per row)",
+                    "metric `{}` does not fit these targets (mean AP and MAE take label \
+                     vectors, the others one value per row)",
                     self.name()
                 )));
             }

@@ -104,3 +104,18 @@ fn the_masked_bce_averages_over_labelled_entries_only() {
     let got = masked_bce_with_logits(&z, &y).double_value(&[]);
     assert!((got - want).abs() < 1e-12);
 }
+
+#[test]
+fn multi_output_mae_matches_sklearn() {
+    use basin_train::metrics::mae_multioutput;
+    let f = fixture();
+    for case in f["mae"].as_array().unwrap() {
+        let got = mae_multioutput(&rows(&case["y_true"]), &rows(&case["y_pred"])).unwrap();
+        let want = case["mae"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+    }
+    // Ragged rows and NaN are named errors, not numbers.
+    let err = mae_multioutput(&[vec![1.0, 2.0], vec![1.0]], &[vec![1.0, 2.0], vec![1.0]]);
+    assert!(err.unwrap_err().to_string().contains("row 1"));
+    assert!(mae_multioutput(&[vec![f64::NAN]], &[vec![1.0]]).is_err());
+}
