@@ -86,11 +86,14 @@ fn sfi_trains_and_evaluates_on_a_pattern_subset() {
     train_then_eval(&run, &tmp.path().join("out"), 1);
 }
 
-/// A Peptides-struct file (`basin_graph::lrgb`'s layout) of 30 paths and cycles with 11 real
-/// targets each, split 20/5/5.
-fn write_peptides_struct(dir: &Path) {
-    use basin_graph::lrgb::LrgbSet;
-    let set = LrgbSet::PeptidesStruct;
+/// A file of `set` in `basin_graph::lrgb`'s layout: 30 paths and cycles of 3..8 nodes (node
+/// columns cycling 0, 1, 2), split 20/5/5; `targets` adds the set's target arrays given the
+/// graph sizes.
+fn write_lrgb(
+    dir: &Path,
+    set: basin_graph::lrgb::LrgbSet,
+    targets: impl FnOnce(&mut basin_graph::npz::NpzWriter, &[usize]),
+) {
     let (f, p) = set.feature_widths();
     let (mut x, mut e, mut index, mut node_ptr, mut edge_ptr) = (
         Vec::new(),
@@ -99,9 +102,8 @@ fn write_peptides_struct(dir: &Path) {
         vec![0i64],
         vec![0i64],
     );
-    let mut y = Vec::new();
-    for g in 0..30usize {
-        let n = 3 + g % 6;
+    let sizes: Vec<usize> = (0..30).map(|g| 3 + g % 6).collect();
+    for (g, &n) in sizes.iter().enumerate() {
         x.extend((0..n * f).map(|i| (i % 3) as f32));
         let mut pairs: Vec<(usize, usize)> = (0..n - 1).map(|v| (v, v + 1)).collect();
         if g % 2 == 1 {
@@ -114,7 +116,6 @@ fn write_peptides_struct(dir: &Path) {
         e.extend(std::iter::repeat_n(0.0f32, 2 * pairs.len() * p));
         node_ptr.push(node_ptr[g] + n as i64);
         edge_ptr.push(edge_ptr[g] + 2 * pairs.len() as i64);
-        y.extend((0..11).map(|t| (n as f32 - 5.0) * 0.3 + t as f32 * 0.1));
     }
     let (nodes, edges) = (x.len() / f, e.len() / p);
     let mut w = basin_graph::npz::NpzWriter::create(&dir.join(set.npz())).unwrap();
@@ -124,7 +125,7 @@ fn write_peptides_struct(dir: &Path) {
     w.add_i64("edge_index", &[2, edges], &flat).unwrap();
     w.add_i64("node_ptr", &[31], &node_ptr).unwrap();
     w.add_i64("edge_ptr", &[31], &edge_ptr).unwrap();
-    w.add_f32("labels", &[30, 11], &y).unwrap();
+    targets(&mut w, &sizes);
     w.finish().unwrap();
     let ids = |r: std::ops::Range<usize>| r.map(|i| i.to_string()).collect::<Vec<_>>().join(", ");
     std::fs::write(
@@ -139,29 +140,80 @@ fn write_peptides_struct(dir: &Path) {
     .unwrap();
 }
 
+/// Trains and re-evaluates the PATTERN example edited into a two-epoch run on the LRGB-layout
+/// file at `data` (and by `edits`); returns the report.
+fn gps_run_on(tmp: &Path, data: &Path, edits: &[(&str, &str)]) -> String {
+    let data_line = format!("data = \"{}\"", data.display());
+    let mut all = vec![
+        ("data = \"pattern\"", data_line.as_str()),
+        ("subset = [1000, 200, 200]", ""),
+        ("epochs = 10", "epochs = 2"),
+        ("total = 10", "total = 2"),
+    ];
+    all.extend_from_slice(edits);
+    let run = tiny_run(tmp, "sfi-pattern", &all);
+    let out = tmp.join("out");
+    train_then_eval(&run, &out, 1);
+    std::fs::read_to_string(out.join("report.md")).unwrap()
+}
+
 #[test]
 fn a_gps_model_trains_on_real_valued_targets_and_is_scored_by_mae() {
+    use basin_graph::lrgb::LrgbSet;
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("peptides-struct");
     std::fs::create_dir_all(&data).unwrap();
-    write_peptides_struct(&data);
-    let data_line = format!("data = \"{}\"", data.display());
-    let run = tiny_run(
+    // 11 real targets per graph, linear in its size.
+    write_lrgb(&data, LrgbSet::PeptidesStruct, |w, sizes| {
+        let y: Vec<f32> = sizes
+            .iter()
+            .flat_map(|&n| (0..11).map(move |t| (n as f32 - 5.0) * 0.3 + t as f32 * 0.1))
+            .collect();
+        w.add_f32("labels", &[sizes.len(), 11], &y).unwrap();
+    });
+    let report = gps_run_on(
         tmp.path(),
-        "sfi-pattern",
+        &data,
         &[
-            ("data = \"pattern\"", &data_line),
-            ("subset = [1000, 200, 200]", ""),
             ("level = \"node\"", "level = \"graph\""),
             ("metric = \"accuracy-sbm\"", "metric = \"mae\""),
-            ("epochs = 10", "epochs = 2"),
-            ("total = 10", "total = 2"),
         ],
     );
-    let out = tmp.path().join("out");
-    train_then_eval(&run, &out, 1);
-    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(report.contains("mae"), "{report}");
+    assert!(report.contains("test_mae"), "{report}");
+}
+
+#[test]
+fn a_gps_model_ranks_links_and_is_scored_by_mrr() {
+    use basin_graph::lrgb::LrgbSet;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("pcqm-contact");
+    std::fs::create_dir_all(&data).unwrap();
+    // Per graph: node 0 with every other node, positive when the other node is odd.
+    write_lrgb(&data, LrgbSet::PcqmContact, |w, sizes| {
+        let (mut a, mut b, mut y, mut ptr) = (Vec::new(), Vec::new(), Vec::new(), vec![0i64]);
+        for &n in sizes {
+            for v in 1..n as i64 {
+                a.push(0);
+                b.push(v);
+                y.push(v % 2);
+            }
+            ptr.push(ptr[ptr.len() - 1] + n as i64 - 1);
+        }
+        let links = a.len();
+        a.extend(b);
+        w.add_i64("link_index", &[2, links], &a).unwrap();
+        w.add_i64("link_label", &[links], &y).unwrap();
+        w.add_i64("link_ptr", &[sizes.len() + 1], &ptr).unwrap();
+    });
+    let report = gps_run_on(
+        tmp.path(),
+        &data,
+        &[
+            ("head_layers = 3", "head_layers = 1"),
+            ("metric = \"accuracy-sbm\"", "metric = \"mrr\""),
+        ],
+    );
+    assert!(report.contains("test_mrr"), "{report}");
 }
 
 #[test]

@@ -9,7 +9,13 @@
 //! - graph classes: softmax rows per graph, cross-entropy;
 //! - real-valued graph targets (Peptides-struct): one row of predictions per graph, the L1 loss
 //!   of GraphGPS's config (`loss_fun: l1`), scored by MAE over every target
-//!   ([`Targets::Labels`], [`basin_train::Metric::Mae`]).
+//!   ([`Targets::Labels`], [`basin_train::Metric::Mae`]);
+//! - links (PCQM-Contact; GraphGPS `inductive_edge` with `edge_decoding: dot`): node-level
+//!   outputs of the model's width (the head is GraphGym's `Linear(d, d)` post-MP layer), a pair's
+//!   score is the dot product of its two nodes, trained by BCE on the file's labelled pairs
+//!   (GraphGym's `cross_entropy` for one output; the published runs resample negatives each
+//!   epoch, this trains on the pairs as stored), scored by MRR over each graph's positive links
+//!   against every other node of the graph ([`Targets::Ranking`]).
 //!
 //! The positional statistics (LapPE eigenpairs, RWSE) are computed once per dataset
 //! ([`GpsData::new`], in parallel) and shared by every run.
@@ -27,7 +33,7 @@ use rand_chacha::ChaCha8Rng;
 use tch::{Device, Kind, Tensor, nn};
 
 use crate::gps::GraphBatchTensors;
-use crate::model::{EdgeEncoder, GpsInputs, GpsModel, GpsModelConfig, NodeEncoder};
+use crate::model::{EdgeEncoder, GpsInputs, GpsModel, GpsModelConfig, Level, NodeEncoder};
 
 /// What the dataset's targets are, as the learner sees them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,15 +46,19 @@ pub enum TaskKind {
     NodeClasses(i64),
     /// Several real values per graph.
     Regression(i64),
+    /// Labelled node pairs per graph (link ranking).
+    Links,
 }
 
 impl TaskKind {
-    /// Outputs of the head (1 for two node classes, as GraphGym's binary head).
-    pub fn outputs(self) -> i64 {
+    /// Outputs of the head for a model of width `dim` (1 for two node classes, as GraphGym's
+    /// binary head; `dim` per node for links, whose pairs are scored by dot products).
+    pub fn outputs(self, dim: i64) -> i64 {
         match self {
             Self::GraphClasses(c) | Self::MultiLabel(c) | Self::Regression(c) => c,
             Self::NodeClasses(2) => 1,
             Self::NodeClasses(c) => c,
+            Self::Links => dim,
         }
     }
 }
@@ -68,6 +78,10 @@ pub struct GpsData {
     rows: Vec<Vec<f64>>,
     /// Per item: its class (graph classes).
     classes: Vec<f64>,
+    /// Per item: its labelled node pairs (links).
+    links: Vec<basin_graph::LinkTargets>,
+    /// Per item: its positive pairs (links).
+    positives: Vec<usize>,
 }
 
 impl GpsData {
@@ -80,7 +94,7 @@ impl GpsData {
             None
         };
         let rwse = (steps > 0).then(|| rwse_many(&adjs, steps));
-        let (mut rows, mut classes) = (Vec::new(), Vec::new());
+        let (mut rows, mut classes, mut links) = (Vec::new(), Vec::new(), Vec::new());
         let task = match &data.targets {
             basin_graph::Targets::Classes {
                 labels,
@@ -113,13 +127,15 @@ impl GpsData {
                 }
                 TaskKind::NodeClasses(*num_classes as i64)
             }
-            basin_graph::Targets::Links(_) => {
-                return Err(TrainError::learner(basin_core::CoreError::config(
-                    format!("{} targets", data.name),
-                    "the GPS learner trains graph classes, multi-label and real-valued graph targets and node classes; link targets (PCQM-Contact) load but have no learner yet",
-                )));
+            basin_graph::Targets::Links(l) => {
+                links = l.clone();
+                TaskKind::Links
             }
         };
+        let positives = links
+            .iter()
+            .map(|l| l.labels.iter().filter(|&&v| v > 0.5).count())
+            .collect();
         Ok(Self {
             data,
             laplacian,
@@ -127,6 +143,8 @@ impl GpsData {
             task,
             rows,
             classes,
+            links,
+            positives,
         })
     }
 
@@ -135,6 +153,7 @@ impl GpsData {
         match self.task {
             TaskKind::GraphClasses(_) => Targets::PerItem(&self.classes),
             TaskKind::MultiLabel(_) | TaskKind::Regression(_) => Targets::Labels(&self.rows),
+            TaskKind::Links => Targets::Ranking(&self.positives),
             TaskKind::NodeClasses(_) => Targets::PerNode(&self.rows),
         }
     }
@@ -297,10 +316,16 @@ impl GpsLearner {
         seed: u64,
         device: Device,
     ) -> Result<Self, TrainError> {
+        if data.task == TaskKind::Links && cfg.level != Level::Node {
+            return Err(TrainError::learner(basin_core::CoreError::config(
+                "architecture.level",
+                "link targets score pairs of node outputs: the level must be \"node\"",
+            )));
+        }
         tch::manual_seed(seed as i64);
         let vs = nn::VarStore::new(device);
-        let model =
-            GpsModel::new(&vs.root(), cfg, data.task.outputs()).map_err(TrainError::learner)?;
+        let model = GpsModel::new(&vs.root(), cfg, data.task.outputs(cfg.dim()))
+            .map_err(TrainError::learner)?;
         Ok(Self { vs, model, data })
     }
 
@@ -369,6 +394,38 @@ impl GpsLearner {
     }
 }
 
+impl GpsLearner {
+    /// One row per positive link of the graphs `ids` (node outputs `h` in batch order): the
+    /// link's dot-product score, then those of its source with every other node of the graph
+    /// (GraphGPS `compute_mrr`).
+    fn link_rankings(&self, ids: &[usize], h: &Tensor) -> Result<Vec<Vec<f64>>, TrainError> {
+        let mut rows = Vec::new();
+        let mut offset = 0i64;
+        for &i in ids {
+            let n = self.data.data.graphs[i].num_nodes() as i64;
+            let hg = h.narrow(0, offset, n).to_kind(Kind::Double);
+            offset += n;
+            let scores = hg.matmul(&hg.tr()).view([n * n]);
+            let scores = Vec::<f64>::try_from(&scores).map_err(TrainError::learner)?;
+            let l = &self.data.links[i];
+            for (p, _) in l.pairs.iter().zip(&l.labels).filter(|(_, y)| **y > 0.5) {
+                let (src, dst) = (p[0] as usize, p[1] as usize);
+                let row = &scores[src * n as usize..(src + 1) * n as usize];
+                let mut r = Vec::with_capacity(n as usize);
+                r.push(row[dst]);
+                r.extend(
+                    row.iter()
+                        .enumerate()
+                        .filter(|&(k, _)| k != dst)
+                        .map(|(_, &v)| v),
+                );
+                rows.push(r);
+            }
+        }
+        Ok(rows)
+    }
+}
+
 impl Learner for GpsLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
@@ -415,6 +472,25 @@ impl Learner for GpsLearner {
                     .collect();
                 batch_weighted_cross_entropy(&logits, &Tensor::from_slice(&y).to_device(device))
             }
+            TaskKind::Links => {
+                let (mut a, mut b, mut y) = (Vec::new(), Vec::new(), Vec::new());
+                let mut offset = 0i64;
+                for &i in items {
+                    let l = &self.data.links[i];
+                    for (p, &label) in l.pairs.iter().zip(&l.labels) {
+                        a.push(offset + i64::from(p[0]));
+                        b.push(offset + i64::from(p[1]));
+                        y.push(label);
+                    }
+                    offset += self.data.data.graphs[i].num_nodes() as i64;
+                }
+                let pick =
+                    |v: &[i64]| logits.index_select(0, &Tensor::from_slice(v).to_device(device));
+                let scores =
+                    (pick(&a) * pick(&b)).sum_dim_intlist(&[1i64][..], true, logits.kind());
+                let y = Tensor::from_slice(&y).view([-1, 1]).to_device(device);
+                masked_bce_with_logits(&scores, &y)
+            }
         };
         Ok(StepOutput::loss(loss).with_data_seconds(data))
     }
@@ -425,6 +501,10 @@ impl Learner for GpsLearner {
             let b = self.inputs(ids)?;
             let logits =
                 tch::no_grad(|| self.model.forward(&b, false)).map_err(TrainError::learner)?;
+            if self.data.task == TaskKind::Links {
+                rows.extend(self.link_rankings(ids, &logits)?);
+                continue;
+            }
             let p = match self.data.task {
                 TaskKind::MultiLabel(_) => logits.sigmoid(),
                 TaskKind::Regression(_) => logits,

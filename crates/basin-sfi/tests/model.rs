@@ -230,6 +230,87 @@ fn real_valued_graph_targets_train_with_the_l1_loss_and_score_by_mae() {
     );
 }
 
+#[test]
+fn links_are_scored_by_dot_products_trained_by_bce_and_ranked_by_mrr() {
+    use basin_graph::LinkTargets;
+    use basin_train::protocol::Metric;
+    let _g = lock_generator();
+    tch::manual_seed(3);
+    // 12 cycles of 6..9 nodes, each node coloured 0, 1 or 2 (a one-hot feature); the labelled
+    // pairs join nodes of one colour (positive) and of two colours (negative), as contacts.
+    let (mut graphs, mut links) = (Vec::new(), Vec::new());
+    for i in 0..12usize {
+        let n = 6 + i % 4;
+        let colour = |v: usize| (v * (i + 1) + v / 2) % 3;
+        let edges: Vec<(u32, u32)> = (0..n as u32).map(|v| (v, (v + 1) % n as u32)).collect();
+        let x = Array2::from_shape_fn((n, 1), |(v, _)| colour(v) as f32);
+        graphs.push(Graph::new(Csr::from_undirected(n, &edges).unwrap(), x).unwrap());
+        let mut l = LinkTargets::default();
+        for a in 0..n {
+            for b in 0..n {
+                if a != b && (a + b) % 2 == 0 {
+                    l.pairs.push([a as u32, b as u32]);
+                    l.labels
+                        .push(if colour(a) == colour(b) { 1.0 } else { 0.0 });
+                }
+            }
+        }
+        links.push(l);
+    }
+    let data = Arc::new(GraphDataset {
+        name: "contact-like".into(),
+        graphs,
+        targets: Targets::Links(links.clone()),
+        class_values: vec![],
+        official_split: None,
+    });
+    let mut cfg = toy_config(Level::Node, Variant::Gps);
+    cfg.head_layers = 1;
+    let gd = Arc::new(GpsData::new(data, 0, 4).unwrap());
+    // The head must be node level: pairs are read from node outputs.
+    let graph_level = toy_config(Level::Graph, Variant::Gps);
+    let err = GpsLearner::new(gd.clone(), &graph_level, 0, Device::Cpu).unwrap_err();
+    assert!(err.to_string().contains("architecture.level"), "{err}");
+    let mut learner = GpsLearner::new(gd.clone(), &cfg, 0, Device::Cpu).unwrap();
+    let ids: Vec<usize> = (0..12).collect();
+    let positives: usize = links
+        .iter()
+        .map(|l| l.labels.iter().filter(|&&y| y == 1.0).count())
+        .sum();
+    let before = learner.predict(&ids).unwrap();
+    // One row per positive link, as long as its graph has nodes (the link, then n − 1 others).
+    assert_eq!(before.0.len(), positives);
+    assert_eq!(before.0[0].len(), 6);
+    // The first row's first entry is the dot product of the first positive pair's outputs.
+    let (first, _) = links[0]
+        .pairs
+        .iter()
+        .zip(&links[0].labels)
+        .find(|(_, y)| **y == 1.0)
+        .unwrap();
+    let h = outputs(&learner, &gd, &[0]).to_kind(tch::Kind::Double);
+    let dot = (h.get(i64::from(first[0])) * h.get(i64::from(first[1]))).sum(tch::Kind::Double);
+    assert!((before.0[0][0] - dot.double_value(&[])).abs() < 1e-5);
+    let mrr_before = Metric::Mrr.score(&before, gd.targets(), &ids).unwrap();
+    let mut opt = nn::Adam::default().build(learner.vars(), 1e-2).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let mut losses = Vec::new();
+    for _ in 0..60 {
+        let out = learner.train_step(&ids, &mut rng).unwrap();
+        losses.push(out.loss.double_value(&[]));
+        opt.backward_step(&out.loss);
+    }
+    let mrr_after = Metric::Mrr
+        .score(&learner.predict(&ids).unwrap(), gd.targets(), &ids)
+        .unwrap();
+    assert!(
+        losses[59] < 0.5 * losses[0] && mrr_after > mrr_before + 0.1,
+        "loss {} → {}, MRR {mrr_before} → {mrr_after}",
+        losses[0],
+        losses[59]
+    );
+}
+
 /// A small node-classification dataset: a 6-cycle with a pendant, a path and a triangle with a
 /// tail, integer features 0..3.
 fn toy() -> Arc<GraphDataset> {

@@ -134,6 +134,48 @@ pub fn mae_multioutput(y_true: &[Vec<f64>], y_pred: &[Vec<f64>]) -> Result<f64, 
     Ok(sum / count as f64)
 }
 
+/// Mean reciprocal rank of link candidates (LRGB PCQM-Contact; GraphGPS `inductive_edge`'s
+/// `compute_mrr`, ranks as OGB's `_eval_mrr`). `rows` hold, per positive link, its score first
+/// and then the scores of its candidates (every other node of the graph for the link's source);
+/// `groups` says how many consecutive rows belong to each graph. A link's rank is 1 + the
+/// candidates scored above it + half those tied with it (OGB's mean of the optimistic and
+/// pessimistic ranks; GraphGPS's `argsort` breaks ties arbitrarily); a graph scores the mean
+/// reciprocal rank of its links, 0 without positive links (as GraphGPS), and the result is the
+/// mean over graphs. (GraphGPS's logger then weights each batch's mean by its labelled pairs,
+/// which depends on the batching; this is the mean over every graph of the split.)
+pub fn mean_reciprocal_rank(rows: &[Vec<f64>], groups: &[usize]) -> Result<f64, MetricError> {
+    if groups.is_empty() {
+        return Err(MetricError::Shape("no graphs".into()));
+    }
+    let total: usize = groups.iter().sum();
+    if total != rows.len() {
+        return Err(MetricError::Shape(format!(
+            "{} rows for {total} positive links",
+            rows.len()
+        )));
+    }
+    let mut rows = rows.iter();
+    let mut sum = 0.0;
+    for &count in groups {
+        let mut graph = 0.0;
+        for row in rows.by_ref().take(count) {
+            let (&pos, candidates) = row
+                .split_first()
+                .ok_or_else(|| MetricError::Shape("an empty ranking row".into()))?;
+            if !pos.is_finite() || candidates.iter().any(|c| !c.is_finite()) {
+                return Err(MetricError::NonFinite);
+            }
+            let above = candidates.iter().filter(|&&c| c > pos).count() as f64;
+            let tied = candidates.iter().filter(|&&c| c == pos).count() as f64;
+            graph += 1.0 / (1.0 + above + 0.5 * tied);
+        }
+        if count > 0 {
+            sum += graph / count as f64;
+        }
+    }
+    Ok(sum / groups.len() as f64)
+}
+
 /// Indices sorting `scores` in descending order (stable), after checking they are finite.
 fn descending(scores: &[f64]) -> Result<Vec<usize>, MetricError> {
     if scores.iter().any(|s| !s.is_finite()) {

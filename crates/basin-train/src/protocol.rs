@@ -391,6 +391,9 @@ pub enum Metric {
     MeanAp,
     /// benchmarking-gnns' `accuracy_SBM` over the whole split (PATTERN, CLUSTER).
     AccuracySbm,
+    /// Mean reciprocal rank of each graph's positive links among its nodes (LRGB PCQM-Contact;
+    /// [`metrics::mean_reciprocal_rank`]), over [`Targets::Ranking`] rows.
+    Mrr,
 }
 
 /// What the items of a protocol are scored against.
@@ -404,6 +407,9 @@ pub enum Targets<'a> {
     /// A label vector per item (multi-label, NaN = unlabelled); `predict` gives one row of
     /// per-label scores per item.
     Labels(&'a [Vec<f64>]),
+    /// The number of positive links of each item (a graph); `predict` gives one row per
+    /// positive link, its score first and then its candidates' (link ranking: MRR).
+    Ranking(&'a [usize]),
 }
 
 impl<'a> From<&'a [f64]> for Targets<'a> {
@@ -422,6 +428,7 @@ impl<'a> From<&'a Vec<f64>> for Targets<'a> {
 enum Picked {
     Values(Vec<f64>),
     Labels(Vec<Vec<f64>>),
+    Groups(Vec<usize>),
 }
 
 impl Targets<'_> {
@@ -430,6 +437,7 @@ impl Targets<'_> {
             Self::PerItem(t) => Picked::Values(items.iter().map(|&i| t[i]).collect()),
             Self::PerNode(t) => Picked::Values(items.iter().flat_map(|&i| t[i].clone()).collect()),
             Self::Labels(t) => Picked::Labels(items.iter().map(|&i| t[i].clone()).collect()),
+            Self::Ranking(t) => Picked::Groups(items.iter().map(|&i| t[i]).collect()),
         }
     }
 }
@@ -445,6 +453,7 @@ impl Metric {
             Self::RocAuc => "auc",
             Self::MeanAp => "ap",
             Self::AccuracySbm => "accuracy_sbm",
+            Self::Mrr => "mrr",
         }
     }
 
@@ -470,11 +479,15 @@ impl Metric {
                 let m = metrics::mae_multioutput(y, &scores.0)?;
                 return Ok((m, -m));
             }
+            (Self::Mrr, Picked::Groups(g)) => {
+                let v = metrics::mean_reciprocal_rank(&scores.0, g)?;
+                return Ok((v, v));
+            }
             (_, Picked::Values(t)) => t,
             _ => {
                 return Err(MetricError::Shape(format!(
                     "metric `{}` does not fit these targets (mean AP and MAE take label \
-                     vectors, the others one value per row)",
+                     vectors, MRR link rankings, the others one value per row)",
                     self.name()
                 )));
             }
@@ -505,10 +518,16 @@ impl Metric {
                 let truth: Vec<bool> = target.iter().map(|&t| t > 0.5).collect();
                 metrics::roc_auc(&truth, &scores.positive())?
             }
-            Self::MeanAp => {
-                return Err(MetricError::Shape(
-                    "mean AP takes multi-label targets".into(),
-                ));
+            Self::MeanAp | Self::Mrr => {
+                return Err(MetricError::Shape(format!(
+                    "`{}` takes {} targets",
+                    self.name(),
+                    if self == Self::Mrr {
+                        "link-ranking"
+                    } else {
+                        "multi-label"
+                    }
+                )));
             }
         };
         Ok((v, v))

@@ -119,3 +119,42 @@ fn multi_output_mae_matches_sklearn() {
     assert!(err.unwrap_err().to_string().contains("row 1"));
     assert!(mae_multioutput(&[vec![f64::NAN]], &[vec![1.0]]).is_err());
 }
+
+#[test]
+fn mean_reciprocal_rank_matches_graphgps_compute_mrr() {
+    use basin_train::metrics::mean_reciprocal_rank;
+    let f = fixture();
+    for case in f["mrr"].as_array().unwrap() {
+        // The rows the GPS learner builds: per positive (i, j), x_i·x_j first, then x_i·x_k for
+        // every other k.
+        let (mut ranking, mut groups) = (Vec::new(), Vec::new());
+        for g in case["graphs"].as_array().unwrap() {
+            let x = rows(&g["x"]);
+            let dot = |a: usize, b: usize| x[a].iter().zip(&x[b]).map(|(u, v)| u * v).sum::<f64>();
+            let pos = g["pos"].as_array().unwrap();
+            for p in pos {
+                let (i, j) = (
+                    p[0].as_u64().unwrap() as usize,
+                    p[1].as_u64().unwrap() as usize,
+                );
+                let mut row = vec![dot(i, j)];
+                row.extend((0..x.len()).filter(|&k| k != j).map(|k| dot(i, k)));
+                ranking.push(row);
+            }
+            groups.push(pos.len());
+        }
+        let got = mean_reciprocal_rank(&ranking, &groups).unwrap();
+        let want = case["mrr"].as_f64().unwrap();
+        assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+    }
+    // Ties count half (OGB): a positive tied with one of two candidates ranks 1.5.
+    let tied = mean_reciprocal_rank(&[vec![0.5, 0.5, 0.1]], &[1]).unwrap();
+    assert!((tied - 1.0 / 1.5).abs() < 1e-15);
+    // A graph without positive links scores 0; rows and groups must agree.
+    assert_eq!(
+        mean_reciprocal_rank(&[vec![1.0, 0.0]], &[1, 0]).unwrap(),
+        0.5
+    );
+    assert!(mean_reciprocal_rank(&[vec![1.0, 0.0]], &[2]).is_err());
+    assert!(mean_reciprocal_rank(&[vec![f64::NAN, 0.0]], &[1]).is_err());
+}
