@@ -18,7 +18,7 @@
 //! The reproductions of the paper's tables live in basin-repro.
 
 use basin_core::controlled::{
-    ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace, OmegaMode,
+    ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace, Drive, OmegaMode,
 };
 use basin_core::{
     Activation, BlockConfig, DynamicsConfig, HopfieldConfig, NormConfig, TermConfig,
@@ -80,6 +80,8 @@ pub fn paper_dynamics() -> ControlledConfig {
         omega: 1.0,
         omega_mode: OmegaMode::Positive,
         inhibition: true,
+        drive: Drive::Descend,
+        drive_dropout: 0.0,
     }
 }
 
@@ -282,7 +284,8 @@ pub mod anomaly {
 
     /// The model of a row, faithful to the paper: T = 2 (n_layers) controlled steps of a CDAT
     /// block — vMF attention over each node's neighbours (head width = D, as the code), K = 4·D
-    /// rectified memories (ffn 4), W of rank 4 over features, ω₀ = suppression — read out as
+    /// rectified memories (ffn 4), W of rank 4 over features, ω₀ = suppression, dropout 0.1 on
+    /// the energy drive in training (Appendix B.2) — read out as
     /// ET's task does (`g¹ ‖ gᵀ` → MLP → weighted BCE; the code's Linear(D → 2) with weighted
     /// cross-entropy reads the same state), no positional embedding (the code has none), per
     /// epoch 5 % training subgraphs (`subsample_flag = 1, sample_ratio = 0.05`).
@@ -291,6 +294,7 @@ pub mod anomaly {
             alpha: row.alpha,
             sigma: row.noise,
             omega: row.suppression,
+            drive_dropout: 0.1,
             ..paper_dynamics()
         };
         NodeAnomalyConfig {

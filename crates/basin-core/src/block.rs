@@ -278,6 +278,7 @@ impl EnergyBlock {
                 step,
                 train,
                 padding: structure.padding(),
+                g: Some(&g),
             };
             let next = self.dynamics.step(&x, &grad, &ctx);
             // The last step's normalised tokens are needed only by a trace.
@@ -308,11 +309,13 @@ impl EnergyBlock {
 
     /// One step `x_t → x_{t+1}` (normalise, gradient, dynamics).
     fn step(&self, x: &Tensor, structure: &Structure, step: usize, train: bool) -> Tensor {
-        let grad = self.energy.grad(&self.norm.forward(x), structure);
+        let g = self.norm.forward(x);
+        let grad = self.energy.grad(&g, structure);
         let ctx = StepContext {
             step,
             train,
             padding: structure.padding(),
+            g: Some(&g),
         };
         self.dynamics.step(x, &grad, &ctx)
     }

@@ -20,6 +20,13 @@
 //!
 //! The energy contract holds terms of g only: the decay, the damping and W are terms of x, so
 //! they belong to the dynamics.
+//!
+//! `drive = "reference-ascent"` is the public anomaly code's step (`research/cdat-spec.md` A4):
+//! its layer returns `o = g + dropout(−∂E/∂g)` and the update subtracts it,
+//! `x⁺ = x + α [ W(x) − (1 + ω) x − g + dropout(∂E/∂g) ]`, which **ascends** E and adds a
+//! `−α g` residual; no dissipation certificate holds for it (V is still recorded, without a
+//! guarantee). `drive_dropout` is the dropout the anomaly model puts on the energy drive in
+//! training (CDAT Appendix B.2; 0 elsewhere).
 
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
@@ -106,6 +113,18 @@ pub enum OmegaMode {
     Reference,
 }
 
+/// The sign of the energy drive.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Drive {
+    /// `−∂E/∂g`: descend the energy (eq. 4).
+    #[default]
+    Descend,
+    /// `−g + ∂E/∂g`: the anomaly reference's subtracted layer output (ascends E; A4). The
+    /// residual `−g` needs [`StepContext::g`], which the block passes (without it, none).
+    ReferenceAscent,
+}
+
 /// Configuration of [`Controlled`] (`kind = "controlled"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -124,6 +143,10 @@ pub struct ControlledConfig {
     pub omega_mode: OmegaMode,
     /// Keep the decay `−(1 + ω) x`; `false` is Table 11's "w/o self-inhibition".
     pub inhibition: bool,
+    /// The sign of the energy drive (paper: descend).
+    pub drive: Drive,
+    /// Dropout on the energy drive `∂E/∂g` in training (the anomaly model's 0.1; 0 disables).
+    pub drive_dropout: f64,
 }
 
 impl Default for ControlledConfig {
@@ -136,6 +159,8 @@ impl Default for ControlledConfig {
             omega: 1.0,
             omega_mode: OmegaMode::Positive,
             inhibition: true,
+            drive: Drive::Descend,
+            drive_dropout: 0.0,
         }
     }
 }
@@ -301,9 +326,25 @@ impl Controlled {
         }
     }
 
-    /// The bracket of eq. 4: `W(x) − (1 + ω) x − grad`.
-    fn drive(&self, x: &Tensor, grad: &Tensor, real: Option<&Tensor>) -> Tensor {
-        let mut f = self.coupling(x, real) - grad;
+    /// The bracket of eq. 4: `W(x) − (1 + ω) x − grad` (with the reference-ascent drive,
+    /// `W(x) − (1 + ω) x − g + grad`), the gradient under the drive dropout in training.
+    fn drive(&self, x: &Tensor, grad: &Tensor, ctx: &StepContext, real: Option<&Tensor>) -> Tensor {
+        let grad = if self.cfg.drive_dropout > 0.0 {
+            grad.dropout(self.cfg.drive_dropout, ctx.train)
+        } else {
+            grad.shallow_clone()
+        };
+        let mut f = match self.cfg.drive {
+            Drive::Descend => self.coupling(x, real) - grad,
+            Drive::ReferenceAscent => {
+                // The block always passes g; a caller of `step` without it gets no residual.
+                let f = self.coupling(x, real) + grad;
+                match ctx.g {
+                    Some(g) => f - g,
+                    None => f,
+                }
+            }
+        };
         if self.cfg.inhibition {
             f = f - x * (self.omega() + 1.0);
         }
@@ -325,7 +366,7 @@ impl Dynamics for Controlled {
 
     fn step(&self, x: &Tensor, grad: &Tensor, ctx: &StepContext) -> Tensor {
         let real = real_of(ctx, x.kind());
-        let next = x + self.drive(x, grad, real.as_ref()) * self.cfg.alpha;
+        let next = x + self.drive(x, grad, ctx, real.as_ref()) * self.cfg.alpha;
         if self.cfg.sigma == 0.0 || !(ctx.train || self.cfg.noise_in_eval) {
             return next;
         }
@@ -373,6 +414,12 @@ impl DynamicsParams for ControlledConfig {
         }
         if !self.omega.is_finite() {
             return bad("omega", "must be finite".into());
+        }
+        if !(self.drive_dropout.is_finite() && (0.0..1.0).contains(&self.drive_dropout)) {
+            return bad(
+                "drive_dropout",
+                format!("must be in [0, 1), got {}", self.drive_dropout),
+            );
         }
         if self.omega_mode == OmegaMode::Positive && self.omega <= 0.0 {
             return bad(

@@ -24,6 +24,9 @@ pub struct StepContext<'a> {
     pub train: bool,
     /// `[B, N]` bool, `true` for real tokens; padded tokens never move.
     pub padding: Option<&'a Tensor>,
+    /// The normalised tokens `g = LN(x)` the gradient was taken at (for dynamics whose step
+    /// reads them, as the CDAT anomaly reference's residual does).
+    pub g: Option<&'a Tensor>,
 }
 
 /// One step of token dynamics.

@@ -4,6 +4,10 @@
 //! `g = ∂L/∂x` for the Lagrangian `L` of eq. 2 and keeps the Jacobian `∂g/∂x` symmetric
 //! positive semi-definite (for γ ≥ 0), the condition under which the descent of eq. 6 lowers
 //! the energy (eq. 7–8).
+//!
+//! `per_feature_gain = true` gives torch's `LayerNorm` instead (a gain per feature), as the
+//! CDAT anomaly reference code uses (`research/cdat-spec.md` A13): it is not the gradient of any
+//! Lagrangian, so the descent then has no energy guarantee.
 
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
@@ -16,8 +20,11 @@ use crate::error::{CoreError, Result};
 pub struct NormConfig {
     /// ε under the square root (reference code: 1e-5).
     pub eps: f64,
-    /// Initial value of the scalar gain γ.
+    /// Initial value of the gain γ.
     pub gamma_init: f64,
+    /// One gain per feature (torch's `LayerNorm`; the CDAT anomaly reference) instead of ET's
+    /// scalar.
+    pub per_feature_gain: bool,
 }
 
 impl Default for NormConfig {
@@ -25,6 +32,7 @@ impl Default for NormConfig {
         Self {
             eps: 1e-5,
             gamma_init: 1.0,
+            per_feature_gain: false,
         }
     }
 }
@@ -50,10 +58,11 @@ impl NormConfig {
 
 /// `g_i = γ (x_i − x̄) / sqrt(mean_j (x_j − x̄)² + ε) + δ_i` (ET eq. 1), per token.
 ///
-/// Parameters (checkpoint names under the module's path): `gamma` `[]`, `delta` `[D]`.
+/// Parameters (checkpoint names under the module's path): `gamma` `[]` (`[D]` with a gain per
+/// feature), `delta` `[D]`.
 #[derive(Debug)]
 pub struct EnergyLayerNorm {
-    /// Scalar gain γ, shape `[]`.
+    /// Gain γ, shape `[]` (`[D]` with a gain per feature).
     pub gamma: Tensor,
     /// Bias δ, shape `[D]`.
     pub delta: Tensor,
@@ -65,7 +74,11 @@ impl EnergyLayerNorm {
     /// Creates γ (= `cfg.gamma_init`) and δ (= 0) under `path` for tokens of width `dim`.
     pub fn new(path: &nn::Path, dim: i64, cfg: &NormConfig) -> Self {
         Self {
-            gamma: path.var("gamma", &[], nn::Init::Const(cfg.gamma_init)),
+            gamma: if cfg.per_feature_gain {
+                path.var("gamma", &[dim], nn::Init::Const(cfg.gamma_init))
+            } else {
+                path.var("gamma", &[], nn::Init::Const(cfg.gamma_init))
+            },
             delta: path.var("delta", &[dim], nn::Init::Const(0.0)),
             eps: cfg.eps,
         }
@@ -84,21 +97,30 @@ impl EnergyLayerNorm {
     }
 
     /// The Lagrangian of eq. 2 per token, `L = D γ sqrt(var + ε) + Σ_j δ_j x_j`; shape `x[..-1]`.
-    /// Its gradient with respect to `x` is [`EnergyLayerNorm::forward`].
-    pub fn lagrangian(&self, x: &Tensor) -> Tensor {
+    /// Its gradient with respect to `x` is [`EnergyLayerNorm::forward`]. A gain per feature has
+    /// none (its Jacobian is not symmetric): an error.
+    pub fn lagrangian(&self, x: &Tensor) -> Result<Tensor> {
+        if self.gamma.dim() > 0 {
+            return Err(CoreError::config(
+                "norm.per_feature_gain",
+                "a gain per feature is not the gradient of a Lagrangian",
+            ));
+        }
         let d = x.size().last().copied().unwrap_or(1) as f64;
         let (_, sd) = self.centred(x);
-        &self.gamma * sd.squeeze_dim(-1) * d
-            + (x * &self.delta).sum_dim_intlist(-1, false, x.kind())
+        Ok(&self.gamma * sd.squeeze_dim(-1) * d
+            + (x * &self.delta).sum_dim_intlist(-1, false, x.kind()))
     }
 
     /// The neuron energy of the layer (Legendre transform, `Σ_i g_i x_i − L`) per token. It does
     /// not enter ET's dynamics; it is exposed for the dissipation argument and for tests.
-    pub fn legendre_energy(&self, x: &Tensor) -> Tensor {
-        (self.forward(x) * x).sum_dim_intlist(-1, false, x.kind()) - self.lagrangian(x)
+    pub fn legendre_energy(&self, x: &Tensor) -> Result<Tensor> {
+        Ok((self.forward(x) * x).sum_dim_intlist(-1, false, x.kind()) - self.lagrangian(x)?)
     }
 
-    /// The Jacobian `∂g/∂x` of one token (`x: [D]`), `[D, D]`; symmetric PSD when γ ≥ 0 (eq. 8).
+    /// The Jacobian `∂g/∂x` of one token (`x: [D]`), `[D, D]`: `γ_i (δ_ij − 1/D − x̂_i x̂_j/D)/σ`;
+    /// symmetric PSD when the gain is one scalar γ ≥ 0 (eq. 8), row-scaled (not symmetric) with
+    /// a gain per feature.
     pub fn jacobian(&self, x: &Tensor) -> Tensor {
         let d = x.size()[0];
         let (xm, sd) = self.centred(x);
@@ -106,6 +128,11 @@ impl EnergyLayerNorm {
         let eye = Tensor::eye(d, (x.kind(), x.device()));
         let centre = eye - 1.0 / d as f64;
         let outer = xhat.outer(&xhat) / d as f64;
-        &self.gamma * (centre - outer) / sd
+        let gamma = if self.gamma.dim() > 0 {
+            self.gamma.view([-1, 1])
+        } else {
+            self.gamma.shallow_clone()
+        };
+        gamma * (centre - outer) / sd
     }
 }

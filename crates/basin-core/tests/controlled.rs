@@ -25,6 +25,7 @@ fn ctx(padding: Option<&Tensor>) -> StepContext<'_> {
         step: 0,
         train: false,
         padding,
+        g: None,
     }
 }
 
@@ -174,6 +175,7 @@ fn padded_tokens_are_not_coupled_and_do_not_move() {
             step: 0,
             train: true,
             padding: Some(&pad),
+            g: None,
         };
         tch::manual_seed(9);
         let a = dynamics.step(&x, &grad, &train);
@@ -183,6 +185,89 @@ fn padded_tokens_are_not_coupled_and_do_not_move() {
         let pad_only: Tensor = 1.0 - &real;
         let moved = ((&a - &x) * pad_only).abs().max().double_value(&[]);
         assert_eq!(moved, 0.0, "a padded token moved");
+    });
+}
+
+#[test]
+fn the_reference_anomaly_step_subtracts_the_layer_output() {
+    use basin_core::controlled::Drive;
+    seeded(12, || {
+        // The anomaly code (cdat-spec A4): h ← h − α(g + D(−∂E/∂g)) − α(1 + c)h + αWh.
+        let cfg = ControlledConfig {
+            alpha: 0.1,
+            omega: 1.0,
+            omega_mode: OmegaMode::Reference,
+            drive: Drive::ReferenceAscent,
+            coupling: CouplingConfig {
+                core: CouplingCore::Full,
+                ..CouplingConfig::default()
+            },
+            ..ControlledConfig::default()
+        };
+        let mut vs = store();
+        let dynamics = controlled(&vs, &cfg);
+        vs.double();
+        randomise(&vs, 0.5);
+        let (x, grad, g) = (tokens(2, 5, D), tokens(2, 5, D), tokens(2, 5, D));
+        let c = dynamics.omega().double_value(&[]);
+        let w = dense_w(&vs, CouplingCore::Full);
+        let want = &x - (&g - &grad) * 0.1 - &x * (0.1 * (1.0 + c)) + x.matmul(&w.tr()) * 0.1;
+        let step = |train: bool| {
+            let ctx = StepContext {
+                step: 0,
+                train,
+                padding: None,
+                g: Some(&g),
+            };
+            dynamics.step(&x, &grad, &ctx)
+        };
+        assert!(max_rel_error(&step(false), &want, 1e-12) < 1e-12);
+
+        // Dropout on the drive in training only: the step differs from the dropout-free one by
+        // α·(dropout(∂E/∂g) − ∂E/∂g), whose entries are −α∂E/∂g (dropped) or α∂E/∂g·p/(1 − p).
+        let dropped = ControlledConfig {
+            drive_dropout: 0.25,
+            ..cfg
+        };
+        let d2 = controlled(&vs, &dropped);
+        let ctx = |train| StepContext {
+            step: 0,
+            train,
+            padding: None,
+            g: Some(&g),
+        };
+        assert!(max_rel_error(&d2.step(&x, &grad, &ctx(false)), &want, 1e-12) < 1e-12);
+        let diff = (d2.step(&x, &grad, &ctx(true)) - &want) / (&grad * 0.1);
+        let kept = (&diff - 0.25 / 0.75).abs().lt(1e-9);
+        let zeroed = (&diff + 1.0).abs().lt(1e-9);
+        assert_eq!(kept.logical_or(&zeroed).all().int64_value(&[]), 1);
+        let share = zeroed
+            .to_kind(Kind::Double)
+            .mean(Kind::Double)
+            .double_value(&[]);
+        assert!(share > 0.0 && share < 0.6, "dropped share {share}");
+        let bad = ControlledConfig {
+            drive_dropout: 1.0,
+            ..ControlledConfig::default()
+        };
+        let err = basin_core::DynamicsParams::validate(&bad, "dynamics").unwrap_err();
+        assert!(err.to_string().contains("dynamics.drive_dropout"), "{err}");
+
+        // In a block, the residual is the block's own g = LN(x) (W removed, c = 1 so ω = 1).
+        let in_block = ControlledConfig {
+            coupling: CouplingConfig {
+                rank: 0,
+                ..CouplingConfig::default()
+            },
+            ..cfg
+        };
+        let mut vs = store();
+        let block = cdat_block(&vs, D, in_block, 1);
+        vs.double();
+        let s = Structure::full();
+        let g = block.norm.forward(&x);
+        let want = &x + (-&x * 2.0 - &g + block.energy_grad(&x, &s)) * 0.1;
+        assert!(max_rel_error(&block.forward(&x, &s, false), &want, 1e-12) < 1e-12);
     });
 }
 

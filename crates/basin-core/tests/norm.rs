@@ -16,6 +16,7 @@ fn norm(vs: &tch::nn::VarStore, d: i64, gamma: f64) -> EnergyLayerNorm {
         &NormConfig {
             eps: 1e-5,
             gamma_init: gamma,
+            per_feature_gain: false,
         },
     );
     tch::no_grad(|| {
@@ -33,7 +34,7 @@ fn g_is_the_gradient_of_the_lagrangian() {
     let ln = norm(&vs, 7, 1.7);
     vs.double();
     let x = tokens(3, 4, 7).set_requires_grad(true);
-    let l = ln.lagrangian(&x);
+    let l = ln.lagrangian(&x).unwrap();
     assert_eq!(l.size(), [3, 4]);
     let grad = Tensor::run_backward(&[l.sum(Kind::Double)], &[&x], false, false)
         .pop()
@@ -109,10 +110,50 @@ fn legendre_energy_is_consistent() {
     let ln = norm(&vs, 5, 1.2);
     vs.double();
     let x = Tensor::randn([5], F64).set_requires_grad(true);
-    let e = ln.legendre_energy(&x);
+    let e = ln.legendre_energy(&x).unwrap();
     let grad = Tensor::run_backward(&[e], &[&x], false, false)
         .pop()
         .unwrap();
     let expect = ln.jacobian(&x.detach()).matmul(&x.detach());
     assert!(max_rel_error(&grad, &expect, 1e-12) < 1e-9);
+}
+
+#[test]
+fn a_gain_per_feature_is_torch_layer_norm_and_has_no_lagrangian() {
+    tch::manual_seed(13);
+    let mut vs = store();
+    let ln = EnergyLayerNorm::new(
+        &(vs.root() / "norm"),
+        6,
+        &NormConfig {
+            per_feature_gain: true,
+            ..NormConfig::default()
+        },
+    );
+    vs.double();
+    let gamma = Tensor::randn([6], F64);
+    tch::no_grad(|| {
+        ln.gamma.shallow_clone().copy_(&gamma);
+        ln.delta.shallow_clone().copy_(&Tensor::randn([6], F64));
+    });
+    let x = tokens(2, 3, 6);
+    // torch.nn.functional.layer_norm with a per-feature weight and bias.
+    let want = x.layer_norm([6], Some(&gamma), Some(&ln.delta), 1e-5, false);
+    assert!(max_rel_error(&ln.forward(&x), &want, 1e-12) < 1e-10);
+    // Its Jacobian (rows scaled by γ_i) matches autograd and is not symmetric.
+    let x1 = Tensor::randn([6], F64);
+    let jac = ln.jacobian(&x1);
+    let rows: Vec<Tensor> = (0..6)
+        .map(|i| {
+            let xr = x1.detach().set_requires_grad(true);
+            let gi = ln.forward(&xr).get(i);
+            Tensor::run_backward(&[gi], &[&xr], false, false)
+                .pop()
+                .unwrap()
+        })
+        .collect();
+    assert!(max_rel_error(&jac, &Tensor::stack(&rows, 0), 1e-12) < 1e-10);
+    assert!(max_rel_error(&jac, &jac.tr(), 1e-12) > 1e-3);
+    let err = ln.lagrangian(&x).unwrap_err();
+    assert!(err.to_string().contains("per_feature_gain"), "{err}");
 }
