@@ -160,6 +160,7 @@ pub mod graph {
                 learn_beta: true,
                 init_std: 0.002,
                 head_mixing: true,
+                ..Default::default()
             }),
             TermConfig::new(&HopfieldConfig {
                 memories: 512,

@@ -61,5 +61,5 @@ pub use error::{CoreError, Result};
 pub use norm::{EnergyLayerNorm, NormConfig};
 pub use registry::{BuildContext, DynamicsConfig, DynamicsParams, TermConfig, TermParams};
 pub use structure::{Interaction, SparseEdges, Structure};
-pub use terms::attention::{AttentionConfig, EnergyAttention, VmfAttentionConfig};
+pub use terms::attention::{AttentionConfig, BetaMode, EnergyAttention, VmfAttentionConfig};
 pub use terms::hopfield_memory::{Activation, HopfieldConfig, HopfieldEnergy};

@@ -25,10 +25,94 @@ fn attention_passes_the_term_conformance_suite() {
                 learn_beta,
                 beta: Some(0.7),
                 head_mixing: false,
+                ..Default::default()
             };
             Box::new(EnergyAttention::new(path, dim, &cfg))
         });
     }
+}
+
+#[test]
+fn attention_with_a_shared_divisor_and_an_idle_clip_passes_the_conformance_suite() {
+    // The CDAT anomaly reference's β (one learned divisor) and its logit clip, set so wide that
+    // it never acts: the suite's finite differences hold.
+    conformance::energy_term("attention+divisor", 3, |path, dim| {
+        let cfg = AttentionConfig {
+            heads: 3,
+            head_dim: 4,
+            init_std: 0.4,
+            learn_beta: true,
+            beta: Some(0.7),
+            beta_mode: basin_core::BetaMode::SharedDivisor,
+            logit_clip: Some(1e6),
+            ..Default::default()
+        };
+        Box::new(EnergyAttention::new(path, dim, &cfg))
+    });
+}
+
+/// The anomaly reference's attention (cdat-spec A15): β_h = 1/b for one learned b, logits
+/// clipped to ±c in value with the clip ignored in the gradient — closed form = autograd of the
+/// straight-through energy on every structure, the energy as computed by hand, and finite
+/// differences that do see the clip (so it acts).
+#[test]
+fn the_reference_attention_clips_its_logits_straight_through() {
+    use basin_core::testing::conformance::structures;
+    basin_core::testing::seeded(21, || {
+        let mut vs = store();
+        let cfg = AttentionConfig {
+            heads: 2,
+            head_dim: 3,
+            init_std: 1.5,
+            learn_beta: true,
+            beta: Some(0.5),
+            beta_mode: basin_core::BetaMode::SharedDivisor,
+            logit_clip: Some(1.0),
+            ..Default::default()
+        };
+        let att = EnergyAttention::new(&(vs.root() / "att"), D, &cfg);
+        vs.double();
+        let vars = vs.variables();
+        assert!(vars.contains_key("att.beta_divisor") && !vars.contains_key("att.beta"));
+        assert_eq!(vars["att.beta_divisor"].double_value(&[]), 2.0);
+        assert!(max_rel_error(&att.beta(), &Tensor::from_slice(&[0.5, 0.5]), 0.0) < 1e-15);
+        let g = tokens(B, N, D) * 3.0;
+        // By hand, dense (no self-attention): E = −Σ_h b Σ_q lse_{k ≠ q} clip(β q·k).
+        let q = g.unsqueeze(1).matmul(&att.w_q.transpose(-1, -2)); // [B, H, N, Y]
+        let k = g.unsqueeze(1).matmul(&att.w_k.transpose(-1, -2));
+        let logits = q.matmul(&k.transpose(-1, -2)) * 0.5;
+        let clipped_share = logits
+            .abs()
+            .gt(1.0)
+            .to_kind(tch::Kind::Double)
+            .mean(tch::Kind::Double);
+        assert!(clipped_share.double_value(&[]) > 0.2, "the clip should act");
+        let no_self = Tensor::eye(N, (tch::Kind::Double, tch::Device::Cpu)) * -1e30;
+        let want = -((logits.clamp(-1.0, 1.0) + no_self).logsumexp(-1, false) * 2.0)
+            .sum_dim_intlist(&[1i64, 2][..], false, tch::Kind::Double);
+        let full = Structure::full();
+        assert!(max_rel_error(&att.energy(&g, &full), &want, 1e-12) < 1e-10);
+        for (name, s) in structures(B, N, 2) {
+            let (_, closed) = att.energy_and_grad(&g, &s);
+            let auto = basin_core::energy::autograd_grad(&att, &g, &s);
+            let err = max_rel_error(&closed, &auto, 1e-12);
+            assert!(err < 1e-8, "[{name}] closed form vs autograd: {err:e}");
+        }
+        let fd = basin_core::testing::finite_difference(
+            |x| {
+                att.energy(x, &full)
+                    .sum(tch::Kind::Double)
+                    .double_value(&[])
+            },
+            &g,
+            1e-5,
+        );
+        let (_, closed) = att.energy_and_grad(&g, &full);
+        assert!(
+            max_rel_error(&closed, &fd, 1e-12) > 1e-2,
+            "the clip is not straight-through"
+        );
+    });
 }
 
 #[test]
@@ -41,6 +125,7 @@ fn attention_with_the_references_head_mixing_passes_the_conformance_suite() {
             learn_beta: true,
             beta: Some(0.7),
             head_mixing: true,
+            ..Default::default()
         };
         let att = EnergyAttention::new(path, dim, &cfg);
         if let Some(mix) = &att.head_mix {
@@ -61,6 +146,7 @@ fn vmf_attention_passes_the_term_conformance_suite() {
                 learn_beta,
                 beta: Some(1.3),
                 head_mixing: false,
+                ..Default::default()
             };
             Box::new(EnergyAttention::new(path, dim, &cfg).unit_vectors(1e-12))
         });
@@ -80,6 +166,7 @@ fn vmf_attention_is_invariant_to_the_scale_of_its_projections() {
             learn_beta: false,
             beta: Some(0.9),
             head_mixing: false,
+            ..Default::default()
         };
         let vmf = EnergyAttention::new(&(vs.root() / "vmf"), D, &cfg).unit_vectors(1e-12);
         let plain = EnergyAttention::new(&(vs.root() / "plain"), D, &cfg);
@@ -145,6 +232,7 @@ fn weighted_sums_pass_the_term_conformance_suite_and_their_parts_add_up() {
             learn_beta: false,
             beta: Some(0.7),
             head_mixing: false,
+            ..Default::default()
         };
         let att = EnergyAttention::new(&(path / "attention"), dim, &cfg);
         let hop = hopfield_at(&(path / "hopfield"), dim, 4, Activation::Relu);
@@ -228,6 +316,7 @@ fn the_conformance_suite_catches_a_wrong_closed_form() {
             learn_beta: false,
             beta: Some(0.7),
             head_mixing: false,
+            ..Default::default()
         };
         Box::new(WrongGradient(EnergyAttention::new(path, dim, &cfg)))
     });

@@ -7,6 +7,12 @@
 //!
 //! `∂E/∂g_C = −Σ_h [ Σ_B ω_hCB W_Qᵀ K_hB + Σ_{C'} ω_hC'C W_Kᵀ Q_hC' ]`, `ω = softmax_B(β A)`.
 //!
+//! Two switches reproduce the CDAT anomaly reference (`research/cdat-spec.md` A15): one shared
+//! learned *divisor* b for every head (β_h = 1/b, from b = √Y; `beta_mode = "shared-divisor"`),
+//! and logits clipped to `[−c, c]` (`logit_clip`) with the clip ignored by the gradient, as the
+//! reference's hand-written update ignores it: the clip is straight-through, so the closed-form
+//! gradient (ω from the clipped logits) is autograd's of that energy.
+//!
 //! The dense form materialises `[B, H, N, N]` logits; the sparse form works on an edge list:
 //! its logits are `[E, H]` scalars and both gradient terms are sparse × dense products, so no
 //! per-edge D-wide (or Y-wide) message tensor is ever held for the whole graph.
@@ -43,6 +49,22 @@ pub struct AttentionConfig {
     /// The graph reference code's H × H head-mixing matrix `Hw` on the logits (init
     /// N(0, 0.002²); not in the papers). Its gradient comes from autograd.
     pub head_mixing: bool,
+    /// How β is parameterised (per head, or one shared divisor as the CDAT anomaly code).
+    pub beta_mode: BetaMode,
+    /// Clip the logits `β_h A` to `[−c, c]`, straight-through (the CDAT anomaly code: 5).
+    pub logit_clip: Option<f64>,
+}
+
+/// How the inverse temperatures are parameterised.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BetaMode {
+    /// One β per head (ET; learned when `learn_beta`).
+    #[default]
+    PerHead,
+    /// One divisor b shared by every head, β_h = 1/b, b from `1/beta` (the CDAT anomaly
+    /// reference's `√D`); learned when `learn_beta`.
+    SharedDivisor,
 }
 
 impl Default for AttentionConfig {
@@ -54,6 +76,8 @@ impl Default for AttentionConfig {
             learn_beta: false,
             init_std: 0.002,
             head_mixing: false,
+            beta_mode: BetaMode::PerHead,
+            logit_clip: None,
         }
     }
 }
@@ -92,19 +116,33 @@ impl AttentionConfig {
                 "must be ≥ 0",
             ));
         }
+        if let Some(c) = self.logit_clip
+            && !(c.is_finite() && c > 0.0)
+        {
+            return Err(CoreError::config(
+                format!("{field}.logit_clip"),
+                format!("must be > 0, got {c}"),
+            ));
+        }
         Ok(())
     }
 }
 
-/// Multi-head energy attention. Parameters: `w_q`, `w_k` `[H, Y, D]`, `beta` `[H]`.
+/// Multi-head energy attention. Parameters: `w_q`, `w_k` `[H, Y, D]`, `beta` `[H]` (or
+/// `beta_divisor` `[]` with a shared divisor).
 #[derive(Debug)]
 pub struct EnergyAttention {
     /// Query projection `[H, Y, D]`.
     pub w_q: Tensor,
     /// Key projection `[H, Y, D]`.
     pub w_k: Tensor,
-    /// Inverse temperature per head `[H]` (trainable only if configured).
-    pub beta: Tensor,
+    /// Inverse temperature per head `[H]`, or the shared divisor `[]` (trainable only if
+    /// configured); [`EnergyAttention::beta`] gives β per head either way.
+    beta_param: Tensor,
+    /// Whether `beta_param` is the shared divisor.
+    divisor: bool,
+    /// The straight-through logit clip.
+    clip: Option<f64>,
     /// `Some(ε)`: queries and keys are unit vectors per head, `u / sqrt(‖u‖² + ε)` (the vMF
     /// attention of CDAT eq. 10–11).
     unit: Option<f64>,
@@ -141,12 +179,18 @@ impl EnergyAttention {
             mean: 0.0,
             stdev: cfg.init_std,
         };
-        let beta = if cfg.learn_beta {
-            path.var("beta", &[cfg.heads], nn::Init::Const(cfg.beta()))
+        let divisor = cfg.beta_mode == BetaMode::SharedDivisor;
+        let (name, b_shape, value) = if divisor {
+            ("beta_divisor", &[][..], 1.0 / cfg.beta())
         } else {
-            let b = path.ones_no_train("beta", &[cfg.heads]);
+            ("beta", &[cfg.heads][..], cfg.beta())
+        };
+        let beta_param = if cfg.learn_beta {
+            path.var(name, b_shape, nn::Init::Const(value))
+        } else {
+            let b = path.ones_no_train(name, b_shape);
             tch::no_grad(|| {
-                let _ = b.shallow_clone().fill_(cfg.beta());
+                let _ = b.shallow_clone().fill_(value);
             });
             b
         };
@@ -165,10 +209,32 @@ impl EnergyAttention {
         Self {
             w_q,
             w_k,
-            beta,
+            beta_param,
+            divisor,
+            clip: cfg.logit_clip,
             unit: None,
             head_mix,
             name: "attention".into(),
+        }
+    }
+
+    /// β per head, `[H]`.
+    pub fn beta(&self) -> Tensor {
+        if self.divisor {
+            self.beta_param.reciprocal().expand([self.heads()], false)
+        } else {
+            self.beta_param.shallow_clone()
+        }
+    }
+
+    /// The logits clipped to `[−c, c]` in value, unclipped in the gradient.
+    fn clipped(&self, logits: Tensor) -> Tensor {
+        match self.clip {
+            Some(c) => {
+                let delta = (logits.clamp(-c, c) - &logits).detach();
+                logits + delta
+            }
+            None => logits,
         }
     }
 
@@ -200,7 +266,7 @@ impl EnergyAttention {
             let norm = |t: &Tensor| (t.square().sum_dim_intlist(-1, true, t.kind()) + eps).sqrt();
             let (nq, nk) = (norm(&parts[0]), norm(&parts[1]));
             let (q_hat, k_hat) = (&parts[0] / &nq, &parts[1] / &nk);
-            let q = &q_hat * self.beta.view([h, 1]);
+            let q = &q_hat * self.beta().view([h, 1]);
             let unit = Unit {
                 q_hat: q_hat.reshape([-1, h, y]),
                 k_hat: k_hat.reshape([-1, h, y]),
@@ -209,7 +275,7 @@ impl EnergyAttention {
             };
             return (q, k_hat, Some(unit));
         }
-        let wq = &self.w_q * self.beta.view([h, 1, 1]);
+        let wq = &self.w_q * self.beta().view([h, 1, 1]);
         let w = Tensor::cat(&[&wq, &self.w_k], 0).view([2 * h * y, d]);
         let qk = g.matmul(&w.tr());
         let mut shape = g.size();
@@ -229,7 +295,7 @@ impl EnergyAttention {
         let s = self.w_q.size();
         let (h, y, d) = (s[0], s[1], s[2]);
         let wq = -self.w_q.view([h * y, d]);
-        let wk = (-&self.w_k / self.beta.view([h, 1, 1])).view([h * y, d]);
+        let wk = (-&self.w_k / self.beta().view([h, 1, 1])).view([h * y, d]);
         match unit {
             None => tq.matmul(&wq).addmm(tk, &wk),
             Some(u) => {
@@ -262,6 +328,7 @@ impl EnergyAttention {
         if let Some(scale) = s.scale() {
             logits = logits * scale; // ET eq. 25: (K·Q) ⊙ Â, then β (folded into Q)
         }
+        let mut logits = self.clipped(logits);
         let layout = s.dense_layout(n, g.device());
         if let Some(bias) = &layout.bias {
             logits = logits + bias;
@@ -289,7 +356,11 @@ impl EnergyAttention {
             Some(has) => lse * has,
             None => lse.shallow_clone(),
         };
-        -(per_query / self.beta.view([1, h, 1])).sum_dim_intlist(&[1i64, 2][..], false, lse.kind())
+        -(per_query / self.beta().view([1, h, 1])).sum_dim_intlist(
+            &[1i64, 2][..],
+            false,
+            lse.kind(),
+        )
     }
 
     /// The dense gradient from the attention weights ω `[B, H, N, N]` (times the structure's
@@ -361,7 +432,7 @@ impl EnergyAttention {
                 Some(mix) => s.matmul(mix),
                 None => s,
             };
-            return (s, q, k, unit);
+            return (self.clipped(s), q, k, unit);
         }
         let mut chunks = Vec::new();
         let mut start = 0;
@@ -386,7 +457,7 @@ impl EnergyAttention {
             Some(mix) => s.matmul(mix),
             None => s,
         };
-        (s, q, k, unit)
+        (self.clipped(s), q, k, unit)
     }
 
     /// Row-wise log-sum-exp over each query's edges: `(lse [T, H], exp(s − max) [E, H],
@@ -415,7 +486,7 @@ impl EnergyAttention {
 
     fn sparse_energy_from(&self, lse: &Tensor, b: i64) -> Tensor {
         let h = self.heads();
-        let per_token = (lse / self.beta.view([1, h])).sum_dim_intlist(-1, false, lse.kind());
+        let per_token = (lse / self.beta().view([1, h])).sum_dim_intlist(-1, false, lse.kind());
         -per_token
             .view([b, -1])
             .sum_dim_intlist(-1, false, lse.kind())
@@ -643,6 +714,7 @@ impl VmfAttentionConfig {
             learn_beta: self.learn_beta,
             init_std: self.init_std,
             head_mixing: false,
+            ..AttentionConfig::default()
         }
     }
 }

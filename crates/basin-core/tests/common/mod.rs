@@ -27,6 +27,7 @@ pub fn attention(
         learn_beta,
         beta: Some(0.7),
         head_mixing: false,
+        ..Default::default()
     };
     EnergyAttention::new(&(vs.root() / "attention"), dim, &cfg)
 }
