@@ -13,7 +13,9 @@
 //! the unconstrained `s·c` damping, plain (not vMF) attention with the H × H head mixing and the
 //! multiplicative adjacency, ½relu² memories, λ = 1/1, noise in evaluation, sink padding,
 //! per-entry sign flips, raw attributes and 10 outputs — whose parameter counts are the paper's
-//! (Tables 10, 13, 14).
+//! (Tables 10 and 14); `anomaly::reference` does the same for the anomaly code (ascending
+//! drive, per-feature layer norm, clipped attention with one divisor, node-position W, output
+//! layer, linear readout; Table 13's count with the parameters it never uses).
 //!
 //! The reproductions of the paper's tables live in basin-repro.
 
@@ -225,9 +227,16 @@ pub mod graph {
 
 /// Node anomaly detection (CDAT §2.2 of the spec; Tables 2, 8, 9).
 pub mod anomaly {
-    use basin_core::controlled::ControlledConfig;
+    use basin_core::controlled::{
+        ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace, Drive,
+        OmegaMode,
+    };
+    use basin_core::{
+        Activation, AttentionConfig, BetaMode, BlockConfig, DynamicsConfig, HopfieldConfig,
+        NormConfig, TermConfig,
+    };
     use basin_graph::features::FeatureScaling;
-    use basin_tasks::node_anomaly::{NodeAnomalyConfig, RelationPool};
+    use basin_tasks::node_anomaly::{AnomalyReadout, NodeAnomalyConfig, RelationPool};
     use serde::{Deserialize, Serialize};
 
     use super::{block, paper_dynamics};
@@ -307,6 +316,85 @@ pub mod anomaly {
             relation_pool: RelationPool::Max,
             subgraph_ratio: Some(0.05),
             features: FeatureScaling::Standardize,
+            ..NodeAnomalyConfig::default()
         }
+    }
+
+    /// What the public anomaly code runs for a row (`research/cdat-spec.md` §2.2 steps 1–8 and
+    /// A1–A2, A4, A6–A8, A10, A13–A15) on a graph of `nodes` nodes: plain ET attention (head
+    /// width = D, W_Q, W_K ~ N(0, 0.01²)) with one learned divisor β from √D and logits clipped
+    /// to ±5 straight-through, ½relu² memories (K = 4·D), λ = 1/1, torch's per-feature layer
+    /// norm, n_layers − 1 = 1 shared step of the code's dynamics — α = 0.1 (hard-coded there;
+    /// the row's α, suppression and σ are parsed and never read), no noise, ω = c learned, W =
+    /// PᵀCP of rank 4 over node positions with a full core (P's columns are positions in the
+    /// sampled subgraph, A2), the layer output subtracted (ascent, A4) with dropout 0.1 on the
+    /// drive — then the separate output layer `layers_out` (dropout 0.1), `Linear(D → 2)`, self
+    /// loops, raw attributes, 5 % training subgraphs. Initialisations the code draws otherwise
+    /// (P ~ U(0, 1), C ~ N(0, 1/4), c ~ U(0, 1), the memories ~ U(±1/√D)) are basin's LeCun,
+    /// 1 and normal draws; the reference's scoring on the epoch's 5 % samples (A16) is not built.
+    pub fn reference(row: Table9Row, nodes: i64) -> NodeAnomalyConfig {
+        let d = row.hid;
+        let dynamics = ControlledConfig {
+            alpha: 0.1,
+            sigma: 0.0,
+            noise_in_eval: false,
+            coupling: CouplingConfig {
+                space: CouplingSpace::TokenPosition,
+                rank: 4,
+                core: CouplingCore::Full,
+                positions: nodes,
+                init: CouplingInit::Lecun,
+            },
+            omega: 1.0,
+            omega_mode: OmegaMode::Reference,
+            inhibition: true,
+            drive: Drive::ReferenceAscent,
+            drive_dropout: 0.1,
+        };
+        NodeAnomalyConfig {
+            block: BlockConfig {
+                dim: d,
+                steps: 1,
+                norm: NormConfig {
+                    per_feature_gain: true,
+                    ..NormConfig::default()
+                },
+                terms: vec![
+                    TermConfig::new(&AttentionConfig {
+                        heads: row.heads,
+                        head_dim: d,
+                        beta: None,
+                        learn_beta: true,
+                        init_std: 0.01,
+                        head_mixing: false,
+                        beta_mode: BetaMode::SharedDivisor,
+                        logit_clip: Some(5.0),
+                    }),
+                    TermConfig::new(&HopfieldConfig {
+                        memories: 4 * d,
+                        activation: Activation::Relu,
+                        ..HopfieldConfig::default()
+                    }),
+                ],
+                dynamics: DynamicsConfig::new(&dynamics),
+            },
+            positional: false,
+            self_loops: true,
+            readout_hidden: d,
+            heterogeneous: false,
+            relation_pool: RelationPool::Max,
+            subgraph_ratio: Some(0.05),
+            features: FeatureScaling::Raw,
+            readout: AnomalyReadout::Linear,
+            output_layer: Some(0.1),
+        }
+    }
+
+    /// Parameters the reference allocates and counts (Table 13) beyond [`reference`]'s: the
+    /// unused per-node `pos_embedding` (`nodes × D`) and, in each of its `layers` ET layers
+    /// (the shared one and `layers_out`), an unused output projection (D² + D), a second
+    /// LayerNorm (2D) and a second scalar (spec §2.4).
+    pub fn reference_unused_parameters(nodes: i64, dim: i64, layers: i64) -> i64 {
+        nodes * dim + layers * (dim * dim + dim + 2 * dim + 1)
     }
 }

@@ -196,6 +196,7 @@ pub mod anomaly {
             relation_pool: RelationPool::Max,
             subgraph_ratio: None,
             features: FeatureScaling::Standardize,
+            ..NodeAnomalyConfig::default()
         }
     }
 

@@ -9,6 +9,12 @@
 //! the block on each relation and aggregate by max-pooling or concatenation (Appendix E).
 //! Self loops: the paper's neighbourhoods are the graph's edges (`self_loops = false`); the
 //! reference adds a self loop to every node (`self_loops = true`).
+//!
+//! Two switches reproduce the CDAT anomaly code (`research/cdat-spec.md` A13): an output layer
+//! (`output_layer = p`: one more energy step with its own weights, `h = LN′(x_T) −
+//! dropout_p(∂E′/∂g′)`, the code's `layers_out`), and a linear readout (`readout = "linear"`:
+//! `Linear(D → 2)` on the final state, whose logit difference under the weighted likelihood is
+//! the code's two-class weighted cross-entropy).
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
@@ -36,6 +42,17 @@ pub enum RelationPool {
     Concat,
 }
 
+/// What the anomaly score is read from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnomalyReadout {
+    /// ET eq. 21: an MLP on `g¹ ‖ gᵀ` (the first and last normalised states).
+    #[default]
+    Mlp,
+    /// `Linear(D → 2)` on the final state, scored by the logit difference (the CDAT code).
+    Linear,
+}
+
 /// Configuration of a [`NodeAnomaly`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -58,6 +75,11 @@ pub struct NodeAnomalyConfig {
     /// Node attributes standardised with the training nodes' statistics (default) or raw, as
     /// the reference code feeds them.
     pub features: FeatureScaling,
+    /// The readout.
+    pub readout: AnomalyReadout,
+    /// `Some(p)`: an output layer after the descent, one energy step with its own weights and
+    /// dropout `p` on its gradient in training (the CDAT code's `layers_out`).
+    pub output_layer: Option<f64>,
 }
 
 impl Default for NodeAnomalyConfig {
@@ -71,6 +93,8 @@ impl Default for NodeAnomalyConfig {
             relation_pool: RelationPool::Max,
             subgraph_ratio: None,
             features: FeatureScaling::Standardize,
+            readout: AnomalyReadout::Mlp,
+            output_layer: None,
         }
     }
 }
@@ -89,6 +113,14 @@ impl NodeAnomalyConfig {
                 format!("in (0, 1], got {r}"),
             ));
         }
+        if let Some(p) = self.output_layer
+            && !(0.0..1.0).contains(&p)
+        {
+            return Err(TaskError::config(
+                "output_layer",
+                format!("a dropout in [0, 1), got {p}"),
+            ));
+        }
         self.block.validate().map_err(|e| prefix_field("block", e))
     }
 }
@@ -100,6 +132,7 @@ pub struct NodeAnomaly {
     encoder: nn::Linear,
     positional: Option<Tensor>,
     block: EnergyBlock,
+    output: Option<EnergyBlock>,
     readout: nn::Sequential,
 }
 
@@ -152,20 +185,42 @@ impl NodeAnomaly {
             RelationPool::Concat => d * relations.max(1),
             RelationPool::Max => d,
         };
-        let readout = nn::seq()
-            .add(nn::linear(
-                path / "readout1",
-                2 * width,
-                cfg.readout_hidden,
-                Default::default(),
-            ))
-            .add_fn(|t| t.relu())
-            .add(nn::linear(
-                path / "readout2",
-                cfg.readout_hidden,
-                1,
-                Default::default(),
-            ));
+        let readout = match cfg.readout {
+            AnomalyReadout::Mlp => nn::seq()
+                .add(nn::linear(
+                    path / "readout1",
+                    2 * width,
+                    cfg.readout_hidden,
+                    Default::default(),
+                ))
+                .add_fn(|t| t.relu())
+                .add(nn::linear(
+                    path / "readout2",
+                    cfg.readout_hidden,
+                    1,
+                    Default::default(),
+                )),
+            // Two logits; their difference is the anomaly logit.
+            AnomalyReadout::Linear => nn::seq()
+                .add(nn::linear(path / "readout", width, 2, Default::default()))
+                .add_fn(|l| l.select(-1, 1) - l.select(-1, 0))
+                .add_fn(|t| t.unsqueeze(-1)),
+        };
+        // The output layer is one gradient evaluation, no dynamics: its block gets the
+        // parameter-free gradient flow, so it does not allocate a second W or ω.
+        let output = match cfg.output_layer {
+            Some(_) => {
+                let out = BlockConfig {
+                    dynamics: basin_core::DynamicsConfig::gradient_flow(1.0),
+                    ..cfg.block.clone()
+                };
+                Some(
+                    EnergyBlock::new(&(path / "output"), &out)
+                        .map_err(|e| prefix_field("block", e))?,
+                )
+            }
+            None => None,
+        };
         Ok(Self {
             encoder: nn::linear(path / "encoder", features, d, Default::default()),
             positional: cfg.positional.then(|| {
@@ -179,9 +234,20 @@ impl NodeAnomaly {
                 )
             }),
             block: block()?,
+            output,
             readout,
             cfg: cfg.clone(),
         })
+    }
+
+    /// The energy block.
+    pub fn block(&self) -> &EnergyBlock {
+        &self.block
+    }
+
+    /// The output layer (`output_layer = Some(_)`).
+    pub fn output_layer(&self) -> Option<&EnergyBlock> {
+        self.output.as_ref()
     }
 
     /// Anomaly logits of every node `[N]` for features `[N, F]` under one structure per relation.
@@ -234,10 +300,22 @@ impl NodeAnomaly {
         train: bool,
     ) -> Tensor {
         let x0 = self.tokens(features, nodes);
-        let g1 = self.block.norm.forward(&x0);
         let finals: Vec<Tensor> = structures
             .iter()
-            .map(|s| self.block.norm.forward(&self.block.forward(&x0, s, train)))
+            .map(|s| {
+                let x = self.block.forward(&x0, s, train);
+                let x = match (&self.output, self.cfg.output_layer) {
+                    (Some(out), Some(p)) => {
+                        let grad = out.energy_grad(&x, s);
+                        out.norm.forward(&x) - grad.dropout(p, train)
+                    }
+                    _ => x,
+                };
+                match self.cfg.readout {
+                    AnomalyReadout::Mlp => self.block.norm.forward(&x),
+                    AnomalyReadout::Linear => x,
+                }
+            })
             .collect();
         let gt = match self.cfg.relation_pool {
             RelationPool::Max => finals
@@ -246,6 +324,10 @@ impl NodeAnomaly {
                 .fold(finals[0].shallow_clone(), |a, b| a.maximum(b)),
             RelationPool::Concat => Tensor::cat(&finals, -1),
         };
+        if self.cfg.readout == AnomalyReadout::Linear {
+            return self.readout.forward(&gt).squeeze_dim(-1).squeeze_dim(0);
+        }
+        let g1 = self.block.norm.forward(&x0);
         let g1 = if self.cfg.relation_pool == RelationPool::Concat {
             g1.repeat([1, 1, finals.len() as i64])
         } else {
