@@ -331,7 +331,8 @@ pub mod anomaly {
     /// drive — then the separate output layer `layers_out` (dropout 0.1), `Linear(D → 2)`, self
     /// loops, raw attributes, 5 % training subgraphs. Initialisations the code draws otherwise
     /// (P ~ U(0, 1), C ~ N(0, 1/4), c ~ U(0, 1), the memories ~ U(±1/√D)) are basin's LeCun,
-    /// 1 and normal draws; the reference's scoring on the epoch's 5 % samples (A16) is not built.
+    /// 1 and normal draws. The code's evaluation on each epoch's samples (A16) is the anomaly
+    /// protocol's `score = "reference-subsample"`.
     pub fn reference(row: Table9Row, nodes: i64) -> NodeAnomalyConfig {
         let d = row.hid;
         let dynamics = ControlledConfig {

@@ -435,3 +435,98 @@ fn the_reference_anomaly_model_trains_end_to_end() {
         losses[79]
     );
 }
+
+/// The CDAT code's evaluation (A16): each epoch's subgraph holds samples of the training,
+/// validation and test nodes; the learner scores only the sampled validation and test nodes
+/// (NaN elsewhere), from the training-mode forward before the step, and the protocol scores
+/// each epoch on those samples.
+#[test]
+fn the_reference_subsample_scores_only_the_epochs_samples() {
+    use basin_graph::SplitConfig;
+    use basin_graph::anomaly::{PlantedConfig, generate_planted};
+    use basin_tasks::node_anomaly::NodeAnomalyLearner;
+    use basin_train::protocol::{AnomalyProtocol, ScoreMode};
+    use basin_train::runner::Learner;
+    let _g = lock_generator();
+    let data = generate_planted(&PlantedConfig {
+        nodes: 400,
+        cliques: 2,
+        clique_size: 8,
+        contextual: 30,
+        separation: 4.0,
+        ..PlantedConfig::default()
+    })
+    .unwrap();
+    let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+    let row = basin_cdat::anomaly::Table9Row {
+        hid: 8,
+        heads: 2,
+        alpha: 0.1,
+        suppression: 1.0,
+        noise: 0.0,
+    };
+    let mut cfg = basin_cdat::anomaly::reference(row, 400);
+    cfg.subgraph_ratio = Some(0.5);
+    let protocol = AnomalyProtocol {
+        split: SplitConfig::bwgnn(0.4),
+        runs: 1,
+        seed: 0,
+        score: ScoreMode::ReferenceSubsample,
+        train: TrainConfig {
+            epochs: 3,
+            ..TrainConfig::default()
+        },
+    };
+    let plan = protocol.plan(&data.labelled, &is_anomaly).unwrap();
+    let split = &plan[0].split;
+    let ids = |v: &[u32]| v.iter().map(|&i| i as usize).collect::<Vec<_>>();
+    let (train, val, test) = (ids(&split.train), ids(&split.val), ids(&split.test));
+    let mut learner = NodeAnomalyLearner::new(&data, &cfg, &train, 0, Device::Cpu)
+        .unwrap()
+        .with_reference_subsample(&val, &test)
+        .unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let out = learner.train_step(&train, &mut rng).unwrap();
+    let scores = out.pre_step_scores.unwrap().positive();
+    let finite: Vec<usize> = (0..scores.len())
+        .filter(|&i| scores[i].is_finite())
+        .collect();
+    assert_eq!(finite.len(), val.len() / 2 + test.len() / 2);
+    assert!(finite.iter().all(|i| val.contains(i) || test.contains(i)));
+    // Without a sampling ratio the mode is refused, naming the field.
+    let mut whole = cfg.clone();
+    whole.subgraph_ratio = None;
+    let err = NodeAnomalyLearner::new(&data, &whole, &train, 0, Device::Cpu)
+        .unwrap()
+        .with_reference_subsample(&val, &test)
+        .unwrap_err();
+    assert!(err.to_string().contains("subgraph_ratio"), "{err}");
+    // The whole protocol runs on the samples.
+    let report = protocol
+        .run(
+            "planted",
+            &data.labelled,
+            &is_anomaly,
+            |run| {
+                Ok(NodeAnomalyLearner::for_run(
+                    &data,
+                    &cfg,
+                    run,
+                    ScoreMode::ReferenceSubsample,
+                    Device::Cpu,
+                )?)
+            },
+            |_, _| Ok(()),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    let (auc, _) = report.aggregate["test_auc"];
+    assert!(auc.is_finite() && (0.0..=1.0).contains(&auc));
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("reference-subsample"))
+    );
+}

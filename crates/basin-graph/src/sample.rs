@@ -69,6 +69,43 @@ pub fn induced_by_ratio<R: Rng + ?Sized>(
     Ok(Subgraph { nodes, graph: sub })
 }
 
+/// The CDAT/ET anomaly code's per-epoch sample (`research/cdat-spec.md` §2.2 step 2): from
+/// each part (training, validation, test nodes) `⌊ratio · len⌋` nodes (at least one) without
+/// replacement, concatenated part after part in that order, and the subgraph they induce with
+/// a self loop on every node. Positions in the subgraph follow that order; the second value
+/// is how many nodes each part gave.
+pub fn reference_subsample<R: Rng + ?Sized>(
+    graph: &Graph,
+    parts: &[&[u32]],
+    ratio: f64,
+    rng: &mut R,
+) -> Result<(Subgraph, Vec<usize>)> {
+    if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1.0) {
+        return Err(GraphError::invalid(
+            "sample ratio",
+            format!("{ratio} must lie in (0, 1]"),
+        ));
+    }
+    let (mut nodes, mut counts) = (Vec::new(), Vec::new());
+    for part in parts {
+        let count = if part.is_empty() {
+            0
+        } else {
+            ((ratio * part.len() as f64).floor() as usize).clamp(1, part.len())
+        };
+        nodes.extend(sample(rng, part.len(), count).into_iter().map(|i| part[i]));
+        counts.push(count);
+    }
+    if nodes.is_empty() {
+        return Err(GraphError::invalid(
+            "sample pool",
+            "no nodes to sample from",
+        ));
+    }
+    let sub = graph.induced(&nodes)?.with_self_loops();
+    Ok((Subgraph { nodes, graph: sub }, counts))
+}
+
 /// Neighbour-sampling settings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -6,7 +6,9 @@ use basin_graph::batch::{
     BatchConfig, PaddingMode, Truncation, batch_indices, make_batch, neighbour_csr,
 };
 use basin_graph::laplacian::{PeConfig, laplacian_pe, laplacian_pe_many, reference_sink_pe};
-use basin_graph::sample::{NeighbourConfig, induced_by_ratio, sample_neighbours};
+use basin_graph::sample::{
+    NeighbourConfig, induced_by_ratio, reference_subsample, sample_neighbours,
+};
 use basin_graph::{Csr, Graph, GraphDataset, Targets};
 use ndarray::{Array2, s};
 use rand::SeedableRng;
@@ -246,6 +248,44 @@ fn induced_sampling_by_ratio() {
             .graph,
         g
     );
+}
+
+#[test]
+fn the_reference_subsample_takes_each_part_in_order() {
+    // A dense little graph (a cycle with chords) so that samples share edges.
+    let mut edges: Vec<(u32, u32)> = (0..60u32).map(|v| (v, (v + 1) % 60)).collect();
+    edges.extend((0..60u32).map(|v| (v, (v + 7) % 60)));
+    let a = Csr::from_undirected(60, &edges).unwrap();
+    let g = Graph::new(a.clone(), Array2::from_shape_fn((60, 1), |(i, _)| i as f32)).unwrap();
+    let (train, val, test): (Vec<u32>, Vec<u32>, Vec<u32>) =
+        ((0..30).collect(), (30..42).collect(), (42..60).collect());
+    let (s, counts) = reference_subsample(&g, &[&train, &val, &test], 0.25, &mut rng()).unwrap();
+    // ⌊0.25 · 30⌋, ⌊0.25 · 12⌋, ⌊0.25 · 18⌋.
+    assert_eq!(counts, vec![7, 3, 4]);
+    assert_eq!(s.nodes.len(), 14);
+    assert!(s.nodes[..7].iter().all(|v| train.contains(v)));
+    assert!(s.nodes[7..10].iter().all(|v| val.contains(v)));
+    assert!(s.nodes[10..].iter().all(|v| test.contains(v)));
+    let mut distinct = s.nodes.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 14);
+    assert_eq!(s.graph.adjacency.num_self_loops(), 14);
+    for (i, &u) in s.nodes.iter().enumerate() {
+        assert_eq!(s.graph.node_features[[i, 0]], u as f32);
+        for (j, &v) in s.nodes.iter().enumerate() {
+            if i != j {
+                assert_eq!(
+                    s.graph.adjacency.contains(i, j as u32),
+                    a.contains(u as usize, v)
+                );
+            }
+        }
+    }
+    // At least one node of a small part; an empty part gives none.
+    let (_, c) = reference_subsample(&g, &[&train, &[], &val[..2]], 0.05, &mut rng()).unwrap();
+    assert_eq!(c, vec![1, 0, 1]);
+    assert!(reference_subsample(&g, &[&train], 1.5, &mut rng()).is_err());
 }
 
 #[test]

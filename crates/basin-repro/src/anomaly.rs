@@ -160,11 +160,11 @@ pub fn run(
                     &data.labelled,
                     &is_anomaly,
                     |run| {
-                        Ok(NodeAnomalyLearner::new(
+                        Ok(NodeAnomalyLearner::for_run(
                             &data,
                             &cfg,
-                            &run.train(),
-                            run.seed,
+                            run,
+                            protocol.score,
                             ctx.device,
                         )?)
                     },

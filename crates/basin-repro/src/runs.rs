@@ -432,11 +432,11 @@ pub fn train(
                 &data.labelled,
                 &is_anomaly,
                 |r: &PlannedRun| {
-                    Ok(NodeAnomalyLearner::new(
+                    Ok(NodeAnomalyLearner::for_run(
                         &data,
                         &run.architecture,
-                        &r.train(),
-                        r.seed,
+                        r,
+                        run.protocol.score,
                         device,
                     )?)
                 },

@@ -351,6 +351,8 @@ pub struct NodeAnomalyLearner {
     label_vec: Vec<bool>,
     structures: Vec<Structure>,
     relation_names: Vec<String>,
+    /// Validation and test nodes sampled into every epoch's subgraph (the CDAT code).
+    eval_nodes: Option<(Vec<u32>, Vec<u32>)>,
 }
 
 impl std::fmt::Debug for NodeAnomalyLearner {
@@ -418,7 +420,44 @@ impl NodeAnomalyLearner {
             label_vec,
             structures,
             relation_names,
+            eval_nodes: None,
         })
+    }
+
+    /// The learner of one planned run of an anomaly protocol scored by `score`: with
+    /// `reference-subsample` its epochs also sample the run's validation and test nodes
+    /// ([`NodeAnomalyLearner::with_reference_subsample`]).
+    pub fn for_run(
+        data: &NodeDataset,
+        cfg: &NodeAnomalyConfig,
+        run: &basin_train::protocol::PlannedRun,
+        score: basin_train::protocol::ScoreMode,
+        device: Device,
+    ) -> Result<Self> {
+        let learner = Self::new(data, cfg, &run.train(), run.seed, device)?;
+        if score != basin_train::protocol::ScoreMode::ReferenceSubsample {
+            return Ok(learner);
+        }
+        let ids = |v: &[u32]| v.iter().map(|&i| i as usize).collect::<Vec<_>>();
+        learner.with_reference_subsample(&ids(&run.split.val), &ids(&run.split.test))
+    }
+
+    /// The CDAT anomaly code's epochs (`research/cdat-spec.md` §2.2 steps 2 and 9, A16): each
+    /// epoch's subgraph is induced by `subgraph_ratio` of the training, `val` and `test` nodes
+    /// (part after part, self loops added), the loss is taken on its training nodes with the
+    /// class weight of the whole training split, and the training-mode scores of its
+    /// validation and test nodes are returned as `pre_step_scores` (NaN for every other node),
+    /// for the protocol's `score = "reference-subsample"`. Needs `subgraph_ratio`.
+    pub fn with_reference_subsample(mut self, val: &[usize], test: &[usize]) -> Result<Self> {
+        if self.cfg.subgraph_ratio.is_none() || self.structures.len() > 1 {
+            return Err(TaskError::config(
+                "subgraph_ratio",
+                "reference subsampling needs a sampling ratio and a homogeneous graph",
+            ));
+        }
+        let ids = |v: &[usize]| v.iter().map(|&i| i as u32).collect();
+        self.eval_nodes = Some((ids(val), ids(test)));
+        Ok(self)
     }
 
     /// The graph's energy at each descent step, named by relation (`homogeneous` for one),
@@ -463,6 +502,51 @@ impl Learner for NodeAnomalyLearner {
         train: &[usize],
         rng: &mut ChaCha8Rng,
     ) -> std::result::Result<StepOutput, TrainError> {
+        if let (Some(ratio), Some((val, test))) = (self.cfg.subgraph_ratio, &self.eval_nodes) {
+            let pool: Vec<u32> = train.iter().map(|&i| i as u32).collect();
+            let (sub, counts) = basin_graph::sample::reference_subsample(
+                &self.graph,
+                &[&pool, val, test],
+                ratio,
+                rng,
+            )?;
+            let device = self.vs.device();
+            // The sample already carries its self loops.
+            let structure = neighbour_structure(&sub.graph.adjacency, false, device)?;
+            let ids =
+                Tensor::from_slice(&sub.nodes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
+                    .to_device(device);
+            let logits = self.model.forward_nodes(
+                &self.features.index_select(0, &ids),
+                Some(&ids),
+                &[structure],
+                true,
+            );
+            let n_train = counts[0] as i64;
+            let omega =
+                anomaly_weight(&train.iter().map(|&i| self.label_vec[i]).collect::<Vec<_>>());
+            let loss = weighted_bce(
+                &logits.narrow(0, 0, n_train),
+                &self.labels.index_select(0, &ids.narrow(0, 0, n_train)),
+                omega,
+            );
+            let rest = ids.narrow(0, n_train, ids.size()[0] - n_train);
+            let scored = logits
+                .detach()
+                .narrow(0, n_train, ids.size()[0] - n_train)
+                .sigmoid()
+                .to_kind(Kind::Double);
+            let all = Tensor::full(
+                [self.label_vec.len() as i64],
+                f64::NAN,
+                (Kind::Double, device),
+            )
+            .index_put(&[Some(rest)], &scored, false);
+            return Ok(StepOutput {
+                pre_step_scores: Some(Scores::from_tensor(&all)?),
+                ..StepOutput::loss(loss)
+            });
+        }
         if let Some(ratio) = self.cfg.subgraph_ratio {
             // Appendix C.2: a fresh subgraph induced by a share of the training nodes each epoch.
             let pool: Vec<u32> = train.iter().map(|&i| i as u32).collect();

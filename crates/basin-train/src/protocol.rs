@@ -178,6 +178,10 @@ pub enum ScoreMode {
     /// step, for validation and (every epoch) test; the learner must return
     /// `pre_step_scores`.
     ReferencePreStep,
+    /// The CDAT anomaly code (`research/cdat-spec.md` A16): as `reference-pre-step`, but the
+    /// learner scores only the epoch's samples of the validation and test nodes (NaN
+    /// elsewhere), and each epoch is scored on those samples.
+    ReferenceSubsample,
 }
 
 /// Node anomaly detection (BWGNN/ET/CDAT protocol).
@@ -306,18 +310,29 @@ impl AnomalyProtocol {
                 |l, _, out| {
                     let (val_p, test_now) = match mode {
                         ScoreMode::EvalAfterStep => (l.predict(&val)?.positive(), None),
-                        ScoreMode::ReferencePreStep => {
+                        ScoreMode::ReferencePreStep | ScoreMode::ReferenceSubsample => {
                             let all = out.pre_step_scores.as_ref().ok_or_else(|| TrainError::Config {
                                 field: "score".into(),
-                                message: "reference-pre-step needs a learner that returns pre_step_scores".into(),
+                                message: "reference scoring needs a learner that returns pre_step_scores".into(),
                             })?;
                             (all.select(&val).positive(), Some(all.select(&test).positive()))
                         }
                     };
-                    let (threshold, f1) = metrics::best_threshold(&val_y, &val_p)?;
-                    let auc = metrics::roc_auc(&val_y, &val_p)?;
+                    // The sampled entries only (every entry outside `reference-subsample`).
+                    let scored = |y: &[bool], p: Vec<f64>| -> (Vec<bool>, Vec<f64>) {
+                        if mode != ScoreMode::ReferenceSubsample {
+                            return (y.to_vec(), p);
+                        }
+                        y.iter().zip(p).filter(|(_, p)| p.is_finite()).map(|(&y, p)| (y, p)).unzip()
+                    };
+                    let (vy, val_p) = scored(&val_y, val_p);
+                    let (threshold, f1) = metrics::best_threshold(&vy, &val_p)?;
+                    let auc = metrics::roc_auc(&vy, &val_p)?;
                     let test_now = match test_now {
-                        Some(p) => Some(anomaly_metrics(&test_y, &p, threshold)?),
+                        Some(p) => {
+                            let (ty, p) = scored(&test_y, p);
+                            Some(anomaly_metrics(&ty, &p, threshold)?)
+                        }
                         None => None,
                     };
                     Ok(Validation {
@@ -344,8 +359,10 @@ impl AnomalyProtocol {
             self.split.seed,
             &hash[..12.min(hash.len())]
         )];
-        if self.score == ScoreMode::ReferencePreStep {
-            notes.push("score = reference-pre-step: training-mode logits from before each optimiser step, test read every epoch (the reference code's behaviour)".into());
+        match self.score {
+            ScoreMode::ReferencePreStep => notes.push("score = reference-pre-step: training-mode logits from before each optimiser step, test read every epoch (the reference code's behaviour)".into()),
+            ScoreMode::ReferenceSubsample => notes.push("score = reference-subsample: training-mode logits from before each optimiser step on the epoch's sampled validation and test nodes, test read every epoch (the CDAT code's behaviour)".into()),
+            ScoreMode::EvalAfterStep => {}
         }
         Ok(ProtocolReport::new("anomaly", name, runs, notes))
     }
