@@ -67,10 +67,15 @@ fn et_table1_quick() {
     let md = reproduce(
         "cdat-table2",
         &["--dataset", "reddit"],
-        &["reddit-40pct/CDAT/energy.png"],
+        &[
+            "reddit-40pct/CDAT/energy.png",
+            "reddit-40pct/CDAT-code/run-0/record.json",
+        ],
     );
     assert!(
-        md.contains("| reddit | 40 % |") && md.contains("homogeneous V"),
+        md.contains("| reddit | 40 % |")
+            && md.contains("homogeneous V")
+            && md.contains("CDAT-code AUC"),
         "{md}"
     );
 }

@@ -70,6 +70,28 @@ pub struct AnomalyOptions {
     pub floor_epochs: usize,
 }
 
+/// A model of a table: its name, configuration and how the protocol scores it.
+#[derive(Clone, Debug)]
+pub struct TableModel {
+    /// The row's name.
+    pub name: String,
+    /// The model.
+    pub config: NodeAnomalyConfig,
+    /// How its epochs are scored (the code's own way for a reference row).
+    pub score: ScoreMode,
+}
+
+impl TableModel {
+    /// A model scored the default way (evaluation mode after each step).
+    pub fn new(name: &str, config: NodeAnomalyConfig) -> Self {
+        Self {
+            name: name.into(),
+            config,
+            score: ScoreMode::EvalAfterStep,
+        }
+    }
+}
+
 /// One model at one dataset and ratio.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ModelResult {
@@ -77,6 +99,8 @@ pub struct ModelResult {
     pub model: String,
     /// Its configuration.
     pub config: NodeAnomalyConfig,
+    /// How it was scored.
+    pub score: ScoreMode,
     /// The protocol's report.
     pub report: ProtocolReport,
     /// The graph's energy (and V) per step per relation, selected model of run 0.
@@ -114,12 +138,12 @@ fn tag(dataset: &str, ratio: f64) -> String {
     format!("{dataset}-{}pct", (ratio * 100.0).round())
 }
 
-/// Runs, on every dataset found and every ratio, the models `models(dataset, ratio)` names
-/// (`(name, config)`, each under the same protocol) and the floor; run records under
+/// Runs, on every dataset found and every ratio, the models `models(dataset, ratio, nodes)`
+/// names (each on the same split and runs, scored as it says) and the floor; run records under
 /// `<dataset>-<ratio>pct/<model>/run-<r>`, with `energy.png` beside them.
 pub fn run(
     opts: &AnomalyOptions,
-    models: impl Fn(&str, f64) -> Vec<(String, NodeAnomalyConfig)>,
+    models: impl Fn(&str, f64, i64) -> Vec<TableModel>,
     ctx: &Context,
     missing: &mut Missing,
 ) -> Result<Vec<AnomalyResult>> {
@@ -152,9 +176,19 @@ pub fn run(
                 },
             };
             let mut done = Vec::new();
-            for (model, cfg) in models(name, ratio) {
+            let nodes = data.graph.num_nodes() as i64;
+            for TableModel {
+                name: model,
+                config: cfg,
+                score,
+            } in models(name, ratio, nodes)
+            {
                 let out = ctx.out.join(&tag).join(&model);
                 let mut energy = Vec::new();
+                let protocol = AnomalyProtocol {
+                    score,
+                    ..protocol.clone()
+                };
                 let report = protocol.run(
                     &format!("{tag} {model}"),
                     &data.labelled,
@@ -190,6 +224,7 @@ pub fn run(
                 done.push(ModelResult {
                     model,
                     config: cfg,
+                    score,
                     report,
                     energy,
                 });

@@ -133,13 +133,13 @@ pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
     let mut missing = Missing::default();
     let results = anomaly::run(
         opts,
-        |dataset, ratio| {
+        |dataset, ratio, _| {
             let row = paper
                 .rows
                 .iter()
                 .find(|r| r.dataset == dataset && (r.ratio - ratio).abs() < 1e-9);
-            vec![(
-                "ET".into(),
+            vec![anomaly::TableModel::new(
+                "ET",
                 row.map_or_else(default_model, |r| table6(r.table6)),
             )]
         },
