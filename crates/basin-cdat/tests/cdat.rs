@@ -233,6 +233,21 @@ fn the_cdat_anomaly_model_is_permutation_equivariant() {
     assert!(d < 1e-10, "permuted scores differ by {d}");
 }
 
+/// A planted-anomaly graph of `nodes` nodes: `cliques` cliques of 8 and `contextual` outliers
+/// 4 standard deviations away.
+fn planted(nodes: usize, cliques: usize, contextual: usize) -> basin_graph::NodeDataset {
+    use basin_graph::anomaly::{PlantedConfig, generate_planted};
+    generate_planted(&PlantedConfig {
+        nodes,
+        cliques,
+        clique_size: 8,
+        contextual,
+        separation: 4.0,
+        ..PlantedConfig::default()
+    })
+    .unwrap()
+}
+
 /// A CDAT anomaly model learns planted anomalies (structural cliques and contextual outliers,
 /// invisible from a node's own features) well above chance, in seconds — with ET's unit step
 /// and learned node embeddings (eq. 14). (With Table 8's α = 0.1 the two steps barely move the
@@ -240,19 +255,10 @@ fn the_cdat_anomaly_model_is_permutation_equivariant() {
 #[test]
 fn a_cdat_anomaly_model_detects_planted_anomalies() {
     use basin_graph::SplitConfig;
-    use basin_graph::anomaly::{PlantedConfig, generate_planted};
     use basin_tasks::node_anomaly::NodeAnomalyLearner;
     use basin_train::protocol::{AnomalyProtocol, ScoreMode};
     let _g = lock_generator();
-    let data = generate_planted(&PlantedConfig {
-        nodes: 600,
-        cliques: 3,
-        clique_size: 8,
-        contextual: 20,
-        separation: 4.0,
-        ..PlantedConfig::default()
-    })
-    .unwrap();
+    let data = planted(600, 3, 20);
     let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
     let mut cfg = basin_cdat::anomaly::model(basin_cdat::anomaly::Table9Row {
         hid: 32,
@@ -381,20 +387,11 @@ fn the_reference_anomaly_model_reads_its_output_layer_linearly() {
 /// moves the tokens here.)
 #[test]
 fn the_reference_anomaly_model_trains_end_to_end() {
-    use basin_graph::anomaly::{PlantedConfig, generate_planted};
     use basin_tasks::node_anomaly::NodeAnomalyLearner;
     use basin_train::runner::Learner;
     use tch::nn::OptimizerConfig;
     let _g = lock_generator();
-    let data = generate_planted(&PlantedConfig {
-        nodes: 300,
-        cliques: 2,
-        clique_size: 8,
-        contextual: 15,
-        separation: 4.0,
-        ..PlantedConfig::default()
-    })
-    .unwrap();
+    let data = planted(300, 2, 15);
     let row = basin_cdat::anomaly::Table9Row {
         hid: 16,
         heads: 2,
@@ -443,20 +440,11 @@ fn the_reference_anomaly_model_trains_end_to_end() {
 #[test]
 fn the_reference_subsample_scores_only_the_epochs_samples() {
     use basin_graph::SplitConfig;
-    use basin_graph::anomaly::{PlantedConfig, generate_planted};
     use basin_tasks::node_anomaly::NodeAnomalyLearner;
     use basin_train::protocol::{AnomalyProtocol, ScoreMode};
     use basin_train::runner::Learner;
     let _g = lock_generator();
-    let data = generate_planted(&PlantedConfig {
-        nodes: 400,
-        cliques: 2,
-        clique_size: 8,
-        contextual: 30,
-        separation: 4.0,
-        ..PlantedConfig::default()
-    })
-    .unwrap();
+    let data = planted(400, 2, 30);
     let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
     let row = basin_cdat::anomaly::Table9Row {
         hid: 8,

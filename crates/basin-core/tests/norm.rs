@@ -54,6 +54,20 @@ fn g_is_the_gradient_of_the_lagrangian() {
     );
 }
 
+/// `∂g/∂x` of one token `x: [D]` by autograd, row by row.
+fn autograd_jacobian(ln: &EnergyLayerNorm, x: &Tensor) -> Tensor {
+    let rows: Vec<Tensor> = (0..x.size()[0])
+        .map(|i| {
+            let xr = x.detach().set_requires_grad(true);
+            let gi = ln.forward(&xr).get(i);
+            Tensor::run_backward(&[gi], &[&xr], false, false)
+                .pop()
+                .unwrap()
+        })
+        .collect();
+    Tensor::stack(&rows, 0)
+}
+
 #[test]
 fn jacobian_is_symmetric_psd_and_matches_autograd() {
     tch::manual_seed(11);
@@ -63,17 +77,7 @@ fn jacobian_is_symmetric_psd_and_matches_autograd() {
     for _ in 0..20 {
         let x = Tensor::randn([6], F64) * 3.0;
         let jac = ln.jacobian(&x);
-        // Autograd Jacobian, row by row.
-        let rows: Vec<Tensor> = (0..6)
-            .map(|i| {
-                let xr = x.detach().set_requires_grad(true);
-                let gi = ln.forward(&xr).get(i);
-                Tensor::run_backward(&[gi], &[&xr], false, false)
-                    .pop()
-                    .unwrap()
-            })
-            .collect();
-        let auto = Tensor::stack(&rows, 0);
+        let auto = autograd_jacobian(&ln, &x);
         assert!(
             max_rel_error(&jac, &auto, 1e-12) < 1e-10,
             "Jacobian differs from autograd"
@@ -143,16 +147,7 @@ fn a_gain_per_feature_is_torch_layer_norm_and_has_no_lagrangian() {
     // Its Jacobian (rows scaled by γ_i) matches autograd and is not symmetric.
     let x1 = Tensor::randn([6], F64);
     let jac = ln.jacobian(&x1);
-    let rows: Vec<Tensor> = (0..6)
-        .map(|i| {
-            let xr = x1.detach().set_requires_grad(true);
-            let gi = ln.forward(&xr).get(i);
-            Tensor::run_backward(&[gi], &[&xr], false, false)
-                .pop()
-                .unwrap()
-        })
-        .collect();
-    assert!(max_rel_error(&jac, &Tensor::stack(&rows, 0), 1e-12) < 1e-10);
+    assert!(max_rel_error(&jac, &autograd_jacobian(&ln, &x1), 1e-12) < 1e-10);
     assert!(max_rel_error(&jac, &jac.tr(), 1e-12) > 1e-3);
     let err = ln.lagrangian(&x).unwrap_err();
     assert!(err.to_string().contains("per_feature_gain"), "{err}");

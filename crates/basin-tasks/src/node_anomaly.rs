@@ -482,6 +482,25 @@ impl NodeAnomalyLearner {
         curves
     }
 
+    /// The global ids `[n]` of a sampled subgraph's nodes and their training-mode logits.
+    fn subgraph_logits(
+        &self,
+        sub: &basin_graph::sample::Subgraph,
+        self_loops: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        let device = self.vs.device();
+        let structure = neighbour_structure(&sub.graph.adjacency, self_loops, device)?;
+        let ids = Tensor::from_slice(&sub.nodes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
+            .to_device(device);
+        let logits = self.model.forward_nodes(
+            &self.features.index_select(0, &ids),
+            Some(&ids),
+            &[structure],
+            true,
+        );
+        Ok((ids, logits))
+    }
+
     /// The model.
     pub fn model(&self) -> &NodeAnomaly {
         &self.model
@@ -512,16 +531,7 @@ impl Learner for NodeAnomalyLearner {
             )?;
             let device = self.vs.device();
             // The sample already carries its self loops.
-            let structure = neighbour_structure(&sub.graph.adjacency, false, device)?;
-            let ids =
-                Tensor::from_slice(&sub.nodes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
-                    .to_device(device);
-            let logits = self.model.forward_nodes(
-                &self.features.index_select(0, &ids),
-                Some(&ids),
-                &[structure],
-                true,
-            );
+            let (ids, logits) = self.subgraph_logits(&sub, false)?;
             let n_train = counts[0] as i64;
             let omega =
                 anomaly_weight(&train.iter().map(|&i| self.label_vec[i]).collect::<Vec<_>>());
@@ -552,17 +562,7 @@ impl Learner for NodeAnomalyLearner {
             let pool: Vec<u32> = train.iter().map(|&i| i as u32).collect();
             let sub =
                 basin_graph::sample::induced_by_ratio(&self.graph, Some(&pool), ratio, false, rng)?;
-            let device = self.vs.device();
-            let structure = neighbour_structure(&sub.graph.adjacency, self.cfg.self_loops, device)?;
-            let ids =
-                Tensor::from_slice(&sub.nodes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
-                    .to_device(device);
-            let logits = self.model.forward_nodes(
-                &self.features.index_select(0, &ids),
-                Some(&ids),
-                &[structure],
-                true,
-            );
+            let (ids, logits) = self.subgraph_logits(&sub, self.cfg.self_loops)?;
             let labels: Vec<bool> = sub
                 .nodes
                 .iter()
