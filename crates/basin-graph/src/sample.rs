@@ -36,12 +36,7 @@ pub fn induced_by_ratio<R: Rng + ?Sized>(
     self_loops: bool,
     rng: &mut R,
 ) -> Result<Subgraph> {
-    if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1.0) {
-        return Err(GraphError::invalid(
-            "sample ratio",
-            format!("{ratio} must lie in (0, 1]"),
-        ));
-    }
+    check_ratio(ratio)?;
     let all: Vec<u32>;
     let pool = match pool {
         Some(p) => p,
@@ -69,6 +64,17 @@ pub fn induced_by_ratio<R: Rng + ?Sized>(
     Ok(Subgraph { nodes, graph: sub })
 }
 
+fn check_ratio(ratio: f64) -> Result<()> {
+    if ratio.is_finite() && ratio > 0.0 && ratio <= 1.0 {
+        Ok(())
+    } else {
+        Err(GraphError::invalid(
+            "sample ratio",
+            format!("{ratio} must lie in (0, 1]"),
+        ))
+    }
+}
+
 /// The CDAT/ET anomaly code's per-epoch sample (`research/cdat-spec.md` §2.2 step 2): from
 /// each part (training, validation, test nodes) `⌊ratio · len⌋` nodes (at least one) without
 /// replacement, concatenated part after part in that order, and the subgraph they induce with
@@ -80,12 +86,7 @@ pub fn reference_subsample<R: Rng + ?Sized>(
     ratio: f64,
     rng: &mut R,
 ) -> Result<(Subgraph, Vec<usize>)> {
-    if !(ratio.is_finite() && ratio > 0.0 && ratio <= 1.0) {
-        return Err(GraphError::invalid(
-            "sample ratio",
-            format!("{ratio} must lie in (0, 1]"),
-        ));
-    }
+    check_ratio(ratio)?;
     let (mut nodes, mut counts) = (Vec::new(), Vec::new());
     for part in parts {
         let count = if part.is_empty() {

@@ -103,17 +103,13 @@ impl GpsData {
                 classes = labels.iter().map(|&c| c as f64).collect();
                 TaskKind::GraphClasses(*num_classes as i64)
             }
-            basin_graph::Targets::MultiLabel(y) | basin_graph::Targets::Regression(y) => {
-                rows = y
-                    .rows()
-                    .into_iter()
-                    .map(|r| r.iter().map(|&v| v as f64).collect())
-                    .collect();
-                if matches!(data.targets, basin_graph::Targets::MultiLabel(_)) {
-                    TaskKind::MultiLabel(y.ncols() as i64)
-                } else {
-                    TaskKind::Regression(y.ncols() as i64)
-                }
+            basin_graph::Targets::MultiLabel(y) => {
+                rows = label_rows(y);
+                TaskKind::MultiLabel(y.ncols() as i64)
+            }
+            basin_graph::Targets::Regression(y) => {
+                rows = label_rows(y);
+                TaskKind::Regression(y.ncols() as i64)
             }
             basin_graph::Targets::NodeClasses { num_classes } => {
                 for (i, g) in data.graphs.iter().enumerate() {
@@ -394,7 +390,26 @@ impl GpsLearner {
     }
 }
 
+/// The rows of a `[G, T]` label array as `f64` vectors.
+fn label_rows(y: &Array2<f32>) -> Vec<Vec<f64>> {
+    y.rows()
+        .into_iter()
+        .map(|r| r.iter().map(|&v| f64::from(v)).collect())
+        .collect()
+}
+
 impl GpsLearner {
+    /// The label vectors of the graphs `items`, `[items, T]` on the learner's device.
+    fn label_tensor(&self, items: &[usize]) -> Tensor {
+        let y: Vec<f32> = items
+            .iter()
+            .flat_map(|&i| self.data.rows[i].iter().map(|&v| v as f32))
+            .collect();
+        Tensor::from_slice(&y)
+            .view([items.len() as i64, -1])
+            .to_device(self.vs.device())
+    }
+
     /// One row per positive link of the graphs `ids` (node outputs `h` in batch order): the
     /// link's dot-product score, then those of its source with every other node of the graph
     /// (GraphGPS `compute_mrr`).
@@ -451,19 +466,9 @@ impl Learner for GpsLearner {
                 let y: Vec<i64> = items.iter().map(|&i| self.data.classes[i] as i64).collect();
                 cross_entropy(&logits, &Tensor::from_slice(&y).to_device(device), 0.0)
             }
-            TaskKind::MultiLabel(t) | TaskKind::Regression(t) => {
-                let y: Vec<f32> = items
-                    .iter()
-                    .flat_map(|&i| self.data.rows[i].iter().map(|&v| v as f32))
-                    .collect();
-                let y = Tensor::from_slice(&y)
-                    .view([items.len() as i64, t])
-                    .to_device(device);
-                if matches!(self.data.task, TaskKind::MultiLabel(_)) {
-                    masked_bce_with_logits(&logits, &y)
-                } else {
-                    logits.l1_loss(&y, tch::Reduction::Mean)
-                }
+            TaskKind::MultiLabel(_) => masked_bce_with_logits(&logits, &self.label_tensor(items)),
+            TaskKind::Regression(_) => {
+                logits.l1_loss(&self.label_tensor(items), tch::Reduction::Mean)
             }
             TaskKind::NodeClasses(_) => {
                 let y: Vec<i64> = items

@@ -327,7 +327,16 @@ impl AnomalyProtocol {
                     };
                     let (vy, val_p) = scored(&val_y, val_p);
                     let (threshold, f1) = metrics::best_threshold(&vy, &val_p)?;
-                    let auc = metrics::roc_auc(&vy, &val_p)?;
+                    let mut val_metrics = BTreeMap::from([("val_macro_f1".into(), f1), ("threshold".into(), threshold)]);
+                    match metrics::roc_auc(&vy, &val_p) {
+                        Ok(auc) => {
+                            val_metrics.insert("val_auc".into(), auc);
+                        }
+                        // A small sample of a rare class may hold no anomaly: the epoch is
+                        // still selected by macro-F1, its validation AUC left out.
+                        Err(MetricError::OneClass) if mode == ScoreMode::ReferenceSubsample => {}
+                        Err(e) => return Err(e.into()),
+                    }
                     let test_now = match test_now {
                         Some(p) => {
                             let (ty, p) = scored(&test_y, p);
@@ -336,7 +345,7 @@ impl AnomalyProtocol {
                         None => None,
                     };
                     Ok(Validation {
-                        metrics: BTreeMap::from([("val_macro_f1".into(), f1), ("val_auc".into(), auc), ("threshold".into(), threshold)]),
+                        metrics: val_metrics,
                         score: f1,
                         for_test: BTreeMap::from([("threshold".into(), threshold)]),
                         test_now,

@@ -262,6 +262,75 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
         log2.borrow().predicted.is_empty(),
         "quirk mode scores the pre-step logits only"
     );
+
+    // The CDAT code's subsample scoring reads only the scored (finite) entries, and a
+    // validation sample without an anomaly still selects by macro-F1, its AUC left out.
+    let sub = AnomalyProtocol {
+        score: ScoreMode::ReferenceSubsample,
+        ..protocol.clone()
+    };
+    let plan = sub.plan(&labelled, &is_anomaly).unwrap();
+    let keep: Vec<bool> = (0..is_anomaly.len())
+        .map(|i| {
+            let i32 = i as u32;
+            (plan[0].split.val.contains(&i32) && !is_anomaly[i])
+                || plan[0].split.test.contains(&i32)
+        })
+        .collect();
+    let s = sub
+        .run(
+            "toy",
+            &labelled,
+            &is_anomaly,
+            |run: &PlannedRun| {
+                Ok(Sampled {
+                    inner: Linear::new(&x, &y, 2, run.seed, Rc::default()),
+                    keep: keep.clone(),
+                })
+            },
+            |_, _| Ok(()),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    assert!(s.notes.iter().any(|n| n.contains("reference-subsample")));
+    // (Selection on negatives alone is uninformative; what counts is that it runs.)
+    assert!(s.aggregate["test_auc"].0.is_finite());
+    let epoch = &s.runs[0].epochs[0];
+    assert!(epoch.metrics.contains_key("val_macro_f1") && !epoch.metrics.contains_key("val_auc"));
+}
+
+/// A learner whose pre-step scores are NaN except on `keep` (what the CDAT code's sample scores).
+struct Sampled {
+    inner: Linear,
+    keep: Vec<bool>,
+}
+
+impl Learner for Sampled {
+    fn vars(&self) -> &nn::VarStore {
+        self.inner.vars()
+    }
+    fn batch_size(&self) -> Option<usize> {
+        None
+    }
+    fn train_step(
+        &mut self,
+        train: &[usize],
+        rng: &mut ChaCha8Rng,
+    ) -> Result<StepOutput, TrainError> {
+        let mut out = self.inner.train_step(train, rng)?;
+        if let Some(Scores(rows)) = out.pre_step_scores.as_mut() {
+            for (row, &k) in rows.iter_mut().zip(&self.keep) {
+                if !k {
+                    row.iter_mut().for_each(|v| *v = f64::NAN);
+                }
+            }
+        }
+        Ok(out)
+    }
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        self.inner.predict(items)
+    }
 }
 
 #[test]
