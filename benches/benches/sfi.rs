@@ -2,10 +2,10 @@
 //! benchmark; run with `cargo bench -p basin-benches --bench sfi`).
 //!
 //! - `sfi_peptides_batch/*`: the global branch of one layer on a Peptides-func batch of 128
-//!   graphs (the first 128 training graphs of the official split, padded to their largest),
-//!   width 64, 2 heads of width 32: dense softmax, and the unrolled prox-BB solver with K = 5
-//!   (the CPU presets) and K = 10 (the paper's). The peak resident memory of one step each is
-//!   printed.
+//!   graphs (the first 128 training graphs of the official split), width 64, 2 heads of width
+//!   32: dense softmax, and the unrolled prox-BB solver with K = 5 (the CPU presets) and K = 10
+//!   (the paper's), each on the whole batch padded to its largest graph and (`…/buckets`) over
+//!   the size buckets the GPS layer uses. The peak resident memory of one step each is printed.
 //! - `sfi_scaling/*`: how both grow with the largest graph: 32 graphs of N ∈ {64, 128, 256,
 //!   444} nodes (444 is Peptides-func's largest), K = 5.
 
@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use basin_core::flow::{FlowConfig, FlowSolver};
 use basin_sfi::attention::{Adjacency, SfiAttention, SfiAttentionConfig};
+use basin_sfi::gps::GraphBatchTensors;
 use basin_sfi::learner::GpsData;
 use basin_sfi::model::{EdgeEncoder, GpsModelConfig, NodeEncoder, PosEnc};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -46,6 +47,16 @@ fn attention(solver: FlowSolver, iters: usize, dev: Device) -> (VarStore, SfiAtt
 fn step(att: &SfiAttention, x: &Tensor, mask: &Tensor, adj: &Tensor) {
     let x = x.detach().set_requires_grad(true);
     let out = att.forward_t(&x, mask, adj, true);
+    out.square().sum(Kind::Float).backward();
+}
+
+/// One forward and backward of the branch over the buckets of `g`, nodes `h` `[M, d]`.
+fn batch_step(att: &SfiAttention, h: &Tensor, g: &GraphBatchTensors) {
+    let h = h.detach().set_requires_grad(true);
+    let largest = Some(g.max_nodes);
+    let out = g.per_bucket(&h, |x, mask, adj| {
+        att.forward_part(x, mask, adj, largest, true)
+    });
     out.square().sum(Kind::Float).backward();
 }
 
@@ -82,12 +93,15 @@ fn peptides_batch(c: &mut Criterion) {
         ..GpsModelConfig::default()
     };
     let b = data.inputs(&cfg, &ids, dev).expect("batch");
-    let g = &b.graphs;
-    let m = g.batch.size()[0];
-    let x = g.to_dense(&Tensor::randn([m, 64], (Kind::Float, dev)));
+    let buckets = &b.graphs;
+    let whole = buckets.rebucketed(i64::MAX);
+    let m = buckets.batch.size()[0];
+    let h = Tensor::randn([m, 64], (Kind::Float, dev));
     println!(
-        "Peptides-func batch: {} graphs, {m} nodes, padded to {}",
-        g.graphs, g.max_nodes
+        "Peptides-func batch: {} graphs, {m} nodes, padded to {} (or {} size buckets)",
+        buckets.graphs,
+        buckets.max_nodes,
+        buckets.bucket_count()
     );
     let mut group = c.benchmark_group("sfi_peptides_batch");
     group
@@ -95,15 +109,18 @@ fn peptides_batch(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(20));
     for (name, solver, iters) in solvers() {
         let (_vs, att) = attention(solver, iters, dev);
-        basin_benches::print_peak_rss(&format!("sfi_peptides_batch/{name} (one step)"), || {
-            step(&att, &x, &g.mask, &g.adjacency)
-        });
-        group.bench_function(name, |bench| {
-            bench.iter(|| {
-                step(&att, &x, &g.mask, &g.adjacency);
-                basin_core::device::synchronize(dev);
-            })
-        });
+        for (layout, g) in [("", &whole), ("/buckets", buckets)] {
+            let id = format!("{name}{layout}");
+            basin_benches::print_peak_rss(&format!("sfi_peptides_batch/{id} (one step)"), || {
+                batch_step(&att, &h, g)
+            });
+            group.bench_function(id, |bench| {
+                bench.iter(|| {
+                    batch_step(&att, &h, g);
+                    basin_core::device::synchronize(dev);
+                })
+            });
+        }
     }
     group.finish();
 }

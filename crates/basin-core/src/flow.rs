@@ -109,13 +109,20 @@ fn masks(mask: &Tensor, kind: Kind) -> (Tensor, Tensor, Tensor) {
     (rows, cols, n)
 }
 
+/// The keys a softmax runs over `[B, 1, 1, N]`: the real tokens, or every position for an
+/// empty graph (whose row would otherwise be all −∞: NaN forward and, through any later mask,
+/// NaN gradients); the result is zeroed outside the real block anyway.
+fn softmax_keys(mask: &Tensor) -> Tensor {
+    let empty = mask.any_dim(1, true).logical_not();
+    mask.logical_or(&empty).unsqueeze(1).unsqueeze(2)
+}
+
 /// Row-wise softmax over the real keys of `mask` `[B, N]`; padded rows and columns zero.
 pub fn masked_softmax(s: &Tensor, mask: &Tensor) -> Tensor {
     let (rows, cols, _) = masks(mask, s.kind());
-    let keys = mask.unsqueeze(1).unsqueeze(2);
+    let keys = softmax_keys(mask);
     s.masked_fill(&keys.logical_not(), f64::NEG_INFINITY)
         .softmax(-1, s.kind())
-        .nan_to_num(0.0, None, None)
         * &cols
         * &rows
 }
@@ -230,9 +237,10 @@ fn prox_bb(
     };
     record(&z);
     let mut g = grad(&z);
-    // The true 1/L of H, per problem (spec S3).
+    // The true 1/L of H, per problem (spec S3); an empty graph (n = 0) counts as one token,
+    // so that its step stays finite.
     let rmax = r.amax(&[2i64, 3][..], true);
-    let mut t = (rmax + &n * alpha).reciprocal();
+    let mut t = (rmax + n.clamp_min(1.0) * alpha).reciprocal();
     let t0 = t.shallow_clone();
     // The weighted soft-threshold sign(y)·max(|y| − τ, 0), written y − clamp(y, −τ, τ): the
     // same values and (sub)gradients in fewer passes over [B, H, N, N].
@@ -299,13 +307,13 @@ fn prox_bb(
 fn exact(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, alpha: Option<f64>) -> Tensor {
     let kind = s.kind();
     let (rows, cols, _) = masks(mask, kind);
-    let keys = mask.unsqueeze(1).unsqueeze(2);
+    let keys = softmax_keys(mask);
     // w = 1/R = exp(−log softmax(−S)), from the log-softmax (R can underflow).
     let log_r = s
         .neg()
         .masked_fill(&keys.logical_not(), f64::NEG_INFINITY)
         .log_softmax(-1, kind);
-    let w = (log_r.neg().clamp_max(80.0)).exp() * &cols;
+    let w = (log_r.neg().clamp_max(80.0)).exp() * keys.to_kind(kind);
     let tau = (f * lambda.to_kind(kind).view([-1, 1, 1, 1]))
         .masked_fill(&keys.logical_not(), f64::INFINITY);
     let (tau_sorted, order) = tau.sort(-1, false);

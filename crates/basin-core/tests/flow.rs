@@ -280,6 +280,41 @@ fn a_problem_that_stops_moving_keeps_finite_gradients() {
 }
 
 #[test]
+fn an_empty_graph_in_the_batch_gets_no_flow_and_sends_no_nan() {
+    // A graph without nodes has no key at all: a softmax over none is NaN (forward, or only in
+    // the backward pass once masked), and the prox-BB step 1/(max R + α n) is 1/0.
+    seeded(6, || {
+        let (s, f) = problem(2, 2, 4, 1.0);
+        let mask =
+            Tensor::from_slice(&[true, true, true, false, false, false, false, false]).view([2, 4]);
+        let lam = Tensor::from_slice(&[0.3, 0.3]);
+        for solver in [
+            FlowSolver::ProxBb,
+            FlowSolver::ExactPenalized,
+            FlowSolver::ExactConstrained,
+            FlowSolver::Dense,
+        ] {
+            let s = s.detach().set_requires_grad(true);
+            let f = f.detach().set_requires_grad(true);
+            let z = sparse_flow(&s, &f, &mask, &lam, &cfg(solver, 5));
+            assert_eq!(z.get(1).abs().max().double_value(&[]), 0.0, "{solver:?}");
+            let weights = Tensor::randn([2, 2, 4, 4], OPTS);
+            let grads =
+                Tensor::run_backward(&[(&z * weights).sum(Kind::Double)], &[&s, &f], false, false);
+            // (`dense` does not read F: no gradient reaches it.)
+            for (name, g) in ["∂/∂S", "∂/∂F"]
+                .iter()
+                .zip(&grads)
+                .filter(|(_, g)| g.defined())
+            {
+                let finite = g.isfinite().all().int64_value(&[]) == 1;
+                assert!(finite, "{solver:?}: {name} is not finite");
+            }
+        }
+    });
+}
+
+#[test]
 fn bad_settings_are_refused() {
     for alpha in [0.0, -1.0, f64::NAN] {
         let c = FlowConfig {

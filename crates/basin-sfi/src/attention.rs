@@ -169,8 +169,15 @@ impl SfiAttention {
     }
 
     /// The flow problem of tokens `x` `[B, N, d]` with real-token `mask` `[B, N]`: scores `S`,
-    /// frictions `F` `[B, H, N, N]` and λ `[B]`; `None` for `adjacency = only`.
-    fn problem(&self, x: &Tensor, mask: &Tensor) -> Option<(Tensor, Tensor, Tensor)> {
+    /// frictions `F` `[B, H, N, N]` and λ `[B]`; `None` for `adjacency = only`. `largest` is
+    /// N* of λ = λ*/N* when `x` is part of a larger batch (a size bucket); `None`: the largest
+    /// graph of `mask`.
+    fn problem(
+        &self,
+        x: &Tensor,
+        mask: &Tensor,
+        largest: Option<i64>,
+    ) -> Option<(Tensor, Tensor, Tensor)> {
         let (q, k) = self.qk.as_ref()?;
         let s = self.scores(x, q, k);
         let f = match &self.friction {
@@ -183,9 +190,10 @@ impl SfiAttention {
             .sum_dim_intlist(&[1i64][..], false, s.kind())
             .clamp_min(1.0);
         let lambda = match self.cfg.lambda_norm {
-            LambdaNorm::BatchMax => {
-                sizes.max().expand_as(&sizes).reciprocal() * self.cfg.lambda_star
-            }
+            LambdaNorm::BatchMax => match largest {
+                Some(n) => sizes.full_like(self.cfg.lambda_star / n.max(1) as f64),
+                None => sizes.max().expand_as(&sizes).reciprocal() * self.cfg.lambda_star,
+            },
             LambdaNorm::PerGraph => sizes.reciprocal() * self.cfg.lambda_star,
             LambdaNorm::Absolute => sizes.full_like(self.cfg.lambda_star),
         };
@@ -195,7 +203,12 @@ impl SfiAttention {
     /// The flows `Z` `[B, H, N, N]` of tokens `x` `[B, N, d]` with real-token `mask` `[B, N]`
     /// (with `adjacency = only`, which has no queries: zero).
     pub fn flows(&self, x: &Tensor, mask: &Tensor) -> Tensor {
-        match self.problem(x, mask) {
+        self.flows_part(x, mask, None)
+    }
+
+    /// [`Self::flows`] with the N* of λ given (see [`Self::forward_part`]).
+    fn flows_part(&self, x: &Tensor, mask: &Tensor, largest: Option<i64>) -> Tensor {
+        match self.problem(x, mask, largest) {
             Some((s, f, lambda)) => sparse_flow(&s, &f, mask, &lambda, &self.cfg.flow),
             None => {
                 let (b, n) = (x.size()[0], x.size()[1]);
@@ -207,7 +220,7 @@ impl SfiAttention {
     /// The solver's trace on tokens `x`: the energy of eq. 9 at each iterate and at the exact
     /// minimiser ([`basin_core::flow::sparse_flow_traced`]); `None` without flows.
     pub fn flow_trace(&self, x: &Tensor, mask: &Tensor) -> Option<(Vec<f64>, f64)> {
-        let (s, f, lambda) = self.problem(x, mask)?;
+        let (s, f, lambda) = self.problem(x, mask, None)?;
         let (_, trace, optimum) = sparse_flow_traced(&s, &f, mask, &lambda, &self.cfg.flow);
         Some((trace, optimum))
     }
@@ -220,9 +233,25 @@ impl SfiAttention {
 
     /// [`Self::forward`], with the attention dropout on the flows when `train`.
     pub fn forward_t(&self, x: &Tensor, mask: &Tensor, adj: &Tensor, train: bool) -> Tensor {
+        self.forward_part(x, mask, adj, None, train)
+    }
+
+    /// [`Self::forward_t`] on a part of a batch whose largest graph has `largest` nodes (the N*
+    /// of λ = λ*/N*), so that a batch run bucket by bucket gives what it gives whole.
+    pub fn forward_part(
+        &self,
+        x: &Tensor,
+        mask: &Tensor,
+        adj: &Tensor,
+        largest: Option<i64>,
+        train: bool,
+    ) -> Tensor {
         let v = self.heads(&x.apply_t(&self.v, false)); // [B, H, N, d_k]
         let adj = adj.unsqueeze(1);
-        let flows = || self.flows(x, mask).dropout(self.cfg.attn_dropout, train);
+        let flows = || {
+            self.flows_part(x, mask, largest)
+                .dropout(self.cfg.attn_dropout, train)
+        };
         let mixed = match (&self.gamma, self.cfg.adjacency) {
             (_, Adjacency::Only) => adj.matmul(&v),
             (Some(gamma), Adjacency::Enhanced) => {

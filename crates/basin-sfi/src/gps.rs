@@ -8,8 +8,9 @@
 //! ```
 //!
 //! Nodes are the real nodes of a batch of graphs concatenated (`[M, d]`, graph by graph, in
-//! order); the attention branch scatters them into a padded `[B, N*, d]` batch and gathers them
-//! back, so padding exists only inside it. BatchNorm runs over real nodes.
+//! order); the attention branch scatters them into padded `[b, n, d]` buckets of graphs of
+//! similar size ([`size_buckets`]) and gathers them back, so padding exists only inside it.
+//! BatchNorm runs over real nodes.
 
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn, nn::ModuleT};
@@ -42,8 +43,64 @@ impl Default for GpsConfig {
     }
 }
 
+/// The fixed cost of running attention on one size bucket, in attention entries: a bucket of
+/// b graphs padded to n nodes costs about b·n² + this (on two CPU cores a flow-solver pass
+/// costs ~0.3 µs per entry and each bucket adds a few ms of per-operation overhead).
+pub const BUCKET_OVERHEAD: i64 = 128 * 128;
+
+/// Groups the graphs of `sizes` into buckets of similar size, each padded to its own largest
+/// graph, minimising Σ_buckets (b·n² + `overhead`): the attention branch's N² work without the
+/// padding a whole batch padded to its largest graph carries (a Peptides-func batch of 32
+/// holds ~2.6× fewer padded entries in these buckets). An exact partition of the sorted sizes
+/// (dynamic programming, O(B²)). Returns graph indices per bucket, ascending by size; the
+/// layout changes only how the work is cut, not what the layer computes.
+pub fn size_buckets(sizes: &[i64], overhead: i64) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&g| (sizes[g], g));
+    let n = order.len();
+    let mut best = vec![i64::MAX; n + 1];
+    let mut cut = vec![0; n + 1];
+    best[0] = 0;
+    for j in 1..=n {
+        let largest = sizes[order[j - 1]].max(0);
+        let square = largest.saturating_mul(largest);
+        for i in 0..j {
+            let cost = best[i]
+                .saturating_add(square.saturating_mul((j - i) as i64))
+                .saturating_add(overhead);
+            if cost < best[j] {
+                best[j] = cost;
+                cut[j] = i;
+            }
+        }
+    }
+    let mut buckets = Vec::new();
+    let mut j = n;
+    while j > 0 {
+        buckets.push(order[cut[j]..j].to_vec());
+        j = cut[j];
+    }
+    buckets.reverse();
+    buckets
+}
+
+/// Graphs of similar size padded to their own largest graph (see [`size_buckets`]).
+#[derive(Debug)]
+struct SizeBucket {
+    /// Rows of the bucket's nodes in the batch `[M_b]`, graph by graph in bucket order.
+    nodes: Tensor,
+    /// Graph (within the bucket) of each of those nodes.
+    batch: Tensor,
+    /// Position of each of those nodes in its graph.
+    position: Tensor,
+    /// Its real-token mask `[b, n]` and Ã `[b, n, n]`.
+    mask: Tensor,
+    adjacency: Tensor,
+}
+
 /// A batch of graphs as GPS layers see it: concatenated nodes and an edge list, with the
-/// real-token mask and Ã built once per batch (every layer reads them).
+/// real-token mask built once per batch and, for the attention branch, size buckets holding
+/// their own mask and Ã (every layer reads them).
 #[derive(Debug)]
 pub struct GraphBatchTensors {
     /// Graph of every node `[M]` (int64, non-decreasing).
@@ -60,48 +117,136 @@ pub struct GraphBatchTensors {
     pub max_nodes: i64,
     /// The real-token mask `[B, N*]`.
     pub mask: Tensor,
-    /// Ã `[B, N*, N*]` of the edges (rows = receivers), see [`gcn_normalize`].
-    pub adjacency: Tensor,
+    /// Node count of every graph and the kind of Ã (to lay the batch out again).
+    sizes: Vec<i64>,
+    kind: Kind,
+    buckets: Vec<SizeBucket>,
+    /// For each node, its row in the bucket outputs concatenated `[M]`.
+    unbucket: Tensor,
 }
 
 impl GraphBatchTensors {
-    /// From the node count of each graph and the edges (global ids, `src → dst`); Ã in `kind`.
+    /// From the node count of each graph and the edges (global ids, `src → dst`); Ã in `kind`;
+    /// the attention branch runs over [`size_buckets`] with [`BUCKET_OVERHEAD`].
     pub fn new(sizes: &[i64], src: Tensor, dst: Tensor, kind: Kind) -> Self {
+        Self::with_bucket_overhead(sizes, src, dst, kind, BUCKET_OVERHEAD)
+    }
+
+    /// [`Self::new`] with another fixed cost per bucket (`i64::MAX`: the whole batch as one
+    /// bucket; 0: a bucket per distinct size).
+    pub fn with_bucket_overhead(
+        sizes: &[i64],
+        src: Tensor,
+        dst: Tensor,
+        kind: Kind,
+        overhead: i64,
+    ) -> Self {
         let device = src.device();
+        let sizes: Vec<i64> = sizes.iter().map(|&n| n.max(0)).collect();
         let mut batch = Vec::new();
         let mut position = Vec::new();
+        let mut first = Vec::with_capacity(sizes.len());
         for (g, &n) in sizes.iter().enumerate() {
-            batch.extend(std::iter::repeat_n(g as i64, n.max(0) as usize));
-            position.extend(0..n.max(0));
+            first.push(batch.len() as i64);
+            batch.extend(std::iter::repeat_n(g as i64, n as usize));
+            position.extend(0..n);
         }
-        let batch = Tensor::from_slice(&batch).to_device(device);
-        let position = Tensor::from_slice(&position).to_device(device);
         let (graphs, max_nodes) = (sizes.len() as i64, sizes.iter().copied().max().unwrap_or(0));
+        let batch_t = Tensor::from_slice(&batch).to_device(device);
+        let position_t = Tensor::from_slice(&position).to_device(device);
         let mask = Tensor::zeros([graphs, max_nodes], (Kind::Bool, device)).index_put(
-            &[Some(&batch), Some(&position)],
+            &[Some(&batch_t), Some(&position_t)],
             &Tensor::ones([], (Kind::Bool, device)),
             false,
         );
-        let a = Tensor::zeros([graphs, max_nodes, max_nodes], (kind, device)).index_put(
-            &[
-                Some(&batch.index_select(0, &dst)),
-                Some(&position.index_select(0, &dst)),
-                Some(&position.index_select(0, &src)),
-            ],
-            &Tensor::ones([], (kind, device)),
-            false,
-        );
-        let adjacency = gcn_normalize(&a, &mask);
+        // Each node's bucket and its graph within the bucket; edges go to their receiver's.
+        let mut node_bucket = vec![0i64; batch.len()];
+        let mut node_graph = vec![0i64; batch.len()];
+        let mut unbucket = vec![0i64; batch.len()];
+        let mut buckets = Vec::new();
+        let mut row = 0i64;
+        let parts = size_buckets(&sizes, overhead);
+        let parts: Vec<_> = parts
+            .into_iter()
+            .filter(|p| p.iter().any(|&g| sizes[g] > 0))
+            .collect();
+        for (k, part) in parts.iter().enumerate() {
+            let (mut nodes, mut local, mut pos) = (Vec::new(), Vec::new(), Vec::new());
+            for (i, &g) in part.iter().enumerate() {
+                for p in 0..sizes[g] {
+                    let r = (first[g] + p) as usize;
+                    node_bucket[r] = k as i64;
+                    node_graph[r] = i as i64;
+                    unbucket[r] = row;
+                    row += 1;
+                    nodes.push(r as i64);
+                    local.push(i as i64);
+                    pos.push(p);
+                }
+            }
+            let n = part.iter().map(|&g| sizes[g]).max().unwrap_or(0);
+            let b = part.len() as i64;
+            let local = Tensor::from_slice(&local).to_device(device);
+            let pos = Tensor::from_slice(&pos).to_device(device);
+            let mask = Tensor::zeros([b, n], (Kind::Bool, device)).index_put(
+                &[Some(&local), Some(&pos)],
+                &Tensor::ones([], (Kind::Bool, device)),
+                false,
+            );
+            buckets.push(SizeBucket {
+                nodes: Tensor::from_slice(&nodes).to_device(device),
+                batch: local,
+                position: pos,
+                mask,
+                adjacency: Tensor::zeros([b, n, n], (kind, device)),
+            });
+        }
+        let node_bucket = Tensor::from_slice(&node_bucket).to_device(device);
+        let node_graph = Tensor::from_slice(&node_graph).to_device(device);
+        let edge_bucket = node_bucket.index_select(0, &dst);
+        for (k, bucket) in buckets.iter_mut().enumerate() {
+            let sel = edge_bucket.eq(k as i64).nonzero().squeeze_dim(1);
+            let (d, s) = (dst.index_select(0, &sel), src.index_select(0, &sel));
+            let a = bucket.adjacency.index_put(
+                &[
+                    Some(&node_graph.index_select(0, &d)),
+                    Some(&position_t.index_select(0, &d)),
+                    Some(&position_t.index_select(0, &s)),
+                ],
+                &Tensor::ones([], (kind, device)),
+                false,
+            );
+            bucket.adjacency = gcn_normalize(&a, &bucket.mask);
+        }
         Self {
-            batch,
-            position,
+            batch: batch_t,
+            position: position_t,
             src,
             dst,
             graphs,
             max_nodes,
             mask,
-            adjacency,
+            sizes,
+            kind,
+            buckets,
+            unbucket: Tensor::from_slice(&unbucket).to_device(device),
         }
+    }
+
+    /// The same batch with another fixed cost per bucket (see [`Self::with_bucket_overhead`]).
+    pub fn rebucketed(&self, overhead: i64) -> Self {
+        Self::with_bucket_overhead(
+            &self.sizes,
+            self.src.shallow_clone(),
+            self.dst.shallow_clone(),
+            self.kind,
+            overhead,
+        )
+    }
+
+    /// The number of size buckets the attention branch runs over.
+    pub fn bucket_count(&self) -> usize {
+        self.buckets.len()
     }
 
     /// `[M, d]` → padded `[B, N*, d]`.
@@ -114,6 +259,33 @@ impl GraphBatchTensors {
     /// Padded `[B, N*, d]` → `[M, d]`.
     pub fn from_dense(&self, x: &Tensor) -> Tensor {
         x.index(&[Some(&self.batch), Some(&self.position)])
+    }
+
+    /// `f(x, mask, Ã)` of every size bucket (`x` its nodes `h` `[M, d]` padded to `[b, n, d]`),
+    /// back as `[M, d]` rows of the batch's nodes.
+    pub fn per_bucket(
+        &self,
+        h: &Tensor,
+        f: impl Fn(&Tensor, &Tensor, &Tensor) -> Tensor,
+    ) -> Tensor {
+        if self.buckets.is_empty() {
+            return h.zeros_like();
+        }
+        let d = h.size()[1];
+        let outs: Vec<Tensor> = self
+            .buckets
+            .iter()
+            .map(|b| {
+                let (graphs, n) = (b.mask.size()[0], b.mask.size()[1]);
+                let x = Tensor::zeros([graphs, n, d], (h.kind(), h.device())).index_put(
+                    &[Some(&b.batch), Some(&b.position)],
+                    &h.index_select(0, &b.nodes),
+                    false,
+                );
+                f(&x, &b.mask, &b.adjacency).index(&[Some(&b.batch), Some(&b.position)])
+            })
+            .collect();
+        Tensor::cat(&outs, 0).index_select(0, &self.unbucket)
     }
 }
 
@@ -191,13 +363,11 @@ impl GpsLayer {
         let h_m = self.bn_local.forward_t(&h_local, train);
         let sum = match &self.attention {
             Some((attention, bn_attn)) => {
-                let a = attention.forward_t(
-                    &graphs.to_dense(h),
-                    &graphs.mask,
-                    &graphs.adjacency,
-                    train,
-                );
-                let h_a = bn_attn.forward_t(&(h + graphs.from_dense(&a).dropout(p, train)), train);
+                let largest = Some(graphs.max_nodes);
+                let a = graphs.per_bucket(h, |x, mask, adj| {
+                    attention.forward_part(x, mask, adj, largest, train)
+                });
+                let h_a = bn_attn.forward_t(&(h + a.dropout(p, train)), train);
                 h_m + h_a
             }
             None => h_m,

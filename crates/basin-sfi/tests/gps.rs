@@ -1,11 +1,12 @@
 //! The SFi-GPS layer (float64, BatchNorm in evaluation mode): a graph's output does not depend
 //! on the graphs batched with it (with per-graph λ), relabelling a graph's nodes relabels its
-//! outputs, and gradients reach every weight.
+//! outputs, gradients reach every weight, and size buckets change how the attention's work is
+//! cut, not what the layer computes.
 
 use basin_core::flow::{FlowConfig, FlowSolver};
 use basin_core::testing::{lock_generator, max_rel_error, variables_by_name};
 use basin_sfi::attention::{LambdaNorm, SfiAttentionConfig};
-use basin_sfi::gps::{GpsConfig, GpsLayer, GraphBatchTensors};
+use basin_sfi::gps::{GpsConfig, GpsLayer, GraphBatchTensors, size_buckets};
 use tch::{Kind, Tensor, nn};
 
 const OPTS: (Kind, tch::Device) = (Kind::Double, tch::Device::Cpu);
@@ -44,13 +45,18 @@ fn ring(first: i64, n: i64) -> Vec<(i64, i64)> {
 }
 
 fn batch(sizes: &[i64], edges: &[(i64, i64)]) -> GraphBatchTensors {
+    batch_with(sizes, edges, basin_sfi::gps::BUCKET_OVERHEAD)
+}
+
+fn batch_with(sizes: &[i64], edges: &[(i64, i64)], overhead: i64) -> GraphBatchTensors {
     let src: Vec<i64> = edges.iter().map(|e| e.0).collect();
     let dst: Vec<i64> = edges.iter().map(|e| e.1).collect();
-    GraphBatchTensors::new(
+    GraphBatchTensors::with_bucket_overhead(
         sizes,
         Tensor::from_slice(&src),
         Tensor::from_slice(&dst),
         Kind::Double,
+        overhead,
     )
 }
 
@@ -138,5 +144,106 @@ fn gradients_reach_every_weight() {
             g > 1e-6 && g.is_finite(),
             "no gradient reaches {name} ({g:.1e})"
         );
+    }
+}
+
+/// Σ (b·n² + overhead) of a bucket layout.
+fn layout_cost(sizes: &[i64], buckets: &[Vec<usize>], overhead: i64) -> i64 {
+    buckets
+        .iter()
+        .map(|b| {
+            let n = b.iter().map(|&g| sizes[g]).max().unwrap_or(0);
+            b.len() as i64 * n * n + overhead
+        })
+        .sum()
+}
+
+#[test]
+fn size_buckets_are_the_cheapest_partition_of_the_sorted_sizes() {
+    let sizes = [7i64, 3, 12, 3, 9, 30, 4, 11, 8];
+    for overhead in [0, 10, 100, 1_000, 1_000_000] {
+        let buckets = size_buckets(&sizes, overhead);
+        // Every graph once, each bucket ascending by size, buckets in size order.
+        let mut all: Vec<usize> = buckets.iter().flatten().copied().collect();
+        all.sort();
+        assert_eq!(all, (0..sizes.len()).collect::<Vec<_>>());
+        let flat: Vec<i64> = buckets.iter().flatten().map(|&g| sizes[g]).collect();
+        assert!(flat.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+        // Brute force over every cut of the sorted order.
+        let mut order: Vec<usize> = (0..sizes.len()).collect();
+        order.sort_by_key(|&g| (sizes[g], g));
+        let best = (0u32..1 << (sizes.len() - 1))
+            .map(|cuts| {
+                let mut layout = vec![vec![order[0]]];
+                for (i, &g) in order.iter().enumerate().skip(1) {
+                    if cuts & (1 << (i - 1)) != 0 {
+                        layout.push(Vec::new());
+                    }
+                    if let Some(b) = layout.last_mut() {
+                        b.push(g);
+                    }
+                }
+                layout_cost(&sizes, &layout, overhead)
+            })
+            .min();
+        assert_eq!(Some(layout_cost(&sizes, &buckets, overhead)), best);
+    }
+    assert_eq!(size_buckets(&sizes, i64::MAX).len(), 1);
+    // Free buckets: one per distinct size.
+    assert_eq!(size_buckets(&sizes, 0).len(), 8);
+    assert!(size_buckets(&[], 5).is_empty());
+}
+
+#[test]
+fn size_buckets_change_neither_outputs_nor_gradients() {
+    let _g = lock_generator();
+    tch::manual_seed(4);
+    // λ = λ*/N* couples the graphs of a batch: the buckets must keep the batch's N*.
+    let (vs, l) = layer(LambdaNorm::BatchMax);
+    let sizes = [5i64, 2, 11, 0, 6, 3, 11, 9];
+    let mut edges = Vec::new();
+    let mut first = 0;
+    for &n in &sizes {
+        if n > 1 {
+            edges.extend(ring(first, n));
+        }
+        first += n;
+    }
+    let mut h = Tensor::randn([first, 6], OPTS).set_requires_grad(true);
+    let e = Tensor::randn([edges.len() as i64, 6], OPTS);
+    let w = Tensor::randn([first, 6], OPTS);
+    let mut run = |overhead: i64| {
+        for mut v in vs.trainable_variables() {
+            v.zero_grad();
+        }
+        h.zero_grad();
+        let (out, _) = l.forward(&h, &e, &batch_with(&sizes, &edges, overhead), None, false);
+        (&out * &w).sum(Kind::Double).backward();
+        let grads: Vec<Tensor> = vs
+            .trainable_variables()
+            .iter()
+            .map(|v| {
+                let g = v.grad();
+                // A variable the output does not depend on has no gradient at all.
+                if g.defined() {
+                    g.copy()
+                } else {
+                    v.zeros_like()
+                }
+            })
+            .collect();
+        (out.detach(), h.grad().copy(), grads)
+    };
+    let (whole, dh_whole, dw_whole) = run(i64::MAX);
+    for overhead in [0, 20] {
+        assert!(size_buckets(&sizes, overhead).len() > 2);
+        let (parts, dh, dw) = run(overhead);
+        assert!(max_rel_error(&parts, &whole, 1e-12) < 1e-9);
+        assert!(max_rel_error(&dh, &dh_whole, 1e-12) < 1e-9);
+        // Floor 10⁻³: a key bias's gradient is zero up to rounding (a softmax cancels it).
+        for (a, b) in dw.iter().zip(&dw_whole) {
+            let err = max_rel_error(a, b, 1e-3);
+            assert!(err < 1e-9, "overhead {overhead}: {err:.1e} {a} {b}");
+        }
     }
 }
