@@ -280,10 +280,17 @@ fn prox_bb(
             StepRule::PaperUnsquared => (dot(&a, &b), dot(&b, &b)),
             StepRule::Fixed => (t0.shallow_clone(), t0.ones_like()),
         };
-        // A problem that stopped moving (b = 0: a converged or degenerate problem, e.g. equal
-        // tokens) keeps its step. The zero denominator is replaced before dividing: a masked
-        // 0/0 would still send NaN through the backward pass.
-        let positive = den.gt(0.0);
+        // A problem that (nearly) stopped moving keeps its step: b = 0 (a converged or
+        // degenerate problem, e.g. equal tokens), or a denominator so small against the
+        // numerator that the quotient would pass the step bound 10⁸ (float32 differences of
+        // converged iterates). Such denominators are replaced before dividing: a masked
+        // quotient's derivative −num/den² would still send 0·∞ = NaN through the backward
+        // pass (it did, in training).
+        let floor = (num.abs() * 1e-8).clamp_min(1e-15);
+        let positive = match cfg.step {
+            StepRule::PaperUnsquared => den.gt_tensor(&floor.square()),
+            _ => den.gt_tensor(&floor),
+        };
         let den = den.where_self(&positive, &den.ones_like());
         let den = match cfg.step {
             StepRule::PaperUnsquared => den.sqrt(),

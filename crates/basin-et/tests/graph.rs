@@ -1,15 +1,19 @@
-//! The graph classifier with ET blocks learns to tell graph shapes apart from structure alone.
+//! The graph classifier with ET blocks learns to tell graph shapes apart from structure alone,
+//! and gives the same predictions and losses whether a batch runs whole or in size buckets.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 
+use basin_core::testing::lock_generator;
 use basin_graph::{Csr, Graph, GraphDataset, Split, Targets};
 use basin_tasks::graph_classification::{
-    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, dataset_pe,
+    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, Readout, dataset_pe,
 };
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{FixedSplitProtocol, Metric};
+use basin_train::runner::Learner;
 use basin_train::runner::TrainConfig;
+use rand::SeedableRng;
 use tch::Device;
 
 /// Rings (class 0) and stars (class 1) of 6–11 nodes, every node feature 1: only the structure
@@ -120,4 +124,93 @@ fn reference_parameter_counts_are_the_references() {
     };
     assert_eq!(count(89), 1_064_834);
     assert_eq!(count(38), 1_058_306);
+}
+
+/// Rings of very different sizes (4 to 180 nodes), so that a batch splits into size buckets;
+/// graph and node classes from the size and the node's index.
+fn rings(sizes: &[u32]) -> (GraphDataset, GraphDataset) {
+    let graphs: Vec<Graph> = sizes
+        .iter()
+        .map(|&n| {
+            let (src, dst): (Vec<u32>, Vec<u32>) = (0..n)
+                .flat_map(|a| [(a, (a + 1) % n), ((a + 1) % n, a)])
+                .unzip();
+            let (adj, _) = Csr::from_edges(n as usize, &src, &dst).unwrap();
+            let x = ndarray::Array2::from_shape_fn((n as usize, 2), |(i, j)| {
+                ((i * 7 + j * 3) % 5) as f32
+            });
+            Graph::new(adj, x).unwrap()
+        })
+        .collect();
+    let labels: Vec<usize> = sizes.iter().map(|&n| usize::from(n > 50)).collect();
+    let graph_level = GraphDataset {
+        name: "rings".into(),
+        graphs: graphs.clone(),
+        targets: Targets::Classes {
+            labels,
+            num_classes: 2,
+        },
+        class_values: vec![0, 1],
+        official_split: None,
+    };
+    let mut node_level = GraphDataset {
+        targets: Targets::NodeClasses { num_classes: 2 },
+        ..graph_level.clone()
+    };
+    for g in &mut node_level.graphs {
+        g.node_labels = Some((0..g.num_nodes() as i64).map(|i| i % 2).collect());
+    }
+    (graph_level, node_level)
+}
+
+#[test]
+fn size_buckets_change_neither_predictions_nor_losses() {
+    let _g = lock_generator();
+    let sizes = [180u32, 4, 9, 120, 6, 150, 5, 60, 7, 175];
+    let (graphs, nodes) = rings(&sizes);
+    // Shuffled items: predictions must come back in their order, bucket by bucket.
+    let items = [3usize, 0, 8, 1, 9, 4, 6, 2, 7, 5];
+    for (data, readout) in [(graphs, Readout::ClsMean), (nodes, Readout::Nodes)] {
+        let data = Arc::new(data);
+        let mut cfg = GraphClassifierConfig {
+            readout,
+            batch: 10,
+            ..basin_et::graph::tu_cpu()
+        };
+        // No Langevin noise: a training step is then deterministic.
+        cfg.block.dynamics = basin_core::DynamicsConfig::gradient_flow(0.1);
+        let bucketed = cfg.batching.buckets(&data, &items);
+        assert!(bucketed.len() > 1, "{readout:?}: the batch should split");
+        let pe = dataset_pe(&data, &cfg.batching).unwrap().map(Arc::new);
+        let mut run = |size_buckets: bool| {
+            cfg.batching.size_buckets = size_buckets;
+            let mut learner =
+                GraphClassifierLearner::new(data.clone(), pe.clone(), &cfg, &items, 0, Device::Cpu)
+                    .unwrap();
+            let scores = learner.predict(&items).unwrap().0;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+            let loss = tch::no_grad(|| learner.train_step(&items, &mut rng).unwrap().loss);
+            (scores, loss.double_value(&[]))
+        };
+        let (whole, loss_whole) = run(false);
+        let (parts, loss_parts) = run(true);
+        assert_eq!(whole.len(), parts.len());
+        let rows = match readout {
+            Readout::Nodes => sizes.iter().sum::<u32>() as usize,
+            _ => items.len(),
+        };
+        assert_eq!(whole.len(), rows);
+        let diff = whole
+            .iter()
+            .flatten()
+            .zip(parts.iter().flatten())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(diff < 1e-5, "{readout:?}: predictions differ by {diff}");
+        let rel = (loss_whole - loss_parts).abs() / loss_whole.abs().max(1e-6);
+        assert!(
+            rel < 1e-5,
+            "{readout:?}: losses {loss_whole} and {loss_parts}"
+        );
+    }
 }

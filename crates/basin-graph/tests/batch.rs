@@ -1,9 +1,9 @@
 //! Batching (CLS, padding cap and truncation, masked vs sink padding, masks and lengths,
-//! encodings), neighbour CSR, and subgraph / neighbour sampling.
+//! encodings), size buckets, neighbour CSR, and subgraph / neighbour sampling.
 #![allow(clippy::unwrap_used)]
 
 use basin_graph::batch::{
-    BatchConfig, PaddingMode, Truncation, batch_indices, make_batch, neighbour_csr,
+    BatchConfig, PaddingMode, Truncation, batch_indices, make_batch, neighbour_csr, size_buckets,
 };
 use basin_graph::laplacian::{PeConfig, laplacian_pe, laplacian_pe_many, reference_sink_pe};
 use basin_graph::sample::{
@@ -334,4 +334,51 @@ fn neighbour_sampling_respects_fanouts() {
     assert_eq!(sub.adjacency.nnz(), 40);
     assert!(sample_neighbours(&a, &[0, 0], &cfg, &mut rng()).is_err());
     assert!(sample_neighbours(&a, &[9999], &cfg, &mut rng()).is_err());
+}
+
+/// Σ (b·n² + overhead) of a bucket layout.
+fn layout_cost(sizes: &[i64], buckets: &[Vec<usize>], overhead: i64) -> i64 {
+    buckets
+        .iter()
+        .map(|b| {
+            let n = b.iter().map(|&g| sizes[g]).max().unwrap_or(0);
+            b.len() as i64 * n * n + overhead
+        })
+        .sum()
+}
+
+#[test]
+fn size_buckets_are_the_cheapest_partition_of_the_sorted_sizes() {
+    let sizes = [7i64, 3, 12, 3, 9, 30, 4, 11, 8];
+    for overhead in [0, 10, 100, 1_000, 1_000_000] {
+        let buckets = size_buckets(&sizes, overhead);
+        // Every graph once, each bucket ascending by size, buckets in size order.
+        let mut all: Vec<usize> = buckets.iter().flatten().copied().collect();
+        all.sort();
+        assert_eq!(all, (0..sizes.len()).collect::<Vec<_>>());
+        let flat: Vec<i64> = buckets.iter().flatten().map(|&g| sizes[g]).collect();
+        assert!(flat.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+        // Brute force over every cut of the sorted order.
+        let mut order: Vec<usize> = (0..sizes.len()).collect();
+        order.sort_by_key(|&g| (sizes[g], g));
+        let best = (0u32..1 << (sizes.len() - 1))
+            .map(|cuts| {
+                let mut layout = vec![vec![order[0]]];
+                for (i, &g) in order.iter().enumerate().skip(1) {
+                    if cuts & (1 << (i - 1)) != 0 {
+                        layout.push(Vec::new());
+                    }
+                    if let Some(b) = layout.last_mut() {
+                        b.push(g);
+                    }
+                }
+                layout_cost(&sizes, &layout, overhead)
+            })
+            .min();
+        assert_eq!(Some(layout_cost(&sizes, &buckets, overhead)), best);
+    }
+    assert_eq!(size_buckets(&sizes, i64::MAX).len(), 1);
+    // Free buckets: one per distinct size.
+    assert_eq!(size_buckets(&sizes, 0).len(), 8);
+    assert!(size_buckets(&[], 5).is_empty());
 }

@@ -9,11 +9,13 @@
 //!
 //! Nodes are the real nodes of a batch of graphs concatenated (`[M, d]`, graph by graph, in
 //! order); the attention branch scatters them into padded `[b, n, d]` buckets of graphs of
-//! similar size ([`size_buckets`]) and gathers them back, so padding exists only inside it.
+//! similar size ([`basin_graph::batch::size_buckets`]) and gathers them back, so padding exists only inside it.
 //! BatchNorm runs over real nodes.
 
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn, nn::ModuleT};
+
+use basin_graph::batch::{BUCKET_OVERHEAD, size_buckets};
 
 use crate::attention::{SfiAttention, SfiAttentionConfig, gcn_normalize};
 use crate::gated_gcn::{GatedGcn, GatedGcnConfig};
@@ -41,47 +43,6 @@ impl Default for GpsConfig {
             global: true,
         }
     }
-}
-
-/// The fixed cost of running attention on one size bucket, in attention entries: a bucket of
-/// b graphs padded to n nodes costs about b·n² + this (on two CPU cores a flow-solver pass
-/// costs ~0.3 µs per entry and each bucket adds a few ms of per-operation overhead).
-pub const BUCKET_OVERHEAD: i64 = 128 * 128;
-
-/// Groups the graphs of `sizes` into buckets of similar size, each padded to its own largest
-/// graph, minimising Σ_buckets (b·n² + `overhead`): the attention branch's N² work without the
-/// padding a whole batch padded to its largest graph carries (a Peptides-func batch of 32
-/// holds ~2.6× fewer padded entries in these buckets). An exact partition of the sorted sizes
-/// (dynamic programming, O(B²)). Returns graph indices per bucket, ascending by size; the
-/// layout changes only how the work is cut, not what the layer computes.
-pub fn size_buckets(sizes: &[i64], overhead: i64) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..sizes.len()).collect();
-    order.sort_by_key(|&g| (sizes[g], g));
-    let n = order.len();
-    let mut best = vec![i64::MAX; n + 1];
-    let mut cut = vec![0; n + 1];
-    best[0] = 0;
-    for j in 1..=n {
-        let largest = sizes[order[j - 1]].max(0);
-        let square = largest.saturating_mul(largest);
-        for i in 0..j {
-            let cost = best[i]
-                .saturating_add(square.saturating_mul((j - i) as i64))
-                .saturating_add(overhead);
-            if cost < best[j] {
-                best[j] = cost;
-                cut[j] = i;
-            }
-        }
-    }
-    let mut buckets = Vec::new();
-    let mut j = n;
-    while j > 0 {
-        buckets.push(order[cut[j]..j].to_vec());
-        j = cut[j];
-    }
-    buckets.reverse();
-    buckets
 }
 
 /// Graphs of similar size padded to their own largest graph (see [`size_buckets`]).

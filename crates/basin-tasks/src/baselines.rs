@@ -325,6 +325,8 @@ impl GinLearner {
             cls: false,
             pe: None,
             max_nodes: cfg.max_nodes,
+            // BatchNorm couples the graphs of a batch: one padded batch.
+            size_buckets: false,
             ..BatchConfig::et_graph()
         };
         Ok(Self {

@@ -18,6 +18,7 @@
 //! of every pair, so after training non-edges are no longer masked) and the batch settings of
 //! basin-graph (`sink` padding, per-entry sign flips).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use basin_core::{BlockConfig, EnergyBlock, Structure, TraceOptions};
@@ -741,11 +742,17 @@ impl Learner for GraphClassifierLearner {
         items: &[usize],
         rng: &mut ChaCha8Rng,
     ) -> std::result::Result<StepOutput, TrainError> {
-        let t0 = std::time::Instant::now();
-        let (b, y) = self.batch(items, true, rng)?;
-        basin_core::device::synchronize(self.vs.device());
-        let data = t0.elapsed().as_secs_f64();
-        let logits = self.model.forward(&b, true)?;
+        // One forward per size bucket; the loss over their rows is the batch's.
+        let (mut logits, mut ys, mut data) = (Vec::new(), Vec::new(), 0.0);
+        for ids in self.model.cfg.batching.buckets(&self.data, items) {
+            let t0 = std::time::Instant::now();
+            let (b, y) = self.batch(&ids, true, rng)?;
+            basin_core::device::synchronize(self.vs.device());
+            data += t0.elapsed().as_secs_f64();
+            logits.push(self.model.forward(&b, true)?);
+            ys.push(y);
+        }
+        let (logits, y) = (Tensor::cat(&logits, 0), Tensor::cat(&ys, 0));
         Ok(StepOutput::loss(match self.labels {
             // The GNN Benchmark's per-batch class-weighted cross-entropy.
             Labels::Nodes(_) => basin_train::loss::batch_weighted_cross_entropy(&logits, &y),
@@ -756,17 +763,33 @@ impl Learner for GraphClassifierLearner {
 
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let mut rng = ChaCha8Rng::seed_from_u64(0);
-        let mut rows = Vec::with_capacity(items.len());
-        for ids in items.chunks(self.model.cfg.batch.max(1)) {
-            let (b, _) = self.batch(ids, false, &mut rng)?;
-            let p = tch::no_grad(|| {
-                self.model
-                    .forward(&b, false)
-                    .map(|l| l.softmax(-1, Kind::Double))
-            })?;
-            rows.extend(Scores::from_tensor(&p)?.0);
+        // Rows of each item (one per graph, or one per node with the node readout), gathered
+        // bucket by bucket and returned in the order of `items`.
+        let mut rows: HashMap<usize, Vec<Vec<f64>>> = HashMap::with_capacity(items.len());
+        for chunk in items.chunks(self.model.cfg.batch.max(1)) {
+            for ids in self.model.cfg.batching.buckets(&self.data, chunk) {
+                let (b, _) = self.batch(&ids, false, &mut rng)?;
+                let p = tch::no_grad(|| {
+                    self.model
+                        .forward(&b, false)
+                        .map(|l| l.softmax(-1, Kind::Double))
+                })?;
+                let mut out = Scores::from_tensor(&p)?.0.into_iter();
+                for &i in &ids {
+                    let n = match self.labels {
+                        Labels::Graphs(_) => 1,
+                        Labels::Nodes(_) => self.data.graphs[i].num_nodes(),
+                    };
+                    rows.insert(i, out.by_ref().take(n).collect());
+                }
+            }
         }
-        Ok(Scores(rows))
+        Ok(Scores(
+            items
+                .iter()
+                .flat_map(|i| rows.get(i).cloned().unwrap_or_default())
+                .collect(),
+        ))
     }
 }
 
