@@ -12,7 +12,8 @@ between minutes on a shared machine):
   3. the PyTorch anchor again;
   4. with --pe: `crates/basin-graph/scripts/scipy_pe_loop.py NCI1 DD` against the
      `laplacian_pe/*` criterion benchmarks;
-  5. with --epoch: one NCI1 training epoch of `basin train --example et-graph` against
+  5. with --epoch: one NCI1 training epoch of `basin train --example et-graph` (its default
+     size buckets, and one padded batch as the Python side pads) against
      `benches/et_graph_epoch.py` (PyTorch + PyG), split by phase.
 
 Usage (from the workspace root; the Python needs torch==2.11.0, numpy, scipy):
@@ -137,13 +138,17 @@ def epoch_sides(args, env, data, work):
     toml = re.sub(r'^data = ".*"', 'data = "NCI1"', example, flags=re.M)
     toml = re.sub(r"^epochs = \d+", "epochs = 1", toml, flags=re.M)
     toml = re.sub(r"^folds = \d+", "folds = 2", toml, flags=re.M)
-    cfg = os.path.join(work, "run.toml")
-    with open(cfg, "w") as f:
-        f.write(toml)
-    run([basin, "train", cfg, "--out", os.path.join(work, "run"), "--data-dir", data, "--device", "cpu", "--quiet"], env)
-    with open(os.path.join(work, "run", "repeat-0", "fold-0", "record.json")) as f:
-        rec = json.load(f)
-    ours = rec["epochs"][0]["phases"]
+    # basin as it runs by default (each batch in size buckets) and with one padded batch, as
+    # the Python side pads.
+    ours = {}
+    for layout, buckets in [("buckets", "true"), ("one padded batch", "false")]:
+        cfg = os.path.join(work, f"run-{buckets}.toml")
+        with open(cfg, "w") as f:
+            f.write(re.sub(r"^size_buckets = \w+", f"size_buckets = {buckets}", toml, flags=re.M))
+        out = os.path.join(work, f"run-{buckets}")
+        run([basin, "train", cfg, "--out", out, "--data-dir", data, "--device", "cpu", "--quiet"], env)
+        with open(os.path.join(out, "repeat-0", "fold-0", "record.json")) as f:
+            ours[layout] = json.load(f)["epochs"][0]["phases"]
     # Fold 0 of 2 holds out half of NCI1's 4110 graphs for test and a ninth of the rest for
     # validation: 1827 training graphs.
     train_graphs = 4110 - 2055 - 228
@@ -154,20 +159,19 @@ def epoch_sides(args, env, data, work):
         theirs[pe] = json.loads(out.strip().splitlines()[-1])
     keys = ["data", "pe", "forward", "backward", "optimiser"]
     print(f"\nNCI1, one training epoch ({train_graphs} graphs, `basin train --example et-graph` model, batch 32), seconds:\n")
-    print("| phase | basin | PyTorch + PyG, encodings per batch | PyTorch + PyG, encodings precomputed |")
-    print("|---|---|---|---|")
-    total = {"basin": 0.0, "per-batch": 0.0, "precomputed": 0.0}
+    print("| phase | basin (size buckets) | basin (one padded batch) | PyTorch + PyG, encodings per batch | PyTorch + PyG, encodings precomputed |")
+    print("|---|---|---|---|---|")
+    sides = [ours["buckets"], ours["one padded batch"], theirs["per-batch"]["phases"], theirs["precomputed"]["phases"]]
+    total = [0.0] * len(sides)
     for k in keys:
-        b = ours.get(k, 0.0)
-        total["basin"] += b
         cells = []
-        for pe in ["per-batch", "precomputed"]:
-            v = theirs[pe]["phases"][k]
-            total[pe] += v
-            cells.append(f"{v:.2f}")
-        print(f"| {k} | {b:.2f} | {cells[0]} | {cells[1]} |")
-    print(f"| **training epoch** | **{total['basin']:.2f}** | {total['per-batch']:.2f} ({total['per-batch'] / total['basin']:.2f}×) | {total['precomputed']:.2f} ({total['precomputed'] / total['basin']:.2f}×) |")
-    print("\n(basin's encodings are computed once per dataset before training, as `pe` of the precomputed column is; `pe` of basin's epoch is in `data`)")
+        for i, side in enumerate(sides):
+            total[i] += side.get(k, 0.0)
+            cells.append(f"{side.get(k, 0.0):.2f}")
+        print(f"| {k} | " + " | ".join(cells) + " |")
+    ratio = lambda t: f"{t:.2f} ({t / total[0]:.2f}× / {t / total[1]:.2f}×)"
+    print(f"| **training epoch** | **{total[0]:.2f}** | {total[1]:.2f} | {ratio(total[2])} | {ratio(total[3])} |")
+    print("\n(ratios: Python's time over basin's with size buckets / with one padded batch; basin's encodings are computed once per dataset before training, as `pe` of the precomputed column is; `pe` of basin's epoch is in `data`)")
     return {"basin": ours, "pytorch": theirs, "train_graphs": train_graphs}
 
 
