@@ -727,21 +727,35 @@ impl Learner for GraphTransformerLearner {
         items: &[usize],
         rng: &mut ChaCha8Rng,
     ) -> std::result::Result<StepOutput, TrainError> {
-        let logits = self.logits(items, rng, true)?;
-        let y = Tensor::from_slice(&items.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
-            .to_device(self.vs.device());
-        Ok(StepOutput::loss(cross_entropy(&logits, &y, 0.0)))
+        // One forward per size bucket (as the graph classifier it is compared with).
+        let (mut logits, mut y) = (Vec::new(), Vec::new());
+        for ids in self.cfg.batching.buckets(&self.data, items) {
+            logits.push(self.logits(&ids, rng, true)?);
+            y.extend(ids.iter().map(|&i| self.labels[i]));
+        }
+        let y = Tensor::from_slice(&y).to_device(self.vs.device());
+        Ok(StepOutput::loss(cross_entropy(
+            &Tensor::cat(&logits, 0),
+            &y,
+            0.0,
+        )))
     }
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let mut rng = <ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
-        let mut rows = Vec::with_capacity(items.len());
-        for ids in items.chunks(self.cfg.batch.max(1)) {
-            let p = tch::no_grad(|| {
-                self.logits(ids, &mut rng, false)
-                    .map(|l| l.softmax(-1, Kind::Double))
-            })?;
-            rows.extend(Scores::from_tensor(&p)?.0);
-        }
-        Ok(Scores(rows))
+        let (batch, batching, data) =
+            (self.cfg.batch, self.cfg.batching.clone(), self.data.clone());
+        crate::graph_classification::predict_in_buckets(
+            &data,
+            &batching,
+            items,
+            batch,
+            false,
+            |ids| {
+                tch::no_grad(|| {
+                    self.logits(ids, &mut rng, false)
+                        .map(|l| l.softmax(-1, Kind::Double))
+                })
+            },
+        )
     }
 }

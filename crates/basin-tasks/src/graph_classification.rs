@@ -728,6 +728,39 @@ impl GraphClassifierLearner {
     }
 }
 
+/// Class probabilities of `items` in their order, computed `batch` graphs at a time and, within
+/// those, per size bucket of `batching` by `probabilities(ids)` (rows in the order of `ids`: one
+/// per graph, or one per node when `nodes`).
+pub(crate) fn predict_in_buckets(
+    data: &GraphDataset,
+    batching: &BatchConfig,
+    items: &[usize],
+    batch: usize,
+    nodes: bool,
+    mut probabilities: impl FnMut(&[usize]) -> Result<Tensor>,
+) -> std::result::Result<Scores, TrainError> {
+    let mut rows: HashMap<usize, Vec<Vec<f64>>> = HashMap::with_capacity(items.len());
+    for chunk in items.chunks(batch.max(1)) {
+        for ids in batching.buckets(data, chunk) {
+            let mut out = Scores::from_tensor(&probabilities(&ids)?)?.0.into_iter();
+            for &i in &ids {
+                let n = if nodes {
+                    data.graphs.get(i).map_or(0, basin_graph::Graph::num_nodes)
+                } else {
+                    1
+                };
+                rows.insert(i, out.by_ref().take(n).collect());
+            }
+        }
+    }
+    Ok(Scores(
+        items
+            .iter()
+            .flat_map(|i| rows.get(i).cloned().unwrap_or_default())
+            .collect(),
+    ))
+}
+
 impl Learner for GraphClassifierLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
@@ -763,33 +796,16 @@ impl Learner for GraphClassifierLearner {
 
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let mut rng = ChaCha8Rng::seed_from_u64(0);
-        // Rows of each item (one per graph, or one per node with the node readout), gathered
-        // bucket by bucket and returned in the order of `items`.
-        let mut rows: HashMap<usize, Vec<Vec<f64>>> = HashMap::with_capacity(items.len());
-        for chunk in items.chunks(self.model.cfg.batch.max(1)) {
-            for ids in self.model.cfg.batching.buckets(&self.data, chunk) {
-                let (b, _) = self.batch(&ids, false, &mut rng)?;
-                let p = tch::no_grad(|| {
-                    self.model
-                        .forward(&b, false)
-                        .map(|l| l.softmax(-1, Kind::Double))
-                })?;
-                let mut out = Scores::from_tensor(&p)?.0.into_iter();
-                for &i in &ids {
-                    let n = match self.labels {
-                        Labels::Graphs(_) => 1,
-                        Labels::Nodes(_) => self.data.graphs[i].num_nodes(),
-                    };
-                    rows.insert(i, out.by_ref().take(n).collect());
-                }
-            }
-        }
-        Ok(Scores(
-            items
-                .iter()
-                .flat_map(|i| rows.get(i).cloned().unwrap_or_default())
-                .collect(),
-        ))
+        let nodes = matches!(self.labels, Labels::Nodes(_));
+        let (batch, batching) = (self.model.cfg.batch, self.model.cfg.batching.clone());
+        predict_in_buckets(&self.data, &batching, items, batch, nodes, |ids| {
+            let (b, _) = self.batch(ids, false, &mut rng)?;
+            tch::no_grad(|| {
+                self.model
+                    .forward(&b, false)
+                    .map(|l| l.softmax(-1, Kind::Double))
+            })
+        })
     }
 }
 

@@ -1,7 +1,8 @@
 //! The baselines learn what they can see: GIN and the pooled-feature MLP tell rings from stars;
 //! the pooled-feature MLP is at chance when graphs differ only in how their edges connect
 //! (a 6-cycle against two triangles: same nodes, edges and degrees); the anomaly floor finds
-//! planted anomalies from neighbour means.
+//! planted anomalies from neighbour means; the graph transformer gives the same predictions and
+//! loss whether a batch runs whole or in size buckets.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -10,8 +11,12 @@ use basin_core::testing::lock_generator;
 use basin_graph::anomaly::{PlantedConfig, generate_planted};
 use basin_graph::{Csr, Graph, GraphDataset, Split, SplitConfig, Targets};
 use basin_tasks::baselines::{
-    GinConfig, GinLearner, MlpConfig, NeighbourMeanLearner, PooledFeaturesLearner, pooled_features,
+    GinConfig, GinLearner, GraphTransformerConfig, GraphTransformerLearner, MlpConfig,
+    NeighbourMeanLearner, PooledFeaturesLearner, pooled_features,
 };
+use basin_tasks::graph_classification::dataset_pe;
+use basin_train::runner::Learner;
+use rand::SeedableRng;
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{AnomalyProtocol, FixedSplitProtocol, Metric};
 use basin_train::runner::TrainConfig;
@@ -196,4 +201,49 @@ fn the_anomaly_floor_learns_planted_anomalies() {
         "{:?}",
         report.aggregate
     );
+}
+
+#[test]
+fn the_graph_transformer_gives_the_same_answers_in_size_buckets() {
+    let _g = lock_generator();
+    // Rings of 4 to 170 nodes: a batch of them splits into buckets.
+    let sizes = [170u32, 4, 9, 120, 6, 150, 5, 60];
+    let data = dataset(
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| ((0..n).map(|a| (a, (a + 1) % n)).collect(), n as usize, i % 2))
+            .collect(),
+    );
+    let items = [3usize, 0, 6, 1, 7, 4, 2, 5];
+    let mut cfg = GraphTransformerConfig {
+        dim: 16,
+        heads: 2,
+        layers: 2,
+        batch: 8,
+        ..GraphTransformerConfig::default()
+    };
+    assert!(cfg.batching.buckets(&data, &items).len() > 1);
+    let pe = dataset_pe(&data, &cfg.batching).unwrap().map(Arc::new);
+    let mut run = |size_buckets: bool| {
+        cfg.batching.size_buckets = size_buckets;
+        let mut learner =
+            GraphTransformerLearner::new(data.clone(), pe.clone(), &cfg, &items, 0, Device::Cpu)
+                .unwrap();
+        let scores = learner.predict(&items).unwrap().0;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let loss = tch::no_grad(|| learner.train_step(&items, &mut rng).unwrap().loss);
+        (scores, loss.double_value(&[]))
+    };
+    let (whole, loss_whole) = run(false);
+    let (parts, loss_parts) = run(true);
+    assert_eq!(whole.len(), items.len());
+    let diff = whole
+        .iter()
+        .flatten()
+        .zip(parts.iter().flatten())
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(diff < 1e-5, "predictions differ by {diff}");
+    assert!((loss_whole - loss_parts).abs() < 1e-5 * loss_whole.abs().max(1.0));
 }
