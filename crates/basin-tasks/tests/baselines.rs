@@ -15,11 +15,11 @@ use basin_tasks::baselines::{
     NeighbourMeanLearner, PooledFeaturesLearner, pooled_features,
 };
 use basin_tasks::graph_classification::dataset_pe;
-use basin_train::runner::Learner;
-use rand::SeedableRng;
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{AnomalyProtocol, FixedSplitProtocol, Metric};
+use basin_train::runner::Learner;
 use basin_train::runner::TrainConfig;
+use rand::SeedableRng;
 use tch::Device;
 
 /// Undirected edges, node count, class.
@@ -212,7 +212,13 @@ fn the_graph_transformer_gives_the_same_answers_in_size_buckets() {
         sizes
             .iter()
             .enumerate()
-            .map(|(i, &n)| ((0..n).map(|a| (a, (a + 1) % n)).collect(), n as usize, i % 2))
+            .map(|(i, &n)| {
+                (
+                    (0..n).map(|a| (a, (a + 1) % n)).collect(),
+                    n as usize,
+                    i % 2,
+                )
+            })
             .collect(),
     );
     let items = [3usize, 0, 6, 1, 7, 4, 2, 5];
