@@ -237,6 +237,21 @@ fn the_graph_transformer_gives_the_same_answers_in_size_buckets() {
             GraphTransformerLearner::new(data.clone(), pe.clone(), &cfg, &items, 0, Device::Cpu)
                 .unwrap();
         let scores = learner.predict(&items).unwrap().0;
+        // Each item alone: rows in the order asked, whatever the buckets.
+        let alone: Vec<Vec<f64>> = items
+            .iter()
+            .flat_map(|&i| learner.predict(&[i]).unwrap().0)
+            .collect();
+        let gap = scores
+            .iter()
+            .flatten()
+            .zip(alone.iter().flatten())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            gap < 1e-5,
+            "rows out of order or padded differently ({gap})"
+        );
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
         let loss = tch::no_grad(|| learner.train_step(&items, &mut rng).unwrap().loss);
         (scores, loss.double_value(&[]))
