@@ -74,8 +74,8 @@ pub struct BatchConfig {
     pub dense_edge_features: bool,
     /// Run each batch as [`size_buckets`] of graphs of similar size, each padded to its own
     /// largest graph: what a model computes is unchanged (padding is masked), the padded work
-    /// is not (random NCI1 batches of 32 pad 30-node means to 71). Needs masked padding: with sink
-    /// padding the encodings depend on the whole batch, which the reference pads as one.
+    /// is not (random NCI1 batches of 32 pad 30-node means to 71). Needs masked padding: with
+    /// sink padding the encodings depend on the whole batch, which the reference pads as one.
     pub size_buckets: bool,
 }
 
