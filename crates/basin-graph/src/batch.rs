@@ -74,8 +74,8 @@ pub struct BatchConfig {
     pub dense_edge_features: bool,
     /// Run each batch as [`size_buckets`] of graphs of similar size, each padded to its own
     /// largest graph: what a model computes is unchanged (padding is masked), the padded work
-    /// is not (random NCI1 batches of 32 pad 30-node means to 71). Needs masked padding: with
-    /// sink padding the encodings depend on the whole batch, which the reference pads as one.
+    /// is not (random NCI1 batches of 32 pad 30-node means to 71). Sink padding always runs
+    /// the whole batch: its encodings depend on the batch, which the reference pads as one.
     pub size_buckets: bool,
 }
 
@@ -113,9 +113,9 @@ impl BatchConfig {
     }
 
     /// `ids` (graphs of `dataset`) as the batches a model runs: [`size_buckets`] of the capped
-    /// token counts when `size_buckets` is on, else `ids` whole.
+    /// token counts when `size_buckets` is on and padding is masked, else `ids` whole.
     pub fn buckets(&self, dataset: &GraphDataset, ids: &[usize]) -> Vec<Vec<usize>> {
-        if !self.size_buckets {
+        if !self.size_buckets || self.padding == PaddingMode::Sink {
             return vec![ids.to_vec()];
         }
         let tokens: Vec<i64> = ids
@@ -138,11 +138,6 @@ impl BatchConfig {
         }
         if self.padding == PaddingMode::Sink && !self.cls {
             return bad("sink padding needs the CLS token (padded rows attend CLS)");
-        }
-        if self.padding == PaddingMode::Sink && self.size_buckets {
-            return bad(
-                "size_buckets needs masked padding (sink padding's encodings depend on the whole batch)",
-            );
         }
         if let Some(pe) = &self.pe
             && pe.cls != self.cls

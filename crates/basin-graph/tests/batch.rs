@@ -382,3 +382,29 @@ fn size_buckets_are_the_cheapest_partition_of_the_sorted_sizes() {
     assert_eq!(size_buckets(&sizes, 0).len(), 8);
     assert!(size_buckets(&[], 5).is_empty());
 }
+
+#[test]
+fn a_batch_runs_in_size_buckets_only_with_masked_padding() {
+    let ds = dataset(&[4, 300, 5, 280, 6]);
+    let ids = [0, 1, 2, 3, 4];
+    let masked = BatchConfig::et_graph();
+    let parts = masked.buckets(&ds, &ids);
+    assert_eq!(parts, vec![vec![0, 2, 4], vec![3, 1]]);
+    // The node cap bounds a graph's tokens: capped at 5, every graph is alike.
+    let capped = BatchConfig {
+        max_nodes: 5,
+        ..BatchConfig::et_graph()
+    };
+    assert_eq!(capped.buckets(&ds, &ids).len(), 1);
+    let off = BatchConfig {
+        size_buckets: false,
+        ..BatchConfig::et_graph()
+    };
+    assert_eq!(off.buckets(&ds, &ids), vec![ids.to_vec()]);
+    // Sink padding's encodings depend on the whole batch: never bucketed.
+    let sink = BatchConfig {
+        size_buckets: true,
+        ..BatchConfig::et_graph_reference()
+    };
+    assert_eq!(sink.buckets(&ds, &ids), vec![ids.to_vec()]);
+}
