@@ -284,9 +284,9 @@ fn prox_bb(
         // that the quotient would pass the step bound 10⁸ (float32 differences of converged
         // iterates), or a quotient that is not positive. Such denominators are replaced before
         // dividing: a masked quotient's derivative −num/den² would still send 0·∞ = NaN
-        // through the backward pass (it did, in training). Keeping the previous step instead
-        // lets a converged problem iterate on differences shrinking into subnormal floats,
-        // whose arithmetic is two orders of magnitude slower on CPUs (a test went 3 s → 380 s).
+        // through the backward pass (it did, in training). (Keeping the previous step instead
+        // made a small GPS training test 15× slower than the safe step on a loaded machine;
+        // the cause was not pinned down.)
         let floor = (num.abs() * 1e-8).clamp_min(1e-15);
         let positive = match cfg.step {
             StepRule::PaperUnsquared => den.gt_tensor(&floor.square()),

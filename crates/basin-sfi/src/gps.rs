@@ -10,7 +10,8 @@
 //! Nodes are the real nodes of a batch of graphs concatenated (`[M, d]`, graph by graph, in
 //! order); the attention branch scatters them into padded `[b, n, d]` buckets of graphs of
 //! similar size ([`basin_graph::batch::size_buckets`]) and gathers them back, so padding exists
-//! only inside it. BatchNorm runs over real nodes.
+//! only inside it. BatchNorm runs over real nodes of the whole batch, which is why the buckets
+//! live inside the branch rather than splitting the batch as the graph classifier does.
 
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn, nn::ModuleT};

@@ -16,12 +16,14 @@
 //! - [`baselines`]: what every report sets beside the energy models on the same splits — a
 //!   no-graph baseline (pooled node features → MLP), GIN, and the node-anomaly floor (features
 //!   and neighbour means → MLP).
+//! - [`testing`]: checks shared by learners' tests (size buckets change no answer).
 
 pub mod bag_classification;
 pub mod baselines;
 pub mod graph_classification;
 pub mod image_completion;
 pub mod node_anomaly;
+pub mod testing;
 
 /// Errors of basin-tasks.
 #[derive(Debug, thiserror::Error)]

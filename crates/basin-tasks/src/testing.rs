@@ -1,0 +1,47 @@
+//! Checks shared by the tests of learners built on this crate.
+
+use basin_train::runner::Learner;
+use rand::SeedableRng;
+
+/// The largest absolute difference between two score tables of the same shape.
+fn max_gap(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
+}
+
+/// Panics unless a graph learner gives the same answers whether its batches run in size buckets
+/// or whole (`learner_for(size_buckets)` builds it, seeded alike both times): predictions of
+/// `items` equal each item predicted alone (rows in the order asked) and across both layouts,
+/// and so does one training step's loss (noise off). Returns the number of prediction rows.
+pub fn assert_bucket_layout_invariant<L: Learner>(
+    mut learner_for: impl FnMut(bool) -> L,
+    items: &[usize],
+) -> usize {
+    let mut run = |size_buckets: bool| {
+        let mut learner = learner_for(size_buckets);
+        let scores = learner.predict(items).expect("predict").0;
+        let alone: Vec<Vec<f64>> = items
+            .iter()
+            .flat_map(|&i| learner.predict(&[i]).expect("predict one").0)
+            .collect();
+        let gap = max_gap(&scores, &alone);
+        assert!(
+            gap < 1e-5,
+            "size_buckets = {size_buckets}: rows out of order or padded differently ({gap})"
+        );
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let loss = tch::no_grad(|| learner.train_step(items, &mut rng).expect("step").loss);
+        (scores, loss.double_value(&[]))
+    };
+    let (whole, loss_whole) = run(false);
+    let (parts, loss_parts) = run(true);
+    assert_eq!(whole.len(), parts.len(), "row counts differ");
+    let diff = max_gap(&whole, &parts);
+    assert!(diff < 1e-5, "predictions differ by {diff}");
+    let rel = (loss_whole - loss_parts).abs() / loss_whole.abs().max(1e-6);
+    assert!(rel < 1e-5, "losses {loss_whole} and {loss_parts}");
+    whole.len()
+}
