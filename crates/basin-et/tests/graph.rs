@@ -48,6 +48,8 @@ fn shapes(count: usize) -> GraphDataset {
 
 #[test]
 fn et_graph_classifier_learns_shapes_from_structure() {
+    // Learners seed libtorch's generator: the other tests here must not draw from it meanwhile.
+    let _g = lock_generator();
     let data = Arc::new(shapes(120));
     let target: Vec<f64> = data
         .targets
@@ -107,6 +109,7 @@ fn et_graph_classifier_learns_shapes_from_structure() {
 /// NCI109 1,058,306 (ET Tables 4 and 14 of the CDAT paper).
 #[test]
 fn reference_parameter_counts_are_the_references() {
+    let _g = lock_generator();
     let count = |features: i64| {
         let vs = tch::nn::VarStore::new(Device::Cpu);
         let _m = basin_tasks::graph_classification::GraphClassifier::new(

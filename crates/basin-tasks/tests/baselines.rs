@@ -130,6 +130,7 @@ fn gin_and_the_pooled_mlp_tell_rings_from_stars() {
 
 #[test]
 fn the_pooled_mlp_cannot_see_how_edges_connect() {
+    let _g = lock_generator();
     let cycle: Vec<(u32, u32)> = (0..6).map(|a| (a, (a + 1) % 6)).collect();
     let triangles = vec![(0, 1), (1, 2), (2, 0), (3, 4), (4, 5), (5, 3)];
     let data = dataset(
