@@ -312,8 +312,15 @@ fn prox_bb(
 /// The exact minimiser, row by row: sort the thresholds τ = λF, find the largest prefix whose
 /// potential μ exceeds its last threshold, `z = w·max(μ − τ, 0)` with `w = 1/R`.
 /// `alpha = None`: the constrained problem (eq. 8).
+///
+/// Where the softmax saturates, w spans many orders of magnitude and the key of largest w has
+/// μ − τ of order 1/w: `w·(μ − τ)` is then a rounding error times a huge number (float32 gave
+/// flows of 10¹⁹). That key's flow is taken from the budget instead, Σ z = 1 − μ/α (1 when
+/// constrained; the KKT condition μ = α(1 − Σ z)), and the rest is computed in float64.
 fn exact(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, alpha: Option<f64>) -> Tensor {
-    let kind = s.kind();
+    let out = s.kind();
+    let (s, f) = (s.to_kind(Kind::Double), f.to_kind(Kind::Double));
+    let kind = Kind::Double;
     let (rows, cols, _) = masks(mask, kind);
     let keys = softmax_keys(mask);
     // w = 1/R = exp(−log softmax(−S)), from the log-softmax (R can underflow).
@@ -340,5 +347,23 @@ fn exact(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, alpha: Option<f
     let mu = mu_k.gather(-1, &index, false);
     let has = count.gt(0).to_kind(kind);
     let tau_real = tau.masked_fill(&keys.logical_not(), 0.0);
-    w * (mu - tau_real).relu() * has * &rows * &cols
+    let live = (&has * &rows * &cols).to_kind(kind);
+    let z = &w * (&mu - tau_real).relu() * &live;
+    // The budget's share for the key of largest w among those with flow.
+    let top = w
+        .masked_fill(&z.le(0.0), f64::NEG_INFINITY)
+        .argmax(-1, true);
+    let budget = match alpha {
+        Some(a) => 1.0 - &mu / a,
+        None => mu.ones_like(),
+    };
+    let others = z.sum_dim_intlist(&[-1i64][..], true, kind) - z.gather(-1, &top, false);
+    let share = (budget - others).clamp_min(0.0);
+    let flowing = z.gather(-1, &top, false).gt(0.0).to_kind(kind);
+    let z = z.scatter(
+        -1,
+        &top,
+        &(&share * &flowing + z.gather(-1, &top, false) * (1.0 - &flowing)),
+    );
+    z.to_kind(out)
 }

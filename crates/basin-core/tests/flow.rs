@@ -476,3 +476,28 @@ fn rows_sum_to_one_as_the_penalty_grows() {
         assert!(deficits[4] < 1e-3, "{deficits:?}");
     });
 }
+
+/// Peaked scores in float32 (resistances over many orders of magnitude, as in a trained model
+/// whose softmax saturates): the exact minimiser is still a minimiser, never above the iterate
+/// the unrolled solver reaches, and its flows stay in [0, 1].
+#[test]
+fn the_exact_minimiser_survives_saturated_resistances_in_float32() {
+    seeded(9, || {
+        let n = 40;
+        let (s, f) = problem(4, 2, n, 12.0);
+        let (s, f) = (s.to_kind(Kind::Float), f.to_kind(Kind::Float));
+        let mask = full(4, n);
+        let lam = Tensor::from_slice(&[1.0f32 / 40.0, 2.0 / 40.0, 5.0 / 40.0, 0.5 / 40.0]);
+        let c = cfg(FlowSolver::ProxBb, 20);
+        let (z, trace, optimum) = sparse_flow_traced(&s, &f, &mask, &lam, &c);
+        let last = *trace.last().unwrap();
+        let exact = sparse_flow(&s, &f, &mask, &lam, &cfg(FlowSolver::ExactPenalized, 0));
+        let (lo, hi) = (exact.min().double_value(&[]), exact.max().double_value(&[]));
+        assert!(z.isfinite().all().int64_value(&[]) == 1);
+        assert!(lo >= 0.0 && hi <= 1.0 + 1e-5, "exact flows in [{lo}, {hi}]");
+        assert!(
+            optimum <= last + 1e-6,
+            "optimum {optimum} above the iterate's {last}"
+        );
+    });
+}
