@@ -9,10 +9,11 @@ use basin_cdat::graph::{tu_cpu, tu_paper, tu_reference, with_rank};
 use basin_core::controlled::{ControlledConfig, CouplingSpace};
 use basin_core::testing::lock_generator;
 use basin_graph::batch::make_batch;
-use basin_graph::{Csr, Graph, GraphDataset, Split, Targets};
+use basin_graph::{Csr, Split};
 use basin_tasks::graph_classification::{
     GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, GraphClassifierLearner, dataset_pe,
 };
+use basin_tasks::testing::rings_and_stars;
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{FixedSplitProtocol, Metric};
 use basin_train::runner::TrainConfig;
@@ -50,40 +51,10 @@ fn reference_parameter_counts_are_the_papers() {
     );
 }
 
-/// Rings (class 0) and stars (class 1) of 6–11 nodes, every node feature 1.
-fn shapes(count: usize) -> Arc<GraphDataset> {
-    let mut graphs = Vec::new();
-    let mut labels = Vec::new();
-    for i in 0..count {
-        let n = 6 + (i % 6) as u32;
-        let class = i % 2;
-        let (src, dst): (Vec<u32>, Vec<u32>) = if class == 0 {
-            (0..n)
-                .flat_map(|a| [(a, (a + 1) % n), ((a + 1) % n, a)])
-                .unzip()
-        } else {
-            (1..n).flat_map(|a| [(0, a), (a, 0)]).unzip()
-        };
-        let (adj, _) = Csr::from_edges(n as usize, &src, &dst).unwrap();
-        graphs.push(Graph::new(adj, ndarray::Array2::ones((n as usize, 1))).unwrap());
-        labels.push(class);
-    }
-    Arc::new(GraphDataset {
-        name: "shapes".into(),
-        graphs,
-        targets: Targets::Classes {
-            labels,
-            num_classes: 2,
-        },
-        class_values: vec![0, 1],
-        official_split: None,
-    })
-}
-
 #[test]
 fn a_cdat_classifier_learns_shapes_from_structure() {
     let _g = lock_generator();
-    let data = shapes(120);
+    let data = Arc::new(rings_and_stars(120));
     let target: Vec<f64> = (0..120).map(|i| (i % 2) as f64).collect();
     let split = Split::new((0..80).collect(), (80..100).collect(), (100..120).collect());
     let cfg = GraphClassifierConfig {
@@ -132,7 +103,7 @@ fn a_cdat_classifier_learns_shapes_from_structure() {
 fn the_cls_output_ignores_padding_under_token_coupling() {
     let _g = lock_generator();
     tch::manual_seed(5);
-    let data = shapes(12);
+    let data = Arc::new(rings_and_stars(12));
     let mut cfg = tu_cpu();
     cfg.block
         .dynamics

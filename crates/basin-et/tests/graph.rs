@@ -9,42 +9,11 @@ use basin_graph::{Csr, Graph, GraphDataset, Split, Targets};
 use basin_tasks::graph_classification::{
     AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, Readout, dataset_pe,
 };
-use basin_tasks::testing::assert_bucket_layout_invariant;
+use basin_tasks::testing::{assert_bucket_layout_invariant, classified, rings_and_stars};
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{FixedSplitProtocol, Metric};
 use basin_train::runner::TrainConfig;
 use tch::Device;
-
-/// Rings (class 0) and stars (class 1) of 6–11 nodes, every node feature 1: only the structure
-/// tells them apart.
-fn shapes(count: usize) -> GraphDataset {
-    let mut graphs = Vec::new();
-    let mut labels = Vec::new();
-    for i in 0..count {
-        let n = 6 + (i % 6) as u32;
-        let class = i % 2;
-        let (src, dst): (Vec<u32>, Vec<u32>) = if class == 0 {
-            (0..n)
-                .flat_map(|a| [(a, (a + 1) % n), ((a + 1) % n, a)])
-                .unzip()
-        } else {
-            (1..n).flat_map(|a| [(0, a), (a, 0)]).unzip()
-        };
-        let (adj, _) = Csr::from_edges(n as usize, &src, &dst).unwrap();
-        graphs.push(Graph::new(adj, ndarray::Array2::ones((n as usize, 1))).unwrap());
-        labels.push(class);
-    }
-    GraphDataset {
-        name: "shapes".into(),
-        graphs,
-        targets: Targets::Classes {
-            labels,
-            num_classes: 2,
-        },
-        class_values: vec![0, 1],
-        official_split: None,
-    }
-}
 
 /// Test accuracy of the graph classifier `cfg` trained on `split` for `epochs` epochs.
 fn test_accuracy(
@@ -102,7 +71,7 @@ fn test_accuracy(
 fn et_graph_classifier_learns_shapes_from_structure() {
     // Learners seed libtorch's generator: the other tests here must not draw from it meanwhile.
     let _g = lock_generator();
-    let data = Arc::new(shapes(120));
+    let data = Arc::new(rings_and_stars(120));
     let split = Split::new((0..80).collect(), (80..100).collect(), (100..120).collect());
     for adjacency in [AdjacencyMode::Masked, AdjacencyMode::ReferenceMultiply] {
         let cfg = GraphClassifierConfig {
@@ -118,26 +87,17 @@ fn et_graph_classifier_learns_shapes_from_structure() {
 /// Paths of 5 nodes whose every node carries the graph's value v in [−1, 1); the class is
 /// |v| > 0.5, which no linear function of v separates.
 fn bands(count: usize) -> GraphDataset {
-    let mut graphs = Vec::new();
-    let mut labels = Vec::new();
-    for i in 0..count {
-        let v = -1.0 + 2.0 * ((i as f32 * 0.618_034) % 1.0);
-        let (src, dst): (Vec<u32>, Vec<u32>) =
-            (0..4u32).flat_map(|a| [(a, a + 1), (a + 1, a)]).unzip();
-        let (adj, _) = Csr::from_edges(5, &src, &dst).unwrap();
-        graphs.push(Graph::new(adj, ndarray::Array2::from_elem((5, 1), v)).unwrap());
-        labels.push(usize::from(v.abs() > 0.5));
-    }
-    GraphDataset {
-        name: "bands".into(),
-        graphs,
-        targets: Targets::Classes {
-            labels,
-            num_classes: 2,
-        },
-        class_values: vec![0, 1],
-        official_split: None,
-    }
+    let (graphs, labels) = (0..count)
+        .map(|i| {
+            let v = -1.0 + 2.0 * ((i as f32 * 0.618_034) % 1.0);
+            let (src, dst): (Vec<u32>, Vec<u32>) =
+                (0..4u32).flat_map(|a| [(a, a + 1), (a + 1, a)]).unzip();
+            let (adj, _) = Csr::from_edges(5, &src, &dst).unwrap();
+            let x = ndarray::Array2::from_elem((5, 1), v);
+            (Graph::new(adj, x).unwrap(), usize::from(v.abs() > 0.5))
+        })
+        .unzip();
+    classified("bands", graphs, labels, 2)
 }
 
 /// The CPU preset's linear readout learns a class that is a non-monotone function of the mean
@@ -199,16 +159,7 @@ fn rings(sizes: &[u32]) -> (GraphDataset, GraphDataset) {
         })
         .collect();
     let labels: Vec<usize> = sizes.iter().map(|&n| usize::from(n > 50)).collect();
-    let graph_level = GraphDataset {
-        name: "rings".into(),
-        graphs: graphs.clone(),
-        targets: Targets::Classes {
-            labels,
-            num_classes: 2,
-        },
-        class_values: vec![0, 1],
-        official_split: None,
-    };
+    let graph_level = classified("rings", graphs, labels, 2);
     let mut node_level = GraphDataset {
         targets: Targets::NodeClasses { num_classes: 2 },
         ..graph_level.clone()

@@ -1,7 +1,49 @@
 //! Checks shared by the tests of learners built on this crate.
 
+use basin_graph::{Csr, Graph, GraphDataset, Targets};
 use basin_train::runner::Learner;
 use rand::SeedableRng;
+
+/// A graph-classification dataset: `graphs` with classes `labels` in `0..num_classes`.
+pub fn classified(
+    name: &str,
+    graphs: Vec<Graph>,
+    labels: Vec<usize>,
+    num_classes: usize,
+) -> GraphDataset {
+    GraphDataset {
+        name: name.into(),
+        graphs,
+        targets: Targets::Classes {
+            labels,
+            num_classes,
+        },
+        class_values: (0..num_classes as i64).collect(),
+        official_split: None,
+    }
+}
+
+/// Rings (class 0, even items) and stars (class 1) of 6–11 nodes, every node feature 1: only
+/// the structure tells them apart.
+pub fn rings_and_stars(count: usize) -> GraphDataset {
+    let (graphs, labels) = (0..count)
+        .map(|i| {
+            let n = 6 + (i % 6) as u32;
+            let class = i % 2;
+            let (src, dst): (Vec<u32>, Vec<u32>) = if class == 0 {
+                (0..n)
+                    .flat_map(|a| [(a, (a + 1) % n), ((a + 1) % n, a)])
+                    .unzip()
+            } else {
+                (1..n).flat_map(|a| [(0, a), (a, 0)]).unzip()
+            };
+            let (adj, _) = Csr::from_edges(n as usize, &src, &dst).expect("valid edges");
+            let x = ndarray::Array2::ones((n as usize, 1));
+            (Graph::new(adj, x).expect("valid graph"), class)
+        })
+        .unzip();
+    classified("shapes", graphs, labels, 2)
+}
 
 /// The largest absolute difference between two score tables of the same shape.
 fn max_gap(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
