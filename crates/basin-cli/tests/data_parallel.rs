@@ -141,8 +141,11 @@ fn a_killed_data_parallel_job_resumes_from_rank_0s_checkpoint() {
     // The launcher in a process group of its own: the kill takes it and its ranks together.
     let mut job = basin(&args).process_group(0).spawn().unwrap();
     let ckpt = killed.join("repeat-0/fold-0/checkpoint.safetensors");
+    let record = killed.join("repeat-0/fold-0/record.json");
     let t0 = Instant::now();
-    while !ckpt.exists() {
+    // The checkpoint is renamed into place before the epoch's record: wait for both, or the
+    // kill can fall between them (it did, once in CI) and there is no record to read.
+    while !(ckpt.exists() && record.exists()) {
         assert!(
             job.try_wait().unwrap().is_none(),
             "finished before the kill"
@@ -158,10 +161,8 @@ fn a_killed_data_parallel_job_resumes_from_rank_0s_checkpoint() {
     assert!(ok.success());
     job.wait().unwrap();
     let epochs_before = {
-        let r: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(killed.join("repeat-0/fold-0/record.json")).unwrap(),
-        )
-        .unwrap();
+        let r: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
         r["epochs"].as_array().unwrap().len()
     };
     assert!(
