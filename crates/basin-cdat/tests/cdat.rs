@@ -11,11 +11,10 @@ use basin_core::testing::lock_generator;
 use basin_graph::batch::make_batch;
 use basin_graph::{Csr, Split};
 use basin_tasks::graph_classification::{
-    GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, GraphClassifierLearner, dataset_pe,
+    GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, dataset_pe,
 };
-use basin_tasks::testing::rings_and_stars;
+use basin_tasks::testing::{graph_classifier_accuracy, rings_and_stars};
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{FixedSplitProtocol, Metric};
 use basin_train::runner::TrainConfig;
 use rand::SeedableRng;
 use tch::nn::VarStore;
@@ -55,47 +54,12 @@ fn reference_parameter_counts_are_the_papers() {
 fn a_cdat_classifier_learns_shapes_from_structure() {
     let _g = lock_generator();
     let data = Arc::new(rings_and_stars(120));
-    let target: Vec<f64> = (0..120).map(|i| (i % 2) as f64).collect();
     let split = Split::new((0..80).collect(), (80..100).collect(), (100..120).collect());
     let cfg = GraphClassifierConfig {
         batch: 16,
         ..tu_cpu()
     };
-    let pe = dataset_pe(&data, &cfg.batching).unwrap().map(Arc::new);
-    let report = FixedSplitProtocol {
-        runs: 1,
-        seed: 0,
-        metric: Metric::Accuracy,
-        curves: false,
-        train: TrainConfig {
-            epochs: 15,
-            optim: OptimConfig {
-                lr: 3e-3,
-                ..OptimConfig::et_graph()
-            },
-            ..TrainConfig::default()
-        },
-    }
-    .run(
-        "shapes",
-        &split,
-        &target,
-        |run| {
-            Ok(GraphClassifierLearner::new(
-                data.clone(),
-                pe.clone(),
-                &cfg,
-                &run.train(),
-                run.seed,
-                Device::Cpu,
-            )?)
-        },
-        |_, _| Ok(()),
-        None,
-        "cpu",
-    )
-    .unwrap();
-    let acc = report.aggregate["test_accuracy"].0;
+    let acc = graph_classifier_accuracy(&data, &cfg, &split, 15);
     assert!(acc > 0.9, "accuracy {acc} (chance 0.5)");
 }
 

@@ -9,63 +9,10 @@ use basin_graph::{Csr, Graph, GraphDataset, Split, Targets};
 use basin_tasks::graph_classification::{
     AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, Readout, dataset_pe,
 };
-use basin_tasks::testing::{assert_bucket_layout_invariant, classified, rings_and_stars};
-use basin_train::optim::OptimConfig;
-use basin_train::protocol::{FixedSplitProtocol, Metric};
-use basin_train::runner::TrainConfig;
+use basin_tasks::testing::{
+    assert_bucket_layout_invariant, classified, graph_classifier_accuracy, rings_and_stars,
+};
 use tch::Device;
-
-/// Test accuracy of the graph classifier `cfg` trained on `split` for `epochs` epochs.
-fn test_accuracy(
-    data: &Arc<GraphDataset>,
-    cfg: &GraphClassifierConfig,
-    split: &Split,
-    epochs: usize,
-) -> f64 {
-    let target: Vec<f64> = data
-        .targets
-        .classes()
-        .unwrap()
-        .iter()
-        .map(|&c| c as f64)
-        .collect();
-    let pe = dataset_pe(data, &cfg.batching).unwrap().map(Arc::new);
-    let protocol = FixedSplitProtocol {
-        runs: 1,
-        seed: 0,
-        metric: Metric::Accuracy,
-        curves: false,
-        train: TrainConfig {
-            epochs,
-            optim: OptimConfig {
-                lr: 3e-3,
-                ..OptimConfig::et_graph()
-            },
-            ..TrainConfig::default()
-        },
-    };
-    let report = protocol
-        .run(
-            &data.name,
-            split,
-            &target,
-            |run| {
-                Ok(GraphClassifierLearner::new(
-                    data.clone(),
-                    pe.clone(),
-                    cfg,
-                    &run.train(),
-                    run.seed,
-                    Device::Cpu,
-                )?)
-            },
-            |_, _| Ok(()),
-            None,
-            "cpu",
-        )
-        .unwrap();
-    report.aggregate["test_accuracy"].0
-}
 
 #[test]
 fn et_graph_classifier_learns_shapes_from_structure() {
@@ -79,7 +26,7 @@ fn et_graph_classifier_learns_shapes_from_structure() {
             batch: 16,
             ..basin_et::graph::tu_cpu()
         };
-        let acc = test_accuracy(&data, &cfg, &split, 15);
+        let acc = graph_classifier_accuracy(&data, &cfg, &split, 15);
         assert!(acc > 0.9, "{adjacency:?}: accuracy {acc} (chance 0.5)");
     }
 }
@@ -115,7 +62,7 @@ fn linear_readout_learns_a_non_monotone_function_of_the_attributes() {
         batch: 16,
         ..basin_et::graph::tu_cpu()
     };
-    let acc = test_accuracy(&data, &cfg, &split, 15);
+    let acc = graph_classifier_accuracy(&data, &cfg, &split, 15);
     assert!(acc > 0.9, "accuracy {acc} (chance 0.5)");
 }
 

@@ -16,7 +16,8 @@
 //! - [`baselines`]: what every report sets beside the energy models on the same splits — a
 //!   no-graph baseline (pooled node features → MLP), GIN, and the node-anomaly floor (features
 //!   and neighbour means → MLP).
-//! - [`testing`]: checks shared by learners' tests (size buckets change no answer).
+//! - [`testing`]: what learners' tests share (toy datasets, a trained classifier's accuracy,
+//!   the check that size buckets change no answer).
 
 pub mod bag_classification;
 pub mod baselines;
