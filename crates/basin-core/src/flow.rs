@@ -309,14 +309,18 @@ fn prox_bb(
     z
 }
 
-/// The exact minimiser, row by row: sort the thresholds τ = λF, find the largest prefix whose
-/// potential μ exceeds its last threshold, `z = w·max(μ − τ, 0)` with `w = 1/R`.
+/// The exact minimiser, row by row: sort the thresholds τ = λF, take the longest prefix m that
+/// is feasible, `z = w·max(μ − τ, 0)` with `w = 1/R` and μ = (1 + Σ_A wτ)/(Σ_A w + 1/α).
 /// `alpha = None`: the constrained problem (eq. 8).
 ///
-/// Where the softmax saturates, w spans many orders of magnitude and the key of largest w has
-/// μ − τ of order 1/w: `w·(μ − τ)` is then a rounding error times a huge number (float32 gave
-/// flows of 10¹⁹). That key's flow is taken from the budget instead, Σ z = 1 − μ/α (1 when
-/// constrained; the KKT condition μ = α(1 − Σ z)), and the rest is computed in float64.
+/// Where the softmax saturates, w spans many orders of magnitude and μ − τ, a difference of
+/// nearly equal numbers, times a huge w is rounding error (float32 gave flows of 10¹⁹, or no
+/// flow at all when the feasibility test rounded the other way). So neither μ nor μ − τ is
+/// formed: with W_k = Σ_{i≤k} w_i, the feasibility margin g_k = 1 + Σ_{i≤k} w_i(τ_i − τ_k) − τ_k/α
+/// (prefix k is feasible iff g_k > 0; g falls with k) is a running sum of terms of one sign,
+/// g_k = 1 − Σ_{j≤k} W_{j−1}(τ_j − τ_{j−1}) − τ_k/α, and for an active key
+/// μ − τ_j = g_m/(W_m + 1/α) + (τ_m − τ_j), a sum of non-negative terms. Float64 inside (w
+/// reaches e⁸⁰).
 fn exact(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, alpha: Option<f64>) -> Tensor {
     let out = s.kind();
     let (s, f) = (s.to_kind(Kind::Double), f.to_kind(Kind::Double));
@@ -336,34 +340,27 @@ fn exact(s: &Tensor, f: &Tensor, mask: &Tensor, lambda: &Tensor, alpha: Option<f
     let finite = tau_sorted.isfinite();
     let tau_f = tau_sorted.masked_fill(&finite.logical_not(), 0.0);
     let cw = w_sorted.cumsum(-1, kind);
-    let ct = (&w_sorted * &tau_f).cumsum(-1, kind);
     let inv_alpha = alpha.map_or(0.0, |a| 1.0 / a);
-    let mu_k = (ct + 1.0) / (cw + inv_alpha);
-    let feasible = mu_k.gt_tensor(&tau_sorted).logical_and(&finite);
+    // W_{k−1}(τ_k − τ_{k−1}), zero for the first key (and past the real keys).
+    let n = tau_f.size()[3];
+    let steps = (tau_f.narrow(-1, 1, n - 1) - tau_f.narrow(-1, 0, n - 1)) * cw.narrow(-1, 0, n - 1);
+    let steps =
+        Tensor::cat(&[tau_f.narrow(-1, 0, 1).zeros_like(), steps], -1) * finite.to_kind(kind);
+    let margin = (steps.cumsum(-1, kind) + &tau_f * inv_alpha).neg() + 1.0;
+    let feasible = margin.gt(0.0).logical_and(&finite);
     let count = feasible
         .to_kind(Kind::Int64)
         .sum_dim_intlist(&[-1i64][..], true, Kind::Int64);
     let index = (&count - 1).clamp_min(0);
-    let mu = mu_k.gather(-1, &index, false);
+    let (g_m, w_m, tau_m) = (
+        margin.gather(-1, &index, false),
+        cw.gather(-1, &index, false),
+        tau_f.gather(-1, &index, false),
+    );
     let has = count.gt(0).to_kind(kind);
     let tau_real = tau.masked_fill(&keys.logical_not(), 0.0);
-    let live = (&has * &rows * &cols).to_kind(kind);
-    let z = &w * (&mu - tau_real).relu() * &live;
-    // The budget's share for the key of largest w among those with flow.
-    let top = w
-        .masked_fill(&z.le(0.0), f64::NEG_INFINITY)
-        .argmax(-1, true);
-    let budget = match alpha {
-        Some(a) => 1.0 - &mu / a,
-        None => mu.ones_like(),
-    };
-    let others = z.sum_dim_intlist(&[-1i64][..], true, kind) - z.gather(-1, &top, false);
-    let share = (budget - others).clamp_min(0.0);
-    let flowing = z.gather(-1, &top, false).gt(0.0).to_kind(kind);
-    let z = z.scatter(
-        -1,
-        &top,
-        &(&share * &flowing + z.gather(-1, &top, false) * (1.0 - &flowing)),
-    );
+    let active = tau_real.le_tensor(&tau_m).to_kind(kind) * keys.to_kind(kind);
+    let z =
+        &w * (g_m / (w_m + inv_alpha) + (tau_m - &tau_real).relu()) * active * has * &rows * &cols;
     z.to_kind(out)
 }

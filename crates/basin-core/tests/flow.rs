@@ -501,3 +501,30 @@ fn the_exact_minimiser_survives_saturated_resistances_in_float32() {
         );
     });
 }
+
+/// A key of almost no resistance (R ≈ 10⁻²⁰) beside equal frictions τ = λF = 0.025: it takes
+/// the whole budget, Σ z = 1 − τ/α = 0.75 penalised (α = 0.1) and 1 constrained, the others
+/// almost nothing. The feasibility test on μ − τ rounded this to no flow at all, in float64 too.
+#[test]
+fn a_key_without_resistance_takes_the_whole_budget() {
+    let n = 4;
+    let s = Tensor::from_slice(&[46.0f64, 0.0, 0.5, 1.0])
+        .view([1, 1, 1, n])
+        .repeat([1, 1, n, 1]);
+    let f = Tensor::full([1, 1, n, n], 0.25, OPTS);
+    let mask = full(1, n);
+    let lam = Tensor::from_slice(&[0.1f64]);
+    for kind in [Kind::Double, Kind::Float] {
+        let (s, f, lam) = (s.to_kind(kind), f.to_kind(kind), lam.to_kind(kind));
+        for (solver, budget) in [
+            (FlowSolver::ExactPenalized, 0.75),
+            (FlowSolver::ExactConstrained, 1.0),
+        ] {
+            let z = sparse_flow(&s, &f, &mask, &lam, &cfg(solver, 0)).to_kind(Kind::Double);
+            let first = z.select(-1, 0);
+            let rest = z.narrow(-1, 1, n - 1).max().double_value(&[]);
+            let gap = (first - budget).abs().max().double_value(&[]);
+            assert!(gap < 1e-6 && rest < 1e-15, "{kind:?} {solver:?}: {z}");
+        }
+    }
+}
