@@ -65,7 +65,9 @@ pub struct BatchConfig {
     pub padding: PaddingMode,
     /// Let real nodes attend themselves in the mask.
     pub self_loops: bool,
-    /// Laplacian positional encodings (`None`: no `pe` array). Its `cls` must equal ours.
+    /// Laplacian positional encodings (`None`: no `pe` array; `pe = false` in a run file, as
+    /// TOML has no null). Its `cls` must equal ours.
+    #[serde(with = "optional_pe")]
     pub pe: Option<PeConfig>,
     /// Random sign flips of the encodings (training only).
     pub sign_flip: SignFlip,
@@ -77,6 +79,63 @@ pub struct BatchConfig {
     /// is not (random NCI1 batches of 32 pad 30-node means to 71). Sink padding always runs
     /// the whole batch: its encodings depend on the batch, which the reference pads as one.
     pub size_buckets: bool,
+}
+
+/// `Option<PeConfig>` as a run file writes it: a table, or `false` for none. (`#[serde(default)]`
+/// fills a missing field with the default encodings, and TOML cannot say null, so without
+/// this a config without encodings could be neither written nor read back.)
+mod optional_pe {
+    use std::fmt;
+
+    use serde::de::{self, MapAccess, Visitor};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::laplacian::PeConfig;
+
+    pub fn serialize<S: Serializer>(pe: &Option<PeConfig>, s: S) -> Result<S::Ok, S::Error> {
+        match pe {
+            Some(pe) => pe.serialize(s),
+            None => s.serialize_bool(false),
+        }
+    }
+
+    /// A visitor, not an untagged enum, so that an error inside the table (an unknown field, a
+    /// wrong type) keeps its own message.
+    struct PeVisitor;
+
+    impl<'de> Visitor<'de> for PeVisitor {
+        type Value = Option<PeConfig>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("the encodings' table (k, cls, solver, …) or `false` for none")
+        }
+        fn visit_bool<E: de::Error>(self, on: bool) -> Result<Self::Value, E> {
+            if on {
+                Err(E::custom(
+                    "`pe = true` says no settings: give the encodings' table (k, cls, …), \
+                     or `false` for none",
+                ))
+            } else {
+                Ok(None)
+            }
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(PeVisitor)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            PeConfig::deserialize(de::value::MapAccessDeserializer::new(map)).map(Some)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PeConfig>, D::Error> {
+        d.deserialize_any(PeVisitor)
+    }
 }
 
 impl Default for BatchConfig {

@@ -408,3 +408,39 @@ fn a_batch_runs_in_size_buckets_only_with_masked_padding() {
     };
     assert_eq!(sink.buckets(&ds, &ids), vec![ids.to_vec()]);
 }
+
+/// A run file can switch the encodings off (`pe = false`; TOML has no null) and read back what
+/// it wrote; a missing `pe` is the default encodings; an error inside the table keeps its name.
+#[test]
+fn encodings_switch_off_in_a_run_file_and_round_trip() {
+    let off: BatchConfig = toml::from_str("pe = false").unwrap();
+    assert_eq!(off.pe, None);
+    let written = toml::to_string(&off).unwrap();
+    assert!(written.contains("pe = false"), "{written}");
+    assert_eq!(toml::from_str::<BatchConfig>(&written).unwrap(), off);
+    let json = serde_json::to_string(&off).unwrap();
+    assert_eq!(serde_json::from_str::<BatchConfig>(&json).unwrap(), off);
+    assert_eq!(
+        serde_json::from_str::<BatchConfig>(r#"{"pe": null}"#)
+            .unwrap()
+            .pe,
+        None
+    );
+
+    let default: BatchConfig = toml::from_str("cls = true").unwrap();
+    assert_eq!(default.pe, Some(PeConfig::et_graph()));
+    let on = BatchConfig::et_graph();
+    let written = toml::to_string(&on).unwrap();
+    assert_eq!(toml::from_str::<BatchConfig>(&written).unwrap(), on);
+    let k3: BatchConfig = toml::from_str("[pe]\nk = 3").unwrap();
+    assert_eq!(k3.pe.map(|p| p.k), Some(3));
+
+    let typo = toml::from_str::<BatchConfig>("[pe]\nkk = 3")
+        .unwrap_err()
+        .to_string();
+    assert!(typo.contains("kk"), "{typo}");
+    let bare = toml::from_str::<BatchConfig>("pe = true")
+        .unwrap_err()
+        .to_string();
+    assert!(bare.contains("false"), "{bare}");
+}
