@@ -145,7 +145,10 @@ impl Default for BatchConfig {
 }
 
 impl BatchConfig {
-    /// The graph ET setting with the paper's defaults and basin's masked padding.
+    /// The graph ET setting with the paper's defaults and basin's masked padding: k = 15
+    /// encodings whose signs flip at random per eigenvector in training ("the sign of the top k
+    /// eigen-vectors is flipped randomly during training and fixed during evaluation", ET
+    /// Appendix D).
     pub fn et_graph() -> Self {
         Self {
             cls: true,
@@ -154,7 +157,7 @@ impl BatchConfig {
             padding: PaddingMode::Masked,
             self_loops: false,
             pe: Some(PeConfig::et_graph()),
-            sign_flip: SignFlip::None,
+            sign_flip: SignFlip::PerEigenvector,
             dense_edge_features: false,
             size_buckets: true,
         }

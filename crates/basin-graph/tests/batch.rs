@@ -5,7 +5,9 @@
 use basin_graph::batch::{
     BatchConfig, PaddingMode, Truncation, batch_indices, make_batch, neighbour_csr, size_buckets,
 };
-use basin_graph::laplacian::{PeConfig, laplacian_pe, laplacian_pe_many, reference_sink_pe};
+use basin_graph::laplacian::{
+    PeConfig, SignFlip, laplacian_pe, laplacian_pe_many, reference_sink_pe,
+};
 use basin_graph::sample::{
     NeighbourConfig, induced_by_ratio, reference_subsample, sample_neighbours,
 };
@@ -51,6 +53,8 @@ fn masked_batch_layout() {
     let ds = dataset(&[5, 8, 3]);
     let mut cfg = BatchConfig::et_graph();
     cfg.dense_edge_features = true;
+    // Evaluation keeps the encodings' signs; training flips them (below).
+    cfg.sign_flip = SignFlip::None;
     let b = make_batch(&ds, &[0, 1, 2], &cfg, None, &mut rng()).unwrap();
     assert_eq!(b.tokens(), 9);
     assert_eq!(b.lengths, vec![6, 9, 4]);
@@ -103,6 +107,27 @@ fn masked_batch_layout() {
     let csr = b.mask_csr();
     assert_eq!(csr.nnz(), b.mask.iter().filter(|&&m| m).count());
     assert!(csr.contains(9 + 1, 9)); // graph 1, node 0 attends its CLS
+
+    // The paper's training batches flip each eigenvector's sign at random (ET Appendix D):
+    // every column is ± its evaluation column, and some flip.
+    let train = make_batch(&ds, &[0, 1, 2], &BatchConfig::et_graph(), None, &mut rng()).unwrap();
+    let flipped = train.pe.as_ref().unwrap();
+    let mut signs = Vec::new();
+    for g in 0..3 {
+        for j in 0..15 {
+            let (a, b) = (flipped.slice(s![g, .., j]), pe.slice(s![g, .., j]));
+            if b.iter().all(|&x| x == 0.0) {
+                continue;
+            }
+            let sign = if a == b { 1 } else { -1 };
+            assert!(
+                a.iter().zip(b).all(|(&x, &y)| x == sign as f32 * y),
+                "({g}, {j})"
+            );
+            signs.push(sign);
+        }
+    }
+    assert!(signs.contains(&1) && signs.contains(&-1), "{signs:?}");
 }
 
 #[test]
@@ -157,6 +182,7 @@ fn cap_and_truncation_policy() {
     let ds = dataset(&[12, 4]);
     let cfg = BatchConfig {
         max_nodes: 10,
+        sign_flip: SignFlip::None,
         ..BatchConfig::et_graph()
     };
     let b = make_batch(&ds, &[0, 1], &cfg, None, &mut rng()).unwrap();
