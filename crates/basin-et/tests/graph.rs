@@ -131,8 +131,9 @@ fn size_buckets_change_neither_predictions_nor_losses() {
             batch: 10,
             ..basin_et::graph::tu_cpu()
         };
-        // No Langevin noise: a training step is then deterministic.
+        // No Langevin noise and no sign flips: a training step is then deterministic.
         cfg.block.dynamics = basin_core::DynamicsConfig::gradient_flow(0.1);
+        cfg.batching.sign_flip = basin_graph::laplacian::SignFlip::None;
         let bucketed = cfg.batching.buckets(&data, &items);
         assert!(bucketed.len() > 1, "{readout:?}: the batch should split");
         let pe = dataset_pe(&data, &cfg.batching).unwrap().map(Arc::new);
