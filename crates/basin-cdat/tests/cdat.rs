@@ -11,7 +11,7 @@ use basin_core::testing::lock_generator;
 use basin_graph::batch::make_batch;
 use basin_graph::{Csr, Split};
 use basin_tasks::graph_classification::{
-    GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, dataset_pe,
+    AdjacencyMode, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, dataset_pe,
 };
 use basin_tasks::testing::{graph_classifier_accuracy, rings_and_stars};
 use basin_train::optim::OptimConfig;
@@ -50,6 +50,42 @@ fn reference_parameter_counts_are_the_papers() {
     );
 }
 
+/// CDAT's graph presets attend along the graph's mask without ET's learned scale Â (eq. 24),
+/// so vMF logits stay in [−β, β]; the masked mode with Â adds exactly Â's parameters.
+#[test]
+fn cdat_presets_attend_along_the_mask_without_a_learned_scale() {
+    let _g = lock_generator();
+    let cfg = tu_cpu();
+    assert_eq!(cfg.adjacency, AdjacencyMode::MaskOnly);
+    assert_eq!(tu_paper().adjacency, AdjacencyMode::MaskOnly);
+    let scaled = GraphClassifierConfig {
+        adjacency: AdjacencyMode::Masked,
+        ..cfg.clone()
+    };
+    let heads = cfg.heads().unwrap();
+    // Conv2D 3×3 from one channel to H without bias, and A′ = Linear(1 → H) with bias.
+    assert_eq!(params(&scaled, 1) - params(&cfg, 1), 9 * heads + 2 * heads);
+    let data = rings_and_stars(4);
+    let pe = dataset_pe(&data, &cfg.batching).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let b = make_batch(&data, &[0, 1, 2], &cfg.batching, pe.as_deref(), &mut rng).unwrap();
+    let b = GraphBatchOnDevice::new(&b, Device::Cpu).unwrap();
+    for (c, has_scale) in [(&cfg, false), (&scaled, true)] {
+        let vs = VarStore::new(Device::Cpu);
+        let model = GraphClassifier::new(&vs.root(), c, 1, 2).unwrap();
+        let (_, s) = model.tokens_and_structure(&b).unwrap();
+        assert_eq!(s.scale().is_some(), has_scale, "{:?}", c.adjacency);
+        let basin_core::Interaction::Mask(mask) = s.interaction() else {
+            panic!("{:?}: non-edges are masked", c.adjacency);
+        };
+        assert!(
+            mask.equal(b.parts().3),
+            "{:?}: the mask is the batch's",
+            c.adjacency
+        );
+    }
+}
+
 #[test]
 fn a_cdat_classifier_learns_shapes_from_structure() {
     let _g = lock_generator();
@@ -80,6 +116,8 @@ fn the_cls_output_ignores_padding_under_token_coupling() {
     if let Some(pe) = cfg.batching.pe.as_mut() {
         pe.k = 3;
     }
+    // Evaluation batches: the encodings keep their signs.
+    cfg.batching.sign_flip = basin_graph::laplacian::SignFlip::None;
     let mut vs = VarStore::new(Device::Cpu);
     let model = GraphClassifier::new(&vs.root(), &cfg, 1, 2).unwrap();
     vs.double();

@@ -47,6 +47,10 @@ pub enum AdjacencyMode {
     /// The reference: Â multiplies every pair's score and only exact zeros are masked, so the
     /// learned bias of `A′` lets non-edges back in; only padding is masked here.
     ReferenceMultiply,
+    /// Non-edges masked as eq. 25, without the learned scale Â (not in the papers). Â is
+    /// unbounded and grows with the square of the tokens; vMF attention (CDAT eq. 10–11) keeps
+    /// its logits in [−β, β] only without it.
+    MaskOnly,
 }
 
 /// What the linear readout sees.
@@ -376,30 +380,33 @@ impl GraphClassifier {
                 .pe
                 .as_ref()
                 .map(|pe| nn::linear(path / "pe_proj", pe.k as i64, d, Default::default())),
-            adjacency: cfg.heads().map(|heads| {
-                (
-                    nn::conv2d(
-                        path / "conv",
-                        1,
-                        heads,
-                        cfg.conv_kernel,
-                        nn::ConvConfig {
-                            padding: pad,
-                            bias: false,
-                            ..Default::default()
-                        },
-                    ),
-                    nn::linear(
-                        path / "adj_proj",
-                        1,
-                        heads,
-                        nn::LinearConfig {
-                            bs_init: Some(nn::Init::Const(0.0)),
-                            ..Default::default()
-                        },
-                    ),
-                )
-            }),
+            adjacency: cfg
+                .heads()
+                .filter(|_| cfg.adjacency != AdjacencyMode::MaskOnly)
+                .map(|heads| {
+                    (
+                        nn::conv2d(
+                            path / "conv",
+                            1,
+                            heads,
+                            cfg.conv_kernel,
+                            nn::ConvConfig {
+                                padding: pad,
+                                bias: false,
+                                ..Default::default()
+                            },
+                        ),
+                        nn::linear(
+                            path / "adj_proj",
+                            1,
+                            heads,
+                            nn::LinearConfig {
+                                bs_init: Some(nn::Init::Const(0.0)),
+                                ..Default::default()
+                            },
+                        ),
+                    )
+                }),
             blocks,
             readout: nn::linear(
                 path / "readout",
@@ -504,7 +511,9 @@ impl GraphClassifier {
             x = x + proj.forward(pe);
         }
         let structure = match self.cfg.adjacency {
-            AdjacencyMode::Masked => Structure::mask(b.mask.shallow_clone())?,
+            AdjacencyMode::Masked | AdjacencyMode::MaskOnly => {
+                Structure::mask(b.mask.shallow_clone())?
+            }
             AdjacencyMode::ReferenceMultiply => Structure::full(),
         }
         .with_self_attention(self.cfg.batching.self_loops)
