@@ -340,7 +340,14 @@ impl AnomalyProtocol {
                     let test_now = match test_now {
                         Some(p) => {
                             let (ty, p) = scored(&test_y, p);
-                            Some(anomaly_metrics(&ty, &p, threshold)?)
+                            Some(match anomaly_metrics(&ty, &p, threshold) {
+                                // Likewise a test sample: its AUC and AP are undefined and left
+                                // out of the epoch's test metrics; its macro-F1 is kept.
+                                Err(MetricError::OneClass) if mode == ScoreMode::ReferenceSubsample => {
+                                    one_class_metrics(&ty, &p, threshold)?
+                                }
+                                m => m?,
+                            })
                         }
                         None => None,
                     };
@@ -360,6 +367,12 @@ impl AnomalyProtocol {
             runs.push(record);
         }
         let hash = plan.first().map_or("", |r| r.split.hash.as_str());
+        let one_class = runs
+            .iter()
+            .filter(|r| {
+                r.summary.contains_key("test_macro_f1") && !r.summary.contains_key("test_auc")
+            })
+            .count();
         let mut notes = vec![format!(
             "split: stratified, train ratio {}, val:test = {:.2}:{:.2} of the rest, seed {} (hash {})",
             self.split.train_ratio,
@@ -372,6 +385,12 @@ impl AnomalyProtocol {
             ScoreMode::ReferencePreStep => notes.push("score = reference-pre-step: training-mode logits from before each optimiser step, test read every epoch (the reference code's behaviour)".into()),
             ScoreMode::ReferenceSubsample => notes.push("score = reference-subsample: training-mode logits from before each optimiser step on the epoch's sampled validation and test nodes, test read every epoch (the CDAT code's behaviour)".into()),
             ScoreMode::EvalAfterStep => {}
+        }
+        if one_class > 0 {
+            notes.push(format!(
+                "{one_class} of {} runs: the selected epoch's test sample held one class, so their AUC and AP are undefined and the means are over the other runs",
+                runs.len()
+            ));
         }
         Ok(ProtocolReport::new("anomaly", name, runs, notes))
     }
@@ -391,6 +410,23 @@ pub fn anomaly_metrics(
         ),
         ("test_auc".into(), metrics::roc_auc(y, p)?),
         ("test_ap".into(), metrics::average_precision(y, p)?),
+        ("threshold".into(), threshold),
+    ]))
+}
+
+/// [`anomaly_metrics`] of a sample that holds one class: macro-F1 at `threshold` only (AUC and
+/// AP need both classes).
+fn one_class_metrics(
+    y: &[bool],
+    p: &[f64],
+    threshold: f64,
+) -> Result<BTreeMap<String, f64>, MetricError> {
+    let truth: Vec<i64> = y.iter().map(|&b| i64::from(b)).collect();
+    Ok(BTreeMap::from([
+        (
+            "test_macro_f1".into(),
+            metrics::macro_f1(&truth, &metrics::threshold(p, threshold))?,
+        ),
         ("threshold".into(), threshold),
     ]))
 }

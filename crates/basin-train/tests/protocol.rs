@@ -298,6 +298,40 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
     assert!(s.aggregate["test_auc"].0.is_finite());
     let epoch = &s.runs[0].epochs[0];
     assert!(epoch.metrics.contains_key("val_macro_f1") && !epoch.metrics.contains_key("val_auc"));
+
+    // A test sample without an anomaly does not stop the run either: its AUC and AP are left
+    // out (macro-F1 kept), and the report says so.
+    let keep: Vec<bool> = (0..is_anomaly.len())
+        .map(|i| {
+            let i32 = i as u32;
+            plan[0].split.val.contains(&i32)
+                || (plan[0].split.test.contains(&i32) && !is_anomaly[i])
+        })
+        .collect();
+    let t = sub
+        .run(
+            "toy",
+            &labelled,
+            &is_anomaly,
+            |run: &PlannedRun| {
+                Ok(Sampled {
+                    inner: Linear::new(&x, &y, 2, run.seed, Rc::default()),
+                    keep: keep.clone(),
+                })
+            },
+            |_, _| Ok(()),
+            None,
+            "cpu",
+        )
+        .unwrap();
+    let summary = &t.runs[0].summary;
+    assert!(summary.contains_key("test_macro_f1"), "{summary:?}");
+    assert!(!summary.contains_key("test_auc") && !summary.contains_key("test_ap"));
+    assert!(
+        t.notes.iter().any(|n| n.contains("held one class")),
+        "{:?}",
+        t.notes
+    );
 }
 
 /// A learner whose pre-step scores are NaN except on `keep` (what the CDAT code's sample scores).
