@@ -402,16 +402,10 @@ pub fn anomaly_metrics(
     p: &[f64],
     threshold: f64,
 ) -> Result<BTreeMap<String, f64>, MetricError> {
-    let truth: Vec<i64> = y.iter().map(|&b| i64::from(b)).collect();
-    Ok(BTreeMap::from([
-        (
-            "test_macro_f1".into(),
-            metrics::macro_f1(&truth, &metrics::threshold(p, threshold))?,
-        ),
-        ("test_auc".into(), metrics::roc_auc(y, p)?),
-        ("test_ap".into(), metrics::average_precision(y, p)?),
-        ("threshold".into(), threshold),
-    ]))
+    let mut m = one_class_metrics(y, p, threshold)?;
+    m.insert("test_auc".into(), metrics::roc_auc(y, p)?);
+    m.insert("test_ap".into(), metrics::average_precision(y, p)?);
+    Ok(m)
 }
 
 /// [`anomaly_metrics`] of a sample that holds one class: macro-F1 at `threshold` only (AUC and

@@ -270,15 +270,19 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
         ..protocol.clone()
     };
     let plan = sub.plan(&labelled, &is_anomaly).unwrap();
-    let keep: Vec<bool> = (0..is_anomaly.len())
-        .map(|i| {
-            let i32 = i as u32;
-            (plan[0].split.val.contains(&i32) && !is_anomaly[i])
-                || plan[0].split.test.contains(&i32)
-        })
-        .collect();
-    let s = sub
-        .run(
+    // The scored entries: `(val, test)` of node i kept or not.
+    let sampled = |keep_of: &dyn Fn(usize, bool, bool) -> bool| {
+        let keep: Vec<bool> = (0..is_anomaly.len())
+            .map(|i| {
+                let i32 = i as u32;
+                let (v, t) = (
+                    plan[0].split.val.contains(&i32),
+                    plan[0].split.test.contains(&i32),
+                );
+                keep_of(i, v, t)
+            })
+            .collect();
+        sub.run(
             "toy",
             &labelled,
             &is_anomaly,
@@ -292,7 +296,9 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
             None,
             "cpu",
         )
-        .unwrap();
+        .unwrap()
+    };
+    let s = sampled(&|i, v, t| (v && !is_anomaly[i]) || t);
     assert!(s.notes.iter().any(|n| n.contains("reference-subsample")));
     // (Selection on negatives alone is uninformative; what counts is that it runs.)
     assert!(s.aggregate["test_auc"].0.is_finite());
@@ -301,29 +307,7 @@ fn anomaly_protocol_learns_without_leaking_and_is_deterministic() {
 
     // A test sample without an anomaly does not stop the run either: its AUC and AP are left
     // out (macro-F1 kept), and the report says so.
-    let keep: Vec<bool> = (0..is_anomaly.len())
-        .map(|i| {
-            let i32 = i as u32;
-            plan[0].split.val.contains(&i32)
-                || (plan[0].split.test.contains(&i32) && !is_anomaly[i])
-        })
-        .collect();
-    let t = sub
-        .run(
-            "toy",
-            &labelled,
-            &is_anomaly,
-            |run: &PlannedRun| {
-                Ok(Sampled {
-                    inner: Linear::new(&x, &y, 2, run.seed, Rc::default()),
-                    keep: keep.clone(),
-                })
-            },
-            |_, _| Ok(()),
-            None,
-            "cpu",
-        )
-        .unwrap();
+    let t = sampled(&|i, v, t| v || (t && !is_anomaly[i]));
     let summary = &t.runs[0].summary;
     assert!(summary.contains_key("test_macro_f1"), "{summary:?}");
     assert!(!summary.contains_key("test_auc") && !summary.contains_key("test_ap"));
