@@ -14,7 +14,8 @@ use basin_graph::anomaly::{PlantedConfig, generate_planted};
 use basin_graph::batch::make_batch;
 use basin_graph::{Csr, Graph, GraphDataset, Targets};
 use basin_tasks::graph_classification::{
-    AdjacencyMode, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, Readout, dataset_pe,
+    AdjacencyMode, Gram, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, Readout,
+    dataset_pe,
 };
 use basin_tasks::node_anomaly::{NodeAnomaly, NodeAnomalyConfig, neighbour_structure};
 use rand::SeedableRng;
@@ -216,19 +217,64 @@ fn et_graph_cls_output_ignores_padding() {
         (AdjacencyMode::Masked, Readout::Cls),
         (AdjacencyMode::ReferenceMultiply, Readout::ClsMean),
     ] {
-        let cfg = GraphClassifierConfig {
-            adjacency,
-            readout,
+        for gram in [Gram::Dot, Gram::Cosine] {
+            let cfg = GraphClassifierConfig {
+                adjacency,
+                readout,
+                gram,
+                ..small_cfg()
+            };
+            let (_vs, model) = classifier(&cfg);
+            let alone = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0]), false).unwrap());
+            // Graph 5 has 15 nodes: graph 0 (5 nodes) is padded to 16 tokens with it.
+            let padded =
+                tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0, 5]), false).unwrap());
+            let d = max_diff(&padded.narrow(0, 0, 1), &alone);
+            assert!(
+                d < 1e-10,
+                "{adjacency:?}, {readout:?}, {gram:?}: padding changed the output by {d}"
+            );
+        }
+    }
+}
+
+/// `Gram::Cosine` builds Â from the tokens' cosines: scaling every node token by c > 0 leaves Â
+/// as it is, where the papers' X ⊗ X scales the node pairs of Â by c².
+#[test]
+fn cosine_gram_keeps_a_hat_when_the_tokens_scale() {
+    let _s = lock_generator();
+    let data = graphs();
+    for (gram, factor) in [(Gram::Dot, 9.0), (Gram::Cosine, 1.0)] {
+        let mut cfg = GraphClassifierConfig {
+            gram,
             ..small_cfg()
         };
-        let (_vs, model) = classifier(&cfg);
-        let alone = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0]), false).unwrap());
-        // Graph 5 has 15 nodes: graph 0 (5 nodes) is padded to 16 tokens with it.
-        let padded = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0, 5]), false).unwrap());
-        let d = max_diff(&padded.narrow(0, 0, 1), &alone);
+        // No encodings and no encoder bias: the node tokens are then linear in the weights.
+        cfg.batching.pe = None;
+        let (vs, model) = classifier(&cfg);
+        let b = batch(&data, &cfg, &[0, 5]);
+        let vars = vs.variables();
+        let scale_of = || {
+            let (_, s) = tch::no_grad(|| model.tokens_and_structure(&b).unwrap());
+            // Node pairs whose 3×3 neighbourhood holds no CLS (slot 0, which the encoder does
+            // not scale): graph 0's nodes are slots 1–5.
+            s.scale().unwrap().narrow(2, 2, 3).narrow(3, 2, 3).copy()
+        };
+        let _ = tch::no_grad(|| vars["encoder.bias"].shallow_clone().zero_());
+        let before = scale_of();
+        tch::no_grad(|| {
+            let mut w = vars["encoder.weight"].shallow_clone();
+            w.copy_(&(&w * 3.0));
+        });
+        let after = scale_of();
+        let d = max_diff(&after, &(&before * factor));
         assert!(
-            d < 1e-10,
-            "{adjacency:?}, {readout:?}: padding changed the output by {d}"
+            d < 1e-9 * before.abs().max().double_value(&[]),
+            "{gram:?}: Â after scaling the tokens by 3 is off by {d}"
+        );
+        assert!(
+            before.abs().max().double_value(&[]) > 1e-3,
+            "{gram:?}: Â is not trivial"
         );
     }
 }

@@ -54,6 +54,19 @@ pub enum AdjacencyMode {
     MaskOnly,
 }
 
+/// Which pairwise product of the initial tokens the convolution of Â sees (eq. 24).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Gram {
+    /// X ⊗ X, the papers' and reference code's: grows with the square of the tokens.
+    #[default]
+    Dot,
+    /// The cosines of the tokens (each token over its L2 norm), in [−1, 1] (not in the papers):
+    /// Â stays bounded by its learned weights, so vMF logits β cos(q, k) · Â (CDAT eq. 10)
+    /// keep a bounded range while still seeing the pairwise features of the tokens.
+    Cosine,
+}
+
 /// What the linear readout sees.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -83,6 +96,8 @@ pub struct GraphClassifierConfig {
     pub conv_kernel: i64,
     /// How Â enters the attention.
     pub adjacency: AdjacencyMode,
+    /// The pairwise product Â is computed from.
+    pub gram: Gram,
     /// Label smoothing of the cross-entropy (the ET reference: 0.05).
     pub label_smoothing: f64,
     /// Graphs per batch.
@@ -108,6 +123,7 @@ impl Default for GraphClassifierConfig {
             blocks: 1,
             conv_kernel: 3,
             adjacency: AdjacencyMode::Masked,
+            gram: Gram::Dot,
             label_smoothing: 0.0,
             batch: 32,
             batching: BatchConfig::et_graph(),
@@ -526,6 +542,13 @@ impl GraphClassifier {
             // the batch it is in. Zeros are what the convolution's own padding sees without them.
             Some((conv, adj_proj)) => {
                 let xr = &x * b.padding.to_kind(x.kind()).unsqueeze(-1);
+                let xr = match self.cfg.gram {
+                    Gram::Dot => xr,
+                    Gram::Cosine => {
+                        let norm = xr.norm_scalaropt_dim(2.0, [-1], true).clamp_min(1e-12);
+                        xr / norm
+                    }
+                };
                 let outer = xr.matmul(&xr.transpose(1, 2)).unsqueeze(1);
                 let adj = b.mask.to_kind(x.kind()).unsqueeze(-1); // the adjacency as one channel
                 let a_prime = adj_proj.forward(&adj).permute([0, 3, 1, 2]);
