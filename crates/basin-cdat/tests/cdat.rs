@@ -11,7 +11,7 @@ use basin_core::testing::lock_generator;
 use basin_graph::batch::make_batch;
 use basin_graph::{Csr, Split};
 use basin_tasks::graph_classification::{
-    AdjacencyMode, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, dataset_pe,
+    AdjacencyMode, Gram, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, dataset_pe,
 };
 use basin_tasks::testing::{graph_classifier_accuracy, rings_and_stars};
 use basin_train::optim::OptimConfig;
@@ -50,40 +50,43 @@ fn reference_parameter_counts_are_the_papers() {
     );
 }
 
-/// CDAT's graph presets attend along the graph's mask without ET's learned scale Â (eq. 24),
-/// so vMF logits stay in [−β, β]; the masked mode with Â adds exactly Â's parameters.
+/// CDAT's graph presets attend along the graph's mask with Â built from the tokens' cosines
+/// (bounded: vMF logits stay within β · max |Â|); the reference keeps its multiplicative X ⊗ X.
 #[test]
-fn cdat_presets_attend_along_the_mask_without_a_learned_scale() {
+fn cdat_presets_scale_the_mask_by_a_cosine_a_hat() {
     let _g = lock_generator();
     let cfg = tu_cpu();
-    assert_eq!(cfg.adjacency, AdjacencyMode::MaskOnly);
-    assert_eq!(tu_paper().adjacency, AdjacencyMode::MaskOnly);
-    let scaled = GraphClassifierConfig {
-        adjacency: AdjacencyMode::Masked,
-        ..cfg.clone()
-    };
-    let heads = cfg.heads().unwrap();
-    // Conv2D 3×3 from one channel to H without bias, and A′ = Linear(1 → H) with bias.
-    assert_eq!(params(&scaled, 1) - params(&cfg, 1), 9 * heads + 2 * heads);
+    for c in [&cfg, &tu_paper()] {
+        assert_eq!((c.adjacency, c.gram), (AdjacencyMode::Masked, Gram::Cosine));
+    }
+    assert_eq!(tu_reference().gram, Gram::Dot);
     let data = rings_and_stars(4);
     let pe = dataset_pe(&data, &cfg.batching).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     let b = make_batch(&data, &[0, 1, 2], &cfg.batching, pe.as_deref(), &mut rng).unwrap();
     let b = GraphBatchOnDevice::new(&b, Device::Cpu).unwrap();
-    for (c, has_scale) in [(&cfg, false), (&scaled, true)] {
-        let vs = VarStore::new(Device::Cpu);
-        let model = GraphClassifier::new(&vs.root(), c, 1, 2).unwrap();
-        let (_, s) = model.tokens_and_structure(&b).unwrap();
-        assert_eq!(s.scale().is_some(), has_scale, "{:?}", c.adjacency);
-        let basin_core::Interaction::Mask(mask) = s.interaction() else {
-            panic!("{:?}: non-edges are masked", c.adjacency);
-        };
-        assert!(
-            mask.equal(b.parts().3),
-            "{:?}: the mask is the batch's",
-            c.adjacency
-        );
-    }
+    let vs = VarStore::new(Device::Cpu);
+    let model = GraphClassifier::new(&vs.root(), &cfg, 1, 2).unwrap();
+    let (_, s) = model.tokens_and_structure(&b).unwrap();
+    let basin_core::Interaction::Mask(mask) = s.interaction() else {
+        panic!("non-edges are masked");
+    };
+    assert!(mask.equal(b.parts().3), "the mask is the batch's");
+    // |Â| ≤ Σ|conv weights| · max|A′|, whatever the tokens: cosines lie in [−1, 1].
+    let vars = vs.variables();
+    let conv = vars["conv.weight"]
+        .abs()
+        .sum(Kind::Double)
+        .double_value(&[]);
+    let a_prime = (vars["adj_proj.weight"].abs() + vars["adj_proj.bias"].abs())
+        .max()
+        .double_value(&[]);
+    let most = s.scale().unwrap().abs().max().double_value(&[]);
+    assert!(
+        most > 0.0 && most <= conv * a_prime + 1e-6,
+        "|Â| {most} > {}",
+        conv * a_prime
+    );
 }
 
 #[test]

@@ -165,6 +165,15 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The CPU-scale TU protocol of the graph examples: leak-free 10-fold CV with the TU tables'
+/// training ([`crate::tu::tu_train`]) at their CPU budget.
+fn cpu_cross_validation() -> CrossValidation {
+    CrossValidation {
+        train: crate::tu::tu_train(crate::tu::CPU_EPOCHS, crate::tu::CPU_LR),
+        ..CrossValidation::default()
+    }
+}
+
 impl RunSpec {
     /// The complete example run file `name` (see [`EXAMPLES`]), as TOML.
     pub fn example(name: &str) -> Result<String> {
@@ -180,12 +189,12 @@ impl RunSpec {
             "et-graph" => RunSpec::GraphClassification(GraphRun {
                 data: "MUTAG".into(),
                 architecture: basin_et::graph::tu_cpu(),
-                protocol: CrossValidation::default(),
+                protocol: cpu_cross_validation(),
             }),
             "cdat-graph" => RunSpec::GraphClassification(GraphRun {
                 data: "MUTAG".into(),
                 architecture: basin_cdat::graph::tu_cpu(),
-                protocol: CrossValidation::default(),
+                protocol: cpu_cross_validation(),
             }),
             "cdat-anomaly" => RunSpec::NodeAnomaly(AnomalyRun {
                 data: "tolokers".into(),

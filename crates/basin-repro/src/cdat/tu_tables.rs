@@ -34,7 +34,8 @@ fn cdat(preset: Preset) -> GraphClassifierConfig {
 }
 
 /// The protocol of a preset: Table 10's (10 folds, 100 epochs, peak lr 1e-3) for `paper`, 10
-/// folds of 60 epochs for `cpu`, 3 folds of 2 epochs for `quick`.
+/// folds of 100 epochs at peak lr 3e-3 for `cpu` ([`tu::CPU_LR`]), 3 folds of 2 epochs for
+/// `quick`.
 fn protocol(preset: Preset, datasets: &[&str], models: Vec<TuModel>) -> TuOptions {
     let paper = TuOptions {
         datasets: datasets.iter().map(|s| s.to_string()).collect(),
@@ -52,7 +53,8 @@ fn protocol(preset: Preset, datasets: &[&str], models: Vec<TuModel>) -> TuOption
     match preset {
         Preset::Paper => paper,
         Preset::Cpu => TuOptions {
-            epochs: 60,
+            epochs: tu::CPU_EPOCHS,
+            lr: tu::CPU_LR,
             ..paper
         },
         Preset::Quick => TuOptions {

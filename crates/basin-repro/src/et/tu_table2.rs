@@ -75,8 +75,8 @@ struct PaperTable {
 /// - `paper` (Table 9; for a GPU): every dataset, 10 folds, 300 epochs (warm-up from 5e-6 to
 ///   1e-3, cosine back to 5e-6), the Table 9 model, 100 et-paper repeats, baselines for 100
 ///   epochs.
-/// - `cpu` (under an hour on two cores): MUTAG and ENZYMES, 10 folds of 60 epochs of the CPU
-///   model (`basin_et::graph::tu_cpu`), 10 et-paper repeats. (One epoch over NCI1 takes 18.5 s
+/// - `cpu` (about an hour on two cores): MUTAG and ENZYMES, 10 folds of 100 epochs at peak lr
+///   3e-3 ([`tu::CPU_LR`]) of the CPU model (`basin_et::graph::tu_cpu`), 10 et-paper repeats. (One epoch over NCI1 takes 18.5 s
 ///   with the CPU model and 76 s with Table 9's on two cores — `benches/models.rs` — so the full
 ///   table is for a GPU; `--dataset` adds the others.)
 /// - `quick` (CI): MUTAG and ENZYMES, 3 folds, 2 epochs, 5 et-paper repeats.
@@ -105,7 +105,8 @@ pub fn options(preset: Preset) -> TuOptions {
         Preset::Paper => paper,
         Preset::Cpu => TuOptions {
             datasets: vec!["MUTAG".into(), "ENZYMES".into()],
-            epochs: 60,
+            epochs: tu::CPU_EPOCHS,
+            lr: tu::CPU_LR,
             et_paper_repeats: 10,
             models: cpu_model,
             ..paper
