@@ -454,3 +454,30 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
     }
     md
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schedule spans the run whatever the number of batches per epoch: peak after a sixth
+    /// of the epochs, lr/200 at the end (a step count fixed in advance ended it early or late).
+    #[test]
+    fn the_tu_schedule_spans_the_epochs() {
+        for epochs in [30, 60, 100] {
+            let t = tu_train(epochs, 1e-3);
+            assert_eq!(t.schedule_unit, Unit::Epoch);
+            let s = t.schedule.as_ref().map(|s| |e: usize| s.lr(e as u64));
+            let lr = s.unwrap_or_else(|| panic!("a schedule"));
+            assert!(
+                (lr(epochs.div_ceil(6)) - 1e-3).abs() < 1e-12,
+                "{epochs}: peak"
+            );
+            assert!(
+                lr(epochs - 1) <= 1e-3 * 0.02,
+                "{epochs}: last epoch at {}",
+                lr(epochs - 1)
+            );
+            assert!((lr(epochs) - 5e-6).abs() < 1e-12, "{epochs}: end");
+        }
+    }
+}

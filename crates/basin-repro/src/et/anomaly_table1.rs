@@ -176,7 +176,7 @@ fn markdown(
         &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
     ));
     md.push_str(&anomaly::protocol_note(opts));
-    md.push_str("Model: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset (D = Y, α = 1), the defaults otherwise; paper switches (positional embeddings on, no added self loops, evaluation-mode scores after the step).\n\n");
+    md.push_str("Model: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset (D = Y, α = 1), `basin_et::anomaly::default_model` otherwise (Y = 64, K = 128, T = 2, H = 1, without positional embeddings); paper switches (positional embeddings on for Table 6's rows, no added self loops, evaluation-mode scores after the step).\n\n");
     md.push_str("| dataset | train | paper ET macro-F1 | ours macro-F1 | floor macro-F1 | paper ET AUC | ours AUC | floor AUC | BWGNN F1 / AUC (paper) | Y, K, T, H | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in results {
         let Some(et) = r.model("ET") else { continue };
