@@ -466,8 +466,10 @@ mod tests {
         for epochs in [30, 60, 100] {
             let t = tu_train(epochs, 1e-3);
             assert_eq!(t.schedule_unit, Unit::Epoch);
-            let s = t.schedule.as_ref().map(|s| |e: usize| s.lr(e as u64));
-            let lr = s.unwrap_or_else(|| panic!("a schedule"));
+            let Some(s) = &t.schedule else {
+                panic!("a schedule")
+            };
+            let lr = |e: usize| s.lr(e as u64);
             assert!(
                 (lr(epochs.div_ceil(6)) - 1e-3).abs() < 1e-12,
                 "{epochs}: peak"
