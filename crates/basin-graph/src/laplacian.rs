@@ -319,17 +319,10 @@ fn null_complement(a: &Csr, want: usize) -> (Constraints, Vec<Vec<f64>>) {
     )
 }
 
-/// Below this size the full solver is faster than the partial one (measured on NCI1 and DD).
-const PARTIAL_MIN_NODES: usize = 64;
-
-/// The `count` smallest eigenpairs of a dense symmetric matrix: tridiagonalisation and inverse
-/// iteration ([`crate::partial_eigh`]) for matrices of at least [`PARTIAL_MIN_NODES`] rows, the
-/// full solver for smaller ones or when a check of the partial solve fails.
+/// The `count` smallest eigenpairs of a dense symmetric matrix ([`crate::partial_eigh`]: only
+/// the wanted vectors are back-transformed), the full solver when a check of that fails.
 fn smallest_dense(l: &Mat<f64>, count: usize) -> Result<(Vec<f64>, Mat<f64>)> {
-    if count < l.nrows()
-        && l.nrows() >= PARTIAL_MIN_NODES
-        && let Some(r) = crate::partial_eigh::smallest_eigh(l, count)
-    {
+    if let Some(r) = crate::partial_eigh::smallest_eigh(l, count) {
         return Ok(r);
     }
     dense_eigh(l)
