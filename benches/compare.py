@@ -14,11 +14,13 @@ between minutes on a shared machine):
      `laplacian_pe/*` criterion benchmarks;
   5. with --epoch: one NCI1 training epoch of `basin train --example et-graph` (its default
      size buckets, and one padded batch as the Python side pads) against
-     `benches/et_graph_epoch.py` (PyTorch + PyG), split by phase.
+     `benches/et_graph_epoch.py` (PyTorch + PyG), split by phase; `--epoch-model paper` runs
+     Table 9's sizes on both sides instead of the example's CPU model.
+`--no-step` skips sides 1–3.
 
 Usage (from the workspace root; the Python needs torch==2.11.0, numpy, scipy):
   python3 benches/compare.py --python /path/to/venv/bin/python [--compile] [--pe]
-      [--epoch] [--no-cargo] [--json target/compare.json]
+      [--epoch [--epoch-model cpu|paper]] [--no-step] [--no-cargo] [--json target/compare.json]
 `--no-cargo` reads the criterion results already under target/criterion instead of running
 the benchmarks. Threads: OMP_NUM_THREADS (default 2) for both sides.
 """
@@ -138,6 +140,14 @@ def epoch_sides(args, env, data, work):
     toml = re.sub(r'^data = ".*"', 'data = "NCI1"', example, flags=re.M)
     toml = re.sub(r"^epochs = \d+", "epochs = 1", toml, flags=re.M)
     toml = re.sub(r"^folds = \d+", "folds = 2", toml, flags=re.M)
+    if args.epoch_model == "paper":
+        # Table 9's model (basin_et::graph::tu_paper's sizes and α) with the example's readout,
+        # as benches/et_graph_epoch.py --preset paper builds it.
+        for key, value in [("dim", 128), ("heads", 12), ("head_dim", 64), ("memories", 512),
+                           ("blocks", 4), ("steps", 1), ("alpha", 0.01)]:
+            toml, n = re.subn(rf"^{key} = [\d.]+$", f"{key} = {value}", toml, flags=re.M)
+            if n != 1:
+                sys.exit(f"compare: the et-graph example has {n} `{key}` lines, expected 1")
     # basin as it runs by default (each batch in size buckets) and with one padded batch, as
     # the Python side pads.
     ours = {}
@@ -155,10 +165,11 @@ def epoch_sides(args, env, data, work):
     script = os.path.join(ROOT, "benches", "et_graph_epoch.py")
     theirs = {}
     for pe in ["per-batch", "precomputed"]:
-        out = run([args.python, script, "--data", os.path.join(data, "tu"), "--name", "NCI1", "--train-graphs", str(train_graphs), "--pe", pe], env)
+        out = run([args.python, script, "--data", os.path.join(data, "tu"), "--name", "NCI1", "--train-graphs", str(train_graphs), "--pe", pe, "--preset", args.epoch_model], env)
         theirs[pe] = json.loads(out.strip().splitlines()[-1])
     keys = ["data", "pe", "forward", "backward", "optimiser"]
-    print(f"\nNCI1, one training epoch ({train_graphs} graphs, `basin train --example et-graph` model, batch 32), seconds:\n")
+    model = "`basin train --example et-graph` model" if args.epoch_model == "cpu" else "Table 9's model (D 128, 12 heads of 64, K 512, 4 blocks × 1 step) with the example's CLS + mean readout"
+    print(f"\nNCI1, one training epoch ({train_graphs} graphs, {model}, batch 32), seconds:\n")
     print("| phase | basin (size buckets) | basin (one padded batch) | PyTorch + PyG, encodings per batch | PyTorch + PyG, encodings precomputed |")
     print("|---|---|---|---|---|")
     sides = [ours["buckets"], ours["one padded batch"], theirs["per-batch"]["phases"], theirs["precomputed"]["phases"]]
@@ -172,27 +183,11 @@ def epoch_sides(args, env, data, work):
     ratio = lambda t: f"{t:.2f} ({t / total[0]:.2f}× / {t / total[1]:.2f}×)"
     print(f"| **training epoch** | **{total[0]:.2f}** | {total[1]:.2f} | {ratio(total[2])} | {ratio(total[3])} |")
     print("\n(ratios: Python's time over basin's with size buckets / with one padded batch; basin's encodings are computed once per dataset before training, as `pe` of the precomputed column is; `pe` of basin's epoch is in `data`)")
-    return {"basin": ours, "pytorch": theirs, "train_graphs": train_graphs}
+    return {"model": args.epoch_model, "basin": ours, "pytorch": theirs, "train_graphs": train_graphs}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--python", default=sys.executable, help="Python with torch==2.11.0 (default: this one)")
-    ap.add_argument("--anchors", default=os.path.join(ROOT, "..", "shared", "checks"), help="folder of bench_et_pytorch.py")
-    ap.add_argument("--compile", action="store_true", help="also time torch.compile of the closed form")
-    ap.add_argument("--pe", action="store_true", help="also compare the Laplacian PE with scipy's eigh loop")
-    ap.add_argument("--no-cargo", action="store_true", help="read existing criterion results")
-    ap.add_argument("--epoch", action="store_true", help="also one NCI1 training epoch: `basin train` against benches/et_graph_epoch.py")
-    ap.add_argument("--data", default=os.environ.get("BASIN_DATA_DIR", os.path.join(ROOT, "..", "shared", "data")), help="data directory (tu/NCI1)")
-    ap.add_argument("--json", default=os.path.join(ROOT, "target", "compare.json"))
-    args = ap.parse_args()
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "2")
-    # Memory is measured in passes of its own with a fixed glibc mmap threshold, so that freed
-    # large blocks go back to the system and a step's peak counts what it allocates; timings
-    # run without it (every large allocation would then be a fresh mmap, which slows both
-    # sides by up to 2×).
-    mem_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072")
+def step_table(args, env, mem_env):
+    """Sides 1–3: the ET step and the training step against the PyTorch anchor."""
     script = os.path.join(args.anchors, "bench_et_pytorch.py")
     if not os.path.exists(script):
         sys.exit(f"compare: the PyTorch anchor {script} is missing (pass --anchors DIR)")
@@ -268,7 +263,30 @@ def main():
     print(f"goal 2: peak memory of one training step above the resident state (MiB): basin closed form {memory.get('closed_form', '–')}, autograd {memory.get('autograd', '–')}; "
           f"PyTorch closed form {torch_memory['train_closed']:.0f}, autograd {torch_memory['train_autograd']:.0f} (target: basin ≤ PyTorch)")
     result["train_memory_mib"] = {"basin": memory, "pytorch": torch_memory}
+    return result
 
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--python", default=sys.executable, help="Python with torch==2.11.0 (default: this one)")
+    ap.add_argument("--anchors", default=os.path.join(ROOT, "..", "shared", "checks"), help="folder of bench_et_pytorch.py")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile of the closed form")
+    ap.add_argument("--pe", action="store_true", help="also compare the Laplacian PE with scipy's eigh loop")
+    ap.add_argument("--no-cargo", action="store_true", help="read existing criterion results")
+    ap.add_argument("--epoch", action="store_true", help="also one NCI1 training epoch: `basin train` against benches/et_graph_epoch.py")
+    ap.add_argument("--epoch-model", default="cpu", choices=["cpu", "paper"], help="the model of --epoch: the et-graph example's (cpu) or Table 9's sizes (paper)")
+    ap.add_argument("--no-step", action="store_true", help="skip the ET step and training-step sides (1–3)")
+    ap.add_argument("--data", default=os.environ.get("BASIN_DATA_DIR", os.path.join(ROOT, "..", "shared", "data")), help="data directory (tu/NCI1)")
+    ap.add_argument("--json", default=os.path.join(ROOT, "target", "compare.json"))
+    args = ap.parse_args()
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "2")
+    # Memory is measured in passes of its own with a fixed glibc mmap threshold, so that freed
+    # large blocks go back to the system and a step's peak counts what it allocates; timings
+    # run without it (every large allocation would then be a fresh mmap, which slows both
+    # sides by up to 2×).
+    mem_env = dict(env, MALLOC_MMAP_THRESHOLD_="131072")
+    result = {} if args.no_step else step_table(args, env, mem_env)
     if args.pe:
         pe_script = os.path.join(ROOT, "crates", "basin-graph", "scripts", "scipy_pe_loop.py")
         text = run([args.python, pe_script, "NCI1", "DD"], env)

@@ -210,9 +210,9 @@ fn tridiagonal_smallest(d: &[f64], e: &[f64], count: usize) -> Option<(Vec<f64>,
 /// it inverse iteration (measured on NCI1 and DD).
 const QL_MAX_NODES: usize = 128;
 
-#[inline(always)]
 /// `√(a² + b²)` for the bounded entries of this module's matrices, with `hypot`'s scaling
 /// only where the squares would leave the f64 range.
+#[inline(always)]
 fn pythag(a: f64, b: f64) -> f64 {
     let m = a.abs().max(b.abs());
     if m > 1e150 || (m < 1e-150 && m > 0.0) {
