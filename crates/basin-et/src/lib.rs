@@ -237,12 +237,15 @@ pub mod graph {
     /// reference notebooks' α = 0.1: at Table 9's α = 0.01 and this size each step moves a token
     /// by about 10⁻⁴ of its energy, the blocks are close to the identity and the CLS token
     /// carries little of the graph (`research/observations.md`). The readout sees the CLS
-    /// token and the mean of the node tokens (`Readout::ClsMean`, not in the paper): on
-    /// ENZYMES, 3 folds × 60 epochs, CLS alone gave 36.1 % test accuracy, CLS + mean 47.8 %.
+    /// token, the mean of the node tokens and that mean amplified by ln(n + 1)
+    /// (`Readout::ClsMeanSize`, not in the paper). On ENZYMES, 3 folds × 60 epochs, CLS alone
+    /// gave 36.1 % test accuracy, CLS + mean 47.8 %; 3 folds × 100 epochs, mean validation
+    /// accuracy with the size term 71.1 and 68.9 (fold seeds 42 and 7) against 67.4 and 63.7
+    /// without it, PROTEINS 79.9 against 79.5, MUTAG 92.9 against 95.2 (one graph of 42).
     pub fn tu_cpu() -> GraphClassifierConfig {
         let mut cfg = model(32, 4, 8, 128, 2, 2);
         cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.02);
-        cfg.readout = Readout::ClsMean;
+        cfg.readout = Readout::ClsMeanSize;
         cfg
     }
 

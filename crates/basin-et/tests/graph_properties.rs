@@ -214,6 +214,7 @@ fn et_graph_cls_output_ignores_padding() {
     let data = graphs();
     for (adjacency, readout) in [
         (AdjacencyMode::Masked, Readout::ClsMean),
+        (AdjacencyMode::Masked, Readout::ClsMeanSize),
         (AdjacencyMode::Masked, Readout::Cls),
         (AdjacencyMode::ReferenceMultiply, Readout::ClsMean),
     ] {

@@ -78,6 +78,10 @@ pub enum Readout {
     /// (not in the papers: a switch of basin's CPU presets, so that the readout sees every node
     /// even where a few small descent steps barely move the CLS token).
     ClsMean,
+    /// [`Readout::ClsMean`] and the mean amplified by `ln(n + 1)` for a graph of `n` nodes (PNA's
+    /// amplification scaler, Corso et al. 2020; not in the papers). A mean is blind to a
+    /// graph's size, which the pooled-feature baseline and GIN's sum readout see.
+    ClsMeanSize,
     /// Every real node token after the last block, one row of logits per node (inductive node
     /// classification: PATTERN, CLUSTER; ET Table 7). Rows run graph by graph, nodes in order;
     /// every node must be in the batch (no truncation).
@@ -430,6 +434,7 @@ impl GraphClassifier {
                 match cfg.readout {
                     Readout::Cls | Readout::Nodes => d,
                     Readout::ClsMean => 2 * d,
+                    Readout::ClsMeanSize => 3 * d,
                 },
                 cfg.readout_classes.unwrap_or(classes),
                 Default::default(),
@@ -454,31 +459,7 @@ impl GraphClassifier {
         for block in &self.blocks {
             x = block.forward(&x, &structure, train);
         }
-        let cls = x.select(1, 0);
-        let seen = match self.cfg.readout {
-            Readout::Cls => cls,
-            Readout::Nodes => {
-                // Real node tokens (not padding, not the CLS slot), row-major: graph by graph.
-                let n = x.size()[1];
-                let nodes = b.padding.logical_and(
-                    &Tensor::arange(n, (Kind::Int64, x.device()))
-                        .gt(0)
-                        .unsqueeze(0),
-                );
-                x.index(&[Some(&nodes)])
-            }
-            Readout::ClsMean => {
-                // Real node tokens: not padding, not the CLS slot.
-                let n = x.size()[1];
-                let nodes = b.padding.to_kind(x.kind())
-                    * Tensor::arange(n, (Kind::Int64, x.device()))
-                        .gt(0)
-                        .to_kind(x.kind());
-                let count = nodes.sum_dim_intlist(1, true, x.kind()).clamp_min(1.0);
-                let mean = (&x * nodes.unsqueeze(-1)).sum_dim_intlist(1, false, x.kind()) / count;
-                Tensor::cat(&[cls, mean], 1)
-            }
-        };
+        let seen = pool(self.cfg.readout, &x, &b.padding);
         let seen = if self.cfg.readout_dropout > 0.0 {
             seen.dropout(self.cfg.readout_dropout, train)
         } else {
@@ -842,9 +823,61 @@ impl Learner for GraphClassifierLearner {
     }
 }
 
+/// What the readout sees of the final tokens `x: [B, N, D]` (CLS in slot 0, `padding` `[B, N]`
+/// true for real tokens): `[B, D]`, `[B, 2D]` or `[B, 3D]` per graph, or `[M, D]` for every
+/// real node with [`Readout::Nodes`], graph by graph.
+pub fn pool(readout: Readout, x: &Tensor, padding: &Tensor) -> Tensor {
+    let cls = x.select(1, 0);
+    let n = x.size()[1];
+    let not_cls = Tensor::arange(n, (Kind::Int64, x.device())).gt(0);
+    match readout {
+        Readout::Cls => cls,
+        Readout::Nodes => x.index(&[Some(&padding.logical_and(&not_cls.unsqueeze(0)))]),
+        Readout::ClsMean | Readout::ClsMeanSize => {
+            let nodes = padding.to_kind(x.kind()) * not_cls.to_kind(x.kind());
+            let count = nodes.sum_dim_intlist(1, true, x.kind()).clamp_min(1.0);
+            let mean = (x * nodes.unsqueeze(-1)).sum_dim_intlist(1, false, x.kind()) / &count;
+            if readout == Readout::ClsMeanSize {
+                let amplified = &mean * (count + 1.0).log();
+                Tensor::cat(&[cls, mean, amplified], 1)
+            } else {
+                Tensor::cat(&[cls, mean], 1)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_size_readout_tells_apart_graphs_whose_mean_token_is_equal() {
+        // Two graphs of 3 and 6 nodes whose node tokens are all equal, padded to 7 slots + CLS.
+        let x = Tensor::ones([2, 7, 4], (Kind::Double, Device::Cpu)) * 0.5;
+        let _ = x.select(1, 0).fill_(2.0);
+        let padding = Tensor::from_slice(&[
+            true, true, true, true, false, false, false, // CLS + 3 nodes
+            true, true, true, true, true, true, true, // CLS + 6 nodes
+        ])
+        .view([2, 7]);
+        let mean = pool(Readout::ClsMean, &x, &padding);
+        assert_eq!(mean.size(), [2, 8]);
+        assert!(
+            mean.get(0).allclose(&mean.get(1), 0.0, 1e-12, false),
+            "the mean should not see the size"
+        );
+        let sized = pool(Readout::ClsMeanSize, &x, &padding);
+        assert_eq!(sized.size(), [2, 12]);
+        for (row, n) in [(0, 3.0f64), (1, 6.0)] {
+            let amplified = sized.get(row).narrow(0, 8, 4);
+            let want = Tensor::full([4], 0.5 * (n + 1.0).ln(), (Kind::Double, Device::Cpu));
+            assert!(
+                amplified.allclose(&want, 0.0, 1e-12, false),
+                "graph of {n} nodes"
+            );
+        }
+    }
 
     #[test]
     fn the_batch_memory_bound_counts_the_attention_scores_of_every_step() {
