@@ -77,8 +77,9 @@ struct PaperTable {
 ///   epochs.
 /// - `cpu` (about an hour on two cores): MUTAG and ENZYMES, 10 folds of 100 epochs at peak lr
 ///   3e-3 ([`tu::CPU_LR`]) of the CPU model (`basin_et::graph::tu_cpu`), 10 et-paper repeats.
-///   (One epoch over NCI1 takes 18.5 s with the CPU model and 76 s with Table 9's on two cores
-///   — `benches/models.rs` — so the full table is for a GPU; `--dataset` adds the others.)
+///   (One training epoch over 1,827 NCI1 graphs took 1.5 s with the CPU model and 9.9 s with
+///   Table 9's on two cores — `benches/compare.py --epoch` — so the full table, Table 9's model
+///   on every set, is for a GPU; `--dataset` adds the others.)
 /// - `quick` (CI): MUTAG and ENZYMES, 3 folds, 2 epochs, 5 et-paper repeats.
 pub fn options(preset: Preset) -> TuOptions {
     let paper = TuOptions {
