@@ -74,7 +74,8 @@ struct PaperTable {
 /// The options of a preset: the paper's protocol (ratios 1 % and 40 %, 5 runs of 100 epochs
 /// at lr 1e-3; for a GPU), CPU scale (2 runs of 100 epochs; an epoch of a one-step model over
 /// Tolokers took 1.2 s on two cores — `benches/models.rs`; the default takes two steps), or
-/// the CI smoke run (1 run of 3 epochs). The floor runs 200 full-batch steps in every preset but `quick`.
+/// the CI smoke run (1 run of 3 epochs). The floor runs 200 full-batch steps in every preset
+/// but `quick`.
 pub fn options(preset: Preset) -> AnomalyOptions {
     let paper = AnomalyOptions {
         datasets: DATASETS.iter().map(|s| s.to_string()).collect(),
