@@ -29,9 +29,6 @@ use crate::structure::{SparseEdges, Structure};
 /// finite values whose contribution is then multiplied by zero, instead of NaN).
 pub(crate) const BLOCKED_LOGIT: f64 = -1e30;
 
-/// Edges processed at once when computing sparse logits (bounds the `[chunk, H, Y]` gathers).
-const EDGE_CHUNK: i64 = 1 << 16;
-
 /// Configuration of an [`EnergyAttention`] term.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -405,54 +402,37 @@ impl EnergyAttention {
         let h = self.heads();
         let (q, k, unit) = self.project(&g.reshape([-1, d])); // [T, H, Y]
         let e = edges.len();
-        if !(q.requires_grad() || k.requires_grad()) && e > 0 {
-            // No autograd graph: one sampled matmul (SDDMM) per head over the query-major CSR
-            // pattern, about twice as fast as gathering both ends of every edge.
-            let t = edges.tokens();
-            let zeros = Tensor::zeros([e], (g.kind(), g.device()));
-            let pattern = Tensor::sparse_csr_tensor_crow_col_value_size(
-                edges.row_ptr(),
-                edges.key(),
-                &zeros,
-                [t, t],
-                (g.kind(), g.device()),
+        if e == 0 {
+            return (
+                self.clipped(Tensor::zeros([0, h], (g.kind(), g.device()))),
+                q,
+                k,
+                unit,
             );
-            let heads: Vec<Tensor> = (0..h)
-                .map(|head| {
-                    pattern
-                        .sparse_sampled_addmm(
-                            &q.select(1, head).contiguous(),
-                            &k.select(1, head).tr().contiguous(),
-                        )
-                        .values()
-                })
-                .collect();
-            let s = Tensor::stack(&heads, 1);
-            let s = match &self.head_mix {
-                Some(mix) => s.matmul(mix),
-                None => s,
-            };
-            return (self.clipped(s), q, k, unit);
         }
-        let mut chunks = Vec::new();
-        let mut start = 0;
-        while start < e {
-            let len = EDGE_CHUNK.min(e - start);
-            let qi = edges.query().narrow(0, start, len);
-            let ki = edges.key().narrow(0, start, len);
-            let dot = (q.index_select(0, &qi) * k.index_select(0, &ki)).sum_dim_intlist(
-                -1,
-                false,
-                g.kind(),
-            );
-            chunks.push(dot);
-            start += len;
-        }
-        let s = if chunks.is_empty() {
-            Tensor::zeros([0, h], (g.kind(), g.device()))
-        } else {
-            Tensor::cat(&chunks, 0)
-        };
+        // One sampled matmul (SDDMM) per head over the query-major CSR pattern: no per-edge
+        // Y-wide gathers, and libtorch differentiates it with respect to Q and K by sparse ×
+        // dense products, so training keeps no `[E, H, Y]` activations either.
+        let t = edges.tokens();
+        let zeros = Tensor::zeros([e], (g.kind(), g.device()));
+        let pattern = Tensor::sparse_csr_tensor_crow_col_value_size(
+            edges.row_ptr(),
+            edges.key(),
+            &zeros,
+            [t, t],
+            (g.kind(), g.device()),
+        );
+        let heads: Vec<Tensor> = (0..h)
+            .map(|head| {
+                pattern
+                    .sparse_sampled_addmm(
+                        &q.select(1, head).contiguous(),
+                        &k.select(1, head).tr().contiguous(),
+                    )
+                    .values()
+            })
+            .collect();
+        let s = Tensor::stack(&heads, 1);
         let s = match &self.head_mix {
             Some(mix) => s.matmul(mix),
             None => s,
@@ -502,23 +482,13 @@ impl EnergyAttention {
         let energy = self.sparse_energy_from(&lse, b);
         let omega = ex / z.index_select(0, edges.query()); // [E, H]
         // Query side: T^Q_q = Σ_{e ∈ row q} ω_e K_key(e); key side: T^K_k = Σ_{e: key(e) = k} ω_e Q_query(e).
-        let tq = head_spmm(
-            &omega,
-            edges.query(),
-            edges.key(),
-            edges.row_ptr(),
-            None,
-            &k,
-            t,
-        );
+        let tq = head_spmm(&omega, edges.key(), edges.row_ptr(), None, &k);
         let tk = head_spmm(
             &omega,
-            edges.key(),
             edges.query(),
             edges.col_ptr(),
             Some(edges.by_key()),
             &q,
-            t,
         );
         let grad = self
             .back_project(&tq.reshape([t, -1]), &tk.reshape([t, -1]), unit.as_ref())
@@ -542,55 +512,33 @@ struct DenseLogits {
 }
 
 /// Per-head sparse × dense product: `out[r, h] = Σ_{e: row(e) = r} w[e, h] · x[col(e), h]` for
-/// `w: [E, H]`, `x: [T, H, Y]` → `[T, H, Y]`.
+/// `w: [E, H]`, `x: [T, H, Y]` → `[T, H, Y]`; `ptr` are the CSR offsets of the rows in the edge
+/// order given by `perm` (edges sorted by row).
 ///
-/// Plain values go through one CSR matmul per head that shares the edges' column indices
-/// (`ptr` are the CSR offsets of `row` in the order given by `perm`, edges sorted by row), so
-/// a step holds one head's values at a time beside the indices, not a block-diagonal copy of
-/// them per head. libtorch does not differentiate sparse products with respect to the sparse
-/// values, so when `w` is part of an autograd graph (training) the product is a gather and an
-/// `index_add` over chunks of edges; that path keeps `[E, H, Y]` activations for the backward
-/// pass (train on sampled subgraphs when the graph is large).
-fn head_spmm(
-    w: &Tensor,
-    row: &Tensor,
-    col: &Tensor,
-    ptr: &Tensor,
-    perm: Option<&Tensor>,
-    x: &Tensor,
-    t: i64,
-) -> Tensor {
-    let (e, h) = (w.size()[0], w.size()[1]);
-    let device = w.device();
+/// Each head is one weighted `embedding_bag` (a sum over each row's bag of columns): libtorch
+/// differentiates it with respect to both the weights and `x` without saving per-edge
+/// messages, so training keeps no `[E, H, Y]` activations (a CSR matmul would need its values
+/// built by a factory function, which cuts them from the autograd graph).
+fn head_spmm(w: &Tensor, col: &Tensor, ptr: &Tensor, perm: Option<&Tensor>, x: &Tensor) -> Tensor {
     let sorted = |v: &Tensor| match perm {
         Some(p) => v.index_select(0, p),
         None => v.shallow_clone(),
     };
-    if w.requires_grad() || x.requires_grad() {
-        let (w, row, col) = (sorted(w), sorted(row), sorted(col));
-        let mut out = Tensor::zeros([t, h, x.size()[2]], (x.kind(), device));
-        let mut start = 0;
-        while start < e {
-            let len = EDGE_CHUNK.min(e - start);
-            let msg = x.index_select(0, &col.narrow(0, start, len))
-                * w.narrow(0, start, len).unsqueeze(-1);
-            out = out.index_add(0, &row.narrow(0, start, len), &msg);
-            start += len;
-        }
-        return out;
-    }
     let col = sorted(col);
-    let heads: Vec<Tensor> = (0..h)
+    let heads: Vec<Tensor> = (0..w.size()[1])
         .map(|head| {
             let values = sorted(&w.select(1, head)).contiguous();
-            let a = Tensor::sparse_csr_tensor_crow_col_value_size(
-                ptr,
+            let (out, _, _, _) = Tensor::embedding_bag(
+                &x.select(1, head).contiguous(),
                 &col,
-                &values,
-                [t, t],
-                (w.kind(), device),
+                ptr,
+                false,
+                0, // sum
+                false,
+                Some(&values),
+                true,
             );
-            a.mm(&x.select(1, head).contiguous())
+            out
         })
         .collect();
     Tensor::stack(&heads, 1)
