@@ -15,12 +15,16 @@ between minutes on a shared machine):
   5. with --epoch: one NCI1 training epoch of `basin train --example et-graph` (its default
      size buckets, and one padded batch as the Python side pads) against
      `benches/et_graph_epoch.py` (PyTorch + PyG), split by phase; `--epoch-model paper` runs
-     Table 9's sizes on both sides instead of the example's CPU model.
+     Table 9's sizes on both sides instead of the example's CPU model;
+  6. with --anomaly-epoch: tolokers training epochs of `basin train --example et-anomaly`
+     against `benches/et_anomaly_epoch.py` (PyTorch + PyG, three ways of computing the energy
+     gradient), split by phase.
 `--no-step` skips sides 1–3.
 
 Usage (from the workspace root; the Python needs torch==2.11.0, numpy, scipy):
   python3 benches/compare.py --python /path/to/venv/bin/python [--compile] [--pe]
-      [--epoch [--epoch-model cpu|paper]] [--no-step] [--no-cargo] [--json target/compare.json]
+      [--epoch [--epoch-model cpu|paper]] [--anomaly-epoch [--anomaly-epochs 5]] [--no-step]
+      [--no-cargo] [--json target/compare.json]
 `--no-cargo` reads the criterion results already under target/criterion instead of running
 the benchmarks. Threads: OMP_NUM_THREADS (default 2) for both sides.
 """
@@ -190,6 +194,57 @@ def epoch_sides(args, env, data, work):
     return {"model": args.epoch_model, "basin": ours, "pytorch": theirs, "train_graphs": train_graphs}
 
 
+def anomaly_epoch_table(args, env):
+    """Tolokers training epochs of the `et-anomaly` example on each side, split by phase:
+    `--anomaly-epochs` epochs each, the first (warm-up) reported apart and the median of the
+    others per phase."""
+    basin = os.path.join(ROOT, "target", "release", "basin")
+    run(["cargo", "build", "--release", "-p", "basin-cli"], env)
+    n = args.anomaly_epochs
+    if n < 2:
+        sys.exit("compare: --anomaly-epochs must be ≥ 2 (the first epoch is the warm-up)")
+    toml = run([basin, "train", "--example", "et-anomaly"], env)
+    toml, k = re.subn(r"^epochs = \d+", f"epochs = {n}", toml, flags=re.M)
+    if k != 1:
+        sys.exit(f"compare: the et-anomaly example has {k} `epochs` lines, expected 1")
+    work = tempfile.mkdtemp(prefix="basin_anomaly_epoch_")
+    try:
+        cfg = os.path.join(work, "run.toml")
+        with open(cfg, "w") as f:
+            f.write(toml)
+        out = os.path.join(work, "out")
+        run([basin, "train", cfg, "--out", out, "--data-dir", os.path.abspath(args.data), "--device", "cpu", "--quiet"], env)
+        with open(os.path.join(out, "run-0", "record.json")) as f:
+            ours = [e["phases"] for e in json.load(f)["epochs"]]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    script = os.path.join(ROOT, "benches", "et_anomaly_epoch.py")
+    npz = os.path.join(os.path.abspath(args.data), "anomaly", "tolokers.npz")
+    threads = env.get("OMP_NUM_THREADS", "2")
+    theirs = {}
+    for spmm, grad in [("scatter", "closed-form"), ("sparse", "closed-form"), ("scatter", "autograd")]:
+        text = run([args.python, script, "--data", npz, "--epochs", str(n), "--spmm", spmm, "--grad", grad, "--threads", threads], env)
+        theirs[f"{spmm}, {grad}"] = [e["phases"] for e in json.loads(text.strip().splitlines()[-1])["epochs"]]
+    keys = ["data", "forward", "backward", "optimiser", "evaluation"]
+    sides = [("basin", ours)] + [(f"PyTorch + PyG ({name})", eps) for name, eps in theirs.items()]
+    print(f"\nTolokers (11,758 nodes, 1,038,000 directed edges), `basin train --example et-anomaly` model, full batch; seconds, median of epochs 2–{n}:\n")
+    print("| phase | " + " | ".join(name for name, _ in sides) + " |")
+    print("|" + "---|" * (len(sides) + 1))
+    steady = [0.0] * len(sides)
+    for key in keys:
+        cells = []
+        for i, (_, eps) in enumerate(sides):
+            v = statistics.median(e.get(key, 0.0) for e in eps[1:])
+            steady[i] += v
+            cells.append(f"{v:.3f}")
+        print(f"| {key} | " + " | ".join(cells) + " |")
+    print("| **training epoch** | " + " | ".join(f"**{t:.2f}**" if i == 0 else f"{t:.2f} ({t / steady[0]:.2f}×)" for i, t in enumerate(steady)) + " |")
+    first = [sum(eps[0].get(key, 0.0) for key in keys) for _, eps in sides]
+    print("| first epoch (warm-up) | " + " | ".join(f"{t:.2f}" for t in first) + " |")
+    print("\n(ratios: Python's time over basin's)")
+    return {"epochs": n, "basin": ours, "pytorch": theirs}
+
+
 def step_table(args, env, mem_env):
     """Sides 1–3: the ET step and the training step against the PyTorch anchor."""
     script = os.path.join(args.anchors, "bench_et_pytorch.py")
@@ -279,8 +334,10 @@ def main():
     ap.add_argument("--no-cargo", action="store_true", help="read existing criterion results")
     ap.add_argument("--epoch", action="store_true", help="also one NCI1 training epoch: `basin train` against benches/et_graph_epoch.py")
     ap.add_argument("--epoch-model", default="cpu", choices=["cpu", "paper"], help="the model of --epoch: the et-graph example's (cpu) or Table 9's sizes (paper)")
+    ap.add_argument("--anomaly-epoch", action="store_true", help="also tolokers training epochs: `basin train --example et-anomaly` against benches/et_anomaly_epoch.py")
+    ap.add_argument("--anomaly-epochs", type=int, default=5, help="epochs per side of --anomaly-epoch (the first is reported apart)")
     ap.add_argument("--no-step", action="store_true", help="skip the ET step and training-step sides (1–3)")
-    ap.add_argument("--data", default=os.environ.get("BASIN_DATA_DIR", os.path.join(ROOT, "..", "shared", "data")), help="data directory (tu/NCI1)")
+    ap.add_argument("--data", default=os.environ.get("BASIN_DATA_DIR", os.path.join(ROOT, "..", "shared", "data")), help="data directory (tu/NCI1, anomaly/tolokers.npz)")
     ap.add_argument("--json", default=os.path.join(ROOT, "target", "compare.json"))
     args = ap.parse_args()
     env = dict(os.environ)
@@ -307,6 +364,8 @@ def main():
         result["pe"] = pe
     if args.epoch:
         result["epoch"] = epoch_table(args, env)
+    if args.anomaly_epoch:
+        result["anomaly_epoch"] = anomaly_epoch_table(args, env)
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json + ".tmp", "w") as f:
         json.dump(result, f, indent=2)
