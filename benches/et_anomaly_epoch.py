@@ -16,15 +16,17 @@ The energy gradient is the explicit message-passing form of the reference code (
 ω = softmax over each node's incoming edges of β ⟨K_j, Q_i⟩, then
 ∂E/∂g_i = −W_Qᵀ Σ_j ω_ij K_j − W_Kᵀ Σ_j ω_ji Q_j, both sums as PyG computes messages
 (`--spmm scatter`: per-edge messages gathered and summed with `index_add`, as
-`MessagePassing` and the reference's DGL UDF do) or as sparse × dense products of a CSR matrix
-of ω (`--spmm sparse`, `torch.sparse.mm`); `--grad autograd` takes it by autograd of the energy
+`MessagePassing` and the reference's DGL UDF do), as sparse × dense products of a COO matrix
+of ω (`--spmm sparse`, `torch.sparse.mm`), or basin's way (`--spmm csr`: the logits by a
+sampled matmul over a CSR pattern, the softmax by segment reductions, both sums by weighted
+`embedding_bag`s over the CSR rows); `--grad autograd` takes it by autograd of the energy
 with `create_graph` instead.
 
 Phases per epoch: data (nothing: full batch, features standardised once), forward (including
 the loss), backward, optimiser, evaluation. Prints one JSON line with every epoch's phases.
 
 Usage: python benches/et_anomaly_epoch.py --data DIR/anomaly/tolokers.npz [--epochs 5]
-       [--spmm scatter|sparse] [--grad closed-form|autograd] [--threads 2]
+       [--spmm scatter|sparse|csr] [--grad closed-form|autograd] [--threads 2]
 """
 import argparse
 import json
@@ -92,6 +94,8 @@ class Block(nn.Module):
                 d = torch.autograd.grad(self.energy(g, query, key, n), g, create_graph=training)[0]
             return d if training else d.detach()
         q, k = self.qk(g)
+        if self.spmm == "csr":
+            return self.grad_csr(g, q, k, n) - F.relu(g @ self.xi.T) @ self.xi
         w = softmax(self.beta * (q[query] * k[key]).sum(-1), query, num_nodes=n)  # ω [E, H]
         if self.spmm == "scatter":
             # Messages [E, H, Y], summed per node (PyG MessagePassing's aggr="add").
@@ -108,6 +112,27 @@ class Block(nn.Module):
         att = -(torch.einsum("nhy,hyd->nd", to_query, self.wq) + torch.einsum("nhy,hyd->nd", to_key, self.wk))
         hop = -F.relu(g @ self.xi.T) @ self.xi
         return att + hop
+
+    def grad_csr(self, g, q, k, n):
+        """The attention gradient with query-major CSR matrices (`self.csr`: row offsets, keys,
+        the key-major permutation and its offsets and queries): logits by a sampled matmul
+        and both sums by weighted `embedding_bag`s, basin's way."""
+        crow, col, perm, ccol, row = self.csr
+        out_q, out_k = [], []
+        for h in range(HEADS):
+            pattern = torch.sparse_csr_tensor(crow, col, torch.zeros(col.numel()), (n, n))
+            s = torch.sparse.sampled_addmm(pattern, q[:, h], k[:, h].T, beta=0.0).values() * self.beta[h]
+            # Softmax over each row's entries: segment max and sum over the CSR rows.
+            lengths = crow[1:] - crow[:-1]
+            peak = torch.segment_reduce(s.detach(), "max", lengths=lengths, unsafe=True)
+            ex = torch.exp(s - torch.repeat_interleave(peak.nan_to_num(0.0), lengths))
+            z = torch.segment_reduce(ex, "sum", lengths=lengths, unsafe=True)
+            w = ex / torch.repeat_interleave(z, lengths)
+            # Both sums as weighted bags of rows: Σ_j ω_ij K_j per query, Σ_i ω_ij Q_i per key.
+            out_q.append(F.embedding_bag(col, k[:, h], crow, mode="sum", per_sample_weights=w, include_last_offset=True))
+            out_k.append(F.embedding_bag(row, q[:, h], ccol, mode="sum", per_sample_weights=w[perm], include_last_offset=True))
+        to_query, to_key = torch.stack(out_q, 1), torch.stack(out_k, 1)
+        return -(torch.einsum("nhy,hyd->nd", to_query, self.wq) + torch.einsum("nhy,hyd->nd", to_key, self.wk))
 
     def forward(self, x, query, key, n):
         for _ in range(STEPS):
@@ -153,7 +178,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="tolokers.npz (node_features, node_labels, edges)")
     ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--spmm", default="scatter", choices=["scatter", "sparse"])
+    ap.add_argument("--spmm", default="scatter", choices=["scatter", "sparse", "csr"])
     ap.add_argument("--grad", default="closed-form", choices=["closed-form", "autograd"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
@@ -175,6 +200,15 @@ def main():
     omega = float((labels[train] == 0).sum() / (labels[train] == 1).sum())
     weight = labels[train] * (omega - 1) + 1
     model = Model(x.shape[1], args.spmm, args.grad)
+    if args.spmm == "csr":
+        # Edges sorted by query (CSR rows) once; the key-major order for the transposed sum.
+        n = x.shape[0]
+        order = torch.argsort(query * n + key)
+        query, key = query[order], key[order]
+        crow = torch.ops.aten._convert_indices_from_coo_to_csr(query, n)
+        perm = torch.argsort(key * n + query)
+        ccol = torch.ops.aten._convert_indices_from_coo_to_csr(key[perm], n)
+        model.block.csr = (crow, key, perm, ccol, query[perm])
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     setup = time.perf_counter() - t0
 

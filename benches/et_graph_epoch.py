@@ -62,7 +62,6 @@ def load(data_dir, name):
 def cls_laplacian_pe(adj, real, k):
     """Eigenvectors 1..k of I − D^-1/2 Ã D^-1/2 of each graph's CLS-augmented adjacency
     ([B, N', N'] with the CLS in slot 0; padded tokens isolated and their rows zeroed)."""
-    n = adj.shape[-1]
     a = adj.clone()
     a[:, 0, :] = real.float()
     a[:, :, 0] = real.float()
