@@ -412,6 +412,12 @@ fn one_bad_value_per_field_is_refused_naming_the_field() {
             "readout_dropout = 1.0",
             "readout_dropout",
         ),
+        (
+            "graph",
+            "readout_dropout = 0.0",
+            "readout_dropout = 0.0\nreadout_hidden = 0",
+            "readout_hidden",
+        ),
         ("graph", "dim = 32", "dim = -5", "dim"),
         ("graph", "steps = 2", "steps = 0", "steps"),
         ("graph", "head_dim = 8", "head_dim = 0", "head_dim"),

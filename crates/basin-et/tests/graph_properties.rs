@@ -212,16 +212,18 @@ fn small_cfg() -> GraphClassifierConfig {
 fn et_graph_cls_output_ignores_padding() {
     let _s = lock_generator();
     let data = graphs();
-    for (adjacency, readout) in [
-        (AdjacencyMode::Masked, Readout::ClsMean),
-        (AdjacencyMode::Masked, Readout::ClsMeanSize),
-        (AdjacencyMode::Masked, Readout::Cls),
-        (AdjacencyMode::ReferenceMultiply, Readout::ClsMean),
+    for (adjacency, readout, readout_hidden) in [
+        (AdjacencyMode::Masked, Readout::ClsMean, None),
+        (AdjacencyMode::Masked, Readout::ClsMeanSize, None),
+        (AdjacencyMode::Masked, Readout::ClsMeanSize, Some(16)),
+        (AdjacencyMode::Masked, Readout::Cls, None),
+        (AdjacencyMode::ReferenceMultiply, Readout::ClsMean, None),
     ] {
         for gram in [Gram::Dot, Gram::Cosine] {
             let cfg = GraphClassifierConfig {
                 adjacency,
                 readout,
+                readout_hidden,
                 gram,
                 ..small_cfg()
             };
@@ -233,7 +235,7 @@ fn et_graph_cls_output_ignores_padding() {
             let d = max_diff(&padded.narrow(0, 0, 1), &alone);
             assert!(
                 d < 1e-10,
-                "{adjacency:?}, {readout:?}, {gram:?}: padding changed the output by {d}"
+                "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}: padding changed the output by {d}"
             );
         }
     }

@@ -118,6 +118,10 @@ pub struct GraphClassifierConfig {
     pub readout: Readout,
     /// Dropout on the readout's input in training (0: none, as the papers).
     pub readout_dropout: f64,
+    /// `Some(h)`: the readout is an MLP with one hidden ReLU layer of width h (as GIN's and
+    /// GraphGPS's heads, and ET's own anomaly readout, eq. 21) instead of the papers' linear
+    /// map.
+    pub readout_hidden: Option<i64>,
 }
 
 impl Default for GraphClassifierConfig {
@@ -135,6 +139,7 @@ impl Default for GraphClassifierConfig {
             readout_classes: None,
             readout: Readout::Cls,
             readout_dropout: 0.0,
+            readout_hidden: None,
         }
     }
 }
@@ -243,6 +248,9 @@ impl GraphClassifierConfig {
                 format!("in [0, 1), got {}", self.readout_dropout),
             ));
         }
+        if self.readout_hidden.is_some_and(|h| h < 1) {
+            return Err(TaskError::config("readout_hidden", "must be ≥ 1"));
+        }
         if self.readout_classes.is_some_and(|c| c < 2) {
             return Err(TaskError::config("readout_classes", "must be ≥ 2"));
         }
@@ -344,7 +352,7 @@ pub struct GraphClassifier {
     pe_proj: Option<nn::Linear>,
     adjacency: Option<(nn::Conv2D, nn::Linear)>,
     blocks: Vec<EnergyBlock>,
-    readout: nn::Linear,
+    readout: nn::Sequential,
 }
 
 impl GraphClassifier {
@@ -429,16 +437,31 @@ impl GraphClassifier {
                     )
                 }),
             blocks,
-            readout: nn::linear(
-                path / "readout",
-                match cfg.readout {
+            readout: {
+                let seen = match cfg.readout {
                     Readout::Cls | Readout::Nodes => d,
                     Readout::ClsMean => 2 * d,
                     Readout::ClsMeanSize => 3 * d,
-                },
-                cfg.readout_classes.unwrap_or(classes),
-                Default::default(),
-            ),
+                };
+                let classes = cfg.readout_classes.unwrap_or(classes);
+                match cfg.readout_hidden {
+                    None => nn::seq().add(nn::linear(
+                        path / "readout",
+                        seen,
+                        classes,
+                        Default::default(),
+                    )),
+                    Some(h) => nn::seq()
+                        .add(nn::linear(
+                            path / "readout_hidden",
+                            seen,
+                            h,
+                            Default::default(),
+                        ))
+                        .add_fn(|t| t.relu())
+                        .add(nn::linear(path / "readout", h, classes, Default::default())),
+                }
+            },
             cfg: cfg.clone(),
         })
     }
