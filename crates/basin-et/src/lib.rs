@@ -242,11 +242,14 @@ pub mod graph {
     /// gave 36.1 % test accuracy, CLS + mean 47.8 %; 3 folds × 100 epochs, mean validation
     /// accuracy with the size term 71.1 and 68.9 (fold seeds 42 and 7) against 67.4 and 63.7
     /// without it, PROTEINS 79.9 and 81.9 against 79.5 and 79.5, MUTAG 92.9 against 95.2 (one
-    /// validation graph in 42).
+    /// validation graph in 42). The readout is an MLP with 64 hidden units (`readout_hidden`,
+    /// not in the paper): at fold seed 42 it raised mean validation accuracy to 73.3 on ENZYMES
+    /// (linear: 71.1), 80.3 on PROTEINS (79.9) and 95.2 on MUTAG (92.9).
     pub fn tu_cpu() -> GraphClassifierConfig {
         let mut cfg = model(32, 4, 8, 128, 2, 2);
         cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.02);
         cfg.readout = Readout::ClsMeanSize;
+        cfg.readout_hidden = Some(64);
         cfg
     }
 
