@@ -227,7 +227,9 @@ fn planted(nodes: usize, cliques: usize, contextual: usize) -> basin_graph::Node
 /// A CDAT anomaly model learns planted anomalies (structural cliques and contextual outliers,
 /// invisible from a node's own features) well above chance, in seconds — with ET's unit step
 /// and learned node embeddings (eq. 14). (With Table 8's α = 0.1 the two steps barely move the
-/// tokens on this small graph: AUC 0.51 measured; without the embeddings 0.57.)
+/// tokens on this small graph: AUC 0.51 measured; without the embeddings 0.57.) Mean test AUC
+/// of three runs: at lr 10⁻² and 60 epochs it was 0.60 ± 0.02 (one run alone crossed 0.62 or
+/// not with the summation order of the sparse kernels); at 3·10⁻³ and 100 epochs 0.72 ± 0.05.
 #[test]
 fn a_cdat_anomaly_model_detects_planted_anomalies() {
     use basin_graph::SplitConfig;
@@ -247,13 +249,13 @@ fn a_cdat_anomaly_model_detects_planted_anomalies() {
     cfg.positional = true;
     let report = AnomalyProtocol {
         split: SplitConfig::bwgnn(0.4),
-        runs: 1,
+        runs: 3,
         seed: 0,
         score: ScoreMode::EvalAfterStep,
         train: TrainConfig {
-            epochs: 60,
+            epochs: 100,
             optim: OptimConfig {
-                lr: 0.01,
+                lr: 0.003,
                 ..OptimConfig::et_anomaly()
             },
             ..TrainConfig::default()
@@ -278,7 +280,7 @@ fn a_cdat_anomaly_model_detects_planted_anomalies() {
     )
     .unwrap();
     let (auc, _) = report.aggregate["test_auc"];
-    assert!(auc > 0.62, "AUC {auc} (chance 0.5)");
+    assert!(auc > 0.62, "mean AUC of three runs {auc} (chance 0.5)");
 }
 
 /// Table 13's 4,294,839: the anomaly code's model on Amazon (hid 256, 2 heads, |V| = 11,944,
