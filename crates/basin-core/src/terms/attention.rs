@@ -443,6 +443,8 @@ impl EnergyAttention {
     /// Row-wise log-sum-exp over each query's edges: `(lse [T, H], exp(s − max) [E, H],
     /// Σ exp(s − max) [T, H])`; queries without edges get lse 0 (and a sum of 1).
     fn sparse_lse(&self, s: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor, Tensor) {
+        let t = edges.tokens();
+        let h = self.heads();
         let max = Tensor::segment_reduce(
             &s.detach(),
             "max",
@@ -456,17 +458,7 @@ impl EnergyAttention {
         let has = edges.degree().gt(0).unsqueeze(1); // [T, 1]
         let max = max.masked_fill(&has.logical_not(), 0.0);
         let ex = (s - max.index_select(0, edges.query())).exp();
-        // Edges are sorted by query: the row sums are segment sums over the CSR rows.
-        let z = Tensor::segment_reduce(
-            &ex,
-            "sum",
-            None::<&Tensor>,
-            None::<&Tensor>,
-            Some(edges.row_ptr()),
-            0,
-            true,
-            0.0,
-        );
+        let z = Tensor::zeros([t, h], (s.kind(), s.device())).index_add(0, edges.query(), &ex);
         let z_safe = z.where_scalarother(&has, 1.0);
         let lse = z_safe.log() + max;
         (lse, ex, z_safe)
