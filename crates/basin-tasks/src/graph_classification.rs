@@ -943,4 +943,45 @@ mod tests {
             u64::MAX
         );
     }
+
+    #[test]
+    fn readout_hidden_adds_a_hidden_layer_before_the_class_logits() {
+        let shapes = |hidden| {
+            let cfg = GraphClassifierConfig {
+                readout: Readout::ClsMeanSize,
+                readout_hidden: hidden,
+                ..GraphClassifierConfig::default()
+            };
+            let vs = nn::VarStore::new(Device::Cpu);
+            let _model = GraphClassifier::new(&vs.root(), &cfg, 5, 3).unwrap();
+            let mut v: Vec<(String, Vec<i64>)> = vs
+                .variables()
+                .into_iter()
+                .filter(|(n, _)| n.starts_with("readout"))
+                .map(|(n, t)| (n, t.size()))
+                .collect();
+            v.sort();
+            (cfg.block.dim, v)
+        };
+        // Linear (the papers): one map from CLS ⊕ mean ⊕ size-scaled mean to the classes, under
+        // the name existing checkpoints use.
+        let (d, linear) = shapes(None);
+        assert_eq!(
+            linear,
+            [
+                ("readout.bias".to_string(), vec![3]),
+                ("readout.weight".to_string(), vec![3, 3 * d]),
+            ]
+        );
+        let (d, mlp) = shapes(Some(16));
+        assert_eq!(
+            mlp,
+            [
+                ("readout.bias".to_string(), vec![3]),
+                ("readout.weight".to_string(), vec![3, 16]),
+                ("readout_hidden.bias".to_string(), vec![16]),
+                ("readout_hidden.weight".to_string(), vec![16, 3 * d]),
+            ]
+        );
+    }
 }
