@@ -53,6 +53,30 @@ pub fn rings_and_stars(count: usize) -> GraphDataset {
     classified("shapes", graphs, labels, 2)
 }
 
+/// The cross-entropy of the untrained classifier `cfg` (seed `seed`, evaluation mode, no
+/// label smoothing) on the graphs `items` of `data`, with attributes standardised on `items`:
+/// where training starts. ln C for a classifier that has no opinion yet.
+pub fn untrained_loss(
+    data: &Arc<GraphDataset>,
+    cfg: &GraphClassifierConfig,
+    items: &[usize],
+    seed: u64,
+) -> f64 {
+    let pe = dataset_pe(data, &cfg.batching)
+        .expect("encodings")
+        .map(Arc::new);
+    let mut learner = GraphClassifierLearner::new(data.clone(), pe, cfg, items, seed, Device::Cpu)
+        .expect("learner");
+    let labels = data.targets.classes().expect("class targets");
+    let scores = learner.predict(items).expect("predict");
+    let nll: f64 = items
+        .iter()
+        .zip(&scores.0)
+        .map(|(&i, p)| -p[labels[i]].ln())
+        .sum();
+    nll / items.len() as f64
+}
+
 /// Test accuracy of the graph classifier `cfg` trained on `split` of `data` for `epochs` epochs
 /// (one run, seed 0, CPU, AdamW at lr 3·10⁻³): what the learning tests of each family assert on.
 pub fn graph_classifier_accuracy(
