@@ -12,7 +12,7 @@ use basin_graph::KFoldConfig;
 use basin_graph::tu::load_tu;
 use basin_tasks::baselines::{GinConfig, GinLearner, MlpConfig, PooledFeaturesLearner};
 use basin_tasks::graph_classification::{
-    GraphClassifierConfig, GraphClassifierLearner, dataset_pe, graph_classes,
+    GraphClassifierConfig, GraphClassifierLearner, Readout, dataset_pe, graph_classes,
 };
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{
@@ -130,8 +130,23 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         .params::<Langevin>()
         .map(|l| format!(", Langevin σ = {}", l.sigma))
         .unwrap_or_default();
+    let seen = match model.readout {
+        Readout::Cls => "CLS",
+        Readout::ClsMean => "CLS ‖ mean of the nodes",
+        Readout::ClsMeanSize => "CLS ‖ mean ‖ ln(n + 1)·mean",
+        Readout::Nodes => "every node",
+    };
+    let head = match model.readout_hidden {
+        Some(h) => format!("an MLP (hidden {h})"),
+        None => "a linear map".into(),
+    };
+    let start = if model.readout_zero_init {
+        ", last layer started at zero"
+    } else {
+        ""
+    };
     format!(
-        "D = {}, {attention} {heads} × {head_dim}, K = {} ({:?}), {} blocks × {} steps of `{}` dynamics (α = {}{noise})",
+        "D = {}, {attention} {heads} × {head_dim}, K = {} ({:?}), {} blocks × {} steps of `{}` dynamics (α = {}{noise}); readout of {seen} by {head}{start}",
         b.dim,
         hop.as_ref().map_or(0, |h| h.memories),
         hop.as_ref().map(|h| h.activation),
@@ -458,6 +473,18 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A report names the readout its model ran with, not only the block.
+    #[test]
+    fn the_model_line_names_the_readout() {
+        let cpu = describe(&basin_et::graph::tu_cpu());
+        assert!(
+            cpu.ends_with("readout of CLS ‖ mean ‖ ln(n + 1)·mean by an MLP (hidden 64), last layer started at zero"),
+            "{cpu}"
+        );
+        let paper = describe(&basin_et::graph::tu_paper());
+        assert!(paper.ends_with("readout of CLS by a linear map"), "{paper}");
+    }
 
     /// The schedule spans the run whatever the number of batches per epoch: peak after a sixth
     /// of the epochs, lr/200 at the end (a step count fixed in advance ended it early or late).
