@@ -102,17 +102,21 @@ fn a_cdat_classifier_learns_shapes_from_structure() {
     assert!(acc > 0.9, "accuracy {acc} (chance 0.5)");
 }
 
-/// The CPU preset's untrained classifier sits at loss ln C on real TU sets (ENZYMES' raw
-/// attributes span −213 to 762).
+/// With `readout_zero_init` the CPU preset's untrained classifier sits at loss ln C on real TU
+/// sets (ENZYMES' raw attributes span −213 to 762).
 #[test]
-fn the_cpu_preset_starts_at_ln_c_on_tu_sets() {
+fn a_zero_started_readout_starts_at_ln_c_on_tu_sets() {
     let _g = lock_generator();
     for name in ["MUTAG", "ENZYMES"] {
         let dir = basin_graph::require_data!(&format!("tu/{name}"));
         let data = Arc::new(basin_graph::tu::load_tu(&dir).unwrap());
         let classes = data.targets.classes().unwrap().iter().max().unwrap() + 1;
         let items: Vec<usize> = (0..data.graphs.len()).step_by(3).collect();
-        let loss = untrained_loss(&data, &tu_cpu(), &items, 0);
+        let cfg = GraphClassifierConfig {
+            readout_zero_init: true,
+            ..tu_cpu()
+        };
+        let loss = untrained_loss(&data, &cfg, &items, 0);
         let want = (classes as f64).ln();
         assert!(
             (loss - want).abs() < 1e-6,

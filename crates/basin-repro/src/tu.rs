@@ -477,7 +477,10 @@ mod tests {
     /// A report names the readout its model ran with, not only the block.
     #[test]
     fn the_model_line_names_the_readout() {
-        let cpu = describe(&basin_et::graph::tu_cpu());
+        let cpu = describe(&GraphClassifierConfig {
+            readout_zero_init: true,
+            ..basin_et::graph::tu_cpu()
+        });
         assert!(
             cpu.ends_with("readout of CLS ‖ mean ‖ ln(n + 1)·mean by an MLP (hidden 64), last layer started at zero"),
             "{cpu}"
