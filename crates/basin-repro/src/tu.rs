@@ -140,10 +140,10 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         Some(h) => format!("an MLP (hidden {h})"),
         None => "a linear map".into(),
     };
-    let start = if model.readout_zero_init {
-        ", last layer started at zero"
-    } else {
-        ""
+    let start = match model.readout_init_gain {
+        1.0 => String::new(),
+        0.0 => ", last layer started at zero".into(),
+        g => format!(", last layer started at {g} × Kaiming"),
     };
     format!(
         "D = {}, {attention} {heads} × {head_dim}, K = {} ({:?}), {} blocks × {} steps of `{}` dynamics (α = {}{noise}); readout of {seen} by {head}{start}",
@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn the_model_line_names_the_readout() {
         let cpu = describe(&GraphClassifierConfig {
-            readout_zero_init: true,
+            readout_init_gain: 0.0,
             ..basin_et::graph::tu_cpu()
         });
         assert!(
