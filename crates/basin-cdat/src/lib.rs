@@ -341,7 +341,9 @@ pub mod anomaly {
     /// at 10⁻³, one run each): Table 8's row 79.44 at 100 epochs, α = 1 81.57, α = 1 without
     /// noise 81.82, α = 1 without noise or drive dropout 82.03. At Table 8's α = 0.1 and
     /// ω₀ = 1 each step shrinks a token by 1 − α(1 + ω) = 0.8 before the drive, and training
-    /// was still improving at its last epochs.
+    /// was still improving at its last epochs. In `cdat-table2 --cpu` (2 runs of 200 epochs)
+    /// its test AUC was 70.89, 82.04 and 84.10 at 1 %, 40 % and 70 %, against the floor's
+    /// 70.68, 81.94 and 82.70.
     pub fn tolokers() -> NodeAnomalyConfig {
         let dynamics = ControlledConfig {
             alpha: 1.0,
