@@ -428,7 +428,7 @@ pub mod anomaly {
         }
     }
 
-    /// Parameters the reference allocates and counts (Table 13) beyond [`reference`]'s: the
+    /// Parameters the reference allocates and counts (Table 13) beyond [`reference()`]'s: the
     /// unused per-node `pos_embedding` (`nodes × D`) and, in each of its `layers` ET layers
     /// (the shared one and `layers_out`), an unused output projection (D² + D), a second
     /// LayerNorm (2D) and a second scalar (spec §2.4).
