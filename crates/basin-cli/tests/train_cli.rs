@@ -418,6 +418,18 @@ fn one_bad_value_per_field_is_refused_naming_the_field() {
             "readout_dropout = 0.0\nreadout_hidden = 0",
             "readout_hidden",
         ),
+        (
+            "graph",
+            "readout_init_gain = 0.1",
+            "readout_init_gain = -1.0",
+            "readout_init_gain",
+        ),
+        (
+            "graph",
+            "readout_init_gain = 0.1",
+            "readout_init_gain = nan",
+            "readout_init_gain",
+        ),
         ("graph", "dim = 32", "dim = -5", "dim"),
         ("graph", "steps = 2", "steps = 0", "steps"),
         ("graph", "head_dim = 8", "head_dim = 0", "head_dim"),

@@ -249,8 +249,8 @@ pub mod graph {
     /// preset starts within 0.05 of ln C (Kaiming's: 2.8–3.1 on ENZYMES, ln 6 = 1.79;
     /// 0.55–2.15 on MUTAG and PROTEINS, ln 2 = 0.69). Leak-free test accuracy, fold seed 0,
     /// against Kaiming: ENZYMES 62.2 (63.0), PROTEINS 74.8 (75.2), MUTAG over 3 × 10 folds
-    /// 82.3 (82.8), within the spread of fold seeds; a zero start measured lower (60.3,
-    /// 73.1, 82.3).
+    /// 82.3 (82.8), each within the spread of fold seeds but all lower; a zero start
+    /// measured 60.3, 73.1 and 82.3.
     pub fn tu_cpu() -> GraphClassifierConfig {
         let mut cfg = model(32, 4, 8, 128, 2, 2);
         cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.02);
