@@ -1130,6 +1130,15 @@ impl EtPaperProtocol {
 
 // ---------------------------------------------------------------------- nested selection
 
+/// One candidate of a [`NestedCrossValidation`] grid: model hyperparameters that may also set
+/// their own training (a learning rate searched beside the model's widths, say).
+pub trait Candidate: Serialize {
+    /// The training of this candidate, given the protocol's (default: the protocol's as is).
+    fn train(&self, protocol: &TrainConfig) -> TrainConfig {
+        protocol.clone()
+    }
+}
+
 /// Repeated stratified k-fold cross-validation with hyperparameter selection **inside** each
 /// training part (the MIL protocol of the Hopfield paper): for every outer fold, each candidate
 /// of `grid` is scored by an inner stratified k-fold over the outer training part only; the best
@@ -1170,7 +1179,7 @@ impl Default for NestedCrossValidation {
 impl NestedCrossValidation {
     /// Runs the procedure. `target[i]` is item `i`'s class; `make(candidate, train_items, seed)`
     /// builds a fresh learner (it may fit feature statistics on `train_items` only).
-    pub fn run<L: Learner, H: Serialize>(
+    pub fn run<L: Learner, H: Candidate>(
         &self,
         name: &str,
         target: &[f64],
@@ -1217,13 +1226,14 @@ impl NestedCrossValidation {
                 )
                 .map_err(graph_err)?;
                 let mut scores = Vec::with_capacity(grid.len());
-                for (c, cand) in grid.iter().enumerate() {
+                // A single candidate needs no scoring.
+                for (c, cand) in grid.iter().enumerate().filter(|_| grid.len() > 1) {
                     let mut vals = Vec::new();
                     for (i, isplit) in inner.iter().enumerate() {
                         let mut learner = make(cand, &ids(&isplit.train), seed)?;
                         let runner = Runner {
                             name: format!("{name}/repeat-{r}/fold-{f}/candidate-{c}/inner-{i}"),
-                            train: self.train.clone(),
+                            train: cand.train(&self.train),
                             seed,
                             dir: None,
                             device: device.into(),
@@ -1252,7 +1262,7 @@ impl NestedCrossValidation {
                 let mut learner = make(&grid[best], &ids(&split.train), seed)?;
                 let runner = Runner {
                     name: format!("{name}/repeat-{r}/fold-{f}"),
-                    train: self.train.clone(),
+                    train: grid[best].train(&self.train),
                     seed,
                     dir: None,
                     device: device.into(),
@@ -1261,8 +1271,9 @@ impl NestedCrossValidation {
                 };
                 let mut rec = fold_runs(split, target, self.metric, &runner, &mut learner)?;
                 rec.summary.insert("chosen_candidate".into(), best as f64);
-                rec.summary
-                    .insert("inner_score_of_chosen".into(), scores[best]);
+                if let Some(&score) = scores.get(best) {
+                    rec.summary.insert("inner_score_of_chosen".into(), score);
+                }
                 tracing::info!(
                     "{name} repeat {r} fold {f}: candidate {best}, test {key} {:.4}",
                     rec.summary
