@@ -83,13 +83,21 @@ fn et_table1_quick() {
 #[test]
 fn et_table2_quick() {
     basin_graph::require_data!("tu/MUTAG");
+    // `--repeats` repeats the model's folds and the baselines' alike.
     let md = reproduce(
         "et-table2",
-        &["--dataset", "MUTAG"],
-        &["MUTAG/ET/energy.png", "MUTAG/loss.png"],
+        &["--dataset", "MUTAG", "--repeats", "2"],
+        &[
+            "MUTAG/ET/energy.png",
+            "MUTAG/loss.png",
+            "MUTAG/ET/cv/repeat-1/fold-2/record.json",
+            "MUTAG/baseline-pooled/repeat-1/fold-2/record.json",
+            "MUTAG/baseline-gin/repeat-1/fold-2/record.json",
+        ],
     );
     assert!(
         md.contains("| MUTAG | 188 |")
+            && md.contains("3-fold cross-validation × 2 repeat(s)")
             && md.contains("et-paper")
             && md.contains("- MUTAG / ET: block 0"),
         "{md}"
@@ -209,6 +217,13 @@ fn unknown_tables_presets_and_flags_are_refused_by_name() {
     );
     let err = refused(&["reproduce", "et-table2", "--train-images", "10"]);
     assert!(err.contains("--train-images"), "{err}");
+    let err = refused(&["reproduce", "hopfield-mil", "--repeats", "2"]);
+    assert!(
+        err.contains("--repeats") && err.contains("hopfield-mil"),
+        "{err}"
+    );
+    let err = refused(&["reproduce", "et-table2", "--repeats", "0"]);
+    assert!(err.contains("--repeats"), "{err}");
     let err = refused(&["reproduce", "et-table1", "--dataset", "MUTAG"]);
     assert!(err.contains("MUTAG") && err.contains("tolokers"), "{err}");
 }

@@ -146,6 +146,8 @@ pub struct Overrides {
     pub datasets: Vec<String>,
     /// Number of training images.
     pub train_images: Option<usize>,
+    /// Repeats of the cross-validation (each with its own fold seed), baselines included.
+    pub repeats: Option<usize>,
 }
 
 /// One override, for [`Reproduction::accepts`].
@@ -157,6 +159,8 @@ pub enum Override {
     Dataset,
     /// `--train-images`.
     TrainImages,
+    /// `--repeats`.
+    Repeats,
 }
 
 impl Override {
@@ -165,6 +169,7 @@ impl Override {
             Self::Epochs => "--epochs",
             Self::Dataset => "--dataset",
             Self::TrainImages => "--train-images",
+            Self::Repeats => "--repeats",
         }
     }
 }
@@ -264,6 +269,7 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
         (o.epochs.is_some(), Override::Epochs),
         (!o.datasets.is_empty(), Override::Dataset),
         (o.train_images.is_some(), Override::TrainImages),
+        (o.repeats.is_some(), Override::Repeats),
     ] {
         if given && !table.accepts().contains(&which) {
             return Err(ReproError::config(

@@ -66,10 +66,13 @@ fn protocol(preset: Preset, datasets: &[&str], models: Vec<TuModel>) -> TuOption
     }
 }
 
-/// `opts` with the `--epochs` override applied.
+/// `opts` with the `--epochs` and `--repeats` overrides applied.
 fn finish(mut opts: TuOptions, ctx: &Context) -> TuOptions {
     if let Some(e) = ctx.overrides.epochs {
         opts.epochs = e;
+    }
+    if let Some(r) = ctx.overrides.repeats {
+        opts.repeats = r;
     }
     opts
 }
@@ -109,7 +112,7 @@ impl Reproduction for CdatTable1 {
         &[Preset::Paper, Preset::Cpu, Preset::Quick]
     }
     fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
+        &[Override::Epochs, Override::Dataset, Override::Repeats]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
@@ -241,7 +244,7 @@ impl Reproduction for CdatTable3 {
         &[Preset::Paper, Preset::Cpu, Preset::Quick]
     }
     fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
+        &[Override::Epochs, Override::Dataset, Override::Repeats]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         // DD graphs reach 500 nodes: on a CPU the sweep runs NCI1; the quick run uses MUTAG
@@ -366,7 +369,7 @@ impl Reproduction for CdatTable11 {
         &[Preset::Paper, Preset::Cpu, Preset::Quick]
     }
     fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
+        &[Override::Epochs, Override::Dataset, Override::Repeats]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {

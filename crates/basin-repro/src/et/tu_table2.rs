@@ -45,12 +45,15 @@ impl Reproduction for EtTable2 {
         &[Preset::Paper, Preset::Cpu, Preset::Quick]
     }
     fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
+        &[Override::Epochs, Override::Dataset, Override::Repeats]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let mut opts = options(ctx.preset);
         if let Some(e) = ctx.overrides.epochs {
             opts.epochs = e;
+        }
+        if let Some(r) = ctx.overrides.repeats {
+            opts.repeats = r;
         }
         let default: Vec<&str> = opts.datasets.iter().map(String::as_str).collect();
         opts.datasets = selected(self, ctx, &default);
