@@ -1,6 +1,7 @@
 //! The HopfieldPooling bag classifier finds the witness instance of positive bags, and nested
 //! cross-validation trains each candidate with its own learning rate: of a candidate that
-//! cannot move (lr 1e-9) and one that can, the inner folds choose the second every time.
+//! cannot move (lr 1e-9) and one that can, the inner folds choose the second every time; with
+//! the epoch count chosen on the inner folds, the final model trains exactly that many epochs.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use basin_graph::KFoldConfig;
 use basin_graph::mil::{Bag, MilDataset};
 use basin_tasks::bag_classification::{BagClassifierConfig, BagClassifierLearner};
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{Candidate, Metric, NestedCrossValidation};
+use basin_train::protocol::{Candidate, EpochChoice, Metric, NestedCrossValidation};
 use basin_train::runner::TrainConfig;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -70,6 +71,7 @@ fn nested_selection_trains_each_candidate_with_its_own_learning_rate() {
             optim: OptimConfig::default(),
             ..TrainConfig::default()
         },
+        epochs: EpochChoice::ValidationSplit,
     };
     assert_eq!(grid[0].train(&protocol.train).optim.lr, 1e-9);
     let d = data.clone();
@@ -92,6 +94,62 @@ fn nested_selection_trains_each_candidate_with_its_own_learning_rate() {
         .unwrap();
     for run in &report.runs {
         assert_eq!(run.summary["chosen_candidate"], 1.0, "{:?}", run.summary);
+    }
+    let (auc, _) = report.aggregate["test_auc"];
+    assert!(auc > 0.9, "test AUC {auc}");
+}
+
+#[test]
+fn inner_folds_choose_the_epoch_count_of_the_final_model() {
+    let data = witness_bags();
+    let target: Vec<f64> = data.labels().iter().map(|&l| f64::from(l)).collect();
+    let protocol = NestedCrossValidation {
+        outer: KFoldConfig {
+            folds: 3,
+            val_ratio: 0.2,
+            seed: 0,
+        },
+        inner_folds: 2,
+        repeats: 1,
+        metric: Metric::RocAuc,
+        train: TrainConfig {
+            epochs: 12,
+            optim: OptimConfig {
+                lr: 1e-2,
+                ..OptimConfig::default()
+            },
+            ..TrainConfig::default()
+        },
+        epochs: EpochChoice::InnerFolds,
+    };
+    let d = data.clone();
+    let report = protocol
+        .run(
+            "witness",
+            &target,
+            &[BagClassifierConfig::new(16, 2, 0.0, 8)],
+            |c, train, seed| {
+                Ok(BagClassifierLearner::new(
+                    d.clone(),
+                    c,
+                    train,
+                    seed,
+                    Device::Cpu,
+                )?)
+            },
+            "cpu",
+        )
+        .unwrap();
+    for run in &report.runs {
+        let n = run.summary["chosen_epochs"];
+        assert!((1.0..=12.0).contains(&n), "{:?}", run.summary);
+        assert_eq!(
+            run.epochs.len() as f64,
+            n,
+            "trained {} epochs",
+            run.epochs.len()
+        );
+        assert!(run.summary.contains_key("inner_score_of_chosen"));
     }
     let (auc, _) = report.aggregate["test_auc"];
     assert!(auc > 0.9, "test AUC {auc}");

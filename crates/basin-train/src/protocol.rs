@@ -1158,6 +1158,23 @@ pub struct NestedCrossValidation {
     pub metric: Metric,
     /// Training.
     pub train: TrainConfig,
+    /// How the final model's number of epochs is chosen.
+    pub epochs: EpochChoice,
+}
+
+/// How [`NestedCrossValidation`] chooses the final model's epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EpochChoice {
+    /// The best epoch on a validation split (`outer.val_ratio`) of the outer training part;
+    /// the inner folds score each candidate at its own validation-chosen epoch.
+    #[default]
+    ValidationSplit,
+    /// The epoch count is a hyperparameter: each candidate is scored at the epoch where its mean
+    /// curve over the inner test folds peaks, and the final model trains on the whole outer
+    /// training part for that many epochs (no split is held back; with a few dozen bags a
+    /// 10 % validation split holds a handful).
+    InnerFolds,
 }
 
 impl Default for NestedCrossValidation {
@@ -1172,8 +1189,49 @@ impl Default for NestedCrossValidation {
             repeats: 5,
             metric: Metric::RocAuc,
             train: TrainConfig::default(),
+            epochs: EpochChoice::default(),
         }
     }
+}
+
+/// Trains on `train` and keeps the final epoch; its summary has the final test score, and with
+/// `curve` every epoch's record has the test score too (evaluation mode).
+fn curve_run<L: Learner>(
+    train: &[usize],
+    test: &[usize],
+    curve: bool,
+    target: &[f64],
+    metric: Metric,
+    runner: &Runner,
+    learner: &mut L,
+) -> Result<RunRecord, TrainError> {
+    let key = metric.name();
+    let targets = Targets::from(target);
+    let test_y = targets.pick(test);
+    runner.fit(
+        learner,
+        train,
+        &[("train", train), ("test", test)],
+        |l, epoch, _| {
+            let mut metrics = BTreeMap::new();
+            if curve {
+                let v = metric.eval(&l.predict(test)?, &test_y)?.0;
+                metrics.insert(format!("curve_test_{key}"), v);
+            }
+            Ok(Validation {
+                metrics,
+                // The last epoch is kept.
+                score: epoch as f64,
+                ..Validation::default()
+            })
+        },
+        |l, _| {
+            Ok(BTreeMap::from([(
+                format!("test_{key}"),
+                metric.eval(&l.predict(test)?, &test_y)?.0,
+            )]))
+        },
+    )
 }
 
 impl NestedCrossValidation {
@@ -1226,11 +1284,27 @@ impl NestedCrossValidation {
                 )
                 .map_err(graph_err)?;
                 let mut scores = Vec::with_capacity(grid.len());
-                // A single candidate needs no scoring.
-                for (c, cand) in grid.iter().enumerate().filter(|_| grid.len() > 1) {
+                let mut epochs = Vec::with_capacity(grid.len());
+                let sign = if self.metric == Metric::Mae {
+                    -1.0
+                } else {
+                    1.0
+                };
+                // A single candidate needs no scoring, unless its epochs are chosen here.
+                let score_inner = grid.len() > 1 || self.epochs == EpochChoice::InnerFolds;
+                for (c, cand) in grid.iter().enumerate().filter(|_| score_inner) {
                     let mut vals = Vec::new();
+                    let mut curves: Vec<Vec<f64>> = Vec::new();
                     for (i, isplit) in inner.iter().enumerate() {
-                        let mut learner = make(cand, &ids(&isplit.train), seed)?;
+                        let inner_train: Vec<usize> = if self.epochs == EpochChoice::InnerFolds {
+                            ids(&isplit.train)
+                                .into_iter()
+                                .chain(ids(&isplit.val))
+                                .collect()
+                        } else {
+                            ids(&isplit.train)
+                        };
+                        let mut learner = make(cand, &inner_train, seed)?;
                         let runner = Runner {
                             name: format!("{name}/repeat-{r}/fold-{f}/candidate-{c}/inner-{i}"),
                             train: cand.train(&self.train),
@@ -1240,6 +1314,25 @@ impl NestedCrossValidation {
                             config: config.clone(),
                             progress: false,
                         };
+                        if self.epochs == EpochChoice::InnerFolds {
+                            let rec = curve_run(
+                                &inner_train,
+                                &ids(&isplit.test),
+                                true,
+                                target,
+                                self.metric,
+                                &runner,
+                                &mut learner,
+                            )?;
+                            let curve_key = format!("curve_test_{key}");
+                            curves.push(
+                                rec.epochs
+                                    .iter()
+                                    .map(|e| e.metrics.get(&curve_key).copied().unwrap_or(f64::NAN))
+                                    .collect(),
+                            );
+                            continue;
+                        }
                         let rec = fold_runs(isplit, target, self.metric, &runner, &mut learner)?;
                         vals.push(
                             rec.summary
@@ -1248,28 +1341,72 @@ impl NestedCrossValidation {
                                 .unwrap_or(f64::NAN),
                         );
                     }
-                    let mean = vals.iter().sum::<f64>() / vals.len().max(1) as f64;
-                    scores.push(if self.metric == Metric::Mae {
-                        -mean
+                    if self.epochs == EpochChoice::InnerFolds {
+                        // The mean curve over the inner folds; its peak (the earliest of ties).
+                        let len = curves.iter().map(Vec::len).min().unwrap_or(0);
+                        let mean: Vec<f64> = (0..len)
+                            .map(|e| {
+                                sign * curves.iter().map(|c| c[e]).sum::<f64>()
+                                    / curves.len() as f64
+                            })
+                            .collect();
+                        let peak = mean
+                            .iter()
+                            .enumerate()
+                            .fold(0, |b, (e, &v)| if v > mean[b] { e } else { b });
+                        scores.push(mean.get(peak).copied().unwrap_or(f64::NAN));
+                        epochs.push(peak + 1);
                     } else {
-                        mean
-                    });
+                        let mean = vals.iter().sum::<f64>() / vals.len().max(1) as f64;
+                        scores.push(sign * mean);
+                    }
                 }
                 let best = scores
                     .iter()
                     .enumerate()
                     .fold(0, |b, (i, &s)| if s > scores[b] { i } else { b });
-                let mut learner = make(&grid[best], &ids(&split.train), seed)?;
-                let runner = Runner {
-                    name: format!("{name}/repeat-{r}/fold-{f}"),
-                    train: grid[best].train(&self.train),
-                    seed,
-                    dir: None,
-                    device: device.into(),
-                    config: config.clone(),
-                    progress: false,
+                let mut train = grid[best].train(&self.train);
+                let mut rec = if let Some(&n) = epochs.get(best) {
+                    // The whole outer training part, for the inner folds' epoch count.
+                    train.epochs = n;
+                    let all: Vec<usize> = ids(&split.train)
+                        .into_iter()
+                        .chain(ids(&split.val))
+                        .collect();
+                    let mut learner = make(&grid[best], &all, seed)?;
+                    let runner = Runner {
+                        name: format!("{name}/repeat-{r}/fold-{f}"),
+                        train,
+                        seed,
+                        dir: None,
+                        device: device.into(),
+                        config: config.clone(),
+                        progress: false,
+                    };
+                    let mut rec = curve_run(
+                        &all,
+                        &ids(&split.test),
+                        false,
+                        target,
+                        self.metric,
+                        &runner,
+                        &mut learner,
+                    )?;
+                    rec.summary.insert("chosen_epochs".into(), n as f64);
+                    rec
+                } else {
+                    let mut learner = make(&grid[best], &ids(&split.train), seed)?;
+                    let runner = Runner {
+                        name: format!("{name}/repeat-{r}/fold-{f}"),
+                        train,
+                        seed,
+                        dir: None,
+                        device: device.into(),
+                        config: config.clone(),
+                        progress: false,
+                    };
+                    fold_runs(split, target, self.metric, &runner, &mut learner)?
                 };
-                let mut rec = fold_runs(split, target, self.metric, &runner, &mut learner)?;
                 rec.summary.insert("chosen_candidate".into(), best as f64);
                 if let Some(&score) = scores.get(best) {
                     rec.summary.insert("inner_score_of_chosen".into(), score);

@@ -10,7 +10,7 @@ use basin_graph::KFoldConfig;
 use basin_graph::mil::{load_csv, load_prtools_zip};
 use basin_tasks::bag_classification::{BagClassifierConfig, BagClassifierLearner};
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{Metric, NestedCrossValidation, ProtocolReport};
+use basin_train::protocol::{EpochChoice, Metric, NestedCrossValidation, ProtocolReport};
 use basin_train::runner::TrainConfig;
 use serde::Deserialize;
 
@@ -128,6 +128,7 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
             },
             ..TrainConfig::default()
         },
+        epochs: EpochChoice::ValidationSplit,
     };
     let grid: Vec<BagClassifierConfig> = if quick {
         vec![BagClassifierConfig::new(32, 2, 0.0, 16)]
@@ -145,8 +146,11 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
             grid.len()
         ),
     ));
-    md.push_str(&format!("Protocol: {} repeat(s) of stratified {}-fold cross-validation; {} hyperparameter candidates (listed below) chosen by an inner stratified {}-fold cross-validation of each outer training part; epochs picked on a 10 % validation split of the training part; instances standardised with the training bags' statistics. Training: AdamW, lr 1e-3 unless the candidate sets its own, wd 1e-4, gradient norm clipped at 1, {} epochs, batches of 16 bags. Metric: ROC-AUC (×100) of the bag scores.\n\n",
-        protocol.repeats, protocol.outer.folds, grid.len(), protocol.inner_folds, protocol.train.epochs));
+    md.push_str(&format!("Protocol: {} repeat(s) of stratified {}-fold cross-validation; {} hyperparameter candidates (listed below) chosen by an inner stratified {}-fold cross-validation of each outer training part; {}; instances standardised with the training bags' statistics. Training: AdamW, lr 1e-3 unless the candidate sets its own, wd 1e-4, gradient norm clipped at 1, {} epochs, batches of 16 bags. Metric: ROC-AUC (×100) of the bag scores.\n\n",
+        protocol.repeats, protocol.outer.folds, grid.len(), protocol.inner_folds, match protocol.epochs {
+            EpochChoice::ValidationSplit => "the final model's epoch picked on a 10 % validation split of the outer training part",
+            EpochChoice::InnerFolds => "the epoch count chosen with the candidate (the peak of its mean inner-fold curve), the final model trained that many epochs on the whole outer training part",
+        }, protocol.train.epochs));
     md.push_str("| dataset | bags | instances | slides (Hopfield) | ours: AUC (mean ± std over repeats) | AUC (over folds) | wall (s) |\n|---|---|---|---|---|---|---|\n");
     let mut missing = Missing::default();
     let mut ran = Vec::new();
