@@ -10,7 +10,9 @@ use basin_graph::KFoldConfig;
 use basin_graph::mil::{Bag, MilDataset};
 use basin_tasks::bag_classification::{BagClassifierConfig, BagClassifierLearner};
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{Candidate, EpochChoice, Metric, NestedCrossValidation};
+use basin_train::protocol::{
+    Candidate, EpochChoice, Metric, NestedCrossValidation, ProtocolReport,
+};
 use basin_train::runner::TrainConfig;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -46,18 +48,9 @@ fn witness_bags() -> Arc<MilDataset> {
     })
 }
 
-#[test]
-fn nested_selection_trains_each_candidate_with_its_own_learning_rate() {
-    let data = witness_bags();
-    let target: Vec<f64> = data.labels().iter().map(|&l| f64::from(l)).collect();
-    let candidate = |lr| BagClassifierConfig {
-        lr: Some(lr),
-        bag_dropout: 0.25,
-        beta: Some(1.0),
-        ..BagClassifierConfig::new(16, 2, 0.0, 8)
-    };
-    let grid = [candidate(1e-9), candidate(1e-2)];
-    let protocol = NestedCrossValidation {
+/// Three outer folds, two inner, one repeat; AUC.
+fn protocol(epochs: usize, lr: f64, choice: EpochChoice) -> NestedCrossValidation {
+    NestedCrossValidation {
         outer: KFoldConfig {
             folds: 3,
             val_ratio: 0.2,
@@ -67,22 +60,29 @@ fn nested_selection_trains_each_candidate_with_its_own_learning_rate() {
         repeats: 1,
         metric: Metric::RocAuc,
         train: TrainConfig {
-            epochs: 15,
-            optim: OptimConfig::default(),
+            epochs,
+            optim: OptimConfig {
+                lr,
+                ..OptimConfig::default()
+            },
             ..TrainConfig::default()
         },
-        epochs: EpochChoice::ValidationSplit,
-    };
-    assert_eq!(grid[0].train(&protocol.train).optim.lr, 1e-9);
-    let d = data.clone();
-    let report = protocol
+        epochs: choice,
+    }
+}
+
+/// Runs `protocol` on the witness bags.
+fn run(protocol: &NestedCrossValidation, grid: &[BagClassifierConfig]) -> ProtocolReport {
+    let data = witness_bags();
+    let target: Vec<f64> = data.labels().iter().map(|&l| f64::from(l)).collect();
+    protocol
         .run(
             "witness",
             &target,
-            &grid,
+            grid,
             |c, train, seed| {
                 Ok(BagClassifierLearner::new(
-                    d.clone(),
+                    data.clone(),
                     c,
                     train,
                     seed,
@@ -91,7 +91,21 @@ fn nested_selection_trains_each_candidate_with_its_own_learning_rate() {
             },
             "cpu",
         )
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn nested_selection_trains_each_candidate_with_its_own_learning_rate() {
+    let candidate = |lr| BagClassifierConfig {
+        lr: Some(lr),
+        bag_dropout: 0.25,
+        beta: Some(1.0),
+        ..BagClassifierConfig::new(16, 2, 0.0, 8)
+    };
+    let grid = [candidate(1e-9), candidate(1e-2)];
+    let protocol = protocol(15, 1e-3, EpochChoice::ValidationSplit);
+    assert_eq!(grid[0].train(&protocol.train).optim.lr, 1e-9);
+    let report = run(&protocol, &grid);
     for run in &report.runs {
         assert_eq!(run.summary["chosen_candidate"], 1.0, "{:?}", run.summary);
     }
@@ -101,45 +115,10 @@ fn nested_selection_trains_each_candidate_with_its_own_learning_rate() {
 
 #[test]
 fn inner_folds_choose_the_epoch_count_of_the_final_model() {
-    let data = witness_bags();
-    let target: Vec<f64> = data.labels().iter().map(|&l| f64::from(l)).collect();
-    let protocol = NestedCrossValidation {
-        outer: KFoldConfig {
-            folds: 3,
-            val_ratio: 0.2,
-            seed: 0,
-        },
-        inner_folds: 2,
-        repeats: 1,
-        metric: Metric::RocAuc,
-        train: TrainConfig {
-            epochs: 12,
-            optim: OptimConfig {
-                lr: 1e-2,
-                ..OptimConfig::default()
-            },
-            ..TrainConfig::default()
-        },
-        epochs: EpochChoice::InnerFolds,
-    };
-    let d = data.clone();
-    let report = protocol
-        .run(
-            "witness",
-            &target,
-            &[BagClassifierConfig::new(16, 2, 0.0, 8)],
-            |c, train, seed| {
-                Ok(BagClassifierLearner::new(
-                    d.clone(),
-                    c,
-                    train,
-                    seed,
-                    Device::Cpu,
-                )?)
-            },
-            "cpu",
-        )
-        .unwrap();
+    let report = run(
+        &protocol(12, 1e-2, EpochChoice::InnerFolds),
+        &[BagClassifierConfig::new(16, 2, 0.0, 8)],
+    );
     for run in &report.runs {
         let n = run.summary["chosen_epochs"];
         assert!((1.0..=12.0).contains(&n), "{:?}", run.summary);

@@ -1366,26 +1366,30 @@ impl NestedCrossValidation {
                     .enumerate()
                     .fold(0, |b, (i, &s)| if s > scores[b] { i } else { b });
                 let mut train = grid[best].train(&self.train);
-                let mut rec = if let Some(&n) = epochs.get(best) {
-                    // The whole outer training part, for the inner folds' epoch count.
+                let chosen_epochs = epochs.get(best).copied();
+                if let Some(n) = chosen_epochs {
                     train.epochs = n;
+                }
+                let runner = Runner {
+                    name: format!("{name}/repeat-{r}/fold-{f}"),
+                    train,
+                    seed,
+                    dir: None,
+                    device: device.into(),
+                    config: config.clone(),
+                    progress: false,
+                };
+                let mut rec = if let Some(n) = chosen_epochs {
+                    // The whole outer training part, for the inner folds' epoch count.
                     let all: Vec<usize> = ids(&split.train)
                         .into_iter()
                         .chain(ids(&split.val))
                         .collect();
                     let mut learner = make(&grid[best], &all, seed)?;
-                    let runner = Runner {
-                        name: format!("{name}/repeat-{r}/fold-{f}"),
-                        train,
-                        seed,
-                        dir: None,
-                        device: device.into(),
-                        config: config.clone(),
-                        progress: false,
-                    };
+                    let test = ids(&split.test);
                     let mut rec = curve_run(
                         &all,
-                        &ids(&split.test),
+                        &test,
                         false,
                         target,
                         self.metric,
@@ -1396,15 +1400,6 @@ impl NestedCrossValidation {
                     rec
                 } else {
                     let mut learner = make(&grid[best], &ids(&split.train), seed)?;
-                    let runner = Runner {
-                        name: format!("{name}/repeat-{r}/fold-{f}"),
-                        train,
-                        seed,
-                        dir: None,
-                        device: device.into(),
-                        config: config.clone(),
-                        progress: false,
-                    };
                     fold_runs(split, target, self.metric, &runner, &mut learner)?
                 };
                 rec.summary.insert("chosen_candidate".into(), best as f64);
