@@ -130,6 +130,14 @@ fn inner_folds_choose_the_epoch_count_of_the_final_model() {
         );
         assert!(run.summary.contains_key("inner_score_of_chosen"));
     }
+    // The count is chosen, not the budget: some fold stops short of the 12 epochs.
+    assert!(
+        report
+            .runs
+            .iter()
+            .any(|r| r.summary["chosen_epochs"] < 12.0),
+        "every fold chose the full budget"
+    );
     let (auc, _) = report.aggregate["test_auc"];
     assert!(auc > 0.9, "test AUC {auc}");
 }

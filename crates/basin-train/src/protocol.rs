@@ -941,7 +941,6 @@ impl CodeCrossValidation {
         out: Option<&Path>,
         device: &str,
     ) -> Result<ProtocolReport, TrainError> {
-        let classes: Vec<i64> = target.iter().map(|&t| t as i64).collect();
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
         let mut runs = Vec::new();
         let plan = self.plan(target.len())?;
@@ -959,24 +958,15 @@ impl CodeCrossValidation {
                 config: config.clone(),
                 progress: true,
             };
-            let y: Vec<i64> = test.iter().map(|&i| classes[i]).collect();
-            let mut record = runner.fit(
-                &mut learner,
+            // No validation: the last epoch is kept.
+            let mut record = final_epoch_run(
                 &train,
-                &[("train", &train), ("test", &test)],
-                // No validation: the last epoch is kept.
-                |_, epoch, _| {
-                    Ok(Validation {
-                        score: epoch as f64,
-                        ..Validation::default()
-                    })
-                },
-                |l, _| {
-                    Ok(BTreeMap::from([(
-                        "test_accuracy".into(),
-                        metrics::accuracy(&y, &l.predict(&test)?.argmax())?,
-                    )]))
-                },
+                &test,
+                false,
+                target,
+                Metric::Accuracy,
+                &runner,
+                &mut learner,
             )?;
             record.selected_epoch = record.epochs.len().checked_sub(1);
             runs.push(record);
@@ -1194,9 +1184,11 @@ impl Default for NestedCrossValidation {
     }
 }
 
-/// Trains on `train` and keeps the final epoch; its summary has the final test score, and with
-/// `curve` every epoch's record has the test score too (evaluation mode).
-fn curve_run<L: Learner>(
+/// Trains on `train` with no validation and keeps the final epoch (the CDAT code's CV, and the
+/// final model of nested CV with inner-fold epochs); its summary has the final test score, and
+/// with `curve` every epoch's record has the test score too (evaluation mode), for selection on
+/// inner folds only.
+fn final_epoch_run<L: Learner>(
     train: &[usize],
     test: &[usize],
     curve: bool,
@@ -1315,7 +1307,7 @@ impl NestedCrossValidation {
                             progress: false,
                         };
                         if self.epochs == EpochChoice::InnerFolds {
-                            let rec = curve_run(
+                            let rec = final_epoch_run(
                                 &inner_train,
                                 &ids(&isplit.test),
                                 true,
@@ -1387,7 +1379,7 @@ impl NestedCrossValidation {
                         .collect();
                     let mut learner = make(&grid[best], &all, seed)?;
                     let test = ids(&split.test);
-                    let mut rec = curve_run(
+                    let mut rec = final_epoch_run(
                         &all,
                         &test,
                         false,
