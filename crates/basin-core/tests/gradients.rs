@@ -153,6 +153,58 @@ fn vmf_attention_passes_the_term_conformance_suite() {
     }
 }
 
+/// On the CPU the dense form goes through the batch in chunks; with one sample per chunk the
+/// conformance suite holds, and energy, gradient and both together equal the whole batch's on
+/// every structure, for plain and vMF attention.
+#[test]
+fn attention_in_batch_chunks_equals_the_whole_batch() {
+    let cfg = AttentionConfig {
+        heads: 3,
+        head_dim: 4,
+        init_std: 0.4,
+        beta: Some(0.7),
+        ..Default::default()
+    };
+    let make = |path: &tch::nn::Path, dim: i64, unit: bool| {
+        let a = EnergyAttention::new(path, dim, &cfg);
+        if unit { a.unit_vectors(1e-12) } else { a }
+    };
+    for unit in [false, true] {
+        conformance::energy_term("attention in chunks", 3, |path, dim| {
+            Box::new(make(path, dim, unit).with_chunk_bytes(1))
+        });
+        basin_core::testing::seeded(12, || {
+            let mut vs = store();
+            let whole = make(&vs.root(), D, unit).with_chunk_bytes(i64::MAX);
+            vs.double();
+            let g = tokens(B, N, D);
+            assert_eq!(whole.dense_chunk_len(&g), B);
+            let structures = conformance::structures(B, N, 3);
+            let want: Vec<_> = structures
+                .iter()
+                .map(|(_, s)| whole.energy_and_grad(&g, s))
+                .collect();
+            let chunked = whole.with_chunk_bytes(1);
+            assert_eq!(chunked.dense_chunk_len(&g), 1);
+            for ((name, s), (e0, d0)) in structures.iter().zip(&want) {
+                let (e1, d1) = chunked.energy_and_grad(&g, s);
+                for (what, got, want) in [
+                    ("energy", &e1, e0),
+                    ("gradient", &d1, d0),
+                    ("energy alone", &chunked.energy(&g, s), e0),
+                    ("gradient alone", &chunked.grad(&g, s), d0),
+                ] {
+                    let err = max_rel_error(got, want, 1e-12);
+                    assert!(
+                        err < 1e-10,
+                        "unit {unit} [{name}]: {what} in chunks differs ({err:e})"
+                    );
+                }
+            }
+        });
+    }
+}
+
 /// CDAT eq. 10: scaling W_Q or W_K by c > 0 changes neither the vMF energy nor its gradient;
 /// the plain attention's energy does change (control).
 #[test]
