@@ -388,8 +388,9 @@ impl EnergyAttention {
         }
     }
 
-    /// How many samples of tokens `g: [B, N, D]` one chunk of the dense form holds: all `B`
-    /// off the CPU, else as many as fit [`Self::with_chunk_bytes`] (at least one).
+    /// How many samples of tokens `g: [B, N, D]` one chunk of the dense form's `[b, H, N, N]`
+    /// core holds: all `B` off the CPU, else as many as fit [`Self::with_chunk_bytes`] (at
+    /// least one).
     pub fn dense_chunk_len(&self, g: &Tensor) -> i64 {
         let size = g.size();
         let (b, n) = (size[0], size[1]);
@@ -400,52 +401,65 @@ impl EnergyAttention {
         (self.chunk_bytes / bytes.max(1)).clamp(1, b.max(1))
     }
 
-    /// Runs `f` on each batch chunk of the dense form (see [`CPU_CHUNK_BYTES`]) with the
-    /// chunk's logits and pattern, in batch order.
+    /// Runs `f(logits, βQᵀ, Kᵀ, pattern)` on each batch chunk of the head-major queries and
+    /// keys `[B, H, Y, N]` of tokens `g`, in batch order, with the chunk's masked logits
+    /// `[b, H, N, N]`. The projections and the back-projection stay large matmuls over the
+    /// whole batch; only this core goes by chunks (see [`CPU_CHUNK_BYTES`]).
     fn dense_chunks<T>(
         &self,
         g: &Tensor,
+        (q, k): (&Tensor, &Tensor),
         s: &Structure,
-        mut f: impl FnMut(&DenseLogits, &DenseParts) -> T,
+        mut f: impl FnMut(Tensor, &Tensor, &Tensor, &DenseParts) -> T,
     ) -> Vec<T> {
         let size = g.size();
         let (b, n) = (size[0], size[1]);
         let chunk = self.dense_chunk_len(g);
         let layout = s.dense_layout(n, g.device());
-        let rows = |t: &Tensor, start: i64, len: i64| match t.size()[0] {
-            1 => t.shallow_clone(),
-            _ => t.narrow(0, start, len),
-        };
-        let starts: Vec<i64> = if b <= chunk {
-            vec![0]
+        let count = if b <= chunk {
+            1
         } else {
-            (0..b).step_by(chunk as usize).collect()
+            (b + chunk - 1) / chunk
         };
-        starts
-            .into_iter()
-            .map(|start| {
-                let len = chunk.min(b - start);
+        // `split`, not `narrow`: its backward joins the chunks' gradients once, where each
+        // narrow's would fill a zero tensor of the whole batch.
+        let pieces = |t: &Tensor| -> Vec<Tensor> {
+            if count > 1 && t.size()[0] == b {
+                t.split(chunk, 0)
+            } else {
+                (0..count).map(|_| t.shallow_clone()).collect()
+            }
+        };
+        let opt = |t: Option<&Tensor>| -> Vec<Option<Tensor>> {
+            match t {
+                Some(t) => pieces(t).into_iter().map(Some).collect(),
+                None => (0..count).map(|_| None).collect(),
+            }
+        };
+        let has = layout.has_keys.as_ref().map(|t| t.to_kind(g.kind()));
+        let (qs, ks) = (pieces(q), pieces(k));
+        let mut blocked = opt(layout.blocked.as_ref()).into_iter();
+        let mut bias = opt(layout.bias.as_ref()).into_iter();
+        let mut has = opt(has.as_ref()).into_iter();
+        let mut scale = opt(s.scale()).into_iter();
+        qs.iter()
+            .zip(&ks)
+            .map(|(qc, kc)| {
                 let parts = DenseParts {
                     diagonal_only: layout.diagonal_only,
-                    blocked: layout.blocked.as_ref().map(|t| rows(t, start, len)),
-                    bias: layout.bias.as_ref().map(|t| rows(t, start, len)),
-                    has: layout
-                        .has_keys
-                        .as_ref()
-                        .map(|t| rows(t, start, len).to_kind(g.kind())),
-                    scale: s.scale().map(|t| rows(t, start, len)),
+                    blocked: blocked.next().flatten(),
+                    bias: bias.next().flatten(),
+                    has: has.next().flatten(),
+                    scale: scale.next().flatten(),
                 };
-                let d = self.dense_logits(&g.narrow(0, start, len), &parts);
-                f(&d, &parts)
+                f(self.dense_logits(qc, kc, &parts), qc, kc, &parts)
             })
             .collect()
     }
 
-    /// Masked logits `[b, H, N, N]` (query × key) of a chunk `g: [b, N, D]`, with its
-    /// head-major queries and keys.
-    fn dense_logits(&self, g: &Tensor, p: &DenseParts) -> DenseLogits {
-        let (q, k, unit) = self.project_heads(g); // [b, H, Y, N]
-        let mut logits = q.transpose(-1, -2).matmul(&k);
+    /// Masked logits `[b, H, N, N]` (query × key) of head-major `βQᵀ`, `Kᵀ` `[b, H, Y, N]`.
+    fn dense_logits(&self, q: &Tensor, k: &Tensor, p: &DenseParts) -> Tensor {
+        let mut logits = q.transpose(-1, -2).matmul(k);
         if let Some(mix) = &self.head_mix {
             logits = logits
                 .permute([0, 2, 3, 1])
@@ -465,7 +479,7 @@ impl EnergyAttention {
         } else if let Some(blocked) = &p.blocked {
             logits = logits.masked_fill_(blocked, BLOCKED_LOGIT);
         }
-        DenseLogits { logits, q, k, unit }
+        logits
     }
 
     /// `E = −Σ_h (1/β_h) Σ_q lse_q` from per-query log-sum-exps `[B, H, N]`.
@@ -482,9 +496,14 @@ impl EnergyAttention {
         )
     }
 
-    /// The dense gradient `[b, N, D]` from the attention weights ω `[b, H, N, N]` (times the
-    /// structure's scale Â, which multiplies the scores and so both gradient terms).
-    fn dense_grad(&self, omega: &Tensor, d: &DenseLogits, p: &DenseParts) -> Tensor {
+    /// The per-head aggregates of a chunk, head-major `[b, H, Y, N]`: `T^Q = (ω K)ᵀ` and
+    /// `T^K = (ωᵀ βQ)ᵀ`, from the attention weights ω `[b, H, N, N]` (times the structure's
+    /// scale Â, which multiplies the scores and so both gradient terms).
+    fn weighted_sums(
+        omega: &Tensor,
+        (q, k): (&Tensor, &Tensor),
+        p: &DenseParts,
+    ) -> (Tensor, Tensor) {
         let scaled;
         let omega = match &p.scale {
             Some(scale) => {
@@ -493,19 +512,25 @@ impl EnergyAttention {
             }
             None => omega,
         };
-        let size = d.q.size();
-        let (b, h, y, n) = (size[0], size[1], size[2], size[3]);
-        let tq = d.k.matmul(&omega.transpose(-1, -2)); // (ω K)ᵀ
-        let tk = d.q.matmul(omega); // (ωᵀ βQ)ᵀ
-        let (tq, tk) = match &d.unit {
+        (k.matmul(&omega.transpose(-1, -2)), q.matmul(omega))
+    }
+
+    /// The dense gradient `[B, N, D]` from the chunks' aggregates (see
+    /// [`Self::weighted_sums`]), taken back through the unit normalisation in unit mode.
+    fn dense_grad(&self, sums: Vec<(Tensor, Tensor)>, unit: Option<&Unit>) -> Tensor {
+        let (tq, tk): (Vec<Tensor>, Vec<Tensor>) = sums.into_iter().unzip();
+        let (tq, tk) = (cat_batch(tq), cat_batch(tk));
+        let (tq, tk) = match unit {
             Some(u) => u.back_both(&tq, &tk),
             None => (tq, tk),
         };
+        let size = tq.size();
+        let (b, hy, n) = (size[0], size[1] * size[2], size[3]);
         let (wq, wk) = self.back_weights();
-        let cols = |t: Tensor| t.reshape([b, h * y, n]).transpose(1, 2); // [b, N, H·Y]
+        let cols = |t: Tensor| t.reshape([b, hy, n]).transpose(1, 2); // [B, N, H·Y]
         cols(tq)
             .matmul(&wq)
-            .baddbmm(&cols(tk), &wk.expand([b, h * y, -1], false), 1, 1)
+            .baddbmm(&cols(tk), &wk.expand([b, hy, -1], false), 1, 1)
     }
 
     /// Attention weights from the softmax over keys: zero for queries without keys.
@@ -623,16 +648,13 @@ impl EnergyAttention {
     }
 }
 
-/// What the dense path computes once per chunk and both the energy and the gradient use.
-struct DenseLogits {
-    /// Masked logits `[b, H, N, N]`.
-    logits: Tensor,
-    /// β-scaled queries, head-major `[b, H, Y, N]`.
-    q: Tensor,
-    /// Keys, head-major `[b, H, Y, N]`.
-    k: Tensor,
-    /// vMF attention's unit parts.
-    unit: Option<Unit>,
+/// The chunks of a batch joined again (one chunk is the batch itself: no copy).
+fn cat_batch(mut parts: Vec<Tensor>) -> Tensor {
+    if parts.len() == 1 {
+        parts.remove(0)
+    } else {
+        Tensor::cat(&parts, 0)
+    }
 }
 
 /// Per-head sparse × dense product: `out[r, h] = Σ_{e: row(e) = r} w[e, h] · x[col(e), h]` for
@@ -681,10 +703,11 @@ impl Energy for EnergyAttention {
                 self.sparse_energy_from(&lse, g.size()[0])
             }
             None => {
-                let parts = self.dense_chunks(g, s, |d, p| {
-                    self.energy_from_lse(&d.logits.logsumexp(-1, false), p.has.as_ref())
+                let (q, k, _) = self.project_heads(g);
+                let energies = self.dense_chunks(g, (&q, &k), s, |logits, _, _, p| {
+                    self.energy_from_lse(&logits.logsumexp(-1, false), p.has.as_ref())
                 });
-                Tensor::cat(&parts, 0)
+                cat_batch(energies)
             }
         }
     }
@@ -696,11 +719,12 @@ impl Energy for EnergyAttention {
         if let Some(edges) = s.sparse_edges() {
             return self.sparse_energy_and_grad(g, edges).1;
         }
-        let parts = self.dense_chunks(g, s, |d, p| {
-            let softmax = d.logits.softmax(-1, d.logits.kind());
-            self.dense_grad(&Self::dense_omega(&softmax, p.has.as_ref()), d, p)
+        let (q, k, unit) = self.project_heads(g);
+        let sums = self.dense_chunks(g, (&q, &k), s, |logits, qc, kc, p| {
+            let softmax = logits.softmax(-1, logits.kind());
+            Self::weighted_sums(&Self::dense_omega(&softmax, p.has.as_ref()), (qc, kc), p)
         });
-        Tensor::cat(&parts, 0)
+        self.dense_grad(sums, unit.as_ref())
     }
 
     fn energy_and_grad(&self, g: &Tensor, s: &Structure) -> (Tensor, Tensor) {
@@ -710,20 +734,23 @@ impl Energy for EnergyAttention {
         if let Some(edges) = s.sparse_edges() {
             return self.sparse_energy_and_grad(g, edges);
         }
-        let (energies, grads): (Vec<Tensor>, Vec<Tensor>) = self
-            .dense_chunks(g, s, |d, p| {
-                let softmax = d.logits.softmax(-1, d.logits.kind());
+        let (q, k, unit) = self.project_heads(g);
+        let (energies, sums): (Vec<Tensor>, Vec<(Tensor, Tensor)>) = self
+            .dense_chunks(g, (&q, &k), s, |logits, qc, kc, p| {
+                let softmax = logits.softmax(-1, logits.kind());
                 // lse = max − log softmax(max): the softmax already holds the normaliser, and
                 // its largest entry is ≥ 1/N, so the log is safe (rows with no key are uniform).
-                let (max, arg) = d.logits.max_dim(-1, true);
+                let (max, arg) = logits.max_dim(-1, true);
                 let lse = (max - softmax.gather(-1, &arg, false).log()).squeeze_dim(-1);
                 let omega = Self::dense_omega(&softmax, p.has.as_ref());
-                let energy = self.energy_from_lse(&lse, p.has.as_ref());
-                (energy, self.dense_grad(&omega, d, p))
+                (
+                    self.energy_from_lse(&lse, p.has.as_ref()),
+                    Self::weighted_sums(&omega, (qc, kc), p),
+                )
             })
             .into_iter()
             .unzip();
-        (Tensor::cat(&energies, 0), Tensor::cat(&grads, 0))
+        (cat_batch(energies), self.dense_grad(sums, unit.as_ref()))
     }
 }
 
