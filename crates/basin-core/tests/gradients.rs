@@ -154,8 +154,8 @@ fn vmf_attention_passes_the_term_conformance_suite() {
 }
 
 /// On the CPU the dense form goes through the batch in chunks; with one sample per chunk the
-/// conformance suite holds, and energy, gradient and both together equal the whole batch's on
-/// every structure, for plain and vMF attention.
+/// conformance suite holds, and energy, gradient and both together, with and without autograd
+/// recording, equal the whole batch's on every structure, for plain and vMF attention.
 #[test]
 fn attention_in_batch_chunks_equals_the_whole_batch() {
     let cfg = AttentionConfig {
@@ -188,11 +188,20 @@ fn attention_in_batch_chunks_equals_the_whole_batch() {
             assert_eq!(chunked.dense_chunk_len(&g), 1);
             for ((name, s), (e0, d0)) in structures.iter().zip(&want) {
                 let (e1, d1) = chunked.energy_and_grad(&g, s);
+                // Without autograd the projections take another path (one fused matmul).
+                let (e2, d2) = tch::no_grad(|| chunked.energy_and_grad(&g, s));
                 for (what, got, want) in [
                     ("energy", &e1, e0),
                     ("gradient", &d1, d0),
                     ("energy alone", &chunked.energy(&g, s), e0),
                     ("gradient alone", &chunked.grad(&g, s), d0),
+                    ("energy without autograd", &e2, e0),
+                    ("gradient without autograd", &d2, d0),
+                    (
+                        "gradient alone without autograd",
+                        &tch::no_grad(|| chunked.grad(&g, s)),
+                        d0,
+                    ),
                 ] {
                     let err = max_rel_error(got, want, 1e-12);
                     assert!(

@@ -351,12 +351,11 @@ impl EnergyAttention {
 
     // ---------------------------------------------------------------- dense
     //
-    // Head-major: the projections come out of one matmul as `[B, H, 2Y, N]` (per head its Y
-    // query rows, then its Y key rows), so that every batched matmul reads its operands in
-    // place (as transposes where needed) and the gradient goes back to `[B, N, D]` without a
-    // layout copy.
+    // Head-major: the projections come out as `[B, H, Y, N]`, so that every batched matmul
+    // reads its operands in place (as transposes where needed) and the gradient goes back to
+    // `[B, N, D]` without a layout copy.
 
-    /// `(βQᵀ, Kᵀ)` as `[B, H, Y, N]` views of one matmul `W g_bᵀ` (β folded into W_Q), and
+    /// `(βQᵀ, Kᵀ)` as `[B, H, Y, N]`, from `W g_bᵀ` (β folded into W_Q), and
     /// the unit parts (normalised along Y) in unit mode.
     fn project_heads(&self, g: &Tensor) -> (Tensor, Tensor, Option<Unit>) {
         let s = self.w_q.size();
@@ -366,9 +365,17 @@ impl EnergyAttention {
             Some(_) => self.w_q.shallow_clone(),
             None => &self.w_q * self.beta().view([h, 1, 1]),
         };
-        let w = Tensor::cat(&[&wq, &self.w_k], 1).view([h * 2 * y, d]);
-        let p = w.matmul(&g.transpose(1, 2)).view([b, h, 2 * y, n]);
-        let (q, k) = (p.narrow(2, 0, y), p.narrow(2, y, y));
+        let gt = g.transpose(1, 2);
+        let w = Tensor::cat(&[&wq, &self.w_k], 1); // [H, 2Y, D]: per head its Q rows, then K
+        // Without autograd one fused matmul is faster; under autograd two, since each view of
+        // a fused one would make the backward pass fill a zero gradient of both (slice backward).
+        let (q, k) = if w.requires_grad() || g.requires_grad() {
+            let project = |w: &Tensor| w.view([h * y, d]).matmul(&gt).view([b, h, y, n]);
+            (project(&wq), project(&self.w_k))
+        } else {
+            let p = w.view([h * 2 * y, d]).matmul(&gt).view([b, h, 2 * y, n]);
+            (p.narrow(2, 0, y), p.narrow(2, y, y))
+        };
         match self.unit {
             None => (q, k, None),
             Some(eps) => {
