@@ -303,36 +303,49 @@ impl EnergyAttention {
         (wq, wk)
     }
 
+    /// W_Q with β folded in, so that the logits need no extra pass; in unit mode W_Q itself
+    /// (β then scales the unit queries, see [`Self::directions`]).
+    fn query_weights(&self) -> Tensor {
+        match self.unit {
+            Some(_) => self.w_q.shallow_clone(),
+            None => &self.w_q * self.beta().view([-1, 1, 1]),
+        }
+    }
+
+    /// In unit mode, raw projections `q`, `k` (heads on axis 1, normalised along `dim`)
+    /// become `βq̂` and `k̂` with the [`Unit`] parts; otherwise they pass as they are.
+    fn directions(&self, q: Tensor, k: Tensor, dim: i64) -> (Tensor, Tensor, Option<Unit>) {
+        let Some(eps) = self.unit else {
+            return (q, k, None);
+        };
+        let (q_hat, nq) = Unit::normalise(&q, dim, eps);
+        let (k_hat, nk) = Unit::normalise(&k, dim, eps);
+        // β per head (axis 1), broadcast over the axes after it.
+        let mut shape = vec![-1i64];
+        shape.resize(q.dim() - 1, 1);
+        let q = &q_hat * self.beta().view(shape.as_slice());
+        let k = k_hat.shallow_clone();
+        let unit = Unit {
+            q_hat,
+            k_hat,
+            nq,
+            nk,
+            dim,
+        };
+        (q, k, Some(unit))
+    }
+
     /// β-scaled queries `βQ` and keys `K`, `[T, H, Y]` each, of token rows `g: [T, D]`, in one
     /// matmul (β is folded into W_Q, so the logits need no extra pass). In unit mode they are
     /// `βQ̂` and `K̂`, with the [`Unit`] parts the gradient needs.
     fn project_rows(&self, g: &Tensor) -> (Tensor, Tensor, Option<Unit>) {
         let s = self.w_q.size();
         let (h, y, d) = (s[0], s[1], s[2]);
-        let wq = match self.unit {
-            Some(_) => self.w_q.shallow_clone(),
-            None => &self.w_q * self.beta().view([h, 1, 1]),
-        };
+        let wq = self.query_weights();
         let w = Tensor::cat(&[&wq, &self.w_k], 0).view([2 * h * y, d]);
         let parts = g.matmul(&w.tr()).view([-1, 2 * h, y]).split(h, 1);
         let (q, k) = (parts[0].shallow_clone(), parts[1].shallow_clone());
-        match self.unit {
-            None => (q, k, None),
-            Some(eps) => {
-                let (q_hat, nq) = Unit::normalise(&q, -1, eps);
-                let (k_hat, nk) = Unit::normalise(&k, -1, eps);
-                let q = &q_hat * self.beta().view([h, 1]);
-                let k = k_hat.shallow_clone();
-                let unit = Unit {
-                    q_hat,
-                    k_hat,
-                    nq,
-                    nk,
-                    dim: -1,
-                };
-                (q, k, Some(unit))
-            }
-        }
+        self.directions(q, k, -1)
     }
 
     /// `∂E/∂g` `[T, D]` from the per-head aggregates `T^Q`, `T^K` `[T, H, Y]` (in unit mode
@@ -361,10 +374,7 @@ impl EnergyAttention {
         let s = self.w_q.size();
         let (h, y, d) = (s[0], s[1], s[2]);
         let (b, n) = (g.size()[0], g.size()[1]);
-        let wq = match self.unit {
-            Some(_) => self.w_q.shallow_clone(),
-            None => &self.w_q * self.beta().view([h, 1, 1]),
-        };
+        let wq = self.query_weights();
         let gt = g.transpose(1, 2);
         let w = Tensor::cat(&[&wq, &self.w_k], 1); // [H, 2Y, D]: per head its Q rows, then K
         // Without autograd one fused matmul is faster; under autograd two, since each view of
@@ -376,23 +386,7 @@ impl EnergyAttention {
             let p = w.view([h * 2 * y, d]).matmul(&gt).view([b, h, 2 * y, n]);
             (p.narrow(2, 0, y), p.narrow(2, y, y))
         };
-        match self.unit {
-            None => (q, k, None),
-            Some(eps) => {
-                let (q_hat, nq) = Unit::normalise(&q, 2, eps);
-                let (k_hat, nk) = Unit::normalise(&k, 2, eps);
-                let q = &q_hat * self.beta().view([h, 1, 1]);
-                let k = k_hat.shallow_clone();
-                let unit = Unit {
-                    q_hat,
-                    k_hat,
-                    nq,
-                    nk,
-                    dim: 2,
-                };
-                (q, k, Some(unit))
-            }
-        }
+        self.directions(q, k, 2)
     }
 
     /// How many samples of tokens `g: [B, N, D]` one chunk of the dense form's `[b, H, N, N]`
