@@ -184,13 +184,14 @@ impl Unit {
     }
 }
 
-/// On the CPU the dense form works through the batch in chunks whose logits take at most this
-/// many bytes (about one core's L2), so that the logits, the softmax and the two weighted sums
-/// stay in cache between the batched matmuls: 1.3–1.4× faster at the foundation size
-/// (B = 32, N = 128, H = 12) than the whole batch at once. Accelerators take the whole batch.
+/// On the CPU the dense form's `[b, H, N, N]` core goes through the batch in chunks whose
+/// logits take at most this many bytes (about one core's L2), so that the logits, the softmax
+/// and the two weighted sums stay in cache between the batched matmuls (at the foundation size,
+/// B = 32, N = 128, H = 12, two samples per chunk beat one sample and the whole batch).
+/// Accelerators take the whole batch.
 pub const CPU_CHUNK_BYTES: i64 = 2 << 20;
 
-/// The dense pattern of one batch chunk: the structure's layout and scale narrowed to it.
+/// The dense pattern of one batch chunk: the structure's layout and scale split to it.
 struct DenseParts {
     /// Only the diagonal is blocked (filled in place).
     diagonal_only: bool,
