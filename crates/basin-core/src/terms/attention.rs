@@ -186,8 +186,9 @@ impl Unit {
 
 /// On the CPU the dense form's `[b, H, N, N]` core goes through the batch in chunks whose
 /// logits take at most this many bytes (about one core's L2), so that the logits, the softmax
-/// and the two weighted sums stay in cache between the batched matmuls (at the foundation size,
-/// B = 32, N = 128, H = 12, two samples per chunk beat one sample and the whole batch).
+/// and the two weighted sums stay in cache between the batched matmuls (the attention
+/// gradient at B = 32, N = 128, D = 128, H = 12 on two cores: 34.7 ms with two samples per
+/// chunk, 35.6 ms with one, 42.7 ms with the whole batch).
 /// Accelerators take the whole batch.
 pub const CPU_CHUNK_BYTES: i64 = 2 << 20;
 
