@@ -430,6 +430,12 @@ fn one_bad_value_per_field_is_refused_naming_the_field() {
             "readout_init_gain = nan",
             "readout_init_gain",
         ),
+        (
+            "graph",
+            "readout_init_gain = 0.1",
+            "readout_init_gain = 0.1\ndegree_encoding = 0",
+            "degree_encoding",
+        ),
         ("graph", "dim = 32", "dim = -5", "dim"),
         ("graph", "steps = 2", "steps = 0", "steps"),
         ("graph", "head_dim = 8", "head_dim = 0", "head_dim"),

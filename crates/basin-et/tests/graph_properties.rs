@@ -212,12 +212,23 @@ fn small_cfg() -> GraphClassifierConfig {
 fn et_graph_cls_output_ignores_padding() {
     let _s = lock_generator();
     let data = graphs();
-    for (adjacency, readout, readout_hidden) in [
-        (AdjacencyMode::Masked, Readout::ClsMean, None),
-        (AdjacencyMode::Masked, Readout::ClsMeanSize, None),
-        (AdjacencyMode::Masked, Readout::ClsMeanSize, Some(16)),
-        (AdjacencyMode::Masked, Readout::Cls, None),
-        (AdjacencyMode::ReferenceMultiply, Readout::ClsMean, None),
+    for (adjacency, readout, readout_hidden, degree_encoding) in [
+        (AdjacencyMode::Masked, Readout::ClsMean, None, None),
+        (AdjacencyMode::Masked, Readout::ClsMeanSize, None, None),
+        (AdjacencyMode::Masked, Readout::ClsMeanSize, Some(16), None),
+        (
+            AdjacencyMode::Masked,
+            Readout::ClsMeanSize,
+            Some(16),
+            Some(3),
+        ),
+        (AdjacencyMode::Masked, Readout::Cls, None, None),
+        (
+            AdjacencyMode::ReferenceMultiply,
+            Readout::ClsMean,
+            None,
+            None,
+        ),
     ] {
         for gram in [Gram::Dot, Gram::Cosine] {
             let cfg = GraphClassifierConfig {
@@ -225,6 +236,7 @@ fn et_graph_cls_output_ignores_padding() {
                 readout,
                 readout_hidden,
                 gram,
+                degree_encoding,
                 ..small_cfg()
             };
             let (_vs, model) = classifier(&cfg);
@@ -236,6 +248,50 @@ fn et_graph_cls_output_ignores_padding() {
             assert!(
                 d < 1e-10,
                 "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}: padding changed the output by {d}"
+            );
+        }
+    }
+}
+
+/// The degree encoding adds row `min(degree, m)` of its table to each node token and nothing to
+/// CLS or padding: with the table's row i set to i, it adds each node's degree (a ring's nodes
+/// 2, a star's centre its leaves clamped at m, its leaves 1), so neither CLS's edges to every
+/// node nor padding count.
+#[test]
+fn the_degree_encoding_adds_each_nodes_clamped_degree() {
+    let _s = lock_generator();
+    let data = graphs();
+    let cfg = GraphClassifierConfig {
+        degree_encoding: Some(6),
+        ..small_cfg()
+    };
+    let (vs, model) = classifier(&cfg);
+    let table = vs.variables().remove("degree.weight").unwrap();
+    let tokens = |scale: f64| {
+        tch::no_grad(|| {
+            let rows = table.size()[0];
+            let ramp = Tensor::arange(rows, (Kind::Double, Device::Cpu)).unsqueeze(-1) * scale;
+            table.shallow_clone().copy_(&ramp.expand_as(&table));
+        });
+        // Ring of 5 (graph 0) padded to the 16 tokens of the star of 15 (graph 5).
+        let b = batch(&data, &cfg, &[0, 5]);
+        tch::no_grad(|| model.tokens_and_structure(&b).unwrap().0)
+    };
+    let added = (tokens(1.0) - tokens(0.0)).select(2, 0);
+    let expected = |g: usize, t: usize| match (g, t) {
+        (_, 0) => 0.0,     // CLS
+        (0, 1..=5) => 2.0, // the ring
+        (0, _) => 0.0,     // padding
+        (_, 1) => 6.0,     // the star's centre: 14 leaves, clamped at 6
+        _ => 1.0,          // its leaves
+    };
+    for g in 0..2 {
+        for t in 0..16 {
+            let got = added.double_value(&[g as i64, t as i64]);
+            let want = expected(g, t);
+            assert!(
+                (got - want).abs() < 1e-9,
+                "graph {g}, token {t}: {got}, not {want}"
             );
         }
     }

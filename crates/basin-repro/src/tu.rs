@@ -145,8 +145,12 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         0.0 => ", last layer started at zero".into(),
         g => format!(", last layer started at {g} × Kaiming"),
     };
+    let degree = model
+        .degree_encoding
+        .map(|m| format!(", degree encoding (degrees ≥ {m} share one)"))
+        .unwrap_or_default();
     format!(
-        "D = {}, {attention} {heads} × {head_dim}, K = {} ({:?}), {} blocks × {} steps of `{}` dynamics (α = {}{noise}); readout of {seen} by {head}{start}",
+        "D = {}, {attention} {heads} × {head_dim}, K = {} ({:?}), {} blocks × {} steps of `{}` dynamics (α = {}{noise}){degree}; readout of {seen} by {head}{start}",
         b.dim,
         hop.as_ref().map_or(0, |h| h.memories),
         hop.as_ref().map(|h| h.activation),

@@ -130,6 +130,15 @@ pub struct GraphClassifierConfig {
     /// heads of ViT and DiT), and the layers below get gradient from the second step on; a
     /// small gain starts near ln C and keeps a random readout's first gradients.
     pub readout_init_gain: f64,
+    /// `Some(m)`: Graphormer's centrality encoding (Ying et al. 2021, eq. 5; not in the ET or
+    /// CDAT papers): a learned embedding of each node's degree in the batch's graph, degrees
+    /// ≥ m sharing the last row, added to its initial token. Masked attention normalises over
+    /// neighbours, so without it a token sees its degree only through the Laplacian encodings,
+    /// while the pooled-feature baseline and GIN's sums see degrees directly. Off in the
+    /// presets: with m = 16 on PROTEINS (10-fold CV, fold seed 0, the CPU presets) it moved ET
+    /// from 74.76 to 74.49 % and CDAT from 73.77 to 74.22 %, within the folds' spread (±3) and
+    /// still below the no-graph baseline's 75.38.
+    pub degree_encoding: Option<i64>,
 }
 
 impl Default for GraphClassifierConfig {
@@ -149,6 +158,7 @@ impl Default for GraphClassifierConfig {
             readout_dropout: 0.0,
             readout_hidden: None,
             readout_init_gain: 1.0,
+            degree_encoding: None,
         }
     }
 }
@@ -266,6 +276,9 @@ impl GraphClassifierConfig {
                 format!("a finite number ≥ 0, got {}", self.readout_init_gain),
             ));
         }
+        if self.degree_encoding.is_some_and(|m| m < 1) {
+            return Err(TaskError::config("degree_encoding", "must be ≥ 1"));
+        }
         if self.readout_classes.is_some_and(|c| c < 2) {
             return Err(TaskError::config("readout_classes", "must be ≥ 2"));
         }
@@ -365,6 +378,7 @@ pub struct GraphClassifier {
     encoder: nn::Linear,
     cls: Tensor,
     pe_proj: Option<nn::Linear>,
+    degree: Option<nn::Embedding>,
     adjacency: Option<(nn::Conv2D, nn::Linear)>,
     blocks: Vec<EnergyBlock>,
     readout: nn::Sequential,
@@ -424,6 +438,21 @@ impl GraphClassifier {
                 .pe
                 .as_ref()
                 .map(|pe| nn::linear(path / "pe_proj", pe.k as i64, d, Default::default())),
+            // Graphormer's initialisation: N(0, 0.02²).
+            degree: cfg.degree_encoding.map(|m| {
+                nn::embedding(
+                    path / "degree",
+                    m + 1,
+                    d,
+                    nn::EmbeddingConfig {
+                        ws_init: nn::Init::Randn {
+                            mean: 0.0,
+                            stdev: 0.02,
+                        },
+                        ..Default::default()
+                    },
+                )
+            }),
             adjacency: cfg
                 .heads()
                 .filter(|_| cfg.adjacency != AdjacencyMode::MaskOnly)
@@ -551,6 +580,20 @@ impl GraphClassifier {
             .where_self(&is_cls, &x);
         if let (Some(proj), Some(pe)) = (&self.pe_proj, &b.pe) {
             x = x + proj.forward(pe);
+        }
+        if let (Some(embedding), Some(max)) = (&self.degree, self.cfg.degree_encoding) {
+            // A node's degree: the real nodes other than itself it may attend (CLS, padding and
+            // a self-loop of the mask are not edges of the graph).
+            let nodes = b.padding.logical_and(&is_cls.view([1, n]).logical_not());
+            let others = Tensor::eye(n, (Kind::Bool, x.device())).logical_not();
+            let degree = b
+                .mask
+                .logical_and(&nodes.unsqueeze(1))
+                .logical_and(&others)
+                .sum_dim_intlist(-1, false, Kind::Int64)
+                .clamp_max(max);
+            let nodes = nodes.unsqueeze(-1).to_kind(x.kind());
+            x = x + embedding.forward(&degree) * nodes;
         }
         let structure = match self.cfg.adjacency {
             AdjacencyMode::Masked | AdjacencyMode::MaskOnly => {
