@@ -254,9 +254,9 @@ fn et_graph_cls_output_ignores_padding() {
 }
 
 /// The degree encoding adds row `min(degree, m)` of its table to each node token and nothing to
-/// CLS or padding: with the table's row i set to i, it adds each node's degree (a ring's nodes
-/// 2, a star's centre its leaves clamped at m, its leaves 1), so neither CLS's edges to every
-/// node nor padding count.
+/// CLS or padding: with the table's row i set to i + 1, it adds each node's degree plus one (a
+/// ring's nodes 3, a star's centre its leaves clamped at m, plus one, its leaves 2), so neither
+/// CLS's edges to every node nor padding count (a padded token, degree 0, would read 1).
 #[test]
 fn the_degree_encoding_adds_each_nodes_clamped_degree() {
     let _s = lock_generator();
@@ -270,7 +270,8 @@ fn the_degree_encoding_adds_each_nodes_clamped_degree() {
     let tokens = |scale: f64| {
         tch::no_grad(|| {
             let rows = table.size()[0];
-            let ramp = Tensor::arange(rows, (Kind::Double, Device::Cpu)).unsqueeze(-1) * scale;
+            let ramp =
+                (Tensor::arange(rows, (Kind::Double, Device::Cpu)) + 1.0).unsqueeze(-1) * scale;
             table.shallow_clone().copy_(&ramp.expand_as(&table));
         });
         // Ring of 5 (graph 0) padded to the 16 tokens of the star of 15 (graph 5).
@@ -280,10 +281,10 @@ fn the_degree_encoding_adds_each_nodes_clamped_degree() {
     let added = (tokens(1.0) - tokens(0.0)).select(2, 0);
     let expected = |g: usize, t: usize| match (g, t) {
         (_, 0) => 0.0,     // CLS
-        (0, 1..=5) => 2.0, // the ring
+        (0, 1..=5) => 3.0, // the ring
         (0, _) => 0.0,     // padding
-        (_, 1) => 6.0,     // the star's centre: 14 leaves, clamped at 6
-        _ => 1.0,          // its leaves
+        (_, 1) => 7.0,     // the star's centre: 14 leaves, clamped at 6, plus one
+        _ => 2.0,          // its leaves
     };
     for g in 0..2 {
         for t in 0..16 {
