@@ -6,7 +6,9 @@
 //! - `basin data`: inspect a dataset's statistics, export its Laplacian encodings.
 //! - `basin train` / `basin eval`: train a model from a run file; score it again.
 //! - `basin reproduce`: a paper table end to end.
+//! - `basin compare`: two models' runs on the same folds, paired fold by fold.
 
+mod compare;
 mod data;
 mod demo;
 mod energy;
@@ -45,6 +47,9 @@ enum Command {
     Train(train::TrainArgs),
     /// Score a trained run's saved weights on its held-out split again (and plot its energy).
     Eval(train::EvalArgs),
+    /// Compare two models' runs on the same folds, fold by fold (mean difference ± standard
+    /// error, wins / ties / losses).
+    Compare(compare::Args),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +70,7 @@ fn main() -> ExitCode {
         Command::Data(args) => data::run(&args),
         Command::Train(args) => train::train(&args),
         Command::Eval(args) => train::eval(&args),
+        Command::Compare(args) => compare::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -102,6 +102,26 @@ fn et_table2_quick() {
             && md.contains("- MUTAG / ET: block 0"),
         "{md}"
     );
+    // Each model paired with both baselines fold by fold: 3 folds × 2 repeats = 6 pairs.
+    assert_eq!(paired_counts(&md, "| MUTAG | ET |"), [6, 6], "{md}");
+    assert_eq!(paired_counts(&md, "| MUTAG | GIN |"), [6], "{md}");
+}
+
+/// Wins + ties + losses of each paired cell (`+1.00 ± 2.00 (w / t / l)`) of the row starting
+/// with `row`.
+fn paired_counts(md: &str, row: &str) -> Vec<usize> {
+    let line = md.lines().find(|l| l.starts_with(row)).unwrap_or_default();
+    line.split(" (")
+        .skip(1)
+        .map(|cell| {
+            cell.split(')')
+                .next()
+                .unwrap_or_default()
+                .split(" / ")
+                .map(|n| n.trim().parse::<usize>().unwrap_or(0))
+                .sum()
+        })
+        .collect()
 }
 
 #[test]
@@ -122,6 +142,8 @@ fn cdat_tables_quick() {
             && md.contains("block 0 V"),
         "{md}"
     );
+    assert_eq!(paired_counts(&md, "| MUTAG | CDAT |"), [3, 3], "{md}");
+    assert_eq!(paired_counts(&md, "| MUTAG | ET |"), [3, 3], "{md}");
     let md = reproduce("cdat-table4", &[], &[]);
     assert!(
         md.contains("| GT | 1.074 M |")

@@ -1,5 +1,6 @@
-//! `basin train` / `basin eval` end to end: both models on small real or generated data, the
-//! re-evaluation from disk equals what training measured, and bad input is a named error.
+//! `basin train` / `basin eval` / `basin compare` end to end: both models on small real or
+//! generated data, the re-evaluation from disk equals what training measured, two models'
+//! records paired fold by fold, and bad input is a named error.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -535,4 +536,73 @@ fn one_bad_value_per_field_is_refused_naming_the_field() {
         "not refused by name:\n{}",
         missed.join("\n")
     );
+}
+
+/// One finished run per fold under `dir/repeat-0/fold-i`, the test split named by `split`.
+fn write_runs(dir: &Path, split: &str, accuracies: &[f64]) {
+    for (i, &acc) in accuracies.iter().enumerate() {
+        let mut r = basin_train::record::RunRecord::new(
+            format!("fold-{i}"),
+            serde_json::Value::Null,
+            i as u64,
+            "cpu".into(),
+        );
+        r.split_hashes.insert("test".into(), format!("{split}{i}"));
+        r.summary.insert("test_accuracy".into(), acc);
+        r.summary.insert("selected_val_accuracy".into(), 0.5);
+        r.status = basin_train::record::RunStatus::Finished;
+        let d = dir.join("repeat-0").join(format!("fold-{i}"));
+        std::fs::create_dir_all(&d).unwrap();
+        r.write(&d.join("record.json")).unwrap();
+    }
+}
+
+#[test]
+fn compare_pairs_two_models_fold_by_fold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b, other, empty) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("other"),
+        tmp.path().join("empty"),
+    );
+    write_runs(&a, "fold", &[0.80, 0.70, 0.90, 0.60]);
+    write_runs(&b, "fold", &[0.80, 0.60, 0.85, 0.65]);
+    write_runs(&other, "elsewhere", &[0.5, 0.5]);
+    std::fs::create_dir_all(&empty).unwrap();
+    let (a, b, other, empty) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        other.to_str().unwrap(),
+        empty.to_str().unwrap(),
+    );
+
+    // Differences 0, +10, +5, −5 points: mean +2.50, standard error 3.23.
+    let (ok, out, err) = basin(&["compare", a, b]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("| test_accuracy (%) | 4 | 75.00 | 72.50 | +2.50 ± 3.23 (2 / 1 / 1) |"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("selected_val"),
+        "only test metrics by default:\n{out}"
+    );
+
+    let (ok, out, err) = basin(&["compare", b, a, "--json", "--metric", "test_accuracy"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["pairs"], 4);
+    assert_eq!(
+        (v[0]["wins"].clone(), v[0]["losses"].clone()),
+        (1.into(), 2.into())
+    );
+    assert!((v[0]["difference"].as_f64().unwrap() + 0.025).abs() < 1e-12);
+
+    let (ok, _, err) = basin(&["compare", a, other]);
+    assert!(!ok && err.contains("not run on the same folds"), "{err}");
+    let (ok, _, err) = basin(&["compare", a, empty]);
+    assert!(!ok && err.contains("no record.json"), "{err}");
+    let (ok, _, err) = basin(&["compare", a, b, "--metric", "test_auc"]);
+    assert!(!ok && err.contains("metric `test_auc`"), "{err}");
 }

@@ -14,6 +14,7 @@ use basin_tasks::baselines::{GinConfig, GinLearner, MlpConfig, PooledFeaturesLea
 use basin_tasks::graph_classification::{
     GraphClassifierConfig, GraphClassifierLearner, Readout, dataset_pe, graph_classes,
 };
+use basin_train::compare::Paired;
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{
     CodeCrossValidation, CrossValidation, EtPaperProtocol, Metric, PlannedRun, ProtocolReport,
@@ -468,6 +469,46 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
                 r.dataset,
                 m.model,
                 r.dataset
+            ));
+        }
+    }
+    md
+}
+
+/// Each model against the baselines fold by fold (the same folds, paired by their test split):
+/// the mean difference of test accuracy ± its standard error and wins / ties / losses, the
+/// clearest sign of whether a model learned more than the pooled features (fold-to-fold spread
+/// is several points on the TU sets, most of it shared by every model). Empty without baselines.
+pub fn paired_markdown(results: &[TuResult]) -> String {
+    let cell = |a: &ProtocolReport, b: Option<&ProtocolReport>| match b {
+        Some(b) => Paired::new(&a.runs, &b.runs, "test_accuracy")
+            .map_or_else(|e| format!("not paired: {e}"), |p| p.show(100.0)),
+        None => "–".into(),
+    };
+    if results
+        .iter()
+        .all(|r| r.pooled.is_none() && r.gin.is_none())
+    {
+        return String::new();
+    }
+    let mut md = String::from(
+        "\nPaired with the baselines, fold by fold (CV test accuracy, model − baseline, mean ± standard error over folds; wins / ties / losses):\n\n| dataset | model | model − no-graph | model − GIN |\n|---|---|---|---|\n",
+    );
+    for r in results {
+        for m in &r.models {
+            md.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                r.dataset,
+                m.model,
+                cell(&m.cv, r.pooled.as_ref()),
+                cell(&m.cv, r.gin.as_ref())
+            ));
+        }
+        if let Some(gin) = &r.gin {
+            md.push_str(&format!(
+                "| {} | GIN | {} | – |\n",
+                r.dataset,
+                cell(gin, r.pooled.as_ref())
             ));
         }
     }

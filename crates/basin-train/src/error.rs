@@ -24,6 +24,9 @@ pub enum TrainError {
     /// A saved state (checkpoint, optimiser state) does not fit.
     #[error("{0}")]
     State(String),
+    /// Two sets of runs cannot be paired (not the same folds, a run without its splits).
+    #[error("{0}")]
+    Unpaired(String),
     /// From loading or preparing data (splits, batches, loaders).
     #[error(transparent)]
     Data(#[from] basin_graph::GraphError),

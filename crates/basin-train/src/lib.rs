@@ -14,10 +14,13 @@
 //!   checkpoints after every epoch and exact resume, NaN/Inf guards, progress bars.
 //! - [`protocol`]: the anomaly protocol of BWGNN/ET/CDAT, leak-free k-fold cross-validation,
 //!   the ET paper's own TU procedure (`et-paper`), fixed splits.
+//! - [`compare`]: two models on the same splits, paired split by split (mean difference ±
+//!   standard error, wins / ties / losses).
 //! - [`record`]: JSON run records (config, seeds, split hashes, per-epoch metrics, device, git
 //!   revision), written atomically.
 //! - [`plot`]: energy curves and image grids as PNG.
 
+pub mod compare;
 pub mod image_metrics;
 pub mod loss;
 pub mod metrics;

@@ -181,6 +181,7 @@ impl Reproduction for CdatTable1 {
                 )),
             }
         }
+        md.push_str(&tu::paired_markdown(&results));
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n");
         md.push_str(&tu::curves_markdown(&results));
@@ -432,7 +433,9 @@ impl Reproduction for CdatTable11 {
                 tu::show(r.gin.as_ref(), "test_accuracy")
             ));
         }
-        md.push_str("\n\n");
+        md.push('\n');
+        md.push_str(&tu::paired_markdown(&results));
+        md.push('\n');
         md.push_str(&missing.to_markdown());
         md.push_str(&tu::curves_markdown(&results));
         md.push_str(&format!(

@@ -175,6 +175,7 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
             }
         }
     }
+    md.push_str(&tu::paired_markdown(&results));
     md.push_str(&missing.to_markdown());
     md.push_str("\nEnergy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode) and the training loss:\n");
     md.push_str(&tu::curves_markdown(&results));
