@@ -9,13 +9,17 @@ use common::data_dir;
 
 /// Runs a quick reproduction; `files` must exist in its output directory afterwards.
 fn reproduce(table: &str, extra: &[&str], files: &[&str]) -> String {
-    let out = tempfile::tempdir().unwrap();
+    reproduce_in(tempfile::tempdir().unwrap().path(), table, extra, files)
+}
+
+/// [`reproduce`] into `out`.
+fn reproduce_in(out: &std::path::Path, table: &str, extra: &[&str], files: &[&str]) -> String {
     let mut args = vec![
         "reproduce",
         table,
         "--quick",
         "--out",
-        out.path().to_str().unwrap(),
+        out.to_str().unwrap(),
     ];
     args.extend(extra);
     let o = Command::new(env!("CARGO_BIN_EXE_basin"))
@@ -30,14 +34,14 @@ fn reproduce(table: &str, extra: &[&str], files: &[&str]) -> String {
         "{table}: {stderr}"
     );
     for f in files {
-        let p = out.path().join(f);
+        let p = out.join(f);
         assert!(
             std::fs::metadata(&p).is_ok_and(|m| m.len() > 0),
             "{table}: {} missing",
             p.display()
         );
     }
-    std::fs::read_to_string(out.path().join("report.md")).unwrap()
+    std::fs::read_to_string(out.join("report.md")).unwrap()
 }
 
 #[test]
@@ -84,7 +88,9 @@ fn et_table1_quick() {
 fn et_table2_quick() {
     basin_graph::require_data!("tu/MUTAG");
     // `--repeats` repeats the model's folds and the baselines' alike.
-    let md = reproduce(
+    let out = tempfile::tempdir().unwrap();
+    let md = reproduce_in(
+        out.path(),
         "et-table2",
         &["--dataset", "MUTAG", "--repeats", "2"],
         &[
@@ -105,6 +111,28 @@ fn et_table2_quick() {
     // Each model paired with both baselines fold by fold: 3 folds × 2 repeats = 6 pairs.
     assert_eq!(paired_counts(&md, "| MUTAG | ET |"), [6, 6], "{md}");
     assert_eq!(paired_counts(&md, "| MUTAG | GIN |"), [6], "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+            .unwrap();
+    let rows: Vec<(String, String, u64)> = json["paired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap().to_string();
+            (
+                s("model"),
+                s("baseline"),
+                r["paired"]["pairs"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [("ET", "no-graph"), ("ET", "GIN"), ("GIN", "no-graph")];
+    let want: Vec<(String, String, u64)> = want
+        .iter()
+        .map(|(m, b)| (m.to_string(), b.to_string(), 6))
+        .collect();
+    assert_eq!(rows, want);
 }
 
 /// Wins + ties + losses of each paired cell (`+1.00 ± 2.00 (w / t / l)`) of the row starting

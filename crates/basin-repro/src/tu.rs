@@ -475,42 +475,79 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
     md
 }
 
-/// Each model against the baselines fold by fold (the same folds, paired by their test split):
-/// the mean difference of test accuracy ± its standard error and wins / ties / losses, the
-/// clearest sign of whether a model learned more than the pooled features (fold-to-fold spread
-/// is several points on the TU sets, most of it shared by every model). Empty without baselines.
-pub fn paired_markdown(results: &[TuResult]) -> String {
-    let cell = |a: &ProtocolReport, b: Option<&ProtocolReport>| match b {
-        Some(b) => Paired::new(&a.runs, &b.runs, "test_accuracy")
-            .map_or_else(|e| format!("not paired: {e}"), |p| p.show(100.0)),
-        None => "–".into(),
-    };
-    if results
-        .iter()
-        .all(|r| r.pooled.is_none() && r.gin.is_none())
-    {
+/// One model paired with one baseline on one dataset's folds.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PairedRow {
+    /// Dataset.
+    pub dataset: String,
+    /// The model (`ET`, `CDAT`, …, or `GIN` against the no-graph baseline).
+    pub model: String,
+    /// `no-graph` or `GIN`.
+    pub baseline: String,
+    /// Test accuracy, model − baseline, fold by fold.
+    pub paired: Option<Paired>,
+    /// Why the two could not be paired.
+    pub error: Option<String>,
+}
+
+/// Each model against the baselines fold by fold (the same folds, paired by their test split),
+/// and GIN against the no-graph baseline: the clearest sign of whether a model learned more
+/// than the pooled features (fold-to-fold spread is several points on the TU sets, most of it
+/// shared by every model).
+pub fn paired_rows(results: &[TuResult]) -> Vec<PairedRow> {
+    let mut rows = Vec::new();
+    for r in results {
+        let models = r.models.iter().map(|m| (m.model.as_str(), &m.cv));
+        for (model, runs) in models.chain(r.gin.as_ref().map(|g| ("GIN", g))) {
+            for (baseline, base) in [("no-graph", &r.pooled), ("GIN", &r.gin)] {
+                let Some(base) = base.as_ref().filter(|_| model != baseline) else {
+                    continue;
+                };
+                let p = Paired::new(&runs.runs, &base.runs, "test_accuracy");
+                rows.push(PairedRow {
+                    dataset: r.dataset.clone(),
+                    model: model.into(),
+                    baseline: baseline.into(),
+                    error: p.as_ref().err().map(ToString::to_string),
+                    paired: p.ok(),
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// [`paired_rows`] as a Markdown table (one row per dataset and model); empty without baselines.
+pub fn paired_markdown(rows: &[PairedRow]) -> String {
+    if rows.is_empty() {
         return String::new();
     }
     let mut md = String::from(
         "\nPaired with the baselines, fold by fold (CV test accuracy, model − baseline, mean ± standard error over folds; wins / ties / losses):\n\n| dataset | model | model − no-graph | model − GIN |\n|---|---|---|---|\n",
     );
-    for r in results {
-        for m in &r.models {
-            md.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
-                r.dataset,
-                m.model,
-                cell(&m.cv, r.pooled.as_ref()),
-                cell(&m.cv, r.gin.as_ref())
-            ));
+    let mut done = Vec::new();
+    for row in rows {
+        if done.contains(&(&row.dataset, &row.model)) {
+            continue;
         }
-        if let Some(gin) = &r.gin {
-            md.push_str(&format!(
-                "| {} | GIN | {} | – |\n",
-                r.dataset,
-                cell(gin, r.pooled.as_ref())
-            ));
-        }
+        done.push((&row.dataset, &row.model));
+        let cell = |baseline: &str| {
+            rows.iter()
+                .find(|o| {
+                    o.dataset == row.dataset && o.model == row.model && o.baseline == baseline
+                })
+                .map_or("–".into(), |o| match (&o.paired, &o.error) {
+                    (Some(p), _) => p.show(100.0),
+                    (None, e) => format!("not paired: {}", e.as_deref().unwrap_or("?")),
+                })
+        };
+        md.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            row.dataset,
+            row.model,
+            cell("no-graph"),
+            cell("GIN")
+        ));
     }
     md
 }

@@ -146,6 +146,7 @@ impl Reproduction for CdatTable1 {
         let paper: Table1Paper = report::paper("cdat-table1")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
+        let paired = tu::paired_rows(&results);
         let mut md = String::from("# CDAT Table 1 — TU graph classification\n\n");
         md.push_str(&report::banner(
             ctx.preset,
@@ -181,7 +182,7 @@ impl Reproduction for CdatTable1 {
                 )),
             }
         }
-        md.push_str(&tu::paired_markdown(&results));
+        md.push_str(&tu::paired_markdown(&paired));
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n");
         md.push_str(&tu::curves_markdown(&results));
@@ -193,7 +194,7 @@ impl Reproduction for CdatTable1 {
         let ran = results.len();
         Report::new(
             md,
-            &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
+            &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
             ran,
         )
     }
@@ -394,6 +395,7 @@ impl Reproduction for CdatTable11 {
         let paper: Table11Paper = report::paper("cdat-table11")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
+        let paired = tu::paired_rows(&results);
         let mut md = String::from("# CDAT Table 11 — ablations\n\n");
         md.push_str(&report::banner(
             ctx.preset,
@@ -434,7 +436,7 @@ impl Reproduction for CdatTable11 {
             ));
         }
         md.push('\n');
-        md.push_str(&tu::paired_markdown(&results));
+        md.push_str(&tu::paired_markdown(&paired));
         md.push('\n');
         md.push_str(&missing.to_markdown());
         md.push_str(&tu::curves_markdown(&results));
@@ -446,7 +448,7 @@ impl Reproduction for CdatTable11 {
         let ran = results.len();
         Report::new(
             md,
-            &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
+            &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
             ran,
         )
     }

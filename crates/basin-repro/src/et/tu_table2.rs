@@ -133,6 +133,7 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
     let paper: PaperTable = report::paper("et-table2")?;
     let mut missing = Missing::default();
     let results = tu::run(opts, ctx, &mut missing)?;
+    let paired = tu::paired_rows(&results);
     let et = opts.models.first().map_or("ET", |m| m.name.as_str());
     let mut md = String::from("# ET Table 2 — TU graph classification\n\n");
     md.push_str(&report::banner(
@@ -175,7 +176,7 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
             }
         }
     }
-    md.push_str(&tu::paired_markdown(&results));
+    md.push_str(&tu::paired_markdown(&paired));
     md.push_str(&missing.to_markdown());
     md.push_str("\nEnergy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode) and the training loss:\n");
     md.push_str(&tu::curves_markdown(&results));
@@ -187,7 +188,7 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
     let ran = results.len();
     Report::new(
         md,
-        &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
+        &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
         ran,
     )
 }
