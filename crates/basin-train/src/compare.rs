@@ -5,7 +5,7 @@
 //! paired difference cancels what the folds share (a paired t-test's statistic is
 //! `difference / std_error`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -45,10 +45,13 @@ impl Paired {
     /// Pairs the runs of `a` and `b` by their test split (the SHA-256 of its indices in each
     /// record; with the seed too where several runs share one test split, as repeated runs on
     /// a fixed split do) and compares `metric` of each pair. Runs without the metric (not
-    /// finished) are left out. An error if no split has a run on both sides, or if a run has
+    /// finished) or with a non-finite value are left out. An error if no split has a run on both sides, or if a run has
     /// no test split recorded.
     pub fn new(a: &[RunRecord], b: &[RunRecord], metric: &str) -> Result<Self, TrainError> {
-        let (a, b) = (keyed(a, metric)?, keyed(b, metric)?);
+        let (a, b) = (scored(a, metric)?, scored(b, metric)?);
+        let mut repeats = repeated(&a);
+        repeats.extend(repeated(&b));
+        let (a, b) = (keyed(&a, &repeats)?, keyed(&b, &repeats)?);
         let pairs: Vec<(f64, f64)> = a
             .iter()
             .filter_map(|(k, &x)| b.get(k).map(|&y| (x, y)))
@@ -104,12 +107,15 @@ impl Paired {
     }
 }
 
-/// Each run's metric under its split key; runs without the metric are left out.
-fn keyed(runs: &[RunRecord], metric: &str) -> Result<BTreeMap<String, f64>, TrainError> {
-    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut with = Vec::new();
+/// Each run with the metric (finite) as (record, test split hash, value); runs without it are
+/// left out.
+fn scored<'r>(
+    runs: &'r [RunRecord],
+    metric: &str,
+) -> Result<Vec<(&'r RunRecord, &'r str, f64)>, TrainError> {
+    let mut out = Vec::new();
     for r in runs {
-        let Some(&v) = r.summary.get(metric) else {
+        let Some(&v) = r.summary.get(metric).filter(|v| v.is_finite()) else {
             continue;
         };
         let test = r.split_hashes.get("test").ok_or_else(|| {
@@ -118,15 +124,23 @@ fn keyed(runs: &[RunRecord], metric: &str) -> Result<BTreeMap<String, f64>, Trai
                 r.name
             ))
         })?;
-        *count.entry(test).or_default() += 1;
-        with.push((r, test, v));
+        out.push((r, test.as_str(), v));
     }
+    Ok(out)
+}
+
+/// Split keys: the test split's hash, and the seed too for a split that several runs of one side
+/// share (on both sides, so that one run on a fixed split pairs with the run of its seed).
+fn keyed(
+    runs: &[(&RunRecord, &str, f64)],
+    repeated: &BTreeSet<&str>,
+) -> Result<BTreeMap<String, f64>, TrainError> {
     let mut keyed = BTreeMap::new();
-    for (r, test, v) in with {
-        let key = if count[test.as_str()] > 1 {
+    for &(r, test, v) in runs {
+        let key = if repeated.contains(test) {
             format!("{test}/{}", r.seed)
         } else {
-            test.clone()
+            test.to_string()
         };
         if keyed.insert(key, v).is_some() {
             return Err(TrainError::Unpaired(format!(
@@ -137,6 +151,15 @@ fn keyed(runs: &[RunRecord], metric: &str) -> Result<BTreeMap<String, f64>, Trai
         }
     }
     Ok(keyed)
+}
+
+/// The test splits that more than one run of `runs` was evaluated on.
+fn repeated<'r>(runs: &[(&RunRecord, &'r str, f64)]) -> BTreeSet<&'r str> {
+    let mut seen = BTreeSet::new();
+    runs.iter()
+        .filter(|(_, test, _)| !seen.insert(*test))
+        .map(|(_, test, _)| *test)
+        .collect()
 }
 
 /// Every `record.json` under `dir` (a `basin train` output, a reproduction's folder, or one
@@ -219,6 +242,17 @@ mod tests {
         let p = Paired::new(&a, &b, "test_accuracy").unwrap();
         assert_eq!((p.pairs, p.wins, p.ties, p.losses), (2, 1, 1, 0));
         assert!((p.difference - 0.05).abs() < 1e-12);
+        // One run on the split pairs with the other side's run of its seed; a NaN is left out.
+        let single = [run("b1", "s", 1, Some(0.6))];
+        let p = Paired::new(&a, &single, "test_accuracy").unwrap();
+        assert_eq!((p.pairs, p.wins, p.unmatched_a), (1, 1, 1));
+        assert!((p.difference - 0.1).abs() < 1e-12);
+        let nan = [
+            run("b0", "s", 0, Some(f64::NAN)),
+            run("b1", "s", 1, Some(0.6)),
+        ];
+        let p = Paired::new(&a, &nan, "test_accuracy").unwrap();
+        assert_eq!((p.pairs, p.unmatched_a, p.unmatched_b), (1, 1, 0));
     }
 
     #[test]
