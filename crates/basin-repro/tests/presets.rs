@@ -46,3 +46,20 @@ fn the_cpu_presets_start_near_ln_c_and_a_zero_readout_at_ln_c() {
         }
     }
 }
+
+/// The TU reports set the two families side by side "on the same front end": the CPU presets
+/// differ in their block (terms, dynamics) and in Â's Gram (CDAT's cosine keeps vMF logits
+/// bounded), nowhere else that the classifier reads.
+#[test]
+fn the_cpu_presets_share_everything_but_the_block_and_the_gram() {
+    let et = basin_et::graph::tu_cpu();
+    let cdat = basin_cdat::graph::tu_cpu();
+    assert_ne!(et.block, cdat.block);
+    assert_ne!(et.gram, cdat.gram);
+    let common = |c: &GraphClassifierConfig| GraphClassifierConfig {
+        block: et.block.clone(),
+        gram: et.gram,
+        ..c.clone()
+    };
+    assert_eq!(common(&et), common(&cdat));
+}
