@@ -172,6 +172,11 @@ fn cdat_tables_quick() {
     );
     assert_eq!(paired_counts(&md, "| MUTAG | CDAT |"), [3, 3], "{md}");
     assert_eq!(paired_counts(&md, "| MUTAG | ET |"), [3, 3], "{md}");
+    assert_eq!(
+        paired_counts(&md, "| MUTAG | CDAT code-terms |"),
+        [3, 3],
+        "{md}"
+    );
     let md = reproduce("cdat-table4", &[], &[]);
     assert!(
         md.contains("| GT | 1.074 M |")

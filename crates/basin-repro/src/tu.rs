@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use basin_core::{AttentionConfig, HopfieldConfig, Langevin, VmfAttentionConfig};
+use basin_core::{Activation, AttentionConfig, HopfieldConfig, Langevin, VmfAttentionConfig};
 use basin_graph::KFoldConfig;
 use basin_graph::tu::load_tu;
 use basin_tasks::baselines::{GinConfig, GinLearner, MlpConfig, PooledFeaturesLearner};
@@ -34,6 +34,10 @@ pub struct TuModel {
     pub name: String,
     /// The model.
     pub config: GraphClassifierConfig,
+    /// Runs only the leak-free CV, not the table's et-paper and code-cv procedures (a variant
+    /// set beside the table's main models).
+    #[serde(default)]
+    pub cv_only: bool,
 }
 
 /// How much a TU table runs.
@@ -126,6 +130,14 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         .terms
         .iter()
         .find_map(|t| t.params::<HopfieldConfig>().ok());
+    let memory = match hop.as_ref().map(|h| h.activation) {
+        Some(Activation::Relu) => "½relu² memories",
+        Some(Activation::Rectified) => "rectified memories",
+        Some(Activation::Power) => "relu-power memories",
+        Some(Activation::Exp) => "exponential memories",
+        Some(Activation::Softmax) => "softmax memories",
+        None => "no memories",
+    };
     let noise = b
         .dynamics
         .params::<Langevin>()
@@ -151,10 +163,9 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         .map(|m| format!(", degree encoding (degrees ≥ {m} share one)"))
         .unwrap_or_default();
     format!(
-        "D = {}, {attention} {heads} × {head_dim}, K = {} ({:?}), {} blocks × {} steps of `{}` dynamics (α = {}{noise}){degree}; readout of {seen} by {head}{start}",
+        "D = {}, {attention} {heads} × {head_dim}, K = {} {memory}, {} blocks × {} steps of `{}` dynamics (α = {}{noise}){degree}; readout of {seen} by {head}{start}",
         b.dim,
         hop.as_ref().map_or(0, |h| h.memories),
-        hop.as_ref().map(|h| h.activation),
         model.blocks,
         b.steps,
         b.dynamics.kind,
@@ -291,7 +302,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 ),
                 &energy,
             )?;
-            let et_paper = if opts.et_paper_repeats > 0 {
+            let et_paper = if opts.et_paper_repeats > 0 && !m.cv_only {
                 Some(
                     EtPaperProtocol {
                         repeats: opts.et_paper_repeats,
@@ -309,7 +320,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             } else {
                 None
             };
-            let code_cv = if opts.code_cv_folds > 0 {
+            let code_cv = if opts.code_cv_folds > 0 && !m.cv_only {
                 Some(
                     CodeCrossValidation {
                         folds: opts.code_cv_folds,

@@ -15,6 +15,10 @@ fn the_cpu_presets_start_near_ln_c_and_a_zero_readout_at_ln_c() {
     let presets = [
         ("ET", basin_et::graph::tu_cpu()),
         ("CDAT", basin_cdat::graph::tu_cpu()),
+        (
+            "CDAT code-terms",
+            basin_cdat::graph::with_code_terms(&basin_cdat::graph::tu_cpu()).unwrap(),
+        ),
     ];
     for name in ["MUTAG", "ENZYMES", "PROTEINS"] {
         let dir = basin_graph::require_data!(&format!("tu/{name}"));
@@ -62,4 +66,22 @@ fn the_cpu_presets_share_everything_but_the_block_and_the_gram() {
         ..c.clone()
     };
     assert_eq!(common(&et), common(&cdat));
+}
+
+/// `cdat-table1`'s second CDAT changes the energy terms and nothing else; at the CPU scale its
+/// terms are exactly ET's, so the row separates CDAT's terms from its dynamics.
+#[test]
+fn the_code_terms_variant_is_cdat_with_ets_terms() {
+    let cdat = basin_cdat::graph::tu_cpu();
+    let code = basin_cdat::graph::with_code_terms(&cdat).unwrap();
+    assert_eq!(code.block.terms, basin_et::graph::tu_cpu().block.terms);
+    assert_ne!(code.block.terms, cdat.block.terms);
+    let terms = |c: &GraphClassifierConfig| {
+        let mut c = c.clone();
+        c.block.terms.clear();
+        c
+    };
+    assert_eq!(terms(&code), terms(&cdat));
+    // A model without the vMF term it replaces is refused, not silently changed.
+    assert!(basin_cdat::graph::with_code_terms(&code).is_err());
 }

@@ -96,6 +96,7 @@ pub fn options(preset: Preset) -> TuOptions {
         models: vec![TuModel {
             name: "ET".into(),
             config: basin_et::graph::tu_paper(),
+            cv_only: false,
         }],
         baseline_epochs: 100,
         pooled: MlpConfig::default(),
@@ -104,6 +105,7 @@ pub fn options(preset: Preset) -> TuOptions {
     let cpu_model = vec![TuModel {
         name: "ET".into(),
         config: basin_et::graph::tu_cpu(),
+        cv_only: false,
     }];
     match preset {
         Preset::Paper => paper,
