@@ -19,12 +19,14 @@ between minutes on a shared machine):
   6. with --anomaly-epoch: tolokers training epochs of `basin train --example et-anomaly`
      against `benches/et_anomaly_epoch.py` (PyTorch + PyG: the reference's per-edge messages,
      a COO product, autograd, and basin's own kernels called from Python), split by phase.
-`--no-step` skips sides 1–3.
+`--no-step` skips sides 1–3. With --jax PYTHON (a Python with `jax[cpu]`), sides 1 and 3 also
+run `benches/et_step_jax.py` (the ET reference code's `jax.jit` of autograd), pinned with
+`taskset` to as many cores as OMP_NUM_THREADS, and the table gets its rows and ratios.
 
 Usage (from the workspace root; the Python needs torch==2.11.0, numpy, scipy):
   python3 benches/compare.py --python /path/to/venv/bin/python [--compile] [--pe]
       [--epoch [--epoch-model cpu|paper]] [--anomaly-epoch [--anomaly-epochs 5]] [--no-step]
-      [--no-cargo] [--json target/compare.json]
+      [--jax /path/to/jax-venv/bin/python] [--no-cargo] [--json target/compare.json]
 `--no-cargo` reads the criterion results already under target/criterion instead of running
 the benchmarks. Threads: OMP_NUM_THREADS (default 2) for both sides.
 """
@@ -75,6 +77,15 @@ def anchor(python, script, compile_, env):
     if "gflop" in got and "floor" in got:
         got["matmul_gflops"] = got["gflop"] / got["floor"] * 1e3
     return got
+
+
+def jax_anchor(python, env):
+    """`benches/et_step_jax.py` (milliseconds), pinned to OMP_NUM_THREADS cores: XLA's CPU
+    client takes every core it sees."""
+    cmd = [python, os.path.join(ROOT, "benches", "et_step_jax.py")]
+    if shutil.which("taskset"):
+        cmd = ["taskset", "-c", f"0-{int(env['OMP_NUM_THREADS']) - 1}"] + cmd
+    return json.loads(run(cmd, env).strip().splitlines()[-1])
 
 
 def criterion(pattern):
@@ -255,6 +266,7 @@ def step_table(args, env, mem_env):
         sys.exit(f"compare: the PyTorch anchor {script} is missing (pass --anchors DIR)")
 
     before = anchor(args.python, script, args.compile, env)
+    jax = [jax_anchor(args.jax, env)] if args.jax else []
     # basin under the anchor's own protocol (short runs, variants interleaved), then under
     # criterion's sustained sampling.
     out = run(["cargo", "run", "--release", "-q", "-p", "basin-benches", "--bin", "et_step_anchor"], env)
@@ -262,6 +274,8 @@ def step_table(args, env, mem_env):
     if not args.no_cargo:
         run(["cargo", "bench", "-p", "basin-benches", "--bench", "energy", "--", "et_step_dense|train_step/"], env)
     after = anchor(args.python, script, args.compile, env)
+    if args.jax:
+        jax.append(jax_anchor(args.jax, env))
     # The memory pass: `train_step` prints its peak-memory lines before criterion filters
     # anything, and a filter that matches no benchmark times nothing.
     memory = {}
@@ -280,6 +294,10 @@ def step_table(args, env, mem_env):
         s, s_txt = spread(before, after, key)
         t, t_txt = spread(before, after, tkey) if tkey else (None, "–")
         rows.append((label, s_txt, s, t_txt, t))
+    if jax:
+        s, s_txt = spread(*jax, "step_ms")
+        t, t_txt = spread(*jax, "train_step_ms")
+        rows.append((f"JAX {jax[0]['jax']} jit(value_and_grad)", s_txt, s, t_txt, t))
     basin = {
         "closed_form": criterion("et_step_dense_*/closed_form"),
         "closed_form_grad_only": criterion("et_step_dense_*/closed_form_grad_only"),
@@ -314,7 +332,7 @@ def step_table(args, env, mem_env):
         xe = f"{s / eager:.2f}" if s and eager else "–"
         xt = f"{t / eager_train:.2f}" if t and eager_train else "–"
         print(f"| {label} | {s_txt} | {xf} | {xe} | {t_txt} | {xt} |")
-    result = {"pytorch_before": before, "pytorch_after": after, "basin_ms": basin, "basin_anchor_protocol_ms": same_protocol}
+    result = {"pytorch_before": before, "pytorch_after": after, "jax": jax, "basin_ms": basin, "basin_anchor_protocol_ms": same_protocol}
     g = same_protocol["closed_form_grad_only"]
     if g and floor:
         print(f"\ngoal 1: gradient-only step {g:.1f} ms = {g / floor:.2f}× the floor (target ≤ 1.25×)"
@@ -322,6 +340,11 @@ def step_table(args, env, mem_env):
     t = same_protocol["train"]
     if t and eager_train:
         print(f"goal 2: training step {t:.0f} ms = {t / eager_train:.2f}× PyTorch eager closed form (target < 1)")
+    if t and jax:
+        jt, _ = spread(*jax, "train_step_ms")
+        js, _ = spread(*jax, "step_ms")
+        print(f"goal 2: training step {t:.0f} ms = {t / jt:.2f}× JAX jit (target < 1); "
+              f"step (energy + gradient) {same_protocol['closed_form']:.1f} ms = {same_protocol['closed_form'] / js:.2f}× JAX's")
     print(f"goal 2: peak memory of one training step above the resident state (MiB): basin closed form {memory.get('closed_form', '–')}, autograd {memory.get('autograd', '–')}; "
           f"PyTorch closed form {torch_memory['train_closed']:.0f}, autograd {torch_memory['train_autograd']:.0f} (target: basin ≤ PyTorch)")
     result["train_memory_mib"] = {"basin": memory, "pytorch": torch_memory}
@@ -334,6 +357,7 @@ def main():
     ap.add_argument("--anchors", default=os.path.join(ROOT, "..", "shared", "checks"), help="folder of bench_et_pytorch.py")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile of the closed form")
     ap.add_argument("--pe", action="store_true", help="also compare the Laplacian PE with scipy's eigh loop")
+    ap.add_argument("--jax", metavar="PYTHON", help="also time benches/et_step_jax.py with this Python (needs jax[cpu])")
     ap.add_argument("--no-cargo", action="store_true", help="read existing criterion results")
     ap.add_argument("--epoch", action="store_true", help="also one NCI1 training epoch: `basin train` against benches/et_graph_epoch.py")
     ap.add_argument("--epoch-model", default="cpu", choices=["cpu", "paper"], help="the model of --epoch: the et-graph example's (cpu) or Table 9's sizes (paper)")
