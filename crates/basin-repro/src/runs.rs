@@ -165,10 +165,12 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
 ];
 
-/// The CPU-scale TU protocol of the graph examples: leak-free 10-fold CV with the TU tables'
-/// training ([`crate::tu::tu_train`]) at their CPU budget.
+/// The CPU-scale TU protocol of the graph examples: leak-free 10-fold CV on the TU tables'
+/// folds ([`crate::tu::cv_folds`]) with their training ([`crate::tu::tu_train`]) at their CPU
+/// budget.
 fn cpu_cross_validation() -> CrossValidation {
     CrossValidation {
+        folds: crate::tu::cv_folds(10),
         train: crate::tu::tu_train(crate::tu::CPU_EPOCHS, crate::tu::CPU_LR),
         ..CrossValidation::default()
     }

@@ -109,6 +109,17 @@ impl TuResult {
     }
 }
 
+/// The folds of the TU tables' leak-free CV: stratified, fold seed 0, an inner validation
+/// split of one ninth. The graph example run files use the same, so that `basin compare` pairs a
+/// `basin train` run with a reproduction's baselines.
+pub fn cv_folds(folds: usize) -> KFoldConfig {
+    KFoldConfig {
+        folds,
+        val_ratio: 1.0 / 9.0,
+        seed: 0,
+    }
+}
+
 /// A model's description for a report, read from its config.
 pub fn describe(model: &GraphClassifierConfig) -> String {
     let b = &model.block;
@@ -271,11 +282,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 )?)
             };
             let cv_protocol = CrossValidation {
-                folds: KFoldConfig {
-                    folds: opts.folds,
-                    val_ratio: 1.0 / 9.0,
-                    seed: 0,
-                },
+                folds: cv_folds(opts.folds),
                 repeats: opts.repeats,
                 metric: Metric::Accuracy,
                 train: train.clone(),

@@ -85,3 +85,17 @@ fn the_code_terms_variant_is_cdat_with_ets_terms() {
     // A model without the vMF term it replaces is refused, not silently changed.
     assert!(basin_cdat::graph::with_code_terms(&code).is_err());
 }
+
+/// The graph example run files split as the TU tables do, so that `basin compare` pairs a
+/// `basin train` run with a reproduction's baselines fold by fold.
+#[test]
+fn the_graph_examples_use_the_tu_tables_folds() {
+    use basin_repro::runs::RunSpec;
+    for name in ["et-graph", "cdat-graph"] {
+        let text = RunSpec::example(name).unwrap();
+        let RunSpec::GraphClassification(run) = RunSpec::parse(&text, name).unwrap() else {
+            panic!("{name} is not a graph-classification run file");
+        };
+        assert_eq!(run.protocol.folds, basin_repro::tu::cv_folds(10), "{name}");
+    }
+}
