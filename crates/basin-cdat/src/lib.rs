@@ -220,20 +220,18 @@ pub mod graph {
     pub fn with_code_terms(
         cfg: &GraphClassifierConfig,
     ) -> Result<GraphClassifierConfig, TaskError> {
+        let missing =
+            |kind: &str| TaskError::config("block.terms", format!("no {kind} term to replace"));
         let vmf = cfg
             .block
-            .terms
-            .iter()
-            .find_map(|t| t.params::<VmfAttentionConfig>().ok())
-            .ok_or_else(|| TaskError::config("block.terms", "no vmf-attention term to replace"))?;
-        let memories = cfg
+            .term::<VmfAttentionConfig>()
+            .ok_or_else(|| missing("vmf-attention"))?;
+        let hopfield = cfg
             .block
-            .terms
-            .iter()
-            .find_map(|t| t.params::<HopfieldConfig>().ok())
-            .ok_or_else(|| TaskError::config("block.terms", "no hopfield term to replace"))?;
+            .term::<HopfieldConfig>()
+            .ok_or_else(|| missing("hopfield"))?;
         let mut c = cfg.clone();
-        c.block.terms = code_terms(vmf.heads, vmf.head_dim, memories.memories, false);
+        c.block.terms = code_terms(vmf.heads, vmf.head_dim, hopfield.memories, false);
         Ok(c)
     }
 

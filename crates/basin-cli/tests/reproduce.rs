@@ -155,14 +155,27 @@ fn paired_counts(md: &str, row: &str) -> Vec<usize> {
 #[test]
 fn cdat_tables_quick() {
     basin_graph::require_data!("tu/MUTAG");
-    let md = reproduce(
+    let out = tempfile::tempdir().unwrap();
+    let md = reproduce_in(
+        out.path(),
         "cdat-table1",
         &["--dataset", "MUTAG"],
         &[
             "MUTAG/CDAT/energy.png",
             "MUTAG/ET/energy.png",
             "MUTAG/loss.png",
+            "MUTAG/CDAT/et-paper",
+            "MUTAG/CDAT/code-cv",
         ],
+    );
+    // The code-terms variant runs the leak-free CV only.
+    for protocol in ["et-paper", "code-cv"] {
+        let p = out.path().join("MUTAG/CDAT code-terms").join(protocol);
+        assert!(!p.exists(), "{} exists", p.display());
+    }
+    assert!(
+        md.contains("K = 128 rectified memories") && md.contains("K = 128 ½relu² memories"),
+        "{md}"
     );
     assert!(
         md.contains("| MUTAG | 188 | 98.8 ± 0.3 | 96.6 ± 0.2 |")

@@ -124,6 +124,11 @@ impl BlockConfig {
             .find_map(|t| t.params.get("heads").and_then(toml::Value::as_integer))
     }
 
+    /// The parameters of the first term of kind `T`, if the block has one.
+    pub fn term<T: TermParams>(&self) -> Option<T> {
+        self.terms.iter().find_map(|t| t.params::<T>().ok())
+    }
+
     /// Whether the block has a term of kind `T`.
     pub fn has_term<T: TermParams>(&self) -> bool {
         self.terms.iter().any(TermConfig::is::<T>)

@@ -124,23 +124,14 @@ pub fn cv_folds(folds: usize) -> KFoldConfig {
 pub fn describe(model: &GraphClassifierConfig) -> String {
     let b = &model.block;
     let (attention, heads, head_dim) = b
-        .terms
-        .iter()
-        .find_map(|t| {
-            t.params::<AttentionConfig>()
-                .ok()
-                .map(|a| ("energy attention", a.heads, a.head_dim))
-                .or_else(|| {
-                    t.params::<VmfAttentionConfig>()
-                        .ok()
-                        .map(|a| ("vMF attention", a.heads, a.head_dim))
-                })
+        .term::<AttentionConfig>()
+        .map(|a| ("energy attention", a.heads, a.head_dim))
+        .or_else(|| {
+            b.term::<VmfAttentionConfig>()
+                .map(|a| ("vMF attention", a.heads, a.head_dim))
         })
         .unwrap_or(("no attention", 0, 0));
-    let hop = b
-        .terms
-        .iter()
-        .find_map(|t| t.params::<HopfieldConfig>().ok());
+    let hop = b.term::<HopfieldConfig>();
     let memory = match hop.as_ref().map(|h| h.activation) {
         Some(Activation::Relu) => "½relu² memories",
         Some(Activation::Rectified) => "rectified memories",

@@ -107,16 +107,8 @@ pub fn options(preset: Preset) -> AnomalyOptions {
 
 /// Y, K, T, H of a model config, as Table 6 lists them.
 fn table6_of(cfg: &NodeAnomalyConfig) -> String {
-    let att = cfg
-        .block
-        .terms
-        .iter()
-        .find_map(|t| t.params::<AttentionConfig>().ok());
-    let hop = cfg
-        .block
-        .terms
-        .iter()
-        .find_map(|t| t.params::<HopfieldConfig>().ok());
+    let att = cfg.block.term::<AttentionConfig>();
+    let hop = cfg.block.term::<HopfieldConfig>();
     format!(
         "{}, {}, {}, {}",
         att.as_ref().map_or(0, |a| a.head_dim),
