@@ -212,22 +212,43 @@ fn small_cfg() -> GraphClassifierConfig {
 fn et_graph_cls_output_ignores_padding() {
     let _s = lock_generator();
     let data = graphs();
-    for (adjacency, readout, readout_hidden, degree_encoding) in [
-        (AdjacencyMode::Masked, Readout::ClsMean, None, None),
-        (AdjacencyMode::Masked, Readout::ClsMeanSize, None, None),
-        (AdjacencyMode::Masked, Readout::ClsMeanSize, Some(16), None),
+    for (adjacency, readout, readout_hidden, degree_encoding, readout_initial) in [
+        (AdjacencyMode::Masked, Readout::ClsMean, None, None, false),
+        (
+            AdjacencyMode::Masked,
+            Readout::ClsMeanSize,
+            None,
+            None,
+            false,
+        ),
+        (
+            AdjacencyMode::Masked,
+            Readout::ClsMeanSize,
+            Some(16),
+            None,
+            false,
+        ),
         (
             AdjacencyMode::Masked,
             Readout::ClsMeanSize,
             Some(16),
             Some(3),
+            false,
         ),
-        (AdjacencyMode::Masked, Readout::Cls, None, None),
+        (
+            AdjacencyMode::Masked,
+            Readout::ClsMeanSize,
+            Some(16),
+            None,
+            true,
+        ),
+        (AdjacencyMode::Masked, Readout::Cls, None, None, false),
         (
             AdjacencyMode::ReferenceMultiply,
             Readout::ClsMean,
             None,
             None,
+            false,
         ),
     ] {
         for gram in [Gram::Dot, Gram::Cosine] {
@@ -237,6 +258,7 @@ fn et_graph_cls_output_ignores_padding() {
                 readout_hidden,
                 gram,
                 degree_encoding,
+                readout_initial,
                 ..small_cfg()
             };
             let (_vs, model) = classifier(&cfg);
@@ -247,10 +269,47 @@ fn et_graph_cls_output_ignores_padding() {
             let d = max_diff(&padded.narrow(0, 0, 1), &alone);
             assert!(
                 d < 1e-10,
-                "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}: padding changed the output by {d}"
+                "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}, initial {readout_initial}: padding changed the output by {d}"
             );
         }
     }
+}
+
+/// With `readout_initial` the readout's second half of columns reads the initial tokens' pooling:
+/// with the final tokens' columns zeroed, the logits are the linear map of
+/// `pool(tokens_and_structure)` alone, and the blocks' output no longer matters.
+#[test]
+fn the_initial_readout_reads_the_pooled_initial_tokens() {
+    let _s = lock_generator();
+    let data = graphs();
+    let cfg = GraphClassifierConfig {
+        readout_initial: true,
+        readout_hidden: None,
+        ..small_cfg()
+    };
+    let (vs, model) = classifier(&cfg);
+    let vars = vs.variables();
+    let (w, bias) = (&vars["readout.weight"], &vars["readout.bias"]);
+    let d = cfg.block.dim;
+    assert_eq!(
+        w.size()[1],
+        2 * 3 * d,
+        "CLS ‖ mean ‖ sized mean, final and initial"
+    );
+    tch::no_grad(|| {
+        let _ = w.narrow(1, 0, 3 * d).zero_();
+    });
+    let b = batch(&data, &cfg, &[0, 5]);
+    let logits = tch::no_grad(|| model.forward(&b, false).unwrap());
+    let x0 = tch::no_grad(|| model.tokens_and_structure(&b).unwrap().0);
+    let padding = b.parts().2;
+    let pooled = basin_tasks::graph_classification::pool(cfg.readout, &x0, padding);
+    let want = pooled.matmul(&w.narrow(1, 3 * d, 3 * d).tr()) + bias;
+    let diff = max_diff(&logits, &want);
+    assert!(
+        diff < 1e-10,
+        "logits differ from the initial tokens' readout by {diff}"
+    );
 }
 
 /// The degree encoding adds row `min(degree, m)` of its table to each node token and nothing to

@@ -151,6 +151,11 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         Readout::ClsMeanSize => "CLS ‖ mean ‖ ln(n + 1)·mean",
         Readout::Nodes => "every node",
     };
+    let seen = if model.readout_initial {
+        format!("{seen}, of the final and the initial tokens,")
+    } else {
+        seen.to_string()
+    };
     let head = match model.readout_hidden {
         Some(h) => format!("an MLP (hidden {h})"),
         None => "a linear map".into(),

@@ -116,6 +116,12 @@ pub struct GraphClassifierConfig {
     pub readout_classes: Option<i64>,
     /// What the readout sees.
     pub readout: Readout,
+    /// The readout also sees the same pooling of the initial tokens (the encoded nodes with
+    /// their encodings, before the first block), concatenated (not in the papers). GIN's
+    /// readout sums every layer's node states, layer 0 included, as do jumping-knowledge
+    /// networks (Xu et al. 2018): a pooled view of the input that the descent cannot wash out,
+    /// which is what the pooled-feature baseline sees.
+    pub readout_initial: bool,
     /// Dropout on the readout's input in training (0: none, as the papers).
     pub readout_dropout: f64,
     /// `Some(h)`: the readout is an MLP with one hidden ReLU layer of width h (as GIN's and
@@ -155,6 +161,7 @@ impl Default for GraphClassifierConfig {
             features: FeatureScaling::Standardize,
             readout_classes: None,
             readout: Readout::Cls,
+            readout_initial: false,
             readout_dropout: 0.0,
             readout_hidden: None,
             readout_init_gain: 1.0,
@@ -482,10 +489,15 @@ impl GraphClassifier {
                 }),
             blocks,
             readout: {
-                let seen = match cfg.readout {
+                let pooled = match cfg.readout {
                     Readout::Cls | Readout::Nodes => d,
                     Readout::ClsMean => 2 * d,
                     Readout::ClsMeanSize => 3 * d,
+                };
+                let seen = if cfg.readout_initial {
+                    2 * pooled
+                } else {
+                    pooled
                 };
                 let classes = cfg.readout_classes.unwrap_or(classes);
                 let gain = cfg.readout_init_gain;
@@ -528,11 +540,15 @@ impl GraphClassifier {
 
     /// Class logits `[B, C]` (`[M, C]` for every real node with [`Readout::Nodes`]).
     pub fn forward(&self, b: &GraphBatchOnDevice, train: bool) -> Result<Tensor> {
-        let (mut x, structure) = self.tokens_and_structure(b)?;
+        let (x0, structure) = self.tokens_and_structure(b)?;
+        let mut x = x0.shallow_clone();
         for block in &self.blocks {
             x = block.forward(&x, &structure, train);
         }
-        let seen = pool(self.cfg.readout, &x, &b.padding);
+        let mut seen = pool(self.cfg.readout, &x, &b.padding);
+        if self.cfg.readout_initial {
+            seen = Tensor::cat(&[seen, pool(self.cfg.readout, &x0, &b.padding)], -1);
+        }
         let seen = if self.cfg.readout_dropout > 0.0 {
             seen.dropout(self.cfg.readout_dropout, train)
         } else {
