@@ -1,8 +1,9 @@
 //! Properties of the graph tasks with ET blocks that must hold for any weights: node anomaly
 //! detection is permutation equivariant, ignores isolated padding nodes and gives the same
 //! answer with sparse and dense attention; the graph classifier's CLS output ignores padding,
-//! non-edges carry exactly zero attention weight under the default (eq. 25) switch, and each
-//! block's energy does not rise along its steps without noise.
+//! its A′ projects the edge features where there are some (eq. 24), non-edges carry exactly
+//! zero attention weight under the default (eq. 25) switch, and each block's energy does not
+//! rise along its steps without noise.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -14,8 +15,8 @@ use basin_graph::anomaly::{PlantedConfig, generate_planted};
 use basin_graph::batch::make_batch;
 use basin_graph::{Csr, Graph, GraphDataset, Targets};
 use basin_tasks::graph_classification::{
-    AdjacencyMode, Gram, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, Readout,
-    dataset_pe,
+    AdjacencyMode, Gram, GraphBatchOnDevice, GraphClassifier, GraphClassifierConfig, InputWidths,
+    Readout, dataset_pe,
 };
 use basin_tasks::node_anomaly::{NodeAnomaly, NodeAnomalyConfig, neighbour_structure};
 use rand::SeedableRng;
@@ -273,6 +274,113 @@ fn et_graph_cls_output_ignores_padding() {
             );
         }
     }
+}
+
+/// [`graphs`] with a one-hot label on each edge, `(src + dst) % 3` (the same both ways).
+fn graphs_with_edge_labels() -> Arc<GraphDataset> {
+    let mut data = (*graphs()).clone();
+    for g in &mut data.graphs {
+        let (src, dst) = edges(&g.adjacency);
+        let mut e = ndarray::Array2::<f32>::zeros((src.len(), 3));
+        for (i, (s, d)) in src.iter().zip(&dst).enumerate() {
+            e[[i, ((s + d) % 3) as usize]] = 1.0;
+        }
+        g.edge_features = Some(e);
+    }
+    Arc::new(data)
+}
+
+/// ET eq. 24: A′ is a linear map of the edge features where the dataset has them. With A′'s
+/// weight for label c set to c + 1 (bias 0) and the adjacency model's to 1, the two models'
+/// Â differ exactly by the factor `E·(1, 2, 3)` on every attended pair (6 on the CLS entries,
+/// which carry every channel), and the classifier still ignores padding.
+#[test]
+fn a_prime_projects_the_edge_features() {
+    let _s = lock_generator();
+    let data = graphs_with_edge_labels();
+    let on = {
+        let mut cfg = small_cfg();
+        cfg.batching.dense_edge_features = true;
+        cfg
+    };
+    let off = small_cfg();
+    let widths = InputWidths::of(&data);
+    assert_eq!(
+        widths,
+        InputWidths {
+            nodes: 2,
+            edges: Some(3)
+        }
+    );
+    tch::manual_seed(11);
+    let mut vs_on = VarStore::new(Device::Cpu);
+    let with_edges = GraphClassifier::new(&vs_on.root(), &on, widths, 2).unwrap();
+    vs_on.double();
+    let (vs_off, without) = classifier(&off);
+    let on_vars = vs_on.variables();
+    tch::no_grad(|| {
+        for (name, v) in vs_off.variables() {
+            if let Some(src) = on_vars.get(&name).filter(|t| t.size() == v.size()) {
+                v.shallow_clone().copy_(src);
+            }
+        }
+        let w = &on_vars["adj_proj.weight"];
+        assert_eq!(
+            w.size(),
+            [4, 3],
+            "one column per edge channel, a row per head"
+        );
+        let labels = Tensor::from_slice(&[1.0f64, 2.0, 3.0]);
+        w.shallow_clone().copy_(&labels.view([1, 3]).expand_as(w));
+        let _ = on_vars["adj_proj.bias"].shallow_clone().zero_();
+        let _ = vs_off.variables()["adj_proj.weight"]
+            .shallow_clone()
+            .fill_(1.0);
+        let _ = vs_off.variables()["adj_proj.bias"].shallow_clone().zero_();
+        let ids = [0, 1, 4];
+        let (b_on, b_off) = (batch(&data, &on, &ids), batch(&data, &off, &ids));
+        assert!(b_off.edge_features().is_none());
+        let (x_on, s_on) = with_edges.tokens_and_structure(&b_on).unwrap();
+        let (x_off, s_off) = without.tokens_and_structure(&b_off).unwrap();
+        assert!(max_diff(&x_on, &x_off) < 1e-12, "the same initial tokens");
+        let mask = b_on.parts().3.to_kind(Kind::Double).unsqueeze(1);
+        let weighted = b_on.edge_features().unwrap().matmul(&labels).unsqueeze(1);
+        let (a_on, a_off) = (s_on.scale().unwrap(), s_off.scale().unwrap());
+        let d = max_diff(&(a_on * &mask), &(a_off * &weighted));
+        assert!(d < 1e-9, "Â with edge features ≠ E·w times Â without: {d}");
+        assert!(
+            max_diff(a_on, a_off) > 1e-2,
+            "the edge labels changed nothing"
+        );
+        // The CLS row carries every channel: 1 + 2 + 3.
+        assert_eq!(weighted.double_value(&[0, 0, 0, 1]), 6.0);
+    });
+    for adjacency in [AdjacencyMode::Masked, AdjacencyMode::ReferenceMultiply] {
+        let cfg = GraphClassifierConfig {
+            adjacency,
+            ..on.clone()
+        };
+        tch::manual_seed(11);
+        let mut vs = VarStore::new(Device::Cpu);
+        let model = GraphClassifier::new(&vs.root(), &cfg, widths, 2).unwrap();
+        vs.double();
+        let alone = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0]), false).unwrap());
+        let padded = tch::no_grad(|| model.forward(&batch(&data, &cfg, &[0, 5]), false).unwrap());
+        let d = max_diff(&padded.narrow(0, 0, 1), &alone);
+        assert!(
+            d < 1e-10,
+            "{adjacency:?}: padding changed the output by {d}"
+        );
+    }
+    // Built for edge features, a model refuses a batch without them.
+    let no_edges = GraphClassifier::new(&VarStore::new(Device::Cpu).root(), &on, widths, 2)
+        .unwrap()
+        .tokens_and_structure(&batch(&data, &off, &[0]).to_kind(Kind::Float));
+    let err = no_edges.unwrap_err().to_string();
+    assert!(
+        err.contains("dense_edge_features") && err.contains("3 edge-feature channels"),
+        "{err}"
+    );
 }
 
 /// With `readout_initial` the readout's second half of columns reads the initial tokens' pooling:

@@ -72,7 +72,8 @@ pub struct BatchConfig {
     /// Random sign flips of the encodings (training only).
     pub sign_flip: SignFlip,
     /// Also build dense edge features `[B, N', N', P]` (CLS and sink entries set to 1 as the
-    /// reference pads them).
+    /// reference pads them), for datasets that have edge features: the graph classifier's A′
+    /// (ET eq. 24) then projects them instead of the adjacency.
     pub dense_edge_features: bool,
     /// Run each batch as [`size_buckets`] of graphs of similar size, each padded to its own
     /// largest graph: what a model computes is unchanged (padding is masked), the padded work
@@ -164,11 +165,13 @@ impl BatchConfig {
     }
 
     /// The graph ET reference's behaviour: sink padding (the whole batch as one), per-entry
-    /// sign flips for training.
+    /// sign flips for training, dense edge features where the dataset has them (its
+    /// `use_edge_attr = True`).
     pub fn et_graph_reference() -> Self {
         Self {
             padding: PaddingMode::Sink,
             sign_flip: SignFlip::PerEntry,
+            dense_edge_features: true,
             size_buckets: false,
             ..Self::et_graph()
         }

@@ -1,4 +1,4 @@
-//! Scaling node attributes with statistics of the training items only.
+//! Scaling node and edge attributes with statistics of the training items only.
 //!
 //! TU attributes are raw measurements (ENZYMES' 18 attributes range from −213 to 762); fed to a
 //! linear encoder unscaled they dominate everything downstream. [`Standardizer`] centres and
@@ -82,6 +82,40 @@ impl Standardizer {
         )
     }
 
+    /// Fits on every edge of the graphs `items` of `data`; `None` when it has no edge features.
+    pub fn fit_edges(data: &GraphDataset, items: &[usize]) -> Option<Self> {
+        let width = data
+            .graphs
+            .iter()
+            .find_map(|g| g.edge_features.as_ref())?
+            .ncols();
+        Some(Self::fit(
+            width,
+            items
+                .iter()
+                .filter_map(|&i| data.graphs.get(i)?.edge_features.as_ref())
+                .flat_map(|e| e.axis_iter(Axis(0))),
+        ))
+    }
+
+    /// Whether it leaves every value as it is (all columns binary, or fitted on nothing).
+    pub fn is_identity(&self) -> bool {
+        self.mean.iter().all(|&m| m == 0.0) && self.scale.iter().all(|&s| s == 1.0)
+    }
+
+    /// `data` with every graph's edge features scaled (a copy; node features untouched).
+    pub fn scale_edges(&self, data: &GraphDataset) -> GraphDataset {
+        let mut out = data.clone();
+        for e in out
+            .graphs
+            .iter_mut()
+            .filter_map(|g| g.edge_features.as_mut())
+        {
+            self.apply(e);
+        }
+        out
+    }
+
     /// Fits on the rows `items` of one graph's node features.
     pub fn fit_rows(features: &Array2<f32>, items: &[usize]) -> Self {
         Self::fit(
@@ -146,5 +180,63 @@ mod tests {
         // Fitted on the first two rows only: the third never enters the statistics.
         let s2 = Standardizer::fit_rows(&x, &[0, 1]);
         assert!((s2.mean[1] - 20.0).abs() < 1e-6 && (s2.scale[1] - 10.0).abs() < 1e-5);
+    }
+
+    /// Two 2-node graphs whose edges (both directions) carry a one-hot label and a continuous
+    /// attribute.
+    fn edge_dataset() -> GraphDataset {
+        let graph = |label: usize, value: f32| {
+            let (adj, _) = crate::Csr::from_edges(2, &[0, 1], &[1, 0]).unwrap();
+            let mut g = crate::Graph::new(adj, Array2::ones((2, 1))).unwrap();
+            let mut e = Array2::zeros((2, 3));
+            e.column_mut(label).fill(1.0);
+            e.column_mut(2).fill(value);
+            g.edge_features = Some(e);
+            g
+        };
+        GraphDataset {
+            name: "edges".into(),
+            graphs: vec![graph(0, 10.0), graph(1, 30.0), graph(0, 1000.0)],
+            targets: crate::Targets::Classes {
+                labels: vec![0, 1, 0],
+                num_classes: 2,
+            },
+            class_values: vec![0, 1],
+            official_split: None,
+        }
+    }
+
+    #[test]
+    fn edge_attributes_are_standardised_on_the_training_graphs_only() {
+        let data = edge_dataset();
+        let s = Standardizer::fit_edges(&data, &[0, 1]).unwrap();
+        assert_eq!(&s.mean[..2], &[0.0, 0.0], "one-hot edge labels kept");
+        assert_eq!(&s.scale[..2], &[1.0, 1.0]);
+        // Graph 2's 1000 never enters the statistics.
+        assert!((s.mean[2] - 20.0).abs() < 1e-5 && (s.scale[2] - 10.0).abs() < 1e-5);
+        assert!(!s.is_identity());
+        let scaled = s.scale_edges(&data);
+        let e = |d: &GraphDataset, g: usize| d.graphs[g].edge_features.clone().unwrap();
+        assert_eq!(e(&scaled, 0).column(2).to_vec(), vec![-1.0, -1.0]);
+        assert_eq!(e(&scaled, 2).column(2).to_vec(), vec![98.0, 98.0]);
+        assert_eq!(e(&scaled, 1).column(1), e(&data, 1).column(1));
+        assert_eq!(scaled.graphs[0].node_features, data.graphs[0].node_features);
+        // Labels alone: nothing to scale.
+        let mut labels_only = data.clone();
+        for g in &mut labels_only.graphs {
+            g.edge_features = g
+                .edge_features
+                .take()
+                .map(|e| e.slice(ndarray::s![.., ..2]).to_owned());
+        }
+        assert!(
+            Standardizer::fit_edges(&labels_only, &[0, 1, 2])
+                .unwrap()
+                .is_identity()
+        );
+        for g in &mut labels_only.graphs {
+            g.edge_features = None;
+        }
+        assert!(Standardizer::fit_edges(&labels_only, &[0]).is_none());
     }
 }

@@ -12,7 +12,8 @@ use basin_graph::KFoldConfig;
 use basin_graph::tu::load_tu;
 use basin_tasks::baselines::{GinConfig, GinLearner, MlpConfig, PooledFeaturesLearner};
 use basin_tasks::graph_classification::{
-    GraphClassifierConfig, GraphClassifierLearner, Readout, dataset_pe, graph_classes,
+    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, Readout, dataset_pe,
+    graph_classes,
 };
 use basin_train::compare::Paired;
 use basin_train::optim::OptimConfig;
@@ -169,8 +170,14 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         .degree_encoding
         .map(|m| format!(", degree encoding (degrees ≥ {m} share one)"))
         .unwrap_or_default();
+    let edges = if model.batching.dense_edge_features && model.adjacency != AdjacencyMode::MaskOnly
+    {
+        ", Â's A′ from the edge features where the dataset has them"
+    } else {
+        ""
+    };
     format!(
-        "D = {}, {attention} {heads} × {head_dim}, K = {} {memory}, {} blocks × {} steps of `{}` dynamics (α = {}{noise}){degree}; readout of {seen} by {head}{start}",
+        "D = {}, {attention} {heads} × {head_dim}, K = {} {memory}, {} blocks × {} steps of `{}` dynamics (α = {}{noise}){degree}{edges}; readout of {seen} by {head}{start}",
         b.dim,
         hop.as_ref().map_or(0, |h| h.memories),
         model.blocks,

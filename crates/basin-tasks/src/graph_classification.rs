@@ -4,8 +4,10 @@
 //! Node features are encoded, a learned CLS token is prepended, and a linear projection of the
 //! k smallest non-trivial Laplacian eigenvectors of the CLS-augmented graph (eq. 23) is added to
 //! every token. The attention of each head is modulated by the parameterised adjacency
-//! `Â = Conv2D(X ⊗ X) ⊙ A′` (eq. 24), computed once from the initial tokens; non-edges are
-//! masked out of the attention as eq. 25 says. S blocks, each with its own LayerNorm and weights,
+//! `Â = Conv2D(X ⊗ X) ⊙ A′` (eq. 24), computed once from the initial tokens, where A′ is a
+//! linear map of the edge features if the dataset has them and the batches carry them
+//! (`batching.dense_edge_features`), else of the adjacency; non-edges are masked out of the
+//! attention as eq. 25 says. S blocks, each with its own LayerNorm and weights,
 //! descend their energies; the CLS token of the last block is read out linearly; label-smoothed
 //! cross-entropy trains it.
 //!
@@ -312,13 +314,15 @@ pub(crate) fn prefix_field(prefix: &str, e: basin_core::CoreError) -> TaskError 
 }
 
 /// A basin-graph batch on the device: features and encodings `[B, N', F]`, padding `[B, N']`,
-/// the CLS-augmented adjacency `[B, N', N']`.
+/// the CLS-augmented adjacency `[B, N', N']` and, when the batch was built with them, the dense
+/// edge features `[B, N', N', P]`.
 #[derive(Debug)]
 pub struct GraphBatchOnDevice {
     features: Tensor,
     pe: Option<Tensor>,
     padding: Tensor,
     mask: Tensor,
+    edge_features: Option<Tensor>,
 }
 
 impl GraphBatchOnDevice {
@@ -354,6 +358,24 @@ impl GraphBatchOnDevice {
                 .view([s[0] as i64, s[1] as i64, s[2] as i64])
                 .to_device(device)
         };
+        let edge_features = match &b.edge_features {
+            Some(e) => {
+                let s = e.shape();
+                if (s[0], s[1], s[2]) != (bs, n, n) {
+                    return Err(TaskError::config(
+                        "batch",
+                        format!("edge features {:?} for {bs} graphs of {n} tokens", e.dim()),
+                    ));
+                }
+                let v: Vec<f32> = e.iter().copied().collect();
+                Some(
+                    Tensor::from_slice(&v)
+                        .view([s[0] as i64, s[1] as i64, s[2] as i64, s[3] as i64])
+                        .to_device(device),
+                )
+            }
+            None => None,
+        };
         let (bs, n) = (bs as i64, n as i64);
         let padding: Vec<bool> = b.padding.iter().copied().collect();
         let mask: Vec<bool> = b.mask.iter().copied().collect();
@@ -362,6 +384,7 @@ impl GraphBatchOnDevice {
             pe: b.pe.as_ref().map(t3),
             padding: Tensor::from_slice(&padding).view([bs, n]).to_device(device),
             mask: Tensor::from_slice(&mask).view([bs, n, n]).to_device(device),
+            edge_features,
         })
     }
 
@@ -371,14 +394,54 @@ impl GraphBatchOnDevice {
         (&self.features, self.pe.as_ref(), &self.padding, &self.mask)
     }
 
-    /// The same batch with its float tensors (features, encodings) in `kind` (e.g. float64
-    /// for exact checks; the model's weights must match).
+    /// The dense edge features `[B, N', N', P]`, if the batch was built with them.
+    pub fn edge_features(&self) -> Option<&Tensor> {
+        self.edge_features.as_ref()
+    }
+
+    /// The same batch with its float tensors (features, encodings, edge features) in `kind`
+    /// (e.g. float64 for exact checks; the model's weights must match).
     pub fn to_kind(self, kind: Kind) -> Self {
         Self {
             features: self.features.to_kind(kind),
             pe: self.pe.map(|p| p.to_kind(kind)),
+            edge_features: self.edge_features.map(|e| e.to_kind(kind)),
             ..self
         }
+    }
+}
+
+/// What a dataset gives the model of each graph: the width of its node features and, if it
+/// has edge features, theirs. A bare `i64` converts to node features alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InputWidths {
+    /// Node features F.
+    pub nodes: i64,
+    /// Edge features P, where the dataset has them.
+    pub edges: Option<i64>,
+}
+
+impl InputWidths {
+    /// The widths of `data`'s features (its first graph's node features, at least 1; the edge
+    /// features of the first graph that has them).
+    pub fn of(data: &GraphDataset) -> Self {
+        Self {
+            nodes: data
+                .graphs
+                .first()
+                .map_or(1, |g| g.node_features.ncols() as i64),
+            edges: data
+                .graphs
+                .iter()
+                .find_map(|g| g.edge_features.as_ref())
+                .map(|e| e.ncols() as i64),
+        }
+    }
+}
+
+impl From<i64> for InputWidths {
+    fn from(nodes: i64) -> Self {
+        Self { nodes, edges: None }
     }
 }
 
@@ -391,18 +454,20 @@ pub struct GraphClassifier {
     pe_proj: Option<nn::Linear>,
     degree: Option<nn::Embedding>,
     adjacency: Option<(nn::Conv2D, nn::Linear)>,
+    /// The edge-feature channels A′ projects (`None`: the adjacency, one channel).
+    edge_channels: Option<i64>,
     blocks: Vec<EnergyBlock>,
     readout: nn::Sequential,
 }
 
 impl GraphClassifier {
-    /// Builds the model for `features` node features and `classes` classes (unless
-    /// `cfg.readout_classes` says otherwise), with
-    /// `cfg.blocks` blocks of `cfg.block` under `block0`, `block1`, …
+    /// Builds the model for inputs of `features` (node features, or [`InputWidths`] with the
+    /// edge features) and `classes` classes (unless `cfg.readout_classes` says otherwise),
+    /// with `cfg.blocks` blocks of `cfg.block` under `block0`, `block1`, …
     pub fn new(
         path: &nn::Path,
         cfg: &GraphClassifierConfig,
-        features: i64,
+        features: impl Into<InputWidths>,
         classes: i64,
     ) -> Result<Self> {
         cfg.validate()?;
@@ -424,7 +489,7 @@ impl GraphClassifier {
     pub fn with_blocks(
         path: &nn::Path,
         cfg: &GraphClassifierConfig,
-        features: i64,
+        features: impl Into<InputWidths>,
         classes: i64,
         blocks: Vec<EnergyBlock>,
     ) -> Result<Self> {
@@ -432,10 +497,16 @@ impl GraphClassifier {
         if blocks.is_empty() {
             return Err(TaskError::config("blocks", "at least one block"));
         }
+        let inputs = features.into();
+        // A′ (eq. 24) projects the edge features where there are some and the batches carry
+        // them; else the adjacency, as one channel.
+        let edge_channels = inputs
+            .edges
+            .filter(|&p| p > 0 && cfg.batching.dense_edge_features);
         let d = cfg.block.dim;
         let pad = cfg.conv_kernel / 2;
         Ok(Self {
-            encoder: nn::linear(path / "encoder", features, d, Default::default()),
+            encoder: nn::linear(path / "encoder", inputs.nodes, d, Default::default()),
             cls: path.var(
                 "cls",
                 &[d],
@@ -482,7 +553,7 @@ impl GraphClassifier {
                         ),
                         nn::linear(
                             path / "adj_proj",
-                            1,
+                            edge_channels.unwrap_or(1),
                             heads,
                             nn::LinearConfig {
                                 bs_init: Some(nn::Init::Const(0.0)),
@@ -491,6 +562,7 @@ impl GraphClassifier {
                         ),
                     )
                 }),
+            edge_channels,
             blocks,
             readout: {
                 let pooled = match cfg.readout {
@@ -638,7 +710,22 @@ impl GraphClassifier {
                     }
                 };
                 let outer = xr.matmul(&xr.transpose(1, 2)).unsqueeze(1);
-                let adj = b.mask.to_kind(x.kind()).unsqueeze(-1); // the adjacency as one channel
+                // A′: a linear map of the edge features [B, N', N', P] if the dataset has them,
+                // else of the adjacency as one channel (eq. 24's text).
+                let adj = match (self.edge_channels, &b.edge_features) {
+                    (None, _) => b.mask.to_kind(x.kind()).unsqueeze(-1),
+                    (Some(p), Some(e)) if e.size().get(3) == Some(&p) => e.to_kind(x.kind()),
+                    (Some(p), e) => {
+                        return Err(TaskError::config(
+                            "batching.dense_edge_features",
+                            format!(
+                                "A′ projects {p} edge-feature channels; the batch has {}",
+                                e.as_ref()
+                                    .map_or("none".to_owned(), |e| format!("{:?}", e.size()))
+                            ),
+                        ));
+                    }
+                };
                 let a_prime = adj_proj.forward(&adj).permute([0, 3, 1, 2]);
                 structure.with_scale(conv.forward(&outer) * a_prime)?
             }
@@ -771,12 +858,18 @@ impl GraphClassifierLearner {
                 format!("{} has {classes} classes", data.name),
             ));
         }
-        let features = data
-            .graphs
-            .first()
-            .map_or(1, |g| g.node_features.ncols() as i64);
+        // Continuous edge attributes are scaled like the nodes' (a copy of the dataset; one-hot
+        // edge labels need none).
+        let scale_edges =
+            cfg.features == FeatureScaling::Standardize && cfg.batching.dense_edge_features;
+        let data = match Standardizer::fit_edges(&data, fit_on) {
+            Some(edges) if scale_edges && !edges.is_identity() => {
+                Arc::new(edges.scale_edges(&data))
+            }
+            _ => data,
+        };
         let vs = nn::VarStore::new(device);
-        let model = GraphClassifier::new(&vs.root(), cfg, features, classes)?;
+        let model = GraphClassifier::new(&vs.root(), cfg, InputWidths::of(&data), classes)?;
         Ok(Self {
             vs,
             model,
