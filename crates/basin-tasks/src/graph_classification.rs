@@ -19,7 +19,8 @@
 //! Switches for the reference code: `adjacency = "reference-multiply"` (Â multiplies the logits
 //! of every pair, so after training non-edges are no longer masked) and the batch settings of
 //! basin-graph (`sink` padding, per-entry sign flips). `adjacency = "mask-only"` keeps the mask
-//! of eq. 25 and drops Â (CDAT's presets: vMF logits stay bounded).
+//! of eq. 25 and drops Â (vMF logits then stay within [−β, β]; CDAT's presets keep Â but build
+//! it from the tokens' cosines, `gram = "cosine"`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
