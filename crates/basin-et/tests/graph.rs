@@ -67,11 +67,12 @@ fn linear_readout_learns_a_non_monotone_function_of_the_attributes() {
 }
 
 /// The reference's parameter counts (reference-implementations §2.4): DD 1,064,834 and
-/// NCI109 1,058,306 (ET Tables 4 and 14 of the CDAT paper).
+/// NCI109 1,058,306 (ET Tables 4 and 14 of the CDAT paper); with edge features, A′'s
+/// projection has C·H + H of them (cdat-spec §2.4: MUTAG, F = 7 and C = 4 bond types).
 #[test]
 fn reference_parameter_counts_are_the_references() {
     let _g = lock_generator();
-    let count = |features: i64| {
+    let count = |features: basin_tasks::graph_classification::InputWidths| {
         let vs = tch::nn::VarStore::new(Device::Cpu);
         let _m = basin_tasks::graph_classification::GraphClassifier::new(
             &vs.root(),
@@ -85,8 +86,14 @@ fn reference_parameter_counts_are_the_references() {
             .map(|t| t.numel() as i64)
             .sum::<i64>()
     };
-    assert_eq!(count(89), 1_064_834);
-    assert_eq!(count(38), 1_058_306);
+    let nodes = |f| basin_tasks::graph_classification::InputWidths::from(f);
+    assert_eq!(count(nodes(89)), 1_064_834);
+    assert_eq!(count(nodes(38)), 1_058_306);
+    let mutag = basin_tasks::graph_classification::InputWidths {
+        nodes: 7,
+        edges: Some(4),
+    };
+    assert_eq!(count(mutag), 1_064_834 - (89 - 7) * 128 + (4 - 1) * 12);
 }
 
 /// Rings of very different sizes (4 to 180 nodes), so that a batch splits into size buckets;
