@@ -70,6 +70,10 @@ fn et_graph_trains_and_evaluates_on_mutag() {
     train_then_eval(&run, &tmp.path().join("out"), 3);
     let report = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
     assert!(report.contains("MUTAG/repeat-0/fold-2"), "{report}");
+    assert!(
+        report.contains("Model: D = 32, energy attention 4 × 8, K = 128 ½relu² memories"),
+        "{report}"
+    );
 }
 
 #[test]

@@ -727,6 +727,12 @@ fn write_outputs(
         &outcome.energy,
     )?;
     let mut md = format!("# {title} — {stem}\n\n");
+    if let RunSpec::GraphClassification(g) = &outcome.spec {
+        md.push_str(&format!(
+            "Model: {} (every setting: `run.toml`).\n\n",
+            crate::tu::describe(&g.architecture)
+        ));
+    }
     if let Some(r) = report {
         md.push_str(&r.to_markdown());
         md.push('\n');
