@@ -590,6 +590,12 @@ mod tests {
         );
         let paper = describe(&basin_et::graph::tu_paper());
         assert!(paper.ends_with("readout of CLS by a linear map"), "{paper}");
+        // Whether Â's A′ reads the edge features: the paper preset does, the CPU one does not.
+        let edges = "A′ from the edge features";
+        assert!(
+            paper.contains(edges) && !cpu.contains(edges),
+            "{paper}\n{cpu}"
+        );
     }
 
     /// The schedule spans the run whatever the number of batches per epoch: peak after a sixth

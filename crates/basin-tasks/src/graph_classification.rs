@@ -863,10 +863,11 @@ impl GraphClassifierLearner {
         // edge labels need none).
         let scale_edges =
             cfg.features == FeatureScaling::Standardize && cfg.batching.dense_edge_features;
-        let data = match Standardizer::fit_edges(&data, fit_on) {
-            Some(edges) if scale_edges && !edges.is_identity() => {
-                Arc::new(edges.scale_edges(&data))
-            }
+        let edges = scale_edges
+            .then(|| Standardizer::fit_edges(&data, fit_on))
+            .flatten();
+        let data = match edges {
+            Some(edges) if !edges.is_identity() => Arc::new(edges.scale_edges(&data)),
             _ => data,
         };
         let vs = nn::VarStore::new(device);
