@@ -46,6 +46,11 @@ pub struct Args {
     /// tables); small sets such as MUTAG move by points between fold seeds.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     repeats: Option<u64>,
+    /// How each fold's epoch is chosen on its inner validation split, baselines included (TU
+    /// tables): `metric` (highest accuracy, ties to the earlier epoch) or `metric-then-loss`
+    /// (ties to the lower validation cross-entropy).
+    #[arg(long)]
+    selection: Option<basin_train::protocol::Selection>,
     /// Only this dataset (repeatable; `--list` shows each table's).
     #[arg(long)]
     dataset: Vec<String>,
@@ -97,6 +102,7 @@ pub fn run(args: &Args) -> Result<()> {
             datasets: args.dataset.clone(),
             train_images: args.train_images,
             repeats: args.repeats.map(|r| r as usize),
+            selection: args.selection,
         },
     };
     println!(

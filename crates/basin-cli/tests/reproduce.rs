@@ -87,12 +87,19 @@ fn et_table1_quick() {
 #[test]
 fn et_table2_quick() {
     basin_graph::require_data!("tu/MUTAG");
-    // `--repeats` repeats the model's folds and the baselines' alike.
+    // `--repeats` repeats the model's folds and the baselines' alike; so does `--selection`.
     let out = tempfile::tempdir().unwrap();
     let md = reproduce_in(
         out.path(),
         "et-table2",
-        &["--dataset", "MUTAG", "--repeats", "2"],
+        &[
+            "--dataset",
+            "MUTAG",
+            "--repeats",
+            "2",
+            "--selection",
+            "metric-then-loss",
+        ],
         &[
             "MUTAG/ET/energy.png",
             "MUTAG/loss.png",
@@ -105,8 +112,18 @@ fn et_table2_quick() {
         md.contains("| MUTAG | 188 |")
             && md.contains("3-fold cross-validation × 2 repeat(s)")
             && md.contains("et-paper")
-            && md.contains("- MUTAG / ET: block 0"),
+            && md.contains("- MUTAG / ET: block 0")
+            && md.contains("ties to the lower cross-entropy"),
         "{md}"
+    );
+    let gin = std::fs::read_to_string(
+        out.path()
+            .join("MUTAG/baseline-gin/repeat-1/fold-2/record.json"),
+    )
+    .unwrap();
+    assert!(
+        gin.contains("\"val_loss\"") && gin.contains("metric-then-loss"),
+        "{gin}"
     );
     // Each model paired with both baselines fold by fold: 3 folds × 2 repeats = 6 pairs.
     assert_eq!(paired_counts(&md, "| MUTAG | ET |"), [6, 6], "{md}");
@@ -290,6 +307,18 @@ fn unknown_tables_presets_and_flags_are_refused_by_name() {
         err.contains("--repeats") && err.contains("hopfield-mil"),
         "{err}"
     );
+    let err = refused(&[
+        "reproduce",
+        "hopfield-mil",
+        "--selection",
+        "metric-then-loss",
+    ]);
+    assert!(
+        err.contains("--selection") && err.contains("hopfield-mil"),
+        "{err}"
+    );
+    let err = refused(&["reproduce", "et-table2", "--selection", "latest"]);
+    assert!(err.contains("metric-then-loss"), "{err}");
     let err = refused(&["reproduce", "et-table2", "--repeats", "0"]);
     assert!(err.contains("--repeats"), "{err}");
     let err = refused(&["reproduce", "et-table1", "--dataset", "MUTAG"]);

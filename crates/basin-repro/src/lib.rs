@@ -148,6 +148,8 @@ pub struct Overrides {
     pub train_images: Option<usize>,
     /// Repeats of the cross-validation (each with its own fold seed), baselines included.
     pub repeats: Option<usize>,
+    /// How the cross-validation picks each fold's epoch, baselines included.
+    pub selection: Option<basin_train::protocol::Selection>,
 }
 
 /// One override, for [`Reproduction::accepts`].
@@ -161,6 +163,8 @@ pub enum Override {
     TrainImages,
     /// `--repeats`.
     Repeats,
+    /// `--selection`.
+    Selection,
 }
 
 impl Override {
@@ -170,6 +174,7 @@ impl Override {
             Self::Dataset => "--dataset",
             Self::TrainImages => "--train-images",
             Self::Repeats => "--repeats",
+            Self::Selection => "--selection",
         }
     }
 }
@@ -270,6 +275,7 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
         (!o.datasets.is_empty(), Override::Dataset),
         (o.train_images.is_some(), Override::TrainImages),
         (o.repeats.is_some(), Override::Repeats),
+        (o.selection.is_some(), Override::Selection),
     ] {
         if given && !table.accepts().contains(&which) {
             return Err(ReproError::config(

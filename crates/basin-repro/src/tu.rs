@@ -19,6 +19,7 @@ use basin_train::compare::Paired;
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{
     CodeCrossValidation, CrossValidation, EtPaperProtocol, Metric, PlannedRun, ProtocolReport,
+    Selection,
 };
 use basin_train::runner::TrainConfig;
 use basin_train::schedule::{Schedule, Unit};
@@ -41,6 +42,15 @@ pub struct TuModel {
     pub cv_only: bool,
 }
 
+/// `opts` with the `--epochs`, `--repeats` and `--selection` overrides applied.
+pub(crate) fn with_overrides(mut opts: TuOptions, ctx: &Context) -> TuOptions {
+    let o = &ctx.overrides;
+    opts.epochs = o.epochs.unwrap_or(opts.epochs);
+    opts.repeats = o.repeats.unwrap_or(opts.repeats);
+    opts.selection = o.selection.unwrap_or(opts.selection);
+    opts
+}
+
 /// How much a TU table runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +61,9 @@ pub struct TuOptions {
     pub folds: usize,
     /// Cross-validation repeats.
     pub repeats: usize,
+    /// How each fold's epoch is chosen on its inner validation split (models and baselines).
+    #[serde(default)]
+    pub selection: Selection,
     /// Epochs of the models.
     pub epochs: usize,
     /// Peak learning rate of [`tu_train`].
@@ -210,8 +223,16 @@ pub fn mean_train_loss(report: &ProtocolReport) -> Vec<f64> {
 /// The Markdown paragraph that says what was run.
 pub fn protocol_note(opts: &TuOptions) -> String {
     let mut md = format!(
-        "**CV** — stratified {}-fold cross-validation × {} repeat(s), epoch selected on an inner validation split (1/9 of each training part), each test fold used once: leak-free. Every model trains for {} epochs with AdamW (0.9, 0.99), wd 0.05, gradient centralisation, warm-up + cosine to a peak lr of {}.",
-        opts.folds, opts.repeats, opts.epochs, opts.lr
+        "**CV** — stratified {}-fold cross-validation × {} repeat(s), epoch selected on an inner validation split (1/9 of each training part; {}), each test fold used once: leak-free. Every model trains for {} epochs with AdamW (0.9, 0.99), wd 0.05, gradient centralisation, warm-up + cosine to a peak lr of {}.",
+        opts.folds,
+        opts.repeats,
+        match opts.selection {
+            Selection::Metric => "highest accuracy, ties to the earlier epoch",
+            Selection::MetricThenLoss =>
+                "highest accuracy, ties to the lower cross-entropy (`--selection metric-then-loss`)",
+        },
+        opts.epochs,
+        opts.lr
     );
     if opts.et_paper_repeats > 0 {
         md.push_str(&format!(
@@ -288,6 +309,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 folds: cv_folds(opts.folds),
                 repeats: opts.repeats,
                 metric: Metric::Accuracy,
+                selection: opts.selection,
                 train: train.clone(),
             };
             let mut energy = Vec::new();

@@ -92,6 +92,34 @@ pub fn balanced_accuracy(y_true: &[i64], y_pred: &[i64]) -> Result<f64, MetricEr
     Ok(per.iter().sum::<f64>() / per.len() as f64)
 }
 
+/// Mean cross-entropy of class probabilities (`sklearn.metrics.log_loss`): `probs[i]` is item
+/// `i`'s row (a single column is the probability of class 1), clipped into `[ε, 1 − ε]` with
+/// ε the f64 machine epsilon as sklearn clips. Rows are taken as given, not renormalised.
+pub fn log_loss(y_true: &[i64], probs: &[Vec<f64>]) -> Result<f64, MetricError> {
+    check_len(y_true.len(), probs.len())?;
+    let mut sum = 0.0;
+    for (&y, row) in y_true.iter().zip(probs) {
+        let p = match (row.as_slice(), y) {
+            ([p1], 1) => *p1,
+            ([p1], 0) => 1.0 - p1,
+            (r, _) => match usize::try_from(y).ok().and_then(|c| r.get(c)) {
+                Some(&p) if r.len() > 1 => p,
+                _ => {
+                    return Err(MetricError::Shape(format!(
+                        "class {y} has no column in a row of {} probabilities",
+                        r.len()
+                    )));
+                }
+            },
+        };
+        if !p.is_finite() {
+            return Err(MetricError::NonFinite);
+        }
+        sum -= p.clamp(f64::EPSILON, 1.0 - f64::EPSILON).ln();
+    }
+    Ok(sum / y_true.len() as f64)
+}
+
 /// Mean absolute error.
 pub fn mae(y_true: &[f64], y_pred: &[f64]) -> Result<f64, MetricError> {
     check_len(y_true.len(), y_pred.len())?;

@@ -356,6 +356,7 @@ impl AnomalyProtocol {
                         score: f1,
                         for_test: BTreeMap::from([("threshold".into(), threshold)]),
                         test_now,
+                        ..Validation::default()
                     })
                 },
                 |l, v| {
@@ -524,6 +525,19 @@ impl Metric {
         Ok(self.eval(scores, &target.pick(items))?.0)
     }
 
+    /// The mean cross-entropy of class-probability rows ([`metrics::log_loss`]) for the class
+    /// metrics; `None` for the others (MAE, mean AP, MRR).
+    fn log_loss(self, scores: &Scores, target: &Picked) -> Result<Option<f64>, MetricError> {
+        match (self, target) {
+            (Self::Mae | Self::MeanAp | Self::Mrr, _)
+            | (_, Picked::Labels(_) | Picked::Groups(_)) => Ok(None),
+            (_, Picked::Values(t)) => {
+                let classes: Vec<i64> = t.iter().map(|&t| t as i64).collect();
+                metrics::log_loss(&classes, &scores.0).map(Some)
+            }
+        }
+    }
+
     /// The metric value and the selection score (higher is better).
     fn eval(self, scores: &Scores, target: &Picked) -> Result<(f64, f64), MetricError> {
         let target = match (self, target) {
@@ -590,6 +604,34 @@ impl Metric {
     }
 }
 
+/// How a run's epoch is chosen on its validation items.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Selection {
+    /// The highest validation metric; ties keep the earlier epoch.
+    #[default]
+    Metric,
+    /// The highest validation metric; ties go to the lower validation cross-entropy
+    /// (`val_loss`), then to the earlier epoch. On small sets accuracy takes few values (MUTAG's
+    /// inner split holds 19 graphs) and its maximum can span dozens of epochs, warm-up ones
+    /// among them; the loss ranks those. Class metrics only (accuracy, balanced accuracy,
+    /// macro-F1, ROC-AUC, `accuracy_sbm`).
+    MetricThenLoss,
+}
+
+impl std::str::FromStr for Selection {
+    type Err = String;
+
+    /// The run files' names: `metric`, `metric-then-loss`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "metric" => Ok(Self::Metric),
+            "metric-then-loss" => Ok(Self::MetricThenLoss),
+            _ => Err(format!("`{s}`: expected `metric` or `metric-then-loss`")),
+        }
+    }
+}
+
 /// Stratified k-fold cross-validation with an inner validation split (leak-free).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -600,6 +642,8 @@ pub struct CrossValidation {
     pub repeats: usize,
     /// The metric.
     pub metric: Metric,
+    /// How each fold's epoch is chosen on its inner validation split.
+    pub selection: Selection,
     /// Training.
     pub train: TrainConfig,
 }
@@ -628,6 +672,18 @@ impl CrossValidation {
                 format!("inside [0, 1), got {}", self.folds.val_ratio),
             ));
         }
+        if self.selection == Selection::MetricThenLoss
+            && matches!(self.metric, Metric::Mae | Metric::MeanAp | Metric::Mrr)
+        {
+            return Err(bad(
+                "selection",
+                format!(
+                    "`metric-then-loss` breaks ties by the cross-entropy of class probabilities; \
+                     metric `{}` has none (use `metric`)",
+                    self.metric.name()
+                ),
+            ));
+        }
         self.train.validate(&format!("{field}.train"))
     }
 }
@@ -638,6 +694,7 @@ impl Default for CrossValidation {
             folds: KFoldConfig::default(),
             repeats: 1,
             metric: Metric::Accuracy,
+            selection: Selection::default(),
             train: TrainConfig::default(),
         }
     }
@@ -647,10 +704,11 @@ fn fold_runs<'a, L: Learner>(
     split: &Split,
     target: impl Into<Targets<'a>>,
     metric: Metric,
+    selection: Selection,
     runner: &Runner,
     learner: &mut L,
 ) -> Result<RunRecord, TrainError> {
-    fold_runs_with_curves(split, target, metric, runner, learner, false)
+    fold_runs_with_curves(split, target, metric, selection, runner, learner, false)
 }
 
 /// [`fold_runs`]; with `curves`, every epoch also scores the training and the test items
@@ -660,6 +718,7 @@ fn fold_runs_with_curves<'a, L: Learner>(
     split: &Split,
     target: impl Into<Targets<'a>>,
     metric: Metric,
+    selection: Selection,
     runner: &Runner,
     learner: &mut L,
     curves: bool,
@@ -677,8 +736,17 @@ fn fold_runs_with_curves<'a, L: Learner>(
         &train,
         &[("train", &train), ("val", &val), ("test", &test)],
         |l, _, _| {
-            let (v, score) = metric.eval(&l.predict(&val)?, &val_y)?;
+            let scores = l.predict(&val)?;
+            let (v, score) = metric.eval(&scores, &val_y)?;
             let mut metrics = BTreeMap::from([(format!("val_{key}"), v)]);
+            let loss = metric.log_loss(&scores, &val_y)?;
+            if let Some(loss) = loss {
+                metrics.insert("val_loss".into(), loss);
+            }
+            let tie_break = match (selection, loss) {
+                (Selection::MetricThenLoss, Some(loss)) => -loss,
+                _ => 0.0,
+            };
             if let Some(train_y) = &train_y {
                 let t = metric.eval(&l.predict(&train)?, train_y)?.0;
                 metrics.insert(format!("curve_train_{key}"), t);
@@ -688,6 +756,7 @@ fn fold_runs_with_curves<'a, L: Learner>(
             Ok(Validation {
                 metrics,
                 score,
+                tie_break,
                 ..Validation::default()
             })
         },
@@ -774,13 +843,18 @@ impl CrossValidation {
                 &run.split,
                 target,
                 self.metric,
+                self.selection,
                 &runner,
                 &mut learner,
             )?);
             finished(&run, &mut learner)?;
         }
+        let ties = match self.selection {
+            Selection::Metric => "ties keep the earlier epoch",
+            Selection::MetricThenLoss => "ties go to the lower validation cross-entropy",
+        };
         let notes = vec![format!(
-            "{}-fold stratified cross-validation × {} repeats; model selection on an inner validation split ({:.3} of each training part); test folds never seen in training or selection",
+            "{}-fold stratified cross-validation × {} repeats; model selection on an inner validation split ({:.3} of each training part; {ties}); test folds never seen in training or selection",
             self.folds.folds, self.repeats, self.folds.val_ratio
         )];
         Ok(ProtocolReport::new("cross-validation", name, runs, notes))
@@ -852,6 +926,7 @@ impl FixedSplitProtocol {
                 split,
                 target,
                 self.metric,
+                Selection::Metric,
                 &runner,
                 &mut learner,
                 self.curves,
@@ -1325,7 +1400,14 @@ impl NestedCrossValidation {
                             );
                             continue;
                         }
-                        let rec = fold_runs(isplit, target, self.metric, &runner, &mut learner)?;
+                        let rec = fold_runs(
+                            isplit,
+                            target,
+                            self.metric,
+                            Selection::Metric,
+                            &runner,
+                            &mut learner,
+                        )?;
                         vals.push(
                             rec.summary
                                 .get(&format!("test_{key}"))
@@ -1392,7 +1474,14 @@ impl NestedCrossValidation {
                     rec
                 } else {
                     let mut learner = make(&grid[best], &ids(&split.train), seed)?;
-                    fold_runs(split, target, self.metric, &runner, &mut learner)?
+                    fold_runs(
+                        split,
+                        target,
+                        self.metric,
+                        Selection::Metric,
+                        &runner,
+                        &mut learner,
+                    )?
                 };
                 rec.summary.insert("chosen_candidate".into(), best as f64);
                 if let Some(&score) = scores.get(best) {

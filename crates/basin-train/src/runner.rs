@@ -366,8 +366,10 @@ impl TrainConfig {
 pub struct Validation {
     /// Metrics for the epoch record (e.g. `val_macro_f1`, `val_auc`).
     pub metrics: BTreeMap<String, f64>,
-    /// The selection score: the best epoch has the highest (ties keep the earlier).
+    /// The selection score: the best epoch has the highest.
     pub score: f64,
+    /// Ranks epochs of equal `score`: the higher wins (equal ones keep the earlier epoch).
+    pub tie_break: f64,
     /// Values the test step needs (e.g. the threshold chosen on validation).
     pub for_test: BTreeMap<String, f64>,
     /// Test metrics computed now, for protocols whose reference scores the test set every
@@ -594,7 +596,9 @@ impl Runner {
             phases.evaluation = t_eval.elapsed().as_secs_f64();
             let mut metrics = v.metrics.clone();
             metrics.insert("train_loss".into(), out.loss);
-            if best.as_ref().is_none_or(|(b, _)| v.score > b.score) {
+            if best.as_ref().is_none_or(|(b, _)| {
+                v.score > b.score || (v.score == b.score && v.tie_break > b.tie_break)
+            }) {
                 let weights = named("", learner.vars())
                     .into_iter()
                     .map(|(n, t)| (n, t.detach().copy()))

@@ -98,6 +98,34 @@ fn classification_metrics_match_sklearn() {
 }
 
 #[test]
+fn log_loss_matches_sklearn() {
+    let f = fixture();
+    for case in f["log_loss"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let probs: Vec<Vec<f64>> = case["probs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(floats)
+            .collect();
+        close(
+            log_loss(&ints(&case["y_true"]), &probs).unwrap(),
+            case["log_loss"].as_f64().unwrap(),
+            &format!("{name} log_loss"),
+        );
+    }
+    // A class without a column, and a NaN probability, are errors.
+    assert!(matches!(
+        log_loss(&[2], &[vec![0.5, 0.5]]),
+        Err(MetricError::Shape(_))
+    ));
+    assert_eq!(
+        log_loss(&[0], &[vec![f64::NAN, 0.5]]),
+        Err(MetricError::NonFinite)
+    );
+}
+
+#[test]
 fn thresholds_are_numpys_linspace() {
     let t = sweep_thresholds();
     assert_eq!(t.len(), 19);

@@ -367,8 +367,8 @@ fn cross_validation_partitions_and_learns() {
             seed: 3,
         },
         repeats: 2,
-        metric: Metric::Accuracy,
         train: train_cfg(40),
+        ..CrossValidation::default()
     };
     let log = Rc::new(RefCell::new(Log::default()));
     let report = cv
@@ -408,6 +408,109 @@ fn cross_validation_partitions_and_learns() {
             );
         }
     }
+}
+
+/// Predicts every item's class correctly, with the confidence `conf[e]` after `e + 1` epochs:
+/// the validation accuracy is 1 at every epoch, only the cross-entropy moves.
+struct Scripted {
+    vs: nn::VarStore,
+    w: Tensor,
+    target: Vec<f64>,
+    conf: Vec<f64>,
+    epochs: usize,
+}
+
+impl Learner for Scripted {
+    fn vars(&self) -> &nn::VarStore {
+        &self.vs
+    }
+    fn batch_size(&self) -> Option<usize> {
+        None
+    }
+    fn train_step(&mut self, _: &[usize], _: &mut ChaCha8Rng) -> Result<StepOutput, TrainError> {
+        self.epochs += 1;
+        Ok(StepOutput::loss(self.w.square().sum(Kind::Float)))
+    }
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        let p = self.conf[self.epochs.clamp(1, self.conf.len()) - 1];
+        Ok(Scores(
+            items
+                .iter()
+                .map(|&i| match self.target[i] as usize {
+                    0 => vec![p, 1.0 - p],
+                    _ => vec![1.0 - p, p],
+                })
+                .collect(),
+        ))
+    }
+}
+
+#[test]
+fn selection_breaks_accuracy_ties_by_the_validation_loss_when_asked() {
+    let _s = basin_core::testing::lock_generator();
+    let target: Vec<f64> = (0..40).map(|i| (i % 2) as f64).collect();
+    let conf = vec![0.55, 0.7, 0.9, 0.8, 0.6];
+    let run = |selection: Selection| {
+        let cv = CrossValidation {
+            folds: KFoldConfig {
+                folds: 2,
+                val_ratio: 0.5,
+                seed: 1,
+            },
+            selection,
+            train: train_cfg(conf.len()),
+            ..CrossValidation::default()
+        };
+        cv.validate("protocol").unwrap();
+        cv.run(
+            "ties",
+            &target,
+            |_| {
+                let vs = nn::VarStore::new(Device::Cpu);
+                let w = vs.root().zeros("w", &[1]);
+                Ok(Scripted {
+                    vs,
+                    w,
+                    target: target.clone(),
+                    conf: conf.clone(),
+                    epochs: 0,
+                })
+            },
+            |_, _| Ok(()),
+            None,
+            "cpu",
+        )
+        .unwrap()
+    };
+    let by_metric = run(Selection::Metric);
+    let by_loss = run(Selection::MetricThenLoss);
+    for (a, b) in by_metric.runs.iter().zip(&by_loss.runs) {
+        assert_eq!(a.selected_epoch, Some(0), "ties keep the earliest epoch");
+        assert_eq!(
+            b.selected_epoch,
+            Some(2),
+            "the least validation loss among ties"
+        );
+        for (e, &p) in b.epochs.iter().zip(&conf) {
+            let loss = e.metrics["val_loss"];
+            assert!(
+                (loss + f64::ln(p)).abs() < 1e-12,
+                "val_loss {loss} for p = {p}"
+            );
+            assert_eq!(e.metrics["val_accuracy"], 1.0);
+        }
+    }
+    assert!(by_loss.notes[0].contains("lower validation cross-entropy"));
+    // Run files name it; a metric without class probabilities refuses it, naming the field.
+    let cv: CrossValidation = serde_json::from_str(r#"{"selection": "metric-then-loss"}"#).unwrap();
+    assert_eq!(cv.selection, Selection::MetricThenLoss);
+    let mae = CrossValidation {
+        metric: Metric::Mae,
+        ..cv
+    };
+    let err = mae.validate("protocol").unwrap_err().to_string();
+    assert!(err.contains("protocol.selection"), "{err}");
+    assert!("latest".parse::<Selection>().is_err());
 }
 
 #[test]

@@ -12,6 +12,8 @@ use basin_tasks::graph_classification::GraphClassifierConfig;
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
+use basin_train::protocol::Selection;
+
 use crate::tu::{self, TuModel, TuOptions};
 use crate::{Context, Override, Preset, Reproduction, Result, selected};
 
@@ -41,6 +43,7 @@ fn protocol(preset: Preset, datasets: &[&str], models: Vec<TuModel>) -> TuOption
         datasets: datasets.iter().map(|s| s.to_string()).collect(),
         folds: 10,
         repeats: 1,
+        selection: Selection::default(),
         epochs: 100,
         lr: 1e-3,
         et_paper_repeats: 0,
@@ -64,17 +67,6 @@ fn protocol(preset: Preset, datasets: &[&str], models: Vec<TuModel>) -> TuOption
             ..paper
         },
     }
-}
-
-/// `opts` with the `--epochs` and `--repeats` overrides applied.
-fn finish(mut opts: TuOptions, ctx: &Context) -> TuOptions {
-    if let Some(e) = ctx.overrides.epochs {
-        opts.epochs = e;
-    }
-    if let Some(r) = ctx.overrides.repeats {
-        opts.repeats = r;
-    }
-    opts
 }
 
 // ------------------------------------------------------------------------------ Table 1
@@ -117,7 +109,12 @@ impl Reproduction for CdatTable1 {
         &[Preset::Paper, Preset::Cpu, Preset::Quick]
     }
     fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset, Override::Repeats]
+        &[
+            Override::Epochs,
+            Override::Dataset,
+            Override::Repeats,
+            Override::Selection,
+        ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
@@ -147,7 +144,7 @@ impl Reproduction for CdatTable1 {
         ];
         let names = selected(self, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let mut opts = finish(protocol(ctx.preset, &names, models), ctx);
+        let mut opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
         opts.et_paper_repeats = match ctx.preset {
             Preset::Paper => 100,
             Preset::Cpu => 10,
@@ -260,7 +257,12 @@ impl Reproduction for CdatTable3 {
         &[Preset::Paper, Preset::Cpu, Preset::Quick]
     }
     fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset, Override::Repeats]
+        &[
+            Override::Epochs,
+            Override::Dataset,
+            Override::Repeats,
+            Override::Selection,
+        ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         // DD graphs reach 500 nodes: on a CPU the sweep runs NCI1; the quick run uses MUTAG
@@ -283,7 +285,7 @@ impl Reproduction for CdatTable3 {
             .collect::<Result<Vec<_>>>()?;
         let names = selected(self, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let mut opts = finish(protocol(ctx.preset, &names, models), ctx);
+        let mut opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
         if ctx.preset == Preset::Cpu {
             opts.folds = 3;
             opts.epochs = ctx.overrides.epochs.unwrap_or(20);
@@ -386,7 +388,12 @@ impl Reproduction for CdatTable11 {
         &[Preset::Paper, Preset::Cpu, Preset::Quick]
     }
     fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset, Override::Repeats]
+        &[
+            Override::Epochs,
+            Override::Dataset,
+            Override::Repeats,
+            Override::Selection,
+        ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
@@ -406,7 +413,7 @@ impl Reproduction for CdatTable11 {
             .collect::<Result<Vec<_>>>()?;
         let names = selected(self, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let opts = finish(protocol(ctx.preset, &names, models), ctx);
+        let opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
         let started = Instant::now();
         let paper: Table11Paper = report::paper("cdat-table11")?;
         let mut missing = Missing::default();

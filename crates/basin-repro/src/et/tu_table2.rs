@@ -10,6 +10,8 @@ use basin_tasks::baselines::{GinConfig, MlpConfig};
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
+use basin_train::protocol::Selection;
+
 use crate::tu::{self, TuModel, TuOptions};
 use crate::{Context, Override, Preset, Reproduction, Result, selected};
 
@@ -45,16 +47,15 @@ impl Reproduction for EtTable2 {
         &[Preset::Paper, Preset::Cpu, Preset::Quick]
     }
     fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset, Override::Repeats]
+        &[
+            Override::Epochs,
+            Override::Dataset,
+            Override::Repeats,
+            Override::Selection,
+        ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let mut opts = options(ctx.preset);
-        if let Some(e) = ctx.overrides.epochs {
-            opts.epochs = e;
-        }
-        if let Some(r) = ctx.overrides.repeats {
-            opts.repeats = r;
-        }
+        let mut opts = tu::with_overrides(options(ctx.preset), ctx);
         let default: Vec<&str> = opts.datasets.iter().map(String::as_str).collect();
         opts.datasets = selected(self, ctx, &default);
         run(&opts, ctx)
@@ -89,6 +90,7 @@ pub fn options(preset: Preset) -> TuOptions {
         datasets: DATASETS.iter().map(|s| s.to_string()).collect(),
         folds: 10,
         repeats: 1,
+        selection: Selection::default(),
         epochs: 300,
         lr: 1e-3,
         et_paper_repeats: 100,
