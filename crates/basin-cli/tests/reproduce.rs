@@ -98,7 +98,7 @@ fn et_table2_quick() {
             "--repeats",
             "2",
             "--selection",
-            "metric-then-loss",
+            "metric",
         ],
         &[
             "MUTAG/ET/energy.png",
@@ -113,7 +113,7 @@ fn et_table2_quick() {
             && md.contains("3-fold cross-validation × 2 repeat(s)")
             && md.contains("et-paper")
             && md.contains("- MUTAG / ET: block 0")
-            && md.contains("ties to the lower cross-entropy"),
+            && md.contains("ties to the earlier epoch (`--selection metric`)"),
         "{md}"
     );
     let gin = std::fs::read_to_string(
@@ -122,7 +122,7 @@ fn et_table2_quick() {
     )
     .unwrap();
     assert!(
-        gin.contains("\"val_loss\"") && gin.contains("metric-then-loss"),
+        gin.contains("\"val_loss\"") && gin.contains("\"selection\": \"metric\""),
         "{gin}"
     );
     // Each model paired with both baselines fold by fold: 3 folds × 2 repeats = 6 pairs.
@@ -197,7 +197,8 @@ fn cdat_tables_quick() {
     assert!(
         md.contains("| MUTAG | 188 | 98.8 ± 0.3 | 96.6 ± 0.2 |")
             && md.contains("- MUTAG / CDAT: block 0 E")
-            && md.contains("block 0 V"),
+            && md.contains("block 0 V")
+            && md.contains("ties to the lower cross-entropy"),
         "{md}"
     );
     assert_eq!(paired_counts(&md, "| MUTAG | CDAT |"), [3, 3], "{md}");

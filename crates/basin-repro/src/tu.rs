@@ -227,9 +227,9 @@ pub fn protocol_note(opts: &TuOptions) -> String {
         opts.folds,
         opts.repeats,
         match opts.selection {
-            Selection::Metric => "highest accuracy, ties to the earlier epoch",
-            Selection::MetricThenLoss =>
-                "highest accuracy, ties to the lower cross-entropy (`--selection metric-then-loss`)",
+            Selection::Metric =>
+                "highest accuracy, ties to the earlier epoch (`--selection metric`)",
+            Selection::MetricThenLoss => "highest accuracy, ties to the lower cross-entropy",
         },
         opts.epochs,
         opts.lr

@@ -501,15 +501,13 @@ fn selection_breaks_accuracy_ties_by_the_validation_loss_when_asked() {
         }
     }
     assert!(by_loss.notes[0].contains("lower validation cross-entropy"));
-    // Run files name it; a metric without class probabilities refuses it, naming the field.
-    let cv: CrossValidation = serde_json::from_str(r#"{"selection": "metric-then-loss"}"#).unwrap();
-    assert_eq!(cv.selection, Selection::MetricThenLoss);
-    let mae = CrossValidation {
-        metric: Metric::Mae,
-        ..cv
-    };
-    let err = mae.validate("protocol").unwrap_err().to_string();
-    assert!(err.contains("protocol.selection"), "{err}");
+    // Run files name it; it is the default.
+    let cv: CrossValidation = serde_json::from_str(r#"{"selection": "metric"}"#).unwrap();
+    assert_eq!(cv.selection, Selection::Metric);
+    assert_eq!(
+        CrossValidation::default().selection,
+        Selection::MetricThenLoss
+    );
     assert!("latest".parse::<Selection>().is_err());
 }
 
