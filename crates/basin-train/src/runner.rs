@@ -369,6 +369,8 @@ pub struct Validation {
     /// The selection score: the best epoch has the highest.
     pub score: f64,
     /// Ranks epochs of equal `score`: the higher wins (equal ones keep the earlier epoch).
+    /// Checkpoints written before it existed read 0.
+    #[serde(default)]
     pub tie_break: f64,
     /// Values the test step needs (e.g. the threshold chosen on validation).
     pub for_test: BTreeMap<String, f64>,

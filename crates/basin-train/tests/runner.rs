@@ -235,3 +235,13 @@ fn nan_loss_stops_the_run_naming_epoch_and_step() {
     let rec = basin_train::record::RunRecord::read(&dir.path().join("record.json")).unwrap();
     assert!(matches!(rec.status, RunStatus::Failed { .. }));
 }
+
+#[test]
+fn checkpoints_from_before_the_tie_break_still_read() {
+    // The best-epoch entry as runs wrote it before `tie_break` existed.
+    let v: Validation = serde_json::from_str(
+        r#"{"metrics": {"val_accuracy": 0.9}, "score": 0.9, "for_test": {}, "test_now": null}"#,
+    )
+    .unwrap();
+    assert_eq!((v.score, v.tie_break), (0.9, 0.0));
+}

@@ -9,11 +9,10 @@ use std::time::Instant;
 
 use basin_tasks::baselines::{GinConfig, MlpConfig};
 use basin_tasks::graph_classification::GraphClassifierConfig;
+use basin_train::protocol::Selection;
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
-use basin_train::protocol::Selection;
-
 use crate::tu::{self, TuModel, TuOptions};
 use crate::{Context, Override, Preset, Reproduction, Result, selected};
 
