@@ -145,9 +145,9 @@ pub mod graph {
     /// The graph enters as ET's front end has it (the mask of eq. 25 and the learned scale Â
     /// of eq. 24, whose A′ projects the edge features where the dataset has them, as ET's
     /// text and CDAT's code do), with Â built from the tokens' cosines (`Gram::Cosine`, not
-    /// in the papers): the papers' X ⊗ X grows with the square of the tokens and threw vMF logits far out of
-    /// [−β, β] (on ENZYMES the untrained CPU model started at a loss of 2.4–4.9 against
-    /// ln 6 = 1.79). Without Â (`AdjacencyMode::MaskOnly`) CDAT fitted ENZYMES more slowly:
+    /// in the papers): the papers' X ⊗ X grows with the square of the tokens and threw vMF
+    /// logits far out of [−β, β] (on ENZYMES the untrained CPU model started at a loss of
+    /// 2.4–4.9 against ln 6 = 1.79). Without Â (`AdjacencyMode::MaskOnly`) CDAT fitted ENZYMES more slowly:
     /// on 3-fold pilots at the CPU protocol its best validation accuracy was 57.8 % against
     /// 64.5 % with the cosine Â.
     pub fn tu_paper() -> GraphClassifierConfig {
