@@ -47,8 +47,9 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     repeats: Option<u64>,
     /// How each fold's epoch is chosen on its inner validation split, baselines included (TU
-    /// tables): `metric` (highest accuracy, ties to the earlier epoch) or `metric-then-loss`
-    /// (ties to the lower validation cross-entropy).
+    /// tables): `metric` (highest accuracy, ties to the earlier epoch), `metric-then-loss`
+    /// (ties to the lower validation cross-entropy; the default) or `loss` (lowest validation
+    /// cross-entropy).
     #[arg(long)]
     selection: Option<basin_train::protocol::Selection>,
     /// Only this dataset (repeatable; `--list` shows each table's).

@@ -230,6 +230,7 @@ pub fn protocol_note(opts: &TuOptions) -> String {
             Selection::Metric =>
                 "highest accuracy, ties to the earlier epoch (`--selection metric`)",
             Selection::MetricThenLoss => "highest accuracy, ties to the lower cross-entropy",
+            Selection::Loss => "lowest validation cross-entropy (`--selection loss`)",
         },
         opts.epochs,
         opts.lr

@@ -410,13 +410,16 @@ fn cross_validation_partitions_and_learns() {
     }
 }
 
-/// Predicts every item's class correctly, with the confidence `conf[e]` after `e + 1` epochs:
-/// the validation accuracy is 1 at every epoch, only the cross-entropy moves.
+/// Predicts every item's class with the confidence `conf[e]` in the truth after `e + 1`
+/// epochs, except that where `miss[e]` is `Some(q)` every item `i ≡ 0 (mod 4)` gets `q`: with
+/// no misses and `conf > 0.5` the validation accuracy is 1 at every epoch and only the
+/// cross-entropy moves.
 struct Scripted {
     vs: nn::VarStore,
     w: Tensor,
     target: Vec<f64>,
     conf: Vec<f64>,
+    miss: Vec<Option<f64>>,
     epochs: usize,
 }
 
@@ -432,13 +435,19 @@ impl Learner for Scripted {
         Ok(StepOutput::loss(self.w.square().sum(Kind::Float)))
     }
     fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
-        let p = self.conf[self.epochs.clamp(1, self.conf.len()) - 1];
+        let e = self.epochs.clamp(1, self.conf.len()) - 1;
         Ok(Scores(
             items
                 .iter()
-                .map(|&i| match self.target[i] as usize {
-                    0 => vec![p, 1.0 - p],
-                    _ => vec![1.0 - p, p],
+                .map(|&i| {
+                    let p = match self.miss[e] {
+                        Some(q) if i % 4 == 0 => q,
+                        _ => self.conf[e],
+                    };
+                    match self.target[i] as usize {
+                        0 => vec![p, 1.0 - p],
+                        _ => vec![1.0 - p, p],
+                    }
                 })
                 .collect(),
         ))
@@ -450,7 +459,8 @@ fn selection_breaks_accuracy_ties_by_the_validation_loss_when_asked() {
     let _s = basin_core::testing::lock_generator();
     let target: Vec<f64> = (0..40).map(|i| (i % 2) as f64).collect();
     let conf = vec![0.55, 0.7, 0.9, 0.8, 0.6];
-    let run = |selection: Selection| {
+    let miss = vec![None; conf.len()];
+    let run = |selection: Selection, conf: &Vec<f64>, miss: &Vec<Option<f64>>| {
         let cv = CrossValidation {
             folds: KFoldConfig {
                 folds: 2,
@@ -473,6 +483,7 @@ fn selection_breaks_accuracy_ties_by_the_validation_loss_when_asked() {
                     w,
                     target: target.clone(),
                     conf: conf.clone(),
+                    miss: miss.clone(),
                     epochs: 0,
                 })
             },
@@ -482,8 +493,8 @@ fn selection_breaks_accuracy_ties_by_the_validation_loss_when_asked() {
         )
         .unwrap()
     };
-    let by_metric = run(Selection::Metric);
-    let by_loss = run(Selection::MetricThenLoss);
+    let by_metric = run(Selection::Metric, &conf, &miss);
+    let by_loss = run(Selection::MetricThenLoss, &conf, &miss);
     for (a, b) in by_metric.runs.iter().zip(&by_loss.runs) {
         assert_eq!(a.selected_epoch, Some(0), "ties keep the earliest epoch");
         assert_eq!(
@@ -501,6 +512,21 @@ fn selection_breaks_accuracy_ties_by_the_validation_loss_when_asked() {
         }
     }
     assert!(by_loss.notes[0].contains("lower validation cross-entropy"));
+    // `loss` follows the cross-entropy where accuracy disagrees: epoch 0 is right everywhere
+    // but unsure, epoch 1 sure and wrong on a quarter of the items, only slightly.
+    let (conf, miss) = (vec![0.6, 0.99, 0.6], vec![None, Some(0.4), None]);
+    let by_metric = run(Selection::MetricThenLoss, &conf, &miss);
+    let by_loss = run(Selection::Loss, &conf, &miss);
+    for (a, b) in by_metric.runs.iter().zip(&by_loss.runs) {
+        assert_eq!(a.selected_epoch, Some(0), "the highest accuracy");
+        assert!(
+            b.epochs[1].metrics["val_accuracy"] < 1.0,
+            "epoch 1 misses some"
+        );
+        assert!(b.epochs[1].metrics["val_loss"] < b.epochs[0].metrics["val_loss"]);
+        assert_eq!(b.selected_epoch, Some(1), "the lowest validation loss");
+    }
+    assert!(by_loss.notes[0].contains("lowest validation cross-entropy"));
     // Run files name it; it is the default.
     let cv: CrossValidation = serde_json::from_str(r#"{"selection": "metric"}"#).unwrap();
     assert_eq!(cv.selection, Selection::Metric);
@@ -508,6 +534,7 @@ fn selection_breaks_accuracy_ties_by_the_validation_loss_when_asked() {
         CrossValidation::default().selection,
         Selection::MetricThenLoss
     );
+    assert_eq!("loss".parse::<Selection>(), Ok(Selection::Loss));
     assert!("latest".parse::<Selection>().is_err());
 }
 
