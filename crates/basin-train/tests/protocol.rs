@@ -455,7 +455,7 @@ impl Learner for Scripted {
 }
 
 #[test]
-fn selection_breaks_accuracy_ties_by_the_validation_loss_when_asked() {
+fn selection_ranks_by_accuracy_then_loss_or_by_loss_when_asked() {
     let _s = basin_core::testing::lock_generator();
     let target: Vec<f64> = (0..40).map(|i| (i % 2) as f64).collect();
     let conf = vec![0.55, 0.7, 0.9, 0.8, 0.6];
