@@ -147,9 +147,9 @@ pub mod graph {
     /// text and CDAT's code do), with Â built from the tokens' cosines (`Gram::Cosine`, not
     /// in the papers): the papers' X ⊗ X grows with the square of the tokens and threw vMF
     /// logits far out of [−β, β] (on ENZYMES the untrained CPU model started at a loss of
-    /// 2.4–4.9 against ln 6 = 1.79). Without Â (`AdjacencyMode::MaskOnly`) CDAT fitted ENZYMES more slowly:
-    /// on 3-fold pilots at the CPU protocol its best validation accuracy was 57.8 % against
-    /// 64.5 % with the cosine Â.
+    /// 2.4–4.9 against ln 6 = 1.79). Without Â (`AdjacencyMode::MaskOnly`) CDAT fitted
+    /// ENZYMES more slowly: on 3-fold pilots at the CPU protocol its best validation accuracy
+    /// was 57.8 % against 64.5 % with the cosine Â.
     pub fn tu_paper() -> GraphClassifierConfig {
         GraphClassifierConfig {
             block: block(128, 12, 64, 512, 1, paper_dynamics()),

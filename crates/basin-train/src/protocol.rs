@@ -629,8 +629,8 @@ pub enum Selection {
     /// validation loss, as many training scripts do); equal losses keep the earlier epoch.
     /// The loss varies continuously where a small split's accuracy moves in steps (of 1/19 on
     /// MUTAG's inner splits), so the chosen epoch depends less on which few graphs a lucky
-    /// epoch got right. Metrics
-    /// without a cross-entropy (MAE, mean AP, MRR) select by the metric.
+    /// epoch got right. Metrics without a cross-entropy (MAE, mean AP, MRR) select by the
+    /// metric.
     Loss,
 }
 
