@@ -210,6 +210,8 @@ pub struct Structure {
     self_attention: bool,
     /// `[B|1, H|1, N, N]` multiplicative factor on the attention scores (ET eq. 25's Â).
     scale: Option<Tensor>,
+    /// `[E, H|1]` the same factor per edge of a sparse pattern, in [`Self::sparse_edges`] order.
+    edge_scale: Option<Tensor>,
     /// The sparse pattern after padding and the diagonal rule were applied.
     sparse: Option<SparseEdges>,
     dense: OnceCell<DenseLayout>,
@@ -254,6 +256,7 @@ impl Structure {
             padding: None,
             self_attention: false,
             scale: None,
+            edge_scale: None,
             sparse: None,
             dense: OnceCell::new(),
         };
@@ -319,6 +322,39 @@ impl Structure {
         self.scale.as_ref()
     }
 
+    /// The sparse form of [`Self::with_scale`]: multiplies each head's score of each edge of
+    /// the effective pattern by `scale[e, h]` (`[E, H]`, or `[E, 1]` for every head), edges in
+    /// the order of [`Self::sparse_edges`] (query-major, after padding and the diagonal rule).
+    /// Read the edges from the structure, compute their factors, then attach them: set padding
+    /// and self-attention first, since they change the edges ([`Self::check`] refuses factors
+    /// whose count no longer matches).
+    pub fn with_edge_scale(mut self, scale: Tensor) -> Result<Self> {
+        let Some(edges) = &self.sparse else {
+            return Err(CoreError::tensor(
+                "edge_scale",
+                "a sparse structure (an edge list)",
+                "a dense structure; use with_scale",
+            ));
+        };
+        if scale.dim() != 2 || !scale.is_floating_point() || scale.size()[0] != edges.len() {
+            return Err(CoreError::tensor(
+                "edge_scale",
+                format!(
+                    "a float tensor of shape [{}, H] (one row per effective edge)",
+                    edges.len()
+                ),
+                format!("{:?} {:?}", scale.kind(), scale.size()),
+            ));
+        }
+        self.edge_scale = Some(scale);
+        Ok(self)
+    }
+
+    /// The per-edge factor on the attention scores of a sparse pattern, if any.
+    pub fn edge_scale(&self) -> Option<&Tensor> {
+        self.edge_scale.as_ref()
+    }
+
     /// A sparse edge list over the flattened `B·N` tokens.
     pub fn sparse(edges: SparseEdges) -> Self {
         Self::with_interaction(Interaction::Sparse(edges))
@@ -340,6 +376,13 @@ impl Structure {
                 "padding",
                 format!("B·N = {} entries, one per token of the edge list", e.tokens),
                 format!("{:?}", padding.size()),
+            ));
+        }
+        if self.edge_scale.is_some() {
+            return Err(CoreError::tensor(
+                "padding",
+                "padding set before the per-edge scale (it changes the edges)",
+                "a structure that already has one",
             ));
         }
         self.padding = Some(padding);
@@ -411,6 +454,18 @@ impl Structure {
                 return Err(CoreError::tensor(
                     "scale",
                     format!("shape [{b}, {h}, {n}, {n}]"),
+                    format!("{sz:?}"),
+                ));
+            }
+        }
+        if let (Some(t), Some(e)) = (&self.edge_scale, &self.sparse) {
+            let sz = t.size();
+            let h_ok = heads.is_none_or(|h| sz[1] == h || sz[1] == 1);
+            if sz[0] != e.len() || !h_ok {
+                let h = heads.map_or("H".to_owned(), |h| h.to_string());
+                return Err(CoreError::tensor(
+                    "edge_scale",
+                    format!("shape [{}, {h}] (one row per effective edge)", e.len()),
                     format!("{sz:?}"),
                 ));
             }

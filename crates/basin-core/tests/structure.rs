@@ -158,6 +158,66 @@ fn dense_and_sparse_forms_agree() {
     assert!(max_rel_error(&g_s, &g_f, 1e-12) < 1e-12);
 }
 
+/// The per-edge scale of a sparse pattern is the dense scale read at its edges: a mask with
+/// `with_scale` and the same edges with `with_edge_scale` agree, with padding and the diagonal.
+#[test]
+fn a_per_edge_scale_equals_the_dense_scale_at_the_edges() {
+    tch::manual_seed(34);
+    let mut vs = store();
+    let energy = et_energy(&mut vs);
+    let (b, n, heads) = (3, 7, 2);
+    let g = tokens(b, n, D);
+    let mask = random_mask(b, n, 0.5);
+    let scale = Tensor::randn([b, heads, n, n], (Kind::Double, tch::Device::Cpu));
+    let pad = Tensor::ones([b, n], (Kind::Bool, tch::Device::Cpu));
+    let _ = pad.get(1).narrow(0, n - 2, 2).fill_(0);
+    for self_attention in [false, true] {
+        let dense = Structure::mask(mask.shallow_clone())
+            .unwrap()
+            .with_self_attention(self_attention)
+            .with_padding(pad.shallow_clone())
+            .unwrap()
+            .with_scale(scale.shallow_clone())
+            .unwrap();
+        let sparse = Structure::sparse(edges_of(&mask))
+            .with_self_attention(self_attention)
+            .with_padding(pad.shallow_clone())
+            .unwrap();
+        let e = sparse.sparse_edges().unwrap();
+        // Flattened token t = b·N + i: scale[b, :, q, k] at every edge, [E, H].
+        let (q, k) = (e.query(), e.key());
+        let at = scale
+            .permute([0, 2, 3, 1])
+            .reshape([-1, heads])
+            .index_select(
+                0,
+                &((q.divide_scalar_mode(n, "floor") * n + q.remainder(n)) * n + k.remainder(n)),
+            );
+        let sparse = sparse.with_edge_scale(at).unwrap();
+        sparse.check(b, n, Some(heads)).unwrap();
+        let (e_d, g_d) = energy.energy_and_grad(&g, &dense);
+        for graph in [true, false] {
+            let (e_s, g_s) = if graph {
+                energy.energy_and_grad(&g, &sparse)
+            } else {
+                tch::no_grad(|| energy.energy_and_grad(&g, &sparse))
+            };
+            assert!(
+                max_rel_error(&e_s, &e_d, 1e-12) < 1e-12,
+                "energies differ (self={self_attention}, graph={graph})"
+            );
+            assert!(
+                max_rel_error(&g_s, &g_d, 1e-12) < 1e-12,
+                "gradients differ (self={self_attention}, graph={graph})"
+            );
+        }
+        assert!(
+            max_rel_error(&energy.energy(&g, &sparse), &e_d, 1e-12) < 1e-12,
+            "energy alone differs (self={self_attention})"
+        );
+    }
+}
+
 #[test]
 fn self_attention_switch_changes_the_energy() {
     tch::manual_seed(33);
@@ -204,4 +264,24 @@ fn bad_structures_are_reported_not_panicked() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("padding"), "{err}");
+    // A per-edge scale needs a sparse structure and one row per effective edge.
+    let err = Structure::full()
+        .with_edge_scale(Tensor::ones([3, 1], (Kind::Float, tch::Device::Cpu)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("edge_scale") && err.contains("with_scale"),
+        "{err}"
+    );
+    let edges = SparseEdges::new(
+        &Tensor::from_slice(&[0i64, 1]),
+        &Tensor::from_slice(&[1i64, 0]),
+        4,
+    )
+    .unwrap();
+    let err = Structure::sparse(edges)
+        .with_edge_scale(Tensor::ones([3, 1], (Kind::Float, tch::Device::Cpu)))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[2, H]") && err.contains("[3, 1]"), "{err}");
 }

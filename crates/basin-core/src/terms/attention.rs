@@ -547,11 +547,12 @@ impl EnergyAttention {
     // --------------------------------------------------------------- sparse
 
     /// Per-edge logits `[E, H]`, per-token queries and keys `[T, H, Y]` (T = B·N), and the
-    /// unit parts in unit mode.
+    /// unit parts in unit mode; `scale` `[E, H|1]` multiplies the scores (Â per edge).
     fn sparse_logits(
         &self,
         g: &Tensor,
         edges: &SparseEdges,
+        scale: Option<&Tensor>,
     ) -> (Tensor, Tensor, Tensor, Option<Unit>) {
         let d = g.size()[2];
         let h = self.heads();
@@ -592,6 +593,10 @@ impl EnergyAttention {
             Some(mix) => s.matmul(mix),
             None => s,
         };
+        let s = match scale {
+            Some(scale) => s * scale, // ET eq. 25 per edge, as the dense form
+            None => s,
+        };
         (self.clipped(s), q, k, unit)
     }
 
@@ -627,14 +632,25 @@ impl EnergyAttention {
             .sum_dim_intlist(-1, false, lse.kind())
     }
 
-    fn sparse_energy_and_grad(&self, g: &Tensor, edges: &SparseEdges) -> (Tensor, Tensor) {
+    fn sparse_energy_and_grad(
+        &self,
+        g: &Tensor,
+        edges: &SparseEdges,
+        scale: Option<&Tensor>,
+    ) -> (Tensor, Tensor) {
         let size = g.size();
         let (b, d) = (size[0], size[2]);
-        let (s, q, k, unit) = self.sparse_logits(g, edges);
+        let (s, q, k, unit) = self.sparse_logits(g, edges, scale);
         let (lse, ex, z) = self.sparse_lse(&s, edges);
         drop(s); // [E, H]: not needed past the normaliser
         let energy = self.sparse_energy_from(&lse, b);
         let omega = ex / z.index_select(0, edges.query()); // [E, H]
+        // The scale multiplies the scores, so it multiplies both gradient terms (as the dense
+        // form's weighted sums).
+        let omega = match scale {
+            Some(scale) => omega * scale,
+            None => omega,
+        };
         // Query side: T^Q_q = Σ_{e ∈ row q} ω_e K_key(e); key side: T^K_k = Σ_{e: key(e) = k} ω_e Q_query(e).
         let tq = head_spmm(&omega, edges.key(), edges.row_ptr(), None, &k);
         let tk = head_spmm(
@@ -701,7 +717,7 @@ impl Energy for EnergyAttention {
     fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
         match s.sparse_edges() {
             Some(edges) => {
-                let (sl, _, _, _) = self.sparse_logits(g, edges);
+                let (sl, _, _, _) = self.sparse_logits(g, edges, s.edge_scale());
                 let (lse, _, _) = self.sparse_lse(&sl, edges);
                 self.sparse_energy_from(&lse, g.size()[0])
             }
@@ -720,7 +736,7 @@ impl Energy for EnergyAttention {
             return crate::energy::autograd_grad(self, g, s);
         }
         if let Some(edges) = s.sparse_edges() {
-            return self.sparse_energy_and_grad(g, edges).1;
+            return self.sparse_energy_and_grad(g, edges, s.edge_scale()).1;
         }
         let (q, k, unit) = self.project_heads(g);
         let sums = self.dense_chunks(g, (&q, &k), s, |logits, qc, kc, p| {
@@ -735,7 +751,7 @@ impl Energy for EnergyAttention {
             return crate::energy::autograd_energy_and_grad(self, g, s);
         }
         if let Some(edges) = s.sparse_edges() {
-            return self.sparse_energy_and_grad(g, edges);
+            return self.sparse_energy_and_grad(g, edges, s.edge_scale());
         }
         let (q, k, unit) = self.project_heads(g);
         let (energies, sums): (Vec<Tensor>, Vec<(Tensor, Tensor)>) = self

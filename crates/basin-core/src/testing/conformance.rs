@@ -73,7 +73,7 @@ fn ok<T>(r: crate::Result<T>) -> T {
 /// Every kind of structure, for `b` samples of `n` tokens and terms with `heads` heads (the
 /// per-head bias and scale need it): dense (full, with and without the diagonal, padding; mask;
 /// bias with blocked pairs; mask with a scale) and sparse (with and without the diagonal;
-/// padding).
+/// padding; a per-edge scale).
 pub fn structures(b: i64, n: i64, heads: i64) -> Vec<(&'static str, Structure)> {
     let mask = random_mask(b, n, 0.5);
     let bias = Tensor::randn([b, heads, n, n], F64);
@@ -108,6 +108,13 @@ pub fn structures(b: i64, n: i64, heads: i64) -> Vec<(&'static str, Structure)> 
             "sparse+padding",
             ok(Structure::sparse(edges_of(&mask)).with_padding(padding(b, n, 2))),
         ),
+        ("sparse+self+padding+scale", {
+            let s = ok(Structure::sparse(edges_of(&mask))
+                .with_self_attention(true)
+                .with_padding(padding(b, n, 1)));
+            let e = s.sparse_edges().map_or(0, |e| e.len());
+            ok(s.with_edge_scale(Tensor::randn([e, heads], F64)))
+        }),
     ]
 }
 
