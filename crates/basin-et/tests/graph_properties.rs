@@ -383,6 +383,119 @@ fn a_prime_projects_the_edge_features() {
     );
 }
 
+/// `sparse_attention`: the mask's pairs as an edge list with Â at each edge give the dense
+/// classifier's logits and parameter gradients, and its Â at the edges, for both Gram
+/// products, with and without edge features and self loops, kernels 3 and 5, and padding.
+#[test]
+fn sparse_attention_gives_the_dense_classifier() {
+    let _s = lock_generator();
+    let plain = graphs();
+    let labelled = graphs_with_edge_labels();
+    for (adjacency, gram, edge_features, self_loops, kernel) in [
+        (AdjacencyMode::Masked, Gram::Dot, false, false, 3),
+        (AdjacencyMode::Masked, Gram::Cosine, false, true, 3),
+        (AdjacencyMode::Masked, Gram::Dot, true, false, 5),
+        (AdjacencyMode::MaskOnly, Gram::Dot, false, true, 3),
+    ] {
+        let data = if edge_features { &labelled } else { &plain };
+        let mut dense = GraphClassifierConfig {
+            adjacency,
+            gram,
+            conv_kernel: kernel,
+            ..small_cfg()
+        };
+        dense.batching.dense_edge_features = edge_features;
+        dense.batching.self_loops = self_loops;
+        let sparse = GraphClassifierConfig {
+            sparse_attention: true,
+            ..dense.clone()
+        };
+        let widths = InputWidths::of(data);
+        let build = |cfg: &GraphClassifierConfig| {
+            tch::manual_seed(11);
+            let mut vs = VarStore::new(Device::Cpu);
+            let model = GraphClassifier::new(&vs.root(), cfg, widths, 2).unwrap();
+            vs.double();
+            (vs, model)
+        };
+        let ((vs_d, model_d), (vs_s, model_s)) = (build(&dense), build(&sparse));
+        let vars_d = vs_d.variables();
+        tch::no_grad(|| {
+            for (name, v) in vs_s.variables() {
+                let w = &vars_d[&name];
+                v.shallow_clone().copy_(&(w + w.randn_like() * 0.1));
+                w.shallow_clone().copy_(&v);
+            }
+        });
+        let case = format!(
+            "{adjacency:?}, {gram:?}, edges {edge_features}, self {self_loops}, k {kernel}"
+        );
+        // Graph 0 (5 nodes) padded to graph 5's 16 tokens.
+        let b = batch(data, &dense, &[0, 5, 2]);
+        if adjacency == AdjacencyMode::Masked {
+            let (_, s_d) = model_d.tokens_and_structure(&b).unwrap();
+            let (_, s_s) = model_s.tokens_and_structure(&b).unwrap();
+            let e = s_s.sparse_edges().unwrap();
+            let (q, k) = (e.query(), e.key());
+            let n = b.parts().2.size()[1];
+            let flat = (q.divide_scalar_mode(n, "floor") * n + q.remainder(n)) * n + k.remainder(n);
+            let heads = s_s.edge_scale().unwrap().size()[1];
+            let at = s_d
+                .scale()
+                .unwrap()
+                .permute([0, 2, 3, 1])
+                .reshape([-1, heads])
+                .index_select(0, &flat);
+            let d = max_diff(s_s.edge_scale().unwrap(), &at);
+            assert!(d < 1e-10, "{case}: Â at the edges differs by {d}");
+        }
+        let run = |model: &GraphClassifier, vs: &VarStore| {
+            let logits = model.forward(&b, false).unwrap();
+            (&logits * logits.ones_like().cumsum(1, Kind::Double))
+                .sum(Kind::Double)
+                .backward();
+            let grads: Vec<(String, Tensor)> = basin_core::testing::variables_by_name(vs)
+                .into_iter()
+                .map(|(n, v)| {
+                    let g = v.grad();
+                    (
+                        n,
+                        if g.defined() {
+                            g.copy()
+                        } else {
+                            v.zeros_like()
+                        },
+                    )
+                })
+                .collect();
+            (logits.detach(), grads)
+        };
+        let (logits_d, grads_d) = run(&model_d, &vs_d);
+        let (logits_s, grads_s) = run(&model_s, &vs_s);
+        let d = max_diff(&logits_s, &logits_d);
+        assert!(d < 1e-10, "{case}: logits differ by {d}");
+        for ((name, gd), (_, gs)) in grads_d.iter().zip(&grads_s) {
+            let d = max_diff(gs, gd);
+            let scale = gd.abs().max().double_value(&[]).max(1.0);
+            assert!(d < 1e-9 * scale, "{case}: ∂/∂{name} differs by {d}");
+        }
+        // Padding: graph 0 alone, sparse, gives its row of the padded batch.
+        let alone = tch::no_grad(|| model_s.forward(&batch(data, &dense, &[0]), false).unwrap());
+        let d = max_diff(&logits_s.narrow(0, 0, 1), &alone);
+        assert!(
+            d < 1e-10,
+            "{case}: padding changed the sparse output by {d}"
+        );
+    }
+    let bad = GraphClassifierConfig {
+        sparse_attention: true,
+        adjacency: AdjacencyMode::ReferenceMultiply,
+        ..small_cfg()
+    };
+    let err = bad.validate().unwrap_err().to_string();
+    assert!(err.contains("sparse_attention"), "{err}");
+}
+
 /// With `readout_initial` the readout's second half of columns reads the initial tokens' pooling:
 /// with the final tokens' columns zeroed, the logits are the linear map of
 /// `pool(tokens_and_structure)` alone, and the blocks' output no longer matters.

@@ -152,6 +152,13 @@ pub struct GraphClassifierConfig {
     /// (m = 8) 62.67 → 63.00, +0.33 ± 1.95; PROTEINS (m = 16) 74.76 → 74.49 (CDAT 73.77 →
     /// 74.22); MUTAG (m = 8, fold seeds 0–2, 30 folds) 82.44 → 81.38, −1.05 ± 1.72.
     pub degree_encoding: Option<i64>,
+    /// Attention over the mask's pairs as an edge list (basin-core's sparse structure, with Â
+    /// computed at each edge only) instead of dense `[B, H, N', N']` scores: the same energies
+    /// and gradients up to rounding, in work that grows with the edges rather than the square
+    /// of the padded tokens. For large sparse graphs (DD: 284 nodes and 1,431 directed edges
+    /// per graph on average, so dense scores are about 98 % masked pairs); not with
+    /// `adjacency = "reference-multiply"`, whose Â reaches every pair.
+    pub sparse_attention: bool,
 }
 
 impl Default for GraphClassifierConfig {
@@ -173,6 +180,7 @@ impl Default for GraphClassifierConfig {
             readout_hidden: None,
             readout_init_gain: 1.0,
             degree_encoding: None,
+            sparse_attention: false,
         }
     }
 }
@@ -188,21 +196,22 @@ impl GraphClassifierConfig {
         let n =
             (largest_graph.min(self.batching.max_nodes) + usize::from(self.batching.cls)) as u64;
         let b = self.batch.min(items.max(1)) as u64;
-        match self.heads() {
+        match self.heads().filter(|_| !self.sparse_attention) {
             Some(h) => {
                 let steps = self.block.steps.saturating_mul(self.blocks).max(1) as u64;
                 [b, h.max(1) as u64, n, steps]
             }
-            // No attention: only the one-channel X ⊗ X map of the front end is N' × N'.
+            // No attention, or sparse attention: only the batch's mask (and, dense, the
+            // one-channel X ⊗ X map of the front end) is N' × N'.
             None => [b, 1, n, 1],
         }
     }
 
     /// A lower bound, in bytes, on the memory one training batch needs: the float32 attention
     /// scores `[B, H, N', N']` that each descent step of each block keeps for the backward
-    /// pass (without an attention term, the front end's `[B, 1, N', N']` map of X ⊗ X), with B
-    /// the batch (at most `items`) and N' the padded token count (the largest graph under the
-    /// node cap, plus CLS). Everything else comes on top, so a batch above the machine's memory
+    /// pass (without an attention term or with sparse attention, one float `[B, N', N']` map),
+    /// with B the batch (at most `items`) and N' the padded token count (the largest graph
+    /// under the node cap, plus CLS). Everything else comes on top, so a batch above the machine's memory
     /// cannot run.
     pub fn batch_memory_lower_bound(&self, largest_graph: usize, items: usize) -> u64 {
         let [b, h, n, steps] = self.batch_memory_factors(largest_graph, items);
@@ -295,6 +304,12 @@ impl GraphClassifierConfig {
         }
         if self.readout_classes.is_some_and(|c| c < 2) {
             return Err(TaskError::config("readout_classes", "must be ≥ 2"));
+        }
+        if self.sparse_attention && self.adjacency == AdjacencyMode::ReferenceMultiply {
+            return Err(TaskError::config(
+                "sparse_attention",
+                "reference-multiply lets Â reach every pair; use dense attention with it",
+            ));
         }
         self.block
             .validate()
@@ -688,6 +703,48 @@ impl GraphClassifier {
             let nodes = nodes.unsqueeze(-1).to_kind(x.kind());
             x = x + embedding.forward(&degree) * nodes;
         }
+        let structure = if self.cfg.sparse_attention {
+            self.sparse_structure(&x, b)?
+        } else {
+            self.dense_structure(&x, b)?
+        };
+        Ok((x, structure))
+    }
+
+    /// The tokens X ⊗ X is taken of: the initial tokens with padding zeroed (the kernel would
+    /// otherwise carry padded tokens into the real pairs at a graph's border, and a graph's
+    /// output would depend on its batch; zeros are what the convolution's own padding sees),
+    /// over their norms with [`Gram::Cosine`].
+    fn gram_tokens(&self, x: &Tensor, padding: &Tensor) -> Tensor {
+        let xr = x * padding.to_kind(x.kind()).unsqueeze(-1);
+        match self.cfg.gram {
+            Gram::Dot => xr,
+            Gram::Cosine => {
+                let norm = xr.norm_scalaropt_dim(2.0, [-1], true).clamp_min(1e-12);
+                xr / norm
+            }
+        }
+    }
+
+    /// What A′ projects (eq. 24's text), `[B, N', N', P]`: the edge features where the model has
+    /// edge channels, else the adjacency as one channel.
+    fn a_prime_input(&self, b: &GraphBatchOnDevice, kind: Kind) -> Result<Tensor> {
+        match (self.edge_channels, &b.edge_features) {
+            (None, _) => Ok(b.mask.to_kind(kind).unsqueeze(-1)),
+            (Some(p), Some(e)) if e.size().get(3) == Some(&p) => Ok(e.to_kind(kind)),
+            (Some(p), e) => Err(TaskError::config(
+                "batching.dense_edge_features",
+                format!(
+                    "A′ projects {p} edge-feature channels; the batch has {}",
+                    e.as_ref()
+                        .map_or("none".to_owned(), |e| format!("{:?}", e.size()))
+                ),
+            )),
+        }
+    }
+
+    /// The dense structure: the mask (or every pair), padding, and Â `[B, H, N', N']`.
+    fn dense_structure(&self, x: &Tensor, b: &GraphBatchOnDevice) -> Result<Structure> {
         let structure = match self.cfg.adjacency {
             AdjacencyMode::Masked | AdjacencyMode::MaskOnly => {
                 Structure::mask(b.mask.shallow_clone())?
@@ -696,43 +753,68 @@ impl GraphClassifier {
         }
         .with_self_attention(self.cfg.batching.self_loops)
         .with_padding(b.padding.shallow_clone())?;
-        let structure = match &self.adjacency {
-            // Â = Conv2D(X ⊗ X) ⊙ A′ (eq. 24), from the initial tokens, per head: [B, H, N, N].
-            // Padded tokens are zeroed in X ⊗ X: the 3×3 convolution would otherwise carry them
-            // into the real pairs at the graph's border, and a graph's output would depend on
-            // the batch it is in. Zeros are what the convolution's own padding sees without them.
-            Some((conv, adj_proj)) => {
-                let xr = &x * b.padding.to_kind(x.kind()).unsqueeze(-1);
-                let xr = match self.cfg.gram {
-                    Gram::Dot => xr,
-                    Gram::Cosine => {
-                        let norm = xr.norm_scalaropt_dim(2.0, [-1], true).clamp_min(1e-12);
-                        xr / norm
-                    }
-                };
-                let outer = xr.matmul(&xr.transpose(1, 2)).unsqueeze(1);
-                // A′: a linear map of the edge features [B, N', N', P] if the dataset has them,
-                // else of the adjacency as one channel (eq. 24's text).
-                let adj = match (self.edge_channels, &b.edge_features) {
-                    (None, _) => b.mask.to_kind(x.kind()).unsqueeze(-1),
-                    (Some(p), Some(e)) if e.size().get(3) == Some(&p) => e.to_kind(x.kind()),
-                    (Some(p), e) => {
-                        return Err(TaskError::config(
-                            "batching.dense_edge_features",
-                            format!(
-                                "A′ projects {p} edge-feature channels; the batch has {}",
-                                e.as_ref()
-                                    .map_or("none".to_owned(), |e| format!("{:?}", e.size()))
-                            ),
-                        ));
-                    }
-                };
-                let a_prime = adj_proj.forward(&adj).permute([0, 3, 1, 2]);
-                structure.with_scale(conv.forward(&outer) * a_prime)?
-            }
-            None => structure,
+        let Some((conv, adj_proj)) = &self.adjacency else {
+            return Ok(structure);
         };
-        Ok((x, structure))
+        // Â = Conv2D(X ⊗ X) ⊙ A′ (eq. 24), from the initial tokens, per head.
+        let xr = self.gram_tokens(x, &b.padding);
+        let outer = xr.matmul(&xr.transpose(1, 2)).unsqueeze(1);
+        let a_prime = adj_proj
+            .forward(&self.a_prime_input(b, x.kind())?)
+            .permute([0, 3, 1, 2]);
+        Ok(structure.with_scale(conv.forward(&outer) * a_prime)?)
+    }
+
+    /// The sparse structure: the mask's pairs as an edge list over the flattened `B·N'`
+    /// tokens, padding, and Â at each edge: the kernel's window of X ⊗ X around the edge,
+    /// `Σ_ij w_hij ⟨x_{q+i−p}, x_{k+j−p}⟩` (zero outside the graph's slots, as the dense
+    /// convolution's zero padding), times A′ of the edge. The same values as
+    /// [`Self::dense_structure`]'s at the edges, in O(E · kernel² · D).
+    fn sparse_structure(&self, x: &Tensor, b: &GraphBatchOnDevice) -> Result<Structure> {
+        let size = x.size();
+        let (bs, n, d) = (size[0], size[1], size[2]);
+        let pairs = b.mask.nonzero(); // [E, 3]: graph, query, key
+        let (graph, query, key) = (pairs.select(1, 0), pairs.select(1, 1), pairs.select(1, 2));
+        let edges =
+            basin_core::SparseEdges::new(&(&graph * n + &query), &(&graph * n + &key), bs * n)?;
+        let structure = Structure::sparse(edges)
+            .with_self_attention(self.cfg.batching.self_loops)
+            .with_padding(b.padding.shallow_clone())?;
+        let Some((conv, adj_proj)) = &self.adjacency else {
+            return Ok(structure);
+        };
+        let Some(edges) = structure.sparse_edges() else {
+            return Ok(structure);
+        };
+        let e = edges.len();
+        let (tq, tk) = (edges.query(), edges.key());
+        let graph = tq.divide_scalar_mode(n, "floor");
+        let (qi, ki) = (tq.remainder(n), tk.remainder(n));
+        let kernel = self.cfg.conv_kernel;
+        let p = kernel / 2;
+        // Each graph's tokens with p zero rows before and after: row q + i − p of graph g is
+        // row g·(N' + 2p) + q + i of the flattened, padded tokens.
+        let padded = self
+            .gram_tokens(x, &b.padding)
+            .constant_pad_nd([0, 0, p, p])
+            .reshape([-1, d]);
+        let window = Tensor::arange(kernel, (Kind::Int64, x.device())).view([1, kernel]);
+        let rows = |t: &Tensor| {
+            let start = (&graph * (n + 2 * p) + t).view([e, 1]);
+            padded
+                .index_select(0, &(start + &window).view([-1]))
+                .view([e, kernel, d])
+        };
+        let gram = rows(&qi).bmm(&rows(&ki).transpose(1, 2)); // [E, k, k]
+        let heads = conv.ws.size()[0];
+        let conv_at = gram
+            .view([e, kernel * kernel])
+            .matmul(&conv.ws.view([heads, kernel * kernel]).tr());
+        let flat = (&graph * n + &qi) * n + &ki;
+        let input = self.a_prime_input(b, x.kind())?;
+        let channels = input.size()[3];
+        let a_prime = adj_proj.forward(&input.view([-1, channels]).index_select(0, &flat));
+        Ok(structure.with_edge_scale(conv_at * a_prime)?)
     }
 }
 
