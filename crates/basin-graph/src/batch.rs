@@ -288,8 +288,8 @@ fn capped<'g>(
 }
 
 /// Builds a batch from `dataset.graphs[ids]`. `pe_cache` (one encoding per dataset graph,
-/// computed with `cfg.pe` on the untruncated graphs) is used where it fits and recomputed
-/// otherwise; `rng` draws the sign flips.
+/// computed with `cfg.pe` on each graph, or on a graph above the cap cut to it) is used where
+/// its size fits the graph as batched and recomputed otherwise; `rng` draws the sign flips.
 pub fn make_batch<R: Rng + ?Sized>(
     dataset: &GraphDataset,
     ids: &[usize],
@@ -335,15 +335,17 @@ pub fn make_batch<R: Rng + ?Sized>(
             let per: Vec<Array2<f32>> = graphs
                 .par_iter()
                 .enumerate()
-                .map(|(j, (g, cut))| -> Result<Array2<f32>> {
+                .map(|(j, (g, _))| -> Result<Array2<f32>> {
                     match cfg.padding {
                         PaddingMode::Sink => {
                             Ok(reference_sink_pe(&g.adjacency, n_max, pc.k)?.vectors)
                         }
                         PaddingMode::Masked => {
-                            let cached = pe_cache.and_then(|c| c.get(ids[j])).filter(|p| {
-                                *cut == 0 && p.vectors.dim() == (g.num_nodes() + off, pc.k)
-                            });
+                            // A cached encoding of a graph above the cap has its full size
+                            // (recomputed here) unless it was computed on the cut graph.
+                            let cached = pe_cache
+                                .and_then(|c| c.get(ids[j]))
+                                .filter(|p| p.vectors.dim() == (g.num_nodes() + off, pc.k));
                             match cached {
                                 Some(p) => Ok(p.vectors.clone()),
                                 None => Ok(laplacian_pe(&g.adjacency, pc)?.vectors),

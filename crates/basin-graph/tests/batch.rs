@@ -193,7 +193,26 @@ fn cap_and_truncation_policy() {
     assert!(!b.mask[[0, 10, 1]] && b.mask[[0, 10, 9]]);
     // The truncated graph's encoding is computed on the truncated graph.
     let own = laplacian_pe(&ds.graphs[0].truncated(10).adjacency, &PeConfig::et_graph()).unwrap();
-    assert_eq!(b.pe.unwrap().slice(s![0, .., ..]), own.vectors);
+    assert_eq!(b.pe.as_ref().unwrap().slice(s![0, .., ..]), own.vectors);
+    // A cache of the full graph's encoding does not fit the cut graph and is not used; one
+    // computed on the cut graph is (a marked copy shows it is read, not recomputed).
+    let full = laplacian_pe_many(
+        &ds.graphs.iter().map(|g| &g.adjacency).collect::<Vec<_>>(),
+        &PeConfig::et_graph(),
+    )
+    .unwrap();
+    let from_full = make_batch(&ds, &[0, 1], &cfg, Some(&full), &mut rng()).unwrap();
+    assert_eq!(from_full.pe, b.pe);
+    let mut cut = full.clone();
+    cut[0] = own.clone();
+    let from_cut = make_batch(&ds, &[0, 1], &cfg, Some(&cut), &mut rng()).unwrap();
+    assert_eq!(from_cut.pe, b.pe);
+    cut[0].vectors.mapv_inplace(|v| v + 1.0);
+    let marked = make_batch(&ds, &[0, 1], &cfg, Some(&cut), &mut rng()).unwrap();
+    assert_eq!(
+        marked.pe.unwrap().slice(s![0, .., ..]),
+        own.vectors.mapv(|v| v + 1.0)
+    );
     let strict = BatchConfig {
         truncation: Truncation::Error,
         ..cfg

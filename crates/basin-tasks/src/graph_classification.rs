@@ -818,12 +818,24 @@ impl GraphClassifier {
     }
 }
 
-/// The encodings of every graph of a dataset (computed once, in parallel), if `batching` asks
-/// for them.
+/// The encodings of every graph of a dataset as the batches see it (computed once, in
+/// parallel), if `batching` asks for them: a graph above the node cap is encoded cut to it, as
+/// [`make_batch`] would encode it (else every batch holding it would recompute its encoding:
+/// DD has graphs of up to 5,748 nodes under a cap of 500).
 pub fn dataset_pe(data: &GraphDataset, batching: &BatchConfig) -> Result<Option<Vec<LaplacianPe>>> {
     match &batching.pe {
         Some(pe) => {
-            let adjs: Vec<&Csr> = data.graphs.iter().map(|g| &g.adjacency).collect();
+            let cut: Vec<(usize, basin_graph::Graph)> = data
+                .graphs
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.num_nodes() > batching.max_nodes)
+                .map(|(i, g)| (i, g.truncated(batching.max_nodes)))
+                .collect();
+            let mut adjs: Vec<&Csr> = data.graphs.iter().map(|g| &g.adjacency).collect();
+            for (i, g) in &cut {
+                adjs[*i] = &g.adjacency;
+            }
             let t0 = std::time::Instant::now();
             tracing::info!(
                 "{}: Laplacian encodings of {} graphs (k = {})…",
@@ -1203,6 +1215,41 @@ mod tests {
             cfg.batch_memory_lower_bound(usize::MAX - 1, usize::MAX),
             u64::MAX
         );
+    }
+
+    /// A graph above the node cap is encoded as the batches see it: cut to the cap.
+    #[test]
+    fn dataset_encodings_of_large_graphs_are_those_of_the_cut_graph() {
+        let cycle = |n: u32| {
+            let src: Vec<u32> = (0..n).collect();
+            let dst: Vec<u32> = (0..n).map(|a| (a + 1) % n).collect();
+            let (adj, _) = Csr::from_edges(n as usize, &src, &dst).unwrap();
+            let adj = adj.symmetrized();
+            basin_graph::Graph::new(adj, ndarray::Array2::zeros((n as usize, 1))).unwrap()
+        };
+        let data = GraphDataset {
+            name: "cycles".into(),
+            graphs: vec![cycle(30), cycle(8)],
+            targets: basin_graph::Targets::Classes {
+                labels: vec![0, 1],
+                num_classes: 2,
+            },
+            class_values: vec![0, 1],
+            official_split: None,
+        };
+        let batching = BatchConfig {
+            max_nodes: 20,
+            ..BatchConfig::et_graph()
+        };
+        let Some(pe_cfg) = &batching.pe else {
+            panic!("the preset has encodings")
+        };
+        let pe = dataset_pe(&data, &batching).unwrap().unwrap();
+        let cut =
+            basin_graph::laplacian::laplacian_pe(&data.graphs[0].truncated(20).adjacency, pe_cfg)
+                .unwrap();
+        assert_eq!(pe[0].vectors, cut.vectors);
+        assert_eq!(pe[1].vectors.nrows(), 9, "8 nodes and CLS, uncut");
     }
 
     #[test]
