@@ -445,6 +445,9 @@ impl Learner for GpsLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(self.model.config()).unwrap_or_default()
+    }
 
     fn batch_size(&self) -> Option<usize> {
         Some(self.model.config().batch)

@@ -385,6 +385,9 @@ impl Learner for GinLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(&self.cfg).unwrap_or_default()
+    }
     fn batch_size(&self) -> Option<usize> {
         Some(self.cfg.batch)
     }
@@ -718,6 +721,9 @@ impl GraphTransformerLearner {
 impl Learner for GraphTransformerLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
+    }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(&self.cfg).unwrap_or_default()
     }
     fn batch_size(&self) -> Option<usize> {
         Some(self.cfg.batch)

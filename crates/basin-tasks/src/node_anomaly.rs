@@ -511,6 +511,9 @@ impl Learner for NodeAnomalyLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(&self.cfg).unwrap_or_default()
+    }
 
     fn batch_size(&self) -> Option<usize> {
         None

@@ -78,6 +78,11 @@ pub struct RunRecord {
     pub name: String,
     /// The full configuration (model, optimiser, protocol, switches).
     pub config: serde_json::Value,
+    /// The model's own configuration, as its learner reports it
+    /// ([`crate::runner::Learner::config`]); null where the learner reports none (and in
+    /// records written before it). A run resumes only with the same model.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub model: serde_json::Value,
     /// The seed everything was derived from.
     pub seed: u64,
     /// SHA-256 of each split's sorted indices (`train`, `val`, `test`, …).
@@ -111,6 +116,7 @@ impl RunRecord {
         Self {
             name: name.into(),
             config,
+            model: serde_json::Value::Null,
             seed,
             split_hashes: BTreeMap::new(),
             epochs: Vec::new(),

@@ -155,6 +155,12 @@ pub trait Learner {
     /// backward pass the loss's graph does not reach, such as a block trained with recomputed
     /// activations ([`basin_core::Recompute`]). The default does nothing.
     fn after_backward(&mut self) {}
+    /// The model's configuration (architecture and switches), recorded with each run: a run
+    /// directory holding a checkpoint of another model is refused rather than resumed into
+    /// this one. The default reports none (null), and then nothing is checked.
+    fn config(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
 }
 
 /// One epoch of `learner` on `train`: the shared mini-batch loop (see [`Learner`]).
@@ -519,6 +525,7 @@ impl Runner {
             None => self.device.clone(),
         };
         let mut record = RunRecord::new(&self.name, self.config.clone(), self.seed, device);
+        record.model = learner.config();
         for (name, idx) in splits {
             record
                 .split_hashes
@@ -739,6 +746,16 @@ impl Runner {
                 ckpt.display()
             )));
         }
+        // A record without a model (written before models were recorded, or by a learner that
+        // reports none) is taken on trust.
+        if !record.model.is_null() && !fresh.model.is_null() && record.model != fresh.model {
+            return Err(TrainError::State(format!(
+                "{} holds a run of another model (its `model` in record.json differs from this one's); remove it or choose another directory",
+                ckpt.display()
+            )));
+        }
+        let mut record = record;
+        record.model = fresh.model.clone();
         let map: HashMap<String, Tensor> = tensors.into_iter().collect();
         copy_into(learner.vars(), &map, "model.")?;
         opt.load_state(&map)?;

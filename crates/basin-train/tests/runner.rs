@@ -23,6 +23,8 @@ struct Toy {
     crash_at_step: Option<usize>,
     steps: usize,
     poison: bool,
+    /// What [`Learner::config`] reports.
+    config: serde_json::Value,
 }
 
 impl Toy {
@@ -47,6 +49,7 @@ impl Toy {
             crash_at_step: None,
             steps: 0,
             poison: false,
+            config: serde_json::json!({"hidden": 16, "dropout": 0.2}),
         }
     }
 }
@@ -86,6 +89,9 @@ impl Learner for Toy {
             .forward_t(&self.x.index_select(0, &idx), false)
             .softmax(-1, Kind::Float);
         Scores::from_tensor(&p)
+    }
+    fn config(&self) -> serde_json::Value {
+        self.config.clone()
     }
 }
 
@@ -218,6 +224,43 @@ fn resumed_run_equals_a_straight_run() {
     other.seed = 8;
     let err = fit(&mut Toy::new(2), &other).unwrap_err().to_string();
     assert!(err.contains("another run"), "{err}");
+    // So is a checkpoint of another model under the same protocol.
+    assert_eq!(
+        resumed.model,
+        serde_json::json!({"hidden": 16, "dropout": 0.2})
+    );
+    let mut wider = Toy::new(2);
+    wider.config = serde_json::json!({"hidden": 16, "dropout": 0.3});
+    let err = fit(&mut wider, &runner(Some(resumed_dir.path().into()), 6))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("another model"), "{err}");
+}
+
+/// A record without a model (written before models were recorded) is resumed on trust, and
+/// from then on carries the model.
+#[test]
+fn a_record_without_a_model_is_resumed_and_then_checked() {
+    let _serial = basin_core::testing::lock_generator();
+    let dir = tempfile::tempdir().unwrap();
+    let mut old = Toy::new(4);
+    old.config = serde_json::Value::Null;
+    old.crash_at_step = Some(2 * 8);
+    fit(&mut old, &runner(Some(dir.path().into()), 4)).unwrap_err();
+    let crashed = basin_train::record::RunRecord::read(&dir.path().join("record.json")).unwrap();
+    assert!(crashed.model.is_null());
+    let done = fit(&mut Toy::new(4), &runner(Some(dir.path().into()), 4)).unwrap();
+    assert_eq!(done.epochs.len(), 4);
+    assert_eq!(
+        done.model,
+        serde_json::json!({"hidden": 16, "dropout": 0.2})
+    );
+    let mut other = Toy::new(4);
+    other.config = serde_json::json!({"hidden": 32});
+    let err = fit(&mut other, &runner(Some(dir.path().into()), 4))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("another model"), "{err}");
 }
 
 #[test]

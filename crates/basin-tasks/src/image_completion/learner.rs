@@ -234,6 +234,9 @@ impl Learner for ImageLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
+    fn config(&self) -> serde_json::Value {
+        serde_json::to_value(&self.model.cfg).unwrap_or_default()
+    }
 
     fn batch_size(&self) -> Option<usize> {
         Some(self.batch)
