@@ -118,6 +118,33 @@ fn padding_leaves_real_tokens_unchanged() {
     }
 }
 
+/// The sparse structure's energy and gradient equal `want` on both of its paths: with an
+/// autograd graph (the weights require grad) and without one (no_grad: sampled matmuls and CSR
+/// products).
+fn assert_sparse_agrees(
+    energy: &EnergySum,
+    g: &Tensor,
+    sparse: &Structure,
+    (e_d, g_d): &(Tensor, Tensor),
+    case: &str,
+) {
+    for graph in [true, false] {
+        let (e_s, g_s) = if graph {
+            energy.energy_and_grad(g, sparse)
+        } else {
+            tch::no_grad(|| energy.energy_and_grad(g, sparse))
+        };
+        assert!(
+            max_rel_error(&e_s, e_d, 1e-12) < 1e-12,
+            "energies differ ({case}, graph={graph})"
+        );
+        assert!(
+            max_rel_error(&g_s, g_d, 1e-12) < 1e-12,
+            "gradients differ ({case}, graph={graph})"
+        );
+    }
+}
+
 #[test]
 fn dense_and_sparse_forms_agree() {
     tch::manual_seed(32);
@@ -131,24 +158,14 @@ fn dense_and_sparse_forms_agree() {
             .unwrap()
             .with_self_attention(self_attention);
         let sparse = Structure::sparse(edges_of(&mask)).with_self_attention(self_attention);
-        let (e_d, g_d) = energy.energy_and_grad(&g, &dense);
-        // The sparse form has two paths: with an autograd graph (the weights require grad)
-        // and without one (no_grad: sampled matmuls and CSR products).
-        for graph in [true, false] {
-            let (e_s, g_s) = if graph {
-                energy.energy_and_grad(&g, &sparse)
-            } else {
-                tch::no_grad(|| energy.energy_and_grad(&g, &sparse))
-            };
-            assert!(
-                max_rel_error(&e_s, &e_d, 1e-12) < 1e-12,
-                "energies differ (self={self_attention}, graph={graph})"
-            );
-            assert!(
-                max_rel_error(&g_s, &g_d, 1e-12) < 1e-12,
-                "gradients differ (self={self_attention}, graph={graph})"
-            );
-        }
+        let want = energy.energy_and_grad(&g, &dense);
+        assert_sparse_agrees(
+            &energy,
+            &g,
+            &sparse,
+            &want,
+            &format!("self={self_attention}"),
+        );
     }
     // A full graph as an edge list equals the `Full` structure.
     let full = Tensor::ones([b, n, n], (Kind::Bool, tch::Device::Cpu));
@@ -195,24 +212,16 @@ fn a_per_edge_scale_equals_the_dense_scale_at_the_edges() {
             );
         let sparse = sparse.with_edge_scale(at).unwrap();
         sparse.check(b, n, Some(heads)).unwrap();
-        let (e_d, g_d) = energy.energy_and_grad(&g, &dense);
-        for graph in [true, false] {
-            let (e_s, g_s) = if graph {
-                energy.energy_and_grad(&g, &sparse)
-            } else {
-                tch::no_grad(|| energy.energy_and_grad(&g, &sparse))
-            };
-            assert!(
-                max_rel_error(&e_s, &e_d, 1e-12) < 1e-12,
-                "energies differ (self={self_attention}, graph={graph})"
-            );
-            assert!(
-                max_rel_error(&g_s, &g_d, 1e-12) < 1e-12,
-                "gradients differ (self={self_attention}, graph={graph})"
-            );
-        }
+        let want = energy.energy_and_grad(&g, &dense);
+        assert_sparse_agrees(
+            &energy,
+            &g,
+            &sparse,
+            &want,
+            &format!("self={self_attention}"),
+        );
         assert!(
-            max_rel_error(&energy.energy(&g, &sparse), &e_d, 1e-12) < 1e-12,
+            max_rel_error(&energy.energy(&g, &sparse), &want.0, 1e-12) < 1e-12,
             "energy alone differs (self={self_attention})"
         );
     }
