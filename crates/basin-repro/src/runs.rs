@@ -32,7 +32,8 @@ use basin_graph::source::{Dataset, open};
 use basin_graph::{GraphDataset, NodeDataset};
 use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_tasks::graph_classification::{
-    GraphClassifierConfig, GraphClassifierLearner, dataset_pe, graph_classes,
+    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, SPARSE_MEAN_NODES, dataset_pe,
+    graph_classes, large_graphs,
 };
 use basin_tasks::image_completion::ImageCompletionConfig;
 use basin_tasks::node_anomaly::{NodeAnomalyConfig, NodeAnomalyLearner};
@@ -480,6 +481,16 @@ pub fn train(
                     .map_err(|e| ReproError::config("architecture", e.to_string()))?;
             }
             write_run_file()?;
+            let arch = &run.architecture;
+            if large_graphs(&data)
+                && !arch.sparse_attention
+                && arch.adjacency != AdjacencyMode::ReferenceMultiply
+            {
+                tracing::info!(
+                    "{}: graphs of {SPARSE_MEAN_NODES} or more nodes on average; `sparse_attention = true` in [architecture] runs the same model over the edges, faster on graphs this large",
+                    data.name
+                );
+            }
             let pe = dataset_pe(&data, &run.architecture.batching)?.map(Arc::new);
             let name = data.name.clone();
             run.protocol.run(

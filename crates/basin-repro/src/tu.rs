@@ -12,8 +12,8 @@ use basin_graph::tu::load_tu;
 use basin_graph::{GraphDataset, KFoldConfig};
 use basin_tasks::baselines::{GinConfig, GinLearner, MlpConfig, PooledFeaturesLearner};
 use basin_tasks::graph_classification::{
-    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, Readout, dataset_pe,
-    graph_classes,
+    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, Readout, SPARSE_MEAN_NODES,
+    dataset_pe, graph_classes, large_graphs,
 };
 use basin_train::compare::Paired;
 use basin_train::optim::OptimConfig;
@@ -464,20 +464,12 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
     Ok(results)
 }
 
-/// Mean nodes per graph from which the TU tables run a model's attention as an edge list
-/// (`sparse_attention`): the same model, energies and gradients (to rounding), in work that grows
-/// with the edges instead of the square of the padded graph. Of the TU sets here only DD (284
-/// nodes on average) is above it; there one training epoch of ET's CPU model took 12 s instead
-/// of 26 s (one thread, fold 0, the first two epochs identical in loss to four decimals).
-pub const SPARSE_MEAN_NODES: f64 = 100.0;
-
 /// `config` as the TU tables run it on `data`: with sparse attention where the graphs are large
-/// ([`SPARSE_MEAN_NODES`]) and the adjacency mode allows it.
+/// ([`large_graphs`]) and the adjacency mode allows it; the same model, energies and gradients
+/// (to rounding), in work that grows with the edges instead of the square of the padded graph.
 pub fn for_dataset(config: &GraphClassifierConfig, data: &GraphDataset) -> GraphClassifierConfig {
-    let graphs = data.graphs.len().max(1) as f64;
-    let mean_nodes = data.graphs.iter().map(|g| g.num_nodes()).sum::<usize>() as f64 / graphs;
     let mut config = config.clone();
-    if mean_nodes >= SPARSE_MEAN_NODES && config.adjacency != AdjacencyMode::ReferenceMultiply {
+    if large_graphs(data) && config.adjacency != AdjacencyMode::ReferenceMultiply {
         config.sparse_attention = true;
     }
     config
