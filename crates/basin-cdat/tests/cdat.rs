@@ -1,6 +1,7 @@
 //! CDAT on the graph classification task: the exact parameter counts of the paper (Tables 10
 //! and 14, `research/cdat-spec.md` §2.4), a classifier that learns shapes from structure, and a
-//! CLS output that does not depend on the batch's padding under token-position coupling.
+//! CLS output that does not depend on the batch's padding under token-position coupling (nor on
+//! whether attention runs dense or over the edges).
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -102,10 +103,11 @@ fn a_cdat_classifier_learns_shapes_from_structure() {
     assert!(acc > 0.9, "accuracy {acc} (chance 0.5)");
 }
 
+/// The CLS output does not depend on the batch's padding under token-position coupling, and
+/// the classifier's sparse attention (`sparse_attention`) gives the dense one's output.
 #[test]
 fn the_cls_output_ignores_padding_under_token_coupling() {
     let _g = lock_generator();
-    tch::manual_seed(5);
     let data = Arc::new(rings_and_stars(12));
     let mut cfg = tu_cpu();
     cfg.block
@@ -121,14 +123,6 @@ fn the_cls_output_ignores_padding_under_token_coupling() {
     }
     // Evaluation batches: the encodings keep their signs.
     cfg.batching.sign_flip = basin_graph::laplacian::SignFlip::None;
-    let mut vs = VarStore::new(Device::Cpu);
-    let model = GraphClassifier::new(&vs.root(), &cfg, 1, 2).unwrap();
-    vs.double();
-    tch::no_grad(|| {
-        for (_, v) in basin_core::testing::variables_by_name(&vs) {
-            v.shallow_clone().copy_(&(&v + v.randn_like() * 0.1));
-        }
-    });
     let pe = dataset_pe(&data, &cfg.batching).unwrap();
     let batch = |ids: &[usize]| {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
@@ -137,14 +131,32 @@ fn the_cls_output_ignores_padding_under_token_coupling() {
             .unwrap()
             .to_kind(Kind::Double)
     };
-    let alone = tch::no_grad(|| model.forward(&batch(&[0]), false).unwrap());
-    // Graph 5 has 11 nodes: graph 0 (6 nodes) is padded to 12 tokens beside it.
-    let padded = tch::no_grad(|| model.forward(&batch(&[0, 5]), false).unwrap());
-    let d = (padded.narrow(0, 0, 1) - alone)
-        .abs()
-        .max()
-        .double_value(&[]);
+    let outputs = |sparse_attention: bool| {
+        let cfg = GraphClassifierConfig {
+            sparse_attention,
+            ..cfg.clone()
+        };
+        tch::manual_seed(5);
+        let mut vs = VarStore::new(Device::Cpu);
+        let model = GraphClassifier::new(&vs.root(), &cfg, 1, 2).unwrap();
+        vs.double();
+        tch::no_grad(|| {
+            for (_, v) in basin_core::testing::variables_by_name(&vs) {
+                v.shallow_clone().copy_(&(&v + v.randn_like() * 0.1));
+            }
+            // Graph 5 has 11 nodes: graph 0 (6 nodes) is padded to 12 tokens beside it.
+            let alone = model.forward(&batch(&[0]), false).unwrap();
+            let padded = model.forward(&batch(&[0, 5]), false).unwrap();
+            (alone, padded)
+        })
+    };
+    let max_diff = |a: &tch::Tensor, b: &tch::Tensor| (a - b).abs().max().double_value(&[]);
+    let (alone, padded) = outputs(false);
+    let d = max_diff(&padded.narrow(0, 0, 1), &alone);
     assert!(d < 1e-10, "padding changed the CLS output by {d}");
+    let (alone_s, padded_s) = outputs(true);
+    let d = max_diff(&padded_s, &padded).max(max_diff(&alone_s, &alone));
+    assert!(d < 1e-10, "sparse attention changed the output by {d}");
 }
 
 /// Node anomaly detection with a CDAT block (sparse vMF attention, feature-space coupling) is
