@@ -766,13 +766,13 @@ impl GraphClassifier {
     }
 
     /// The sparse structure: the mask's pairs as an edge list over the flattened `B·N'`
-    /// tokens, padding, and Â at each edge: the kernel's window of X ⊗ X around the edge,
+    /// tokens, padding, and Â at each edge only: the kernel's window of X ⊗ X around the edge,
     /// `Σ_ij w_hij ⟨x_{q+i−p}, x_{k+j−p}⟩` (zero outside the graph's slots, as the dense
     /// convolution's zero padding), times A′ of the edge. The same values as
-    /// [`Self::dense_structure`]'s at the edges, in O(E · kernel² · D).
+    /// [`Self::dense_structure`]'s at the edges, without its `[B, H, N', N']` convolution.
     fn sparse_structure(&self, x: &Tensor, b: &GraphBatchOnDevice) -> Result<Structure> {
         let size = x.size();
-        let (bs, n, d) = (size[0], size[1], size[2]);
+        let (bs, n) = (size[0], size[1]);
         let pairs = b.mask.nonzero(); // [E, 3]: graph, query, key
         let (graph, query, key) = (pairs.select(1, 0), pairs.select(1, 1), pairs.select(1, 2));
         let edges =
@@ -792,24 +792,25 @@ impl GraphClassifier {
         let (qi, ki) = (tq.remainder(n), tk.remainder(n));
         let kernel = self.cfg.conv_kernel;
         let p = kernel / 2;
-        // Each graph's tokens with p zero rows before and after: row q + i − p of graph g is
-        // row g·(N' + 2p) + q + i of the flattened, padded tokens.
-        let padded = self
-            .gram_tokens(x, &b.padding)
-            .constant_pad_nd([0, 0, p, p])
-            .reshape([-1, d]);
-        let window = Tensor::arange(kernel, (Kind::Int64, x.device())).view([1, kernel]);
-        let rows = |t: &Tensor| {
-            let start = (&graph * (n + 2 * p) + t).view([e, 1]);
-            padded
-                .index_select(0, &(start + &window).view([-1]))
-                .view([e, kernel, d])
-        };
-        let gram = rows(&qi).bmm(&rows(&ki).transpose(1, 2)); // [E, k, k]
+        // X ⊗ X per graph, zero-padded by p on each side as the convolution pads it (the batch's
+        // mask is N' × N' per graph already): entry (q + i − p, k + j − p) of graph g is entry
+        // g·S² + (q + i)·S + k + j of the flattened padded map, S = N' + 2p. Gathering the
+        // kernel's window from it costs far less than per-edge products of token windows,
+        // whose batched 3 × 3 matmuls are slow to differentiate.
+        let xr = self.gram_tokens(x, &b.padding);
+        let side = n + 2 * p;
+        let gram = xr
+            .matmul(&xr.transpose(1, 2))
+            .constant_pad_nd([p, p, p, p])
+            .reshape([-1]);
+        let steps = Tensor::arange(kernel, (Kind::Int64, x.device()));
+        let window = (steps.view([kernel, 1]) * side + steps.view([1, kernel])).view([1, -1]);
+        let corner = (&graph * side * side + &qi * side + &ki).view([e, 1]);
+        let windows = gram
+            .index_select(0, &(corner + window).view([-1]))
+            .view([e, kernel * kernel]);
         let heads = conv.ws.size()[0];
-        let conv_at = gram
-            .view([e, kernel * kernel])
-            .matmul(&conv.ws.view([heads, kernel * kernel]).tr());
+        let conv_at = windows.matmul(&conv.ws.view([heads, kernel * kernel]).tr());
         let flat = (&graph * n + &qi) * n + &ki;
         let input = self.a_prime_input(b, x.kind())?;
         let channels = input.size()[3];
