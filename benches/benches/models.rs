@@ -1,4 +1,4 @@
-//! Model benchmarks: ET image completion at CIFAR scale, ET graph classification on NCI1 and
+//! Model benchmarks: ET image completion at CIFAR scale, ET graph classification on NCI1 and DD,
 //! ET anomaly detection on Tolokers (run with `cargo bench -p basin-benches --bench models`).
 //!
 //! - `et_image_cifar/train_step`, `/inference`: batch 128 of 32×32 RGB images, 64 tokens of
@@ -8,8 +8,9 @@
 //!   model (D = 128, 12 × 64 heads, K = 512, 4 blocks), evaluation mode.
 //! - Training epochs take tens of seconds on a CPU, too long for criterion's ten samples: they
 //!   are timed by the protocol runner itself over `BASIN_BENCH_EPOCHS` epochs (default 3) and
-//!   the per-epoch median is printed — NCI1 under the Table 9 model and the CPU-scale one, and
-//!   Tolokers (full-batch, the paper's default model). `BASIN_BENCH_EPOCHS=0` skips them.
+//!   the per-epoch median is printed — NCI1 under the Table 9 model and the CPU-scale one, DD
+//!   under the CPU-scale one with dense and with sparse attention, and Tolokers (full-batch, the
+//!   paper's default model). `BASIN_BENCH_EPOCHS=0` skips them.
 //!
 //! Data: the data directory (`BASIN_DATA_DIR`, relative paths from the workspace root).
 
@@ -20,7 +21,9 @@ use std::time::Duration;
 
 use basin_core::{AttentionConfig, HopfieldConfig};
 use basin_graph::source::{Dataset, open};
-use basin_tasks::graph_classification::{GraphClassifierLearner, dataset_pe};
+use basin_tasks::graph_classification::{
+    GraphClassifierConfig, GraphClassifierLearner, dataset_pe,
+};
 use basin_tasks::image_completion::{ImageCompletion, ImageCompletionConfig, PatchBatchOnDevice};
 use basin_tasks::node_anomaly::NodeAnomalyLearner;
 use basin_train::runner::{Learner, Runner, TrainConfig, Validation};
@@ -176,6 +179,31 @@ fn epochs() {
         let s = epoch_median(&mut learner, &all, epochs);
         println!(
             "et_graph_nci1/epoch_{name}: median {s:.2} s per epoch over {epochs} epochs ({} graphs, batch {})",
+            all.len(),
+            cfg.batch
+        );
+    }
+    // DD (284 nodes per graph on average): the CPU model with dense and with sparse attention,
+    // the same model (`GraphClassifierConfig::sparse_attention`).
+    let Ok(Dataset::Graphs(dd)) = open("DD", Some(&dir)) else {
+        panic!("DD not found under the data directory");
+    };
+    let dd = Arc::new(dd);
+    let all: Vec<usize> = (0..dd.graphs.len()).collect();
+    for sparse_attention in [false, true] {
+        let cfg = GraphClassifierConfig {
+            sparse_attention,
+            ..basin_et::graph::tu_cpu()
+        };
+        let pe = dataset_pe(&dd, &cfg.batching)
+            .expect("encodings")
+            .map(Arc::new);
+        let mut learner =
+            GraphClassifierLearner::new(dd.clone(), pe, &cfg, &all, 0, dev).expect("learner");
+        let s = epoch_median(&mut learner, &all, epochs);
+        let form = if sparse_attention { "sparse" } else { "dense" };
+        println!(
+            "et_graph_dd/epoch_cpu_{form}: median {s:.2} s per epoch over {epochs} epochs ({} graphs, batch {})",
             all.len(),
             cfg.batch
         );
