@@ -211,8 +211,8 @@ impl GraphClassifierConfig {
     /// scores `[B, H, N', N']` that each descent step of each block keeps for the backward
     /// pass (without an attention term or with sparse attention, one float `[B, N', N']` map),
     /// with B the batch (at most `items`) and N' the padded token count (the largest graph
-    /// under the node cap, plus CLS). Everything else comes on top, so a batch above the machine's memory
-    /// cannot run.
+    /// under the node cap, plus CLS). Everything else comes on top, so a batch above the
+    /// machine's memory cannot run.
     pub fn batch_memory_lower_bound(&self, largest_graph: usize, items: usize) -> u64 {
         let [b, h, n, steps] = self.batch_memory_factors(largest_graph, items);
         [b, h, n, n, steps]
@@ -727,11 +727,24 @@ impl GraphClassifier {
     }
 
     /// What A′ projects (eq. 24's text), `[B, N', N', P]`: the edge features where the model has
-    /// edge channels, else the adjacency as one channel.
-    fn a_prime_input(&self, b: &GraphBatchOnDevice, kind: Kind) -> Result<Tensor> {
+    /// edge channels, else the adjacency as one channel. With `at` (flat indices into the
+    /// `B·N'·N'` pairs) only those pairs, `[E, P]`.
+    fn a_prime_input(
+        &self,
+        b: &GraphBatchOnDevice,
+        kind: Kind,
+        at: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let pick = |t: &Tensor| match at {
+            Some(at) => {
+                let channels = t.size()[3];
+                t.reshape([-1, channels]).index_select(0, at).to_kind(kind)
+            }
+            None => t.to_kind(kind),
+        };
         match (self.edge_channels, &b.edge_features) {
-            (None, _) => Ok(b.mask.to_kind(kind).unsqueeze(-1)),
-            (Some(p), Some(e)) if e.size().get(3) == Some(&p) => Ok(e.to_kind(kind)),
+            (None, _) => Ok(pick(&b.mask.unsqueeze(-1))),
+            (Some(p), Some(e)) if e.size().get(3) == Some(&p) => Ok(pick(e)),
             (Some(p), e) => Err(TaskError::config(
                 "batching.dense_edge_features",
                 format!(
@@ -760,7 +773,7 @@ impl GraphClassifier {
         let xr = self.gram_tokens(x, &b.padding);
         let outer = xr.matmul(&xr.transpose(1, 2)).unsqueeze(1);
         let a_prime = adj_proj
-            .forward(&self.a_prime_input(b, x.kind())?)
+            .forward(&self.a_prime_input(b, x.kind(), None)?)
             .permute([0, 3, 1, 2]);
         Ok(structure.with_scale(conv.forward(&outer) * a_prime)?)
     }
@@ -812,9 +825,7 @@ impl GraphClassifier {
         let heads = conv.ws.size()[0];
         let conv_at = windows.matmul(&conv.ws.view([heads, kernel * kernel]).tr());
         let flat = (&graph * n + &qi) * n + &ki;
-        let input = self.a_prime_input(b, x.kind())?;
-        let channels = input.size()[3];
-        let a_prime = adj_proj.forward(&input.view([-1, channels]).index_select(0, &flat));
+        let a_prime = adj_proj.forward(&self.a_prime_input(b, x.kind(), Some(&flat))?);
         Ok(structure.with_edge_scale(conv_at * a_prime)?)
     }
 }
