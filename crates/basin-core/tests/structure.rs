@@ -293,4 +293,37 @@ fn bad_structures_are_reported_not_panicked() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("[2, H]") && err.contains("[3, 1]"), "{err}");
+    // Factors belong to the edges they were computed for: padding set after them is refused,
+    // and a diagonal added after them leaves a count that `check` refuses.
+    let edges = || {
+        SparseEdges::new(
+            &Tensor::from_slice(&[0i64, 1]),
+            &Tensor::from_slice(&[1i64, 0]),
+            4,
+        )
+        .unwrap()
+    };
+    let scaled = Structure::sparse(edges())
+        .with_edge_scale(Tensor::ones([2, 1], (Kind::Float, tch::Device::Cpu)))
+        .unwrap();
+    scaled.check(2, 2, Some(3)).unwrap();
+    let err = scaled
+        .with_padding(Tensor::ones([2, 2], (Kind::Bool, tch::Device::Cpu)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("padding") && err.contains("per-edge scale"),
+        "{err}"
+    );
+    let err = Structure::sparse(edges())
+        .with_edge_scale(Tensor::ones([2, 1], (Kind::Float, tch::Device::Cpu)))
+        .unwrap()
+        .with_self_attention(true)
+        .check(2, 2, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("edge_scale") && err.contains("[6, H]"),
+        "{err}"
+    );
 }
