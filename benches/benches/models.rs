@@ -162,51 +162,49 @@ fn epochs() {
     }
     let dev = device();
     let dir = data_dir();
-    let Ok(Dataset::Graphs(nci1)) = open("NCI1", Some(&dir)) else {
-        panic!("NCI1 not found under the data directory");
-    };
-    let nci1 = Arc::new(nci1);
-    let all: Vec<usize> = (0..nci1.graphs.len()).collect();
-    for (name, cfg) in [
-        ("table9", basin_et::graph::tu_paper()),
-        ("cpu", basin_et::graph::tu_cpu()),
+    // NCI1 under Table 9's model and the CPU one; DD (284 nodes per graph on average) under the
+    // CPU model with dense and with sparse attention, the same model (`sparse_attention`).
+    for (set, runs) in [
+        (
+            "NCI1",
+            [
+                ("table9", basin_et::graph::tu_paper()),
+                ("cpu", basin_et::graph::tu_cpu()),
+            ],
+        ),
+        (
+            "DD",
+            [
+                ("cpu_dense", basin_et::graph::tu_cpu()),
+                (
+                    "cpu_sparse",
+                    GraphClassifierConfig {
+                        sparse_attention: true,
+                        ..basin_et::graph::tu_cpu()
+                    },
+                ),
+            ],
+        ),
     ] {
-        let pe = dataset_pe(&nci1, &cfg.batching)
-            .expect("encodings")
-            .map(Arc::new);
-        let mut learner =
-            GraphClassifierLearner::new(nci1.clone(), pe, &cfg, &all, 0, dev).expect("learner");
-        let s = epoch_median(&mut learner, &all, epochs);
-        println!(
-            "et_graph_nci1/epoch_{name}: median {s:.2} s per epoch over {epochs} epochs ({} graphs, batch {})",
-            all.len(),
-            cfg.batch
-        );
-    }
-    // DD (284 nodes per graph on average): the CPU model with dense and with sparse attention,
-    // the same model (`GraphClassifierConfig::sparse_attention`).
-    let Ok(Dataset::Graphs(dd)) = open("DD", Some(&dir)) else {
-        panic!("DD not found under the data directory");
-    };
-    let dd = Arc::new(dd);
-    let all: Vec<usize> = (0..dd.graphs.len()).collect();
-    for sparse_attention in [false, true] {
-        let cfg = GraphClassifierConfig {
-            sparse_attention,
-            ..basin_et::graph::tu_cpu()
+        let Ok(Dataset::Graphs(data)) = open(set, Some(&dir)) else {
+            panic!("{set} not found under the data directory");
         };
-        let pe = dataset_pe(&dd, &cfg.batching)
-            .expect("encodings")
-            .map(Arc::new);
-        let mut learner =
-            GraphClassifierLearner::new(dd.clone(), pe, &cfg, &all, 0, dev).expect("learner");
-        let s = epoch_median(&mut learner, &all, epochs);
-        let form = if sparse_attention { "sparse" } else { "dense" };
-        println!(
-            "et_graph_dd/epoch_cpu_{form}: median {s:.2} s per epoch over {epochs} epochs ({} graphs, batch {})",
-            all.len(),
-            cfg.batch
-        );
+        let data = Arc::new(data);
+        let all: Vec<usize> = (0..data.graphs.len()).collect();
+        for (name, cfg) in runs {
+            let pe = dataset_pe(&data, &cfg.batching)
+                .expect("encodings")
+                .map(Arc::new);
+            let mut learner =
+                GraphClassifierLearner::new(data.clone(), pe, &cfg, &all, 0, dev).expect("learner");
+            let s = epoch_median(&mut learner, &all, epochs);
+            println!(
+                "et_graph_{}/epoch_{name}: median {s:.2} s per epoch over {epochs} epochs ({} graphs, batch {})",
+                set.to_lowercase(),
+                all.len(),
+                cfg.batch
+            );
+        }
     }
     let Ok(Dataset::Nodes(tolokers)) = open("tolokers", Some(&dir)) else {
         panic!("tolokers not found under the data directory");
