@@ -81,6 +81,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--shard I/N` (see [`basin_train::runner::Shard`]).
+fn parse_shard(s: &str) -> Result<basin_train::runner::Shard, String> {
+    s.parse()
+        .map_err(|e: basin_train::TrainError| e.to_string())
+}
+
 /// The device from `--device` (if given) or `BASIN_DEVICE`.
 fn device(choice: Option<basin_core::device::DeviceChoice>) -> anyhow::Result<tch::Device> {
     Ok(match choice {

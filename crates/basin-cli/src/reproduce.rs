@@ -55,6 +55,11 @@ pub struct Args {
     /// Only this dataset (repeatable; `--list` shows each table's).
     #[arg(long)]
     dataset: Vec<String>,
+    /// Train only shard I of N of the runs (fold f of each model where f mod N = I), so N
+    /// processes or machines can share one --out; then run the same command without --shard:
+    /// it reads the finished runs and writes the report.
+    #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
+    shard: Option<basin_train::runner::Shard>,
 }
 
 fn list() {
@@ -113,7 +118,15 @@ pub fn run(args: &Args) -> Result<()> {
         ctx.data_dir.display(),
         ctx.out.display()
     );
+    basin_train::runner::set_shard(args.shard);
     let report = basin_repro::reproduce(id, &ctx)?;
+    if let Some(s) = args.shard {
+        println!(
+            "shard {s}: its runs are in {}; once every shard is done, run this command again without --shard to write the report",
+            ctx.out.display()
+        );
+        return Ok(());
+    }
     if report.ran == 0 && !table.datasets().is_empty() {
         bail!(
             "no dataset could be loaded from {}; see {}",

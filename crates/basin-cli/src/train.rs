@@ -34,6 +34,11 @@ pub struct TrainArgs {
     /// MASTER_PORT are used (README: "Training on several GPUs or machines").
     #[arg(long, value_name = "N")]
     nproc: Option<usize>,
+    /// Train only shard I of N of the protocol's runs (fold or seed r where r mod N = I), so N
+    /// processes or machines can share one --out; then run the same command without --shard:
+    /// it reads the finished runs and writes the report.
+    #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
+    shard: Option<basin_train::runner::Shard>,
 }
 
 /// Arguments of `basin eval`.
@@ -82,6 +87,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     let data = basin_graph::datadir::data_dir(args.data_dir.as_deref());
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    basin_train::runner::set_shard(args.shard);
     let outcome = runs::train(&spec, Some(&data), &args.out, device).map_err(|e| match e {
         // The protocol or the dataset does not fit the task: name the run file it came from.
         basin_repro::ReproError::Config { field, message }
@@ -101,6 +107,13 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     }
     for (dir, m) in &outcome.runs {
         println!("{dir}: {}", show(m));
+    }
+    if let Some(s) = args.shard {
+        println!(
+            "shard {s}: its runs are in {}; once every shard is done, run this command again without --shard to write the report",
+            args.out.display()
+        );
+        return Ok(());
     }
     println!("report: {}", args.out.join("report.md").display());
     Ok(())

@@ -299,12 +299,16 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
     Ok(())
 }
 
-/// Checks, runs and writes `ctx.out/report.md` and `report.json` for table `id`.
+/// Checks, runs and writes `ctx.out/report.md` and `report.json` for table `id`. A sharded
+/// process ([`basin_train::runner::Shard`]) trains its runs and writes no report: the same
+/// command run again without a shard reads every finished run and writes it.
 pub fn reproduce(id: &str, ctx: &Context) -> Result<Report> {
     let table = find(id)?;
     check(table, ctx)?;
     let report = table.run(ctx)?;
-    report.write(&ctx.out)?;
+    if basin_train::runner::shard().is_none() {
+        report.write(&ctx.out)?;
+    }
     Ok(report)
 }
 

@@ -157,8 +157,12 @@ pub fn plot_energy(path: &Path, title: &str, energy: &[(String, Vec<f64>)]) -> R
     plot_curves(path, title, "step", energy)
 }
 
-/// Plots each curve in its own panel against `x` (e.g. `epoch`); nothing without curves.
+/// Plots each curve in its own panel against `x` (e.g. `epoch`); nothing without curves, and
+/// nothing in a sharded process (it sees only its share of the runs; the unsharded run plots).
 pub fn plot_curves(path: &Path, title: &str, x: &str, curves: &[(String, Vec<f64>)]) -> Result<()> {
+    if basin_train::runner::shard().is_some() {
+        return Ok(());
+    }
     let series: Vec<Series> = curves
         .iter()
         .filter(|(_, v)| !v.is_empty())

@@ -731,6 +731,10 @@ fn write_outputs(
     report: Option<&ProtocolReport>,
     stem: &str,
 ) -> Result<()> {
+    // A sharded process holds only its share of the runs: the unsharded run writes the report.
+    if basin_train::runner::shard().is_some() {
+        return Ok(());
+    }
     let title = outcome.spec.title();
     plot_energy(
         &out.join("energy.png"),

@@ -112,7 +112,8 @@ pub struct TuResult {
     pub pooled: Option<ProtocolReport>,
     /// GIN under the same cross-validation.
     pub gin: Option<ProtocolReport>,
-    /// Wall time in seconds.
+    /// Seconds the runs took, summed over their records (whichever process trained them: a
+    /// resumed or sharded reproduction counts each run once); data loading not included.
     pub seconds: f64,
 }
 
@@ -452,13 +453,23 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             "epoch",
             &losses,
         )?;
+        let reports = models
+            .iter()
+            .flat_map(|m| [Some(&m.cv), m.et_paper.as_ref(), m.code_cv.as_ref()])
+            .chain([pooled.as_ref(), gin.as_ref()])
+            .flatten();
+        let seconds = reports
+            .flat_map(|r| &r.runs)
+            .map(|r| r.wall_seconds)
+            .sum();
+        tracing::info!("{name}: {:.0} s here", t0.elapsed().as_secs_f64());
         results.push(TuResult {
             dataset: name.clone(),
             graphs: target.len(),
             models,
             pooled,
             gin,
-            seconds: t0.elapsed().as_secs_f64(),
+            seconds,
         });
     }
     Ok(results)

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::TrainError;
 use crate::metrics::{self, MetricError};
 use crate::record::RunRecord;
-use crate::runner::{Learner, Runner, Scores, TrainConfig, Validation};
+use crate::runner::{self, Learner, Runner, Scores, TrainConfig, Validation};
 
 fn ids(v: &[u32]) -> Vec<usize> {
     v.iter().map(|&i| i as usize).collect()
@@ -286,6 +286,9 @@ impl AnomalyProtocol {
         let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
         let mut runs = Vec::with_capacity(plan.len());
         for (i, run) in plan.iter().enumerate() {
+            if !runner::owns_run(i) {
+                continue;
+            }
             tracing::info!("{name}: run {}/{} ({})", i + 1, plan.len(), run.dir);
             let split = &run.split;
             let (train, val, test) = (ids(&split.train), ids(&split.val), ids(&split.test));
@@ -835,6 +838,9 @@ impl CrossValidation {
         let plan = self.plan(target)?;
         let total = plan.len();
         for (i, run) in plan.into_iter().enumerate() {
+            if !runner::owns_run(i) {
+                continue;
+            }
             tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
             let mut learner = make(&run)?;
             let runner = Runner {
@@ -923,6 +929,9 @@ impl FixedSplitProtocol {
         let plan = self.plan(split)?;
         let total = plan.len();
         for (i, run) in plan.into_iter().enumerate() {
+            if !runner::owns_run(i) {
+                continue;
+            }
             tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
             let mut learner = make(&run)?;
             let runner = Runner {
@@ -1033,6 +1042,9 @@ impl CodeCrossValidation {
         let plan = self.plan(target.len())?;
         let total = plan.len();
         for (i, run) in plan.into_iter().enumerate() {
+            if !runner::owns_run(i) {
+                continue;
+            }
             tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
             let (train, test) = (ids(&run.split.train), ids(&run.split.test));
             let mut learner = make(&run)?;
@@ -1124,6 +1136,14 @@ impl EtPaperProtocol {
         let all: Vec<usize> = (0..target.len()).collect();
         let classes: Vec<i64> = target.iter().map(|&t| t as i64).collect();
         let plan = self.plan(target.len());
+        if !runner::owns_run(0) {
+            return Ok(ProtocolReport::new(
+                "et-paper",
+                name,
+                Vec::new(),
+                Vec::new(),
+            ));
+        }
         let mut learner = make(&plan)?;
         let runner = Runner {
             name: format!("{name}/{}", plan.dir),

@@ -428,6 +428,77 @@ pub fn quiet() -> bool {
     QUIET.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// One of `count` processes that share a command's runs (`basin --shard index/count`): run `i`
+/// of each protocol's plan (folds, seeds) is trained by the process with `index = i mod count`,
+/// so the processes fill one output directory without touching each other's runs, and each
+/// model's folds line up across shards for the paired comparisons. Reports are left to a last
+/// unsharded run of the same command, which reads the finished runs instead of training them.
+/// A process-wide setting, not a protocol field: where a run is trained does not change it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This process's shard, `0..count`.
+    pub index: usize,
+    /// How many processes share the runs.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Whether run `i` of a plan belongs to this shard.
+    pub fn owns(&self, i: usize) -> bool {
+        i % self.count == self.index
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = TrainError;
+
+    /// `I/N` with `0 ≤ I < N`.
+    fn from_str(s: &str) -> Result<Self, TrainError> {
+        let bad = |m: &str| TrainError::Config {
+            field: "shard".into(),
+            message: format!("`{s}`: {m}"),
+        };
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| bad("expected INDEX/COUNT, e.g. 0/2"))?;
+        let parse = |v: &str| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| bad("INDEX and COUNT must be whole numbers"))
+        };
+        let (index, count) = (parse(i)?, parse(n)?);
+        if count == 0 || index >= count {
+            return Err(bad(
+                "INDEX must be below COUNT (shards 0/2 and 1/2 split the runs in two)",
+            ));
+        }
+        Ok(Self { index, count })
+    }
+}
+
+static SHARD: std::sync::Mutex<Option<Shard>> = std::sync::Mutex::new(None);
+
+/// Makes this process train only its shard's runs (`None`: every run, the default).
+pub fn set_shard(shard: Option<Shard>) {
+    *SHARD.lock().unwrap_or_else(|e| e.into_inner()) = shard;
+}
+
+/// The shard set by [`set_shard`], if any.
+pub fn shard() -> Option<Shard> {
+    *SHARD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether this process trains run `i` of a plan (always, unless sharded).
+pub fn owns_run(i: usize) -> bool {
+    shard().is_none_or(|s| s.owns(i))
+}
+
 fn named(prefix: &str, vs: &VarStore) -> Vec<(String, Tensor)> {
     let mut v: Vec<(String, Tensor)> = vs
         .variables()

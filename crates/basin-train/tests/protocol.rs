@@ -676,3 +676,90 @@ fn code_cv_partitions_keeps_the_final_epoch_and_never_trains_on_its_fold() {
         .is_err()
     );
 }
+
+/// Resets the process's shard when dropped, so a failing test leaves the others unsharded.
+struct Unshard;
+
+impl Drop for Unshard {
+    fn drop(&mut self) {
+        basin_train::runner::set_shard(None);
+    }
+}
+
+#[test]
+fn shards_split_the_folds_and_an_unsharded_run_reads_them_without_training() {
+    use basin_train::runner::{Shard, set_shard};
+    let _s = basin_core::testing::lock_generator();
+    let _unshard = Unshard;
+    assert_eq!(
+        "1/3".parse::<Shard>().unwrap(),
+        Shard { index: 1, count: 3 }
+    );
+    for bad in ["2/2", "0/0", "1", "a/2", "-1/2"] {
+        let e = bad.parse::<Shard>().unwrap_err().to_string();
+        assert!(e.contains("shard") && e.contains(bad), "{bad}: {e}");
+    }
+    tch::manual_seed(7);
+    let n = 120;
+    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(3);
+    let x = Tensor::randn([n, 4], (Kind::Float, Device::Cpu))
+        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
+    let target: Vec<f64> = (0..n).map(|i| (i % 3) as f64).collect();
+    let cv = CrossValidation {
+        folds: KFoldConfig {
+            folds: 5,
+            val_ratio: 0.2,
+            seed: 3,
+        },
+        train: train_cfg(6),
+        ..CrossValidation::default()
+    };
+    let run = |dir: &std::path::Path| {
+        let log = Rc::new(RefCell::new(Log::default()));
+        let report = cv
+            .run(
+                "shards",
+                &target,
+                |run: &PlannedRun| Ok(Linear::new(&x, &y, 3, run.seed, log.clone())),
+                |_, _| Ok(()),
+                Some(dir),
+                "cpu",
+            )
+            .unwrap();
+        let trained = !log.borrow().trained_on.is_empty();
+        (report, trained)
+    };
+    let folds =
+        |r: &ProtocolReport| -> Vec<String> { r.runs.iter().map(|run| run.name.clone()).collect() };
+    let shared = tempfile::tempdir().unwrap();
+    set_shard(Some(Shard { index: 0, count: 2 }));
+    let (zero, trained) = run(shared.path());
+    assert!(trained);
+    assert_eq!(
+        folds(&zero),
+        [
+            "shards/repeat-0/fold-0",
+            "shards/repeat-0/fold-2",
+            "shards/repeat-0/fold-4"
+        ]
+    );
+    set_shard(Some(Shard { index: 1, count: 2 }));
+    let (one, _) = run(shared.path());
+    assert_eq!(
+        folds(&one),
+        ["shards/repeat-0/fold-1", "shards/repeat-0/fold-3"]
+    );
+    // Unsharded, every fold is finished: read back, nothing trained.
+    set_shard(None);
+    let (whole, trained) = run(shared.path());
+    assert!(!trained, "finished folds were trained again");
+    assert_eq!(whole.runs.len(), 5);
+    // The same numbers as one process training every fold.
+    let alone = tempfile::tempdir().unwrap();
+    let (straight, _) = run(alone.path());
+    for (a, b) in whole.runs.iter().zip(&straight.runs) {
+        assert_eq!(a.name, b.name);
+        assert_eq!(a.summary, b.summary, "{}", a.name);
+        assert_eq!(a.split_hashes, b.split_hashes);
+    }
+}

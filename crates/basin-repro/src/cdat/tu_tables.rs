@@ -163,7 +163,7 @@ impl Reproduction for CdatTable1 {
         md.push_str(&tu::protocol_note(&opts));
         md.push_str(&format!("\n`{CODE_TERMS}` is CDAT with the public code's energy terms (ET's attention, ½relu² memories, λ = 1/1; spec A8–A10) under the same dynamics and front end.\n"));
         md.push_str("\nThe paper's CDAT and ET columns are of the magnitude of the ET reference's training-set procedure (ET 99.8 on ENZYMES); compare them with the et-paper columns, and the models with each other and with the baselines under CV.\n\n");
-        md.push_str("| dataset | graphs | paper CDAT | paper ET | CDAT, CV | CDAT code-terms, CV | ET, CV | no-graph, CV | GIN, CV | CDAT, code-cv | ET, code-cv | CDAT, et-paper | ET, et-paper | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("| dataset | graphs | paper CDAT | paper ET | CDAT, CV | CDAT code-terms, CV | ET, CV | no-graph, CV | GIN, CV | CDAT, code-cv | ET, code-cv | CDAT, et-paper | ET, et-paper | runs (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for row in &paper.rows {
             let pc = format!("{:.1} ± {:.1}", row.cdat[0], row.cdat[1]);
             let pe = format!("{:.1} ± {:.1}", row.et[0], row.et[1]);

@@ -149,7 +149,7 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
         ),
     ));
     md.push_str(&tu::protocol_note(opts));
-    md.push_str("\n| dataset | graphs | paper (ET) | ours: ET, CV accuracy | no-graph baseline, CV | GIN, CV | ours: ET, et-paper accuracy | wall (s) |\n|---|---|---|---|---|---|---|---|\n");
+    md.push_str("\n| dataset | graphs | paper (ET) | ours: ET, CV accuracy | no-graph baseline, CV | GIN, CV | ours: ET, et-paper accuracy | runs (s) |\n|---|---|---|---|---|---|---|---|\n");
     for row in &paper.rows {
         let p = format!("{:.1} ± {:.1}", row.accuracy, row.std);
         match results.iter().find(|r| r.dataset == row.dataset) {
