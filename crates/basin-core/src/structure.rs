@@ -33,15 +33,12 @@ pub enum Interaction {
 }
 
 /// A sparse attention pattern over `tokens` flattened tokens (`B·N`, batches laid end to end),
-/// stored in both query-major (CSR) and key-major order so that both terms of the attention
-/// gradient are sparse matrix products.
+/// stored query-major (CSR: sorted by query, then key) for the per-query softmax.
 #[derive(Debug)]
 pub struct SparseEdges {
     query: Tensor,
     key: Tensor,
     row_ptr: Tensor,
-    by_key: Tensor,
-    col_ptr: Tensor,
     tokens: i64,
 }
 
@@ -105,18 +102,27 @@ impl SparseEdges {
     }
 
     fn sorted(query: Tensor, key: Tensor, tokens: i64) -> Self {
-        let order = (&query * tokens + &key).argsort(0, false);
-        let query = query.index_select(0, &order);
-        let key = key.index_select(0, &order);
+        let order = &query * tokens + &key;
+        let e = order.size()[0];
+        // Edge lists read off a mask (`nonzero`) come in this order already: one pass, no sort.
+        let in_order = e < 2
+            || order
+                .narrow(0, 1, e - 1)
+                .ge_tensor(&order.narrow(0, 0, e - 1))
+                .all()
+                .int64_value(&[])
+                != 0;
+        let (query, key) = if in_order {
+            (query, key)
+        } else {
+            let order = order.argsort(0, false);
+            (query.index_select(0, &order), key.index_select(0, &order))
+        };
         let row_ptr = offsets(&query, tokens);
-        let by_key = (&key * tokens + &query).argsort(0, false);
-        let col_ptr = offsets(&key, tokens);
         Self {
             query,
             key,
             row_ptr,
-            by_key,
-            col_ptr,
             tokens,
         }
     }
@@ -132,14 +138,6 @@ impl SparseEdges {
     /// CSR offsets of the query-major order, `[tokens + 1]`.
     pub fn row_ptr(&self) -> &Tensor {
         &self.row_ptr
-    }
-    /// Permutation that sorts the edges by key, `[E]`.
-    pub fn by_key(&self) -> &Tensor {
-        &self.by_key
-    }
-    /// CSR offsets of the key-major order, `[tokens + 1]`.
-    pub fn col_ptr(&self) -> &Tensor {
-        &self.col_ptr
     }
     /// Number of keys of each query, `[tokens]`.
     pub fn degree(&self) -> Tensor {
@@ -163,8 +161,6 @@ impl SparseEdges {
             query: self.query.to_device(device),
             key: self.key.to_device(device),
             row_ptr: self.row_ptr.to_device(device),
-            by_key: self.by_key.to_device(device),
-            col_ptr: self.col_ptr.to_device(device),
             tokens: self.tokens,
         }
     }

@@ -566,29 +566,7 @@ impl EnergyAttention {
                 unit,
             );
         }
-        // One sampled matmul (SDDMM) per head over the query-major CSR pattern: no per-edge
-        // Y-wide gathers, and libtorch differentiates it with respect to Q and K by sparse ×
-        // dense products, so training keeps no `[E, H, Y]` activations either.
-        let t = edges.tokens();
-        let zeros = Tensor::zeros([e], (g.kind(), g.device()));
-        let pattern = Tensor::sparse_csr_tensor_crow_col_value_size(
-            edges.row_ptr(),
-            edges.key(),
-            &zeros,
-            [t, t],
-            (g.kind(), g.device()),
-        );
-        let heads: Vec<Tensor> = (0..h)
-            .map(|head| {
-                pattern
-                    .sparse_sampled_addmm(
-                        &q.select(1, head).contiguous(),
-                        &k.select(1, head).tr().contiguous(),
-                    )
-                    .values()
-            })
-            .collect();
-        let s = Tensor::stack(&heads, 1);
+        let s = edge_dots(&q, &k, edges.query(), edges.key());
         let s = match &self.head_mix {
             Some(mix) => s.matmul(mix),
             None => s,
@@ -652,14 +630,8 @@ impl EnergyAttention {
             None => omega,
         };
         // Query side: T^Q_q = Σ_{e ∈ row q} ω_e K_key(e); key side: T^K_k = Σ_{e: key(e) = k} ω_e Q_query(e).
-        let tq = head_spmm(&omega, edges.key(), edges.row_ptr(), None, &k);
-        let tk = head_spmm(
-            &omega,
-            edges.query(),
-            edges.col_ptr(),
-            Some(edges.by_key()),
-            &q,
-        );
+        let tq = head_spmm(&omega, edges.query(), edges.key(), &k);
+        let tk = head_spmm(&omega, edges.key(), edges.query(), &q);
         let grad = self
             .back_project_rows(&tq, &tk, unit.as_ref())
             .view([b, -1, d]);
@@ -676,37 +648,54 @@ fn cat_batch(mut parts: Vec<Tensor>) -> Tensor {
     }
 }
 
+/// Per-edge, per-head dot products `s[e, h] = q[query(e), h] · k[key(e), h]` (an SDDMM) for
+/// `q, k: [T, H, Y]` → `[E, H]`: both gathered at the edges, multiplied and summed over the head
+/// width, in chunks of [`SPMM_CHUNK_EDGES`]. (libtorch's CSR `sparse_sampled_addmm`, one call per
+/// head, and its sparse backward were slower at every size measured on the CPU.)
+fn edge_dots(q: &Tensor, k: &Tensor, query: &Tensor, key: &Tensor) -> Tensor {
+    let e = query.size()[0];
+    let mut parts = Vec::new();
+    let mut start = 0;
+    while start < e {
+        let len = SPMM_CHUNK_EDGES.min(e - start);
+        let (qi, ki) = (query.narrow(0, start, len), key.narrow(0, start, len));
+        parts.push(
+            (q.index_select(0, &qi) * k.index_select(0, &ki)).sum_dim_intlist(-1, false, q.kind()),
+        );
+        start += len;
+    }
+    cat_batch(parts)
+}
+
+/// Edges per gather–scatter chunk of [`head_spmm`]: bounds its `[chunk, H, Y]` messages (128 MiB
+/// at H·Y = 32 in float32) on graphs of tens of millions of edges.
+const SPMM_CHUNK_EDGES: i64 = 1 << 20;
+
 /// Per-head sparse × dense product: `out[r, h] = Σ_{e: row(e) = r} w[e, h] · x[col(e), h]` for
-/// `w: [E, H]`, `x: [T, H, Y]` → `[T, H, Y]`; `ptr` are the CSR offsets of the rows in the edge
-/// order given by `perm` (edges sorted by row).
+/// `w: [E, H]`, `x: [T, H, Y]` → `[T, H, Y]`, by gathering `x` at the columns, weighting and
+/// adding into the rows, every head at once.
 ///
-/// Each head is one weighted `embedding_bag` (a sum over each row's bag of columns): libtorch
-/// differentiates it with respect to both the weights and `x` without saving per-edge
-/// messages, so training keeps no `[E, H, Y]` activations (a CSR matmul would need its values
-/// built by a factory function, which cuts them from the autograd graph).
-fn head_spmm(w: &Tensor, col: &Tensor, ptr: &Tensor, perm: Option<&Tensor>, x: &Tensor) -> Tensor {
-    let sorted = |v: &Tensor| match perm {
-        Some(p) => v.index_select(0, p),
-        None => v.shallow_clone(),
-    };
-    let col = sorted(col);
-    let heads: Vec<Tensor> = (0..w.size()[1])
-        .map(|head| {
-            let values = sorted(&w.select(1, head)).contiguous();
-            let (out, _, _, _) = Tensor::embedding_bag(
-                &x.select(1, head).contiguous(),
-                &col,
-                ptr,
-                false,
-                0, // sum
-                false,
-                Some(&values),
-                true,
-            );
-            out
-        })
-        .collect();
-    Tensor::stack(&heads, 1)
+/// Its backward is the same two index operations the other way round. (A weighted
+/// `embedding_bag` per head, which saves no `[E, H, Y]` messages, was a quarter of a DD training
+/// epoch on the CPU: libtorch's CPU backward of it sorts the indices and adds row by row.) The
+/// messages kept for training are `[E, H, Y]`, as `[E, H]` weights times the head width.
+fn head_spmm(w: &Tensor, row: &Tensor, col: &Tensor, x: &Tensor) -> Tensor {
+    let e = w.size()[0];
+    let out = x.zeros_like();
+    let mut start = 0;
+    while start < e {
+        let len = SPMM_CHUNK_EDGES.min(e - start);
+        let (w, row, col) = (
+            w.narrow(0, start, len),
+            row.narrow(0, start, len),
+            col.narrow(0, start, len),
+        );
+        let messages = x.index_select(0, &col) * w.unsqueeze(-1);
+        // In place on a fresh tensor: autograd records it (no chunk copies `out`).
+        let _ = out.shallow_clone().index_add_(0, &row, &messages);
+        start += len;
+    }
+    out
 }
 
 impl Energy for EnergyAttention {
