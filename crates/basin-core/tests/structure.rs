@@ -118,9 +118,8 @@ fn padding_leaves_real_tokens_unchanged() {
     }
 }
 
-/// The sparse structure's energy and gradient equal `want` on both of its paths: with an
-/// autograd graph (the weights require grad) and without one (no_grad: sampled matmuls and CSR
-/// products).
+/// The sparse structure's energy and gradient equal `want` with an autograd graph (the weights
+/// require grad) and without one (no_grad).
 fn assert_sparse_agrees(
     energy: &EnergySum,
     g: &Tensor,
@@ -167,6 +166,30 @@ fn dense_and_sparse_forms_agree() {
             &format!("self={self_attention}"),
         );
     }
+    // Edges given in any order are the same pattern (a mask's come query-major already).
+    let nz = mask.nonzero();
+    let shuffle = Tensor::randperm(nz.size()[0], (Kind::Int64, tch::Device::Cpu));
+    let nz = nz.index_select(0, &shuffle);
+    let (query, key) = (
+        nz.select(1, 0) * n + nz.select(1, 1),
+        nz.select(1, 0) * n + nz.select(1, 2),
+    );
+    let edges = SparseEdges::new(&query, &key, b * n).unwrap();
+    let order = edges.query() * (b * n) + edges.key();
+    let e = order.size()[0];
+    assert!(
+        bool::try_from(
+            order
+                .narrow(0, 1, e - 1)
+                .gt_tensor(&order.narrow(0, 0, e - 1))
+                .all()
+        )
+        .unwrap(),
+        "edges not stored query-major"
+    );
+    let shuffled = Structure::sparse(edges);
+    let want = energy.energy_and_grad(&g, &Structure::mask(mask.shallow_clone()).unwrap());
+    assert_sparse_agrees(&energy, &g, &shuffled, &want, "shuffled edges");
     // A full graph as an edge list equals the `Full` structure.
     let full = Tensor::ones([b, n, n], (Kind::Bool, tch::Device::Cpu));
     let (e_f, g_f) = energy.energy_and_grad(&g, &Structure::full());
