@@ -194,7 +194,13 @@ fn dense_and_sparse_forms_agree() {
     let big = tokens(1, 300, D);
     let full = Tensor::ones([1, 300, 300], (Kind::Bool, tch::Device::Cpu));
     let want = energy.energy_and_grad(&big, &Structure::full());
-    assert_sparse_agrees(&energy, &big, &Structure::sparse(edges_of(&full)), &want, "chunks");
+    assert_sparse_agrees(
+        &energy,
+        &big,
+        &Structure::sparse(edges_of(&full)),
+        &want,
+        "chunks",
+    );
     // A full graph as an edge list equals the `Full` structure.
     let full = Tensor::ones([b, n, n], (Kind::Bool, tch::Device::Cpu));
     let (e_f, g_f) = energy.energy_and_grad(&g, &Structure::full());

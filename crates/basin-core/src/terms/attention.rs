@@ -662,7 +662,7 @@ fn edge_dots(q: &Tensor, k: &Tensor, query: &Tensor, key: &Tensor) -> Tensor {
         let dots =
             (q.index_select(0, &qi) * k.index_select(0, &ki)).sum_dim_intlist(-1, false, q.kind());
         // In place into a fresh tensor's rows: autograd records it, nothing is concatenated.
-        let _ = out.narrow(0, start, len).copy_(&dots);
+        out.narrow(0, start, len).copy_(&dots);
         start += len;
     }
     out
