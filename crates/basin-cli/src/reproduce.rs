@@ -57,7 +57,9 @@ pub struct Args {
     dataset: Vec<String>,
     /// Train only shard I of N of the runs (fold f of each model where f mod N = I), so N
     /// processes or machines can share one --out; then run the same command without --shard:
-    /// it reads the finished runs and writes the report.
+    /// it reads the finished runs and writes the report. Splits the runs that keep records
+    /// (cross-validation folds, anomaly and fixed-split seeds); a table without them (the MIL
+    /// grid, the timing tables) runs whole in every shard.
     #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
     shard: Option<basin_train::runner::Shard>,
 }
