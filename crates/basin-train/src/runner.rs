@@ -428,7 +428,8 @@ pub fn quiet() -> bool {
     QUIET.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// One of `count` processes that share a command's runs (`basin --shard index/count`): run `i`
+/// One of `count` processes that share a command's runs (`basin train|reproduce … --shard
+/// index/count`): run `i`
 /// of each protocol's plan (folds, seeds) is trained by the process with `index = i mod count`,
 /// so the processes fill one output directory without touching each other's runs, and each
 /// model's folds line up across shards for the paired comparisons. Reports are left to a last
