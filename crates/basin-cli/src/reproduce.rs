@@ -122,19 +122,27 @@ pub fn run(args: &Args) -> Result<()> {
     );
     basin_train::runner::set_shard(args.shard);
     let report = basin_repro::reproduce(id, &ctx)?;
+    if report.ran == 0 && !table.datasets().is_empty() {
+        // The report's list of what was not found and why (a shard writes no report).
+        let why: Vec<&str> = report
+            .markdown
+            .lines()
+            .skip_while(|l| !l.starts_with("Datasets not run"))
+            .skip(1)
+            .take_while(|l| l.starts_with("- "))
+            .collect();
+        bail!(
+            "no dataset could be loaded from {}:\n{}",
+            ctx.data_dir.display(),
+            why.join("\n")
+        );
+    }
     if let Some(s) = args.shard {
         println!(
             "shard {s}: its runs are in {}; once every shard is done, run this command again without --shard to write the report",
             ctx.out.display()
         );
         return Ok(());
-    }
-    if report.ran == 0 && !table.datasets().is_empty() {
-        bail!(
-            "no dataset could be loaded from {}; see {}",
-            ctx.data_dir.display(),
-            ctx.out.join("report.md").display()
-        );
     }
     println!("wrote {}", ctx.out.join("report.md").display());
     Ok(())

@@ -326,6 +326,35 @@ fn unknown_tables_presets_and_flags_are_refused_by_name() {
     assert!(err.contains("MUTAG") && err.contains("tolokers"), "{err}");
 }
 
+/// A data directory without the table's sets is an error that says what was looked for,
+/// sharded or not (a shard writes no report to look in).
+#[test]
+fn a_table_with_no_dataset_found_fails_and_names_them() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = empty.path().join("out");
+    for shard in [None, Some("0/2")] {
+        let data = empty.path().display().to_string();
+        let out = out.display().to_string();
+        let mut args = vec![
+            "reproduce",
+            "et-table2",
+            "--quick",
+            "--dataset",
+            "MUTAG",
+            "--data-dir",
+            &data,
+            "--out",
+            &out,
+        ];
+        args.extend(shard.iter().flat_map(|s| ["--shard", s]));
+        let err = refused(&args);
+        assert!(
+            err.contains("no dataset could be loaded") && err.contains("MUTAG:"),
+            "{shard:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn the_list_is_the_registry() {
     let o = Command::new(env!("CARGO_BIN_EXE_basin"))
