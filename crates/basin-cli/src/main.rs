@@ -63,6 +63,9 @@ fn main() -> ExitCode {
         .with_target(false)
         .init();
     basin_train::runner::set_quiet(cli.quiet);
+    if let Some(revision) = option_env!("BASIN_GIT_REVISION") {
+        basin_train::record::set_build_revision(revision);
+    }
     let result = match cli.command {
         Command::Energy(args) => energy::run(&args),
         Command::Demo(args) => demo::run(&args),

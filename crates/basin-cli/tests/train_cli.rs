@@ -235,6 +235,51 @@ fn et_anomaly_trains_and_evaluates_on_a_planted_graph() {
     train_then_eval(&run, &tmp.path().join("out"), 1);
 }
 
+/// A record names the revision the binary was built from, even when the binary runs in a
+/// directory outside any repository (there git would answer `unknown`, or another project's).
+#[test]
+fn records_name_the_revision_the_binary_was_built_from() {
+    let Some(built) = option_env!("BASIN_GIT_REVISION") else {
+        return; // built outside a git checkout: nothing to name
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tiny_run(
+        tmp.path(),
+        "et-anomaly",
+        &[
+            ("data = \"tolokers\"", "data = \"planted\""),
+            ("epochs = 100", "epochs = 1"),
+        ],
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_basin"))
+        .args(["train", run.to_str().unwrap(), "--out", "out", "--quiet"])
+        .current_dir(tmp.path())
+        .env("BASIN_DEVICE", "cpu")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let record = walk(&tmp.path().join("out"))
+        .into_iter()
+        .find(|p| p.ends_with("record.json"))
+        .unwrap();
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(record).unwrap()).unwrap();
+    assert_eq!(record["git_revision"], built);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files.extend(walk(&p));
+        } else {
+            files.push(p);
+        }
+    }
+    files
+}
+
 #[test]
 fn every_example_parses_and_cdat_trains_and_evaluates_on_a_planted_graph() {
     let (ok, list, err) = basin(&["train", "--example", "list"]);

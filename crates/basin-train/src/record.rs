@@ -214,8 +214,21 @@ pub fn split_hash(indices: &[usize]) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The current git revision (`<hash>` or `<hash>-dirty`), or `unknown`.
+/// The revision records carry, when the program knows the one it was built from.
+static BUILD_REVISION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Makes [`git_revision`] the revision the program was built from (the `basin` binary passes
+/// its own, so that a copy run outside the repository still names it). The first call wins.
+pub fn set_build_revision(revision: &str) {
+    let _ = BUILD_REVISION.set(revision.to_owned());
+}
+
+/// The git revision (`<hash>` or `<hash>-dirty`): the one set by [`set_build_revision`], else
+/// the working directory's repository's, else `unknown`.
 pub fn git_revision() -> String {
+    if let Some(r) = BUILD_REVISION.get() {
+        return r.clone();
+    }
     let run = |args: &[&str]| {
         std::process::Command::new("git")
             .args(args)
