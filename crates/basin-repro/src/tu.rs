@@ -252,13 +252,17 @@ pub fn protocol_note(opts: &TuOptions) -> String {
     }
     if opts.baseline_epochs > 0 {
         md.push_str(&format!(
-            " **Baselines**, on the same folds with the same inner validation split ({} epochs, Adam lr 1e-3): *no-graph* — per graph the mean and standard deviation of its standardised node attributes (the label histogram for one-hot labels), node and edge counts and degree statistics, into an MLP (hidden {}, dropout {}); *GIN* — {} GIN layers of width {}, sum readout of every layer, dropout {}. A model below the no-graph row has not learned from the graph.",
+            " **Baselines**, on the same folds with the same inner validation split ({} epochs, Adam lr 1e-3): *no-graph* — per graph the mean and standard deviation of its standardised node attributes (the label histogram for one-hot labels), node and edge counts and degree statistics, into an MLP (hidden {}, dropout {}); *GIN* — {} GIN layers of width {}, sum readout of every layer, dropout {}, {}. A model below the no-graph row has not learned from the graph.",
             opts.baseline_epochs,
             opts.pooled.hidden,
             opts.pooled.dropout,
             opts.gin.layers,
             opts.gin.hidden,
-            opts.gin.dropout
+            opts.gin.dropout,
+            match opts.gin.max_nodes {
+                Some(m) => format!("each graph's first {m} nodes"),
+                None => "whole graphs".into(),
+            }
         ));
     }
     md.push_str(&format!(

@@ -7,7 +7,7 @@
 //! - [`GinLearner`]: **message passing** — GIN (Xu et al., ICLR 2019) as PyTorch Geometric
 //!   builds it: `h ← ReLU(BN(MLP((1 + ε) h + Σ_{neighbours} h)))`, MLP = Linear → BN → ReLU →
 //!   Linear, for L layers, a sum readout of every layer (the input included) through its own
-//!   linear head, summed; batch norms over the batch's nodes; messages as PyTorch Geometric
+//!   linear head, summed; batch norms (torch's) over the batch's nodes; messages as PyG
 //!   passes them, gathered along an edge list and scattered into the receiving rows, so the
 //!   work grows with the edges (not the square of the largest graph) and no graph is cut.
 //! - [`NeighbourMeanLearner`]: the node-anomaly floor — each node's attributes with the mean of
@@ -214,52 +214,13 @@ impl Default for GinConfig {
     }
 }
 
-/// Batch normalisation over the rows `[M, F]` of a batch's nodes, with running statistics
-/// (momentum 0.1) for evaluation.
-struct BatchNorm {
-    weight: Tensor,
-    bias: Tensor,
-    running_mean: Tensor,
-    running_var: Tensor,
-}
-
-impl BatchNorm {
-    fn new(path: &nn::Path, width: i64) -> Self {
-        Self {
-            weight: path.ones("weight", &[width]),
-            bias: path.zeros("bias", &[width]),
-            running_mean: path.zeros_no_train("running_mean", &[width]),
-            running_var: path.ones_no_train("running_var", &[width]),
-        }
-    }
-
-    fn forward(&self, x: &Tensor, train: bool) -> Tensor {
-        let (mean, var) = if train {
-            let (var, mean) = x.var_mean_correction(0, 0, false);
-            tch::no_grad(|| {
-                let m = &self.running_mean * 0.9 + mean.detach() * 0.1;
-                let v = &self.running_var * 0.9 + var.detach() * 0.1;
-                self.running_mean.shallow_clone().copy_(&m);
-                self.running_var.shallow_clone().copy_(&v);
-            });
-            (mean, var)
-        } else {
-            (
-                self.running_mean.shallow_clone(),
-                self.running_var.shallow_clone(),
-            )
-        };
-        (x - mean) / (var + 1e-5).sqrt() * &self.weight + &self.bias
-    }
-}
-
 /// One GIN layer: ε, the MLP (Linear → BN → ReLU → Linear) and the norm after it.
 struct GinLayer {
     eps: Tensor,
     l1: nn::Linear,
-    bn1: BatchNorm,
+    bn1: nn::BatchNorm,
     l2: nn::Linear,
-    bn2: BatchNorm,
+    bn2: nn::BatchNorm,
 }
 
 /// A batch of graphs as PyTorch Geometric holds one: every node a row, the edges as index
@@ -319,9 +280,9 @@ impl GinLearner {
             layers.push(GinLayer {
                 eps: p.zeros("eps", &[1]),
                 l1: nn::linear(&p / "l1", width, cfg.hidden, Default::default()),
-                bn1: BatchNorm::new(&(&p / "bn1"), cfg.hidden),
+                bn1: nn::batch_norm1d(&p / "bn1", cfg.hidden, Default::default()),
                 l2: nn::linear(&p / "l2", cfg.hidden, cfg.hidden, Default::default()),
-                bn2: BatchNorm::new(&(&p / "bn2"), cfg.hidden),
+                bn2: nn::batch_norm1d(&p / "bn2", cfg.hidden, Default::default()),
             });
             heads.push(nn::linear(
                 &root / format!("head{}", l + 1),
@@ -401,8 +362,8 @@ impl GinLearner {
         for (layer, head) in self.layers.iter().zip(&self.heads[1..]) {
             let messages = h.index_select(0, &b.source);
             let agg = (&h * (&layer.eps + 1.0)).index_add(0, &b.target, &messages);
-            let z = layer.bn1.forward(&layer.l1.forward(&agg), train).relu();
-            h = layer.bn2.forward(&layer.l2.forward(&z), train).relu();
+            let z = layer.bn1.forward_t(&layer.l1.forward(&agg), train).relu();
+            h = layer.bn2.forward_t(&layer.l2.forward(&z), train).relu();
             out = out + head.forward(&pool(&h)).dropout(self.cfg.dropout, train);
         }
         Ok(out)
