@@ -327,3 +327,18 @@ fn gin_scores_a_graph_alone_as_in_a_batch_and_under_relabelling() {
         }
     }
 }
+
+/// A training batch of a single one-node graph gives batch norm one row: an error that says
+/// so, not a panic; evaluation (running statistics) scores it.
+#[test]
+fn gin_refuses_to_train_on_one_node_and_still_scores_it() {
+    use basin_train::runner::Learner;
+    use rand::SeedableRng;
+    let data = dataset(vec![(vec![], 1, 0), (vec![(0, 1)], 2, 1)]);
+    let mut gin = GinLearner::new(data, &GinConfig::default(), &[0, 1], 0, Device::Cpu).unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    let err = gin.train_step(&[0], &mut rng).unwrap_err().to_string();
+    assert!(err.contains("two or more"), "{err}");
+    assert!(gin.train_step(&[0, 1], &mut rng).is_ok());
+    assert_eq!(gin.predict(&[0]).unwrap().0.len(), 1);
+}
