@@ -223,6 +223,16 @@ struct GinLayer {
     bn2: nn::BatchNorm,
 }
 
+/// A batch norm as PyTorch's `BatchNorm1d` starts: scale 1, shift 0 (tch's default draws the
+/// scale from U(0, 1)).
+fn batch_norm(path: nn::Path, width: i64) -> nn::BatchNorm {
+    let cfg = nn::BatchNormConfig {
+        ws_init: nn::Init::Const(1.0),
+        ..Default::default()
+    };
+    nn::batch_norm1d(path, width, cfg)
+}
+
 /// `bn` on the rows of `x`. A training batch of one node is an error (as PyTorch's
 /// `BatchNorm1d` raises one): its variance is 0 and its unbiased running update divides by 0,
 /// which would leave NaN in the running statistics that evaluation uses.
@@ -314,9 +324,9 @@ impl GinLearner {
             layers.push(GinLayer {
                 eps: p.zeros("eps", &[1]),
                 l1: nn::linear(&p / "l1", width, cfg.hidden, Default::default()),
-                bn1: nn::batch_norm1d(&p / "bn1", cfg.hidden, Default::default()),
+                bn1: batch_norm(&p / "bn1", cfg.hidden),
                 l2: nn::linear(&p / "l2", cfg.hidden, cfg.hidden, Default::default()),
-                bn2: nn::batch_norm1d(&p / "bn2", cfg.hidden, Default::default()),
+                bn2: batch_norm(&p / "bn2", cfg.hidden),
             });
             heads.push(nn::linear(
                 &root / format!("head{}", l + 1),

@@ -328,8 +328,8 @@ fn gin_scores_a_graph_alone_as_in_a_batch_and_under_relabelling() {
     }
 }
 
-/// A training batch of a single one-node graph gives batch norm one row: an error that says
-/// so, not a panic; evaluation (running statistics) scores it.
+/// GIN's batch norms start at scale 1; a training batch of a single one-node graph gives
+/// batch norm one row: an error that says so, not a panic; evaluation scores it.
 #[test]
 fn gin_refuses_to_train_on_one_node_and_still_scores_it() {
     use basin_train::runner::Learner;
@@ -337,6 +337,20 @@ fn gin_refuses_to_train_on_one_node_and_still_scores_it() {
     let data = dataset(vec![(vec![], 1, 0), (vec![(0, 1)], 2, 1)]);
     let mut gin = GinLearner::new(data, &GinConfig::default(), &[0, 1], 0, Device::Cpu).unwrap();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+    // Batch norms start as PyTorch's: scale 1, shift 0.
+    let mut checked = 0;
+    for (name, t) in gin.vars().variables() {
+        let want = if name.ends_with("bn1.weight") || name.ends_with("bn2.weight") {
+            1.0
+        } else if name.contains(".bn") && name.ends_with(".bias") {
+            0.0
+        } else {
+            continue;
+        };
+        assert!(t.eq(want).all().int64_value(&[]) == 1, "{name}: {t}");
+        checked += 1;
+    }
+    assert_eq!(checked, 4 * GinConfig::default().layers);
     let err = gin.train_step(&[0], &mut rng).unwrap_err().to_string();
     assert!(err.contains("two or more"), "{err}");
     assert!(gin.train_step(&[0, 1], &mut rng).is_ok());
