@@ -24,6 +24,7 @@
 //! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`].
 //! - [`hopfield`]: the Hopfield, HopfieldPooling and HopfieldLayer modules and the classical,
 //!   dense and modern Hopfield networks of the Hopfield slides.
+//! - [`torch_init`]: `Linear` and `BatchNorm1d` initialised as PyTorch does, for PyTorch ports.
 //! - [`checkpoint`]: safetensors with the config beside them, written atomically.
 //! - [`device`]: CPU or CUDA at run time (`BASIN_DEVICE`).
 //! - [`testing`]: tolerances, finite differences, seeded sections, and the conformance suite
@@ -48,6 +49,7 @@ pub mod registry;
 pub mod structure;
 pub mod terms;
 pub mod testing;
+pub mod torch_init;
 
 /// Re-exported for [`register_term!`] and [`register_dynamics!`].
 #[doc(hidden)]

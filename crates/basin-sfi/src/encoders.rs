@@ -14,6 +14,7 @@
 //! over each node's frequencies (post-norm, feed-forward width 2048, dropout 0.1, the missing
 //! frequencies masked out as keys), then the same masked sum.
 
+use basin_core::torch_init;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
@@ -64,7 +65,7 @@ struct PeLayer {
 
 impl PeLayer {
     fn new(path: &nn::Path, p: i64, heads: i64) -> Self {
-        let lin = |name: &str, i, o| nn::linear(path / name, i, o, Default::default());
+        let lin = |name: &str, i, o| torch_init::linear(path / name, i, o, true);
         let ln = |name: &str| nn::layer_norm(path / name, vec![p], Default::default());
         Self {
             heads,
@@ -124,17 +125,17 @@ impl LapPe {
     pub fn new(path: &nn::Path, dim_pe: i64, model: PeModel) -> Self {
         match model {
             PeModel::DeepSet => Self {
-                l1: nn::linear(path / "deepset1", 2, 2 * dim_pe, Default::default()),
-                l2: Some(nn::linear(
+                l1: torch_init::linear(path / "deepset1", 2, 2 * dim_pe, true),
+                l2: Some(torch_init::linear(
                     path / "deepset2",
                     2 * dim_pe,
                     dim_pe,
-                    Default::default(),
+                    true,
                 )),
                 layers: Vec::new(),
             },
             PeModel::Transformer { layers, heads } => Self {
-                l1: nn::linear(path / "linear_a", 2, dim_pe, Default::default()),
+                l1: torch_init::linear(path / "linear_a", 2, dim_pe, true),
                 l2: None,
                 layers: (0..layers)
                     .map(|l| PeLayer::new(&(path / format!("encoder{l}")), dim_pe, heads))
@@ -268,7 +269,7 @@ impl EsLapPe {
     /// `k` frequencies to width `dim` under `path`.
     pub fn new(path: &nn::Path, k: i64, dim: i64) -> Self {
         Self {
-            linear: nn::linear(path / "linear", k, dim, Default::default()),
+            linear: torch_init::linear(path / "linear", k, dim, true),
         }
     }
 
@@ -289,7 +290,7 @@ impl Rwse {
     /// `steps` probabilities to `dim_pe` features under `path`.
     pub fn new(path: &nn::Path, steps: i64, dim_pe: i64) -> Self {
         Self {
-            linear: nn::linear(path / "linear", steps, dim_pe, Default::default()),
+            linear: torch_init::linear(path / "linear", steps, dim_pe, true),
         }
     }
 

@@ -10,6 +10,7 @@
 //! Nodes are the real nodes of the batch concatenated (`[M, d]`) and edges an edge list, so no
 //! padding exists here; BatchNorm runs over real nodes (and real edges) only, as the GPS code's.
 
+use basin_core::torch_init;
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn, nn::ModuleT};
 
@@ -60,10 +61,10 @@ pub struct GatedGcn {
 impl GatedGcn {
     /// The layer's weights under `path`.
     pub fn new(path: &nn::Path, cfg: &GatedGcnConfig) -> Self {
-        let lin = |name: &str| nn::linear(path / name, cfg.dim, cfg.dim, Default::default());
+        let lin = |name: &str| torch_init::linear(path / name, cfg.dim, cfg.dim, true);
         let bn = |name: &str| {
             cfg.batch_norm
-                .then(|| nn::batch_norm1d(path / name, cfg.dim, Default::default()))
+                .then(|| torch_init::batch_norm1d(path / name, cfg.dim))
         };
         Self {
             cfg: cfg.clone(),
@@ -76,8 +77,8 @@ impl GatedGcn {
             bn_e: bn("bn_e"),
             es: cfg.es_gate.then(|| {
                 (
-                    nn::linear(path / "es1", 1, cfg.dim, Default::default()),
-                    nn::linear(path / "es2", cfg.dim, 1, Default::default()),
+                    torch_init::linear(path / "es1", 1, cfg.dim, true),
+                    torch_init::linear(path / "es2", cfg.dim, 1, true),
                 )
             }),
         }

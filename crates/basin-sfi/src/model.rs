@@ -13,6 +13,7 @@
 //!   then `Linear(d, out)` (spec S32), on the mean of each graph's nodes or on every node.
 //!   Binary targets have one output (spec §3.4).
 
+use basin_core::torch_init;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
@@ -314,21 +315,18 @@ impl GpsModel {
             }
             NodeEncoder::OneHot { classes } => NodeIn::OneHot(
                 classes,
-                nn::linear(path / "node", classes, d_node, Default::default()),
+                torch_init::linear(path / "node", classes, d_node, true),
             ),
-            NodeEncoder::Linear { features } => NodeIn::Linear(nn::linear(
-                path / "node",
-                features,
-                d_node,
-                Default::default(),
-            )),
+            NodeEncoder::Linear { features } => {
+                NodeIn::Linear(torch_init::linear(path / "node", features, d_node, true))
+            }
         };
         let edge = match cfg.edge {
             EdgeEncoder::Bond => {
                 EdgeIn::Bond(ColumnEmbedding::new(&(path / "bond"), &BOND_VOCAB, d))
             }
             EdgeEncoder::Linear { features } => {
-                EdgeIn::Linear(nn::linear(path / "edge", features, d, Default::default()))
+                EdgeIn::Linear(torch_init::linear(path / "edge", features, d, true))
             }
             EdgeEncoder::Dummy => EdgeIn::Dummy(path.var(
                 "dummy_edge",
@@ -359,9 +357,9 @@ impl GpsModel {
             .map(|l| GpsLayer::new(&(path / format!("layer{l}")), &layer_cfg))
             .collect();
         let mut head: Vec<nn::Linear> = (0..cfg.head_layers - 1)
-            .map(|l| nn::linear(path / format!("head{l}"), d, d, Default::default()))
+            .map(|l| torch_init::linear(path / format!("head{l}"), d, d, true))
             .collect();
-        head.push(nn::linear(path / "head_out", d, out, Default::default()));
+        head.push(torch_init::linear(path / "head_out", d, out, true));
         Ok(Self {
             cfg: cfg.clone(),
             node,

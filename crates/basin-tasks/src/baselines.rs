@@ -7,7 +7,8 @@
 //! - [`GinLearner`]: **message passing** — GIN (Xu et al., ICLR 2019) as PyTorch Geometric
 //!   builds it: `h ← ReLU(BN(MLP((1 + ε) h + Σ_{neighbours} h)))`, MLP = Linear → BN → ReLU →
 //!   Linear, for L layers, a sum readout of every layer (the input included) through its own
-//!   linear head, summed; batch norms (torch's) over the batch's nodes; messages as PyG
+//!   linear head, summed; linears and batch norms initialised as PyTorch's
+//!   ([`basin_core::torch_init`]), the norms over the batch's nodes; messages as PyG
 //!   passes them, gathered along an edge list and scattered into the receiving rows, so the
 //!   work grows with the edges (not the square of the largest graph) and no graph is cut.
 //! - [`NeighbourMeanLearner`]: the node-anomaly floor — each node's attributes with the mean of
@@ -16,6 +17,7 @@
 
 use std::sync::Arc;
 
+use basin_core::torch_init;
 use basin_graph::batch::{BatchConfig, make_batch};
 use basin_graph::features::Standardizer;
 use basin_graph::{GraphDataset, NodeDataset};
@@ -223,16 +225,6 @@ struct GinLayer {
     bn2: nn::BatchNorm,
 }
 
-/// A batch norm as PyTorch's `BatchNorm1d` starts: scale 1, shift 0 (tch's default draws the
-/// scale from U(0, 1)).
-fn batch_norm(path: nn::Path, width: i64) -> nn::BatchNorm {
-    let cfg = nn::BatchNormConfig {
-        ws_init: nn::Init::Const(1.0),
-        ..Default::default()
-    };
-    nn::batch_norm1d(path, width, cfg)
-}
-
 /// `bn` on the rows of `x`. A training batch of one node is an error (as PyTorch's
 /// `BatchNorm1d` raises one): its variance is 0 and its unbiased running update divides by 0,
 /// which would leave NaN in the running statistics that evaluation uses.
@@ -317,22 +309,22 @@ impl GinLearner {
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let mut layers = Vec::new();
-        let mut heads = vec![nn::linear(&root / "head0", f, classes, Default::default())];
+        let mut heads = vec![torch_init::linear(&root / "head0", f, classes, true)];
         let mut width = f;
         for l in 0..cfg.layers {
             let p = &root / format!("layer{l}");
             layers.push(GinLayer {
                 eps: p.zeros("eps", &[1]),
-                l1: nn::linear(&p / "l1", width, cfg.hidden, Default::default()),
-                bn1: batch_norm(&p / "bn1", cfg.hidden),
-                l2: nn::linear(&p / "l2", cfg.hidden, cfg.hidden, Default::default()),
-                bn2: batch_norm(&p / "bn2", cfg.hidden),
+                l1: torch_init::linear(&p / "l1", width, cfg.hidden, true),
+                bn1: torch_init::batch_norm1d(&p / "bn1", cfg.hidden),
+                l2: torch_init::linear(&p / "l2", cfg.hidden, cfg.hidden, true),
+                bn2: torch_init::batch_norm1d(&p / "bn2", cfg.hidden),
             });
-            heads.push(nn::linear(
+            heads.push(torch_init::linear(
                 &root / format!("head{}", l + 1),
                 cfg.hidden,
                 classes,
-                Default::default(),
+                true,
             ));
             width = cfg.hidden;
         }
