@@ -24,7 +24,7 @@
 //! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`].
 //! - [`hopfield`]: the Hopfield, HopfieldPooling and HopfieldLayer modules and the classical,
 //!   dense and modern Hopfield networks of the Hopfield slides.
-//! - [`torch_init`]: `Linear` and `BatchNorm1d` initialised as PyTorch does, for PyTorch ports.
+//! - [`init`]: dense layers started as PyTorch, flax or tch start them; PyTorch's batch norm.
 //! - [`checkpoint`]: safetensors with the config beside them, written atomically.
 //! - [`device`]: CPU or CUDA at run time (`BASIN_DEVICE`).
 //! - [`testing`]: tolerances, finite differences, seeded sections, and the conformance suite
@@ -44,12 +44,12 @@ pub mod energy;
 pub mod error;
 pub mod flow;
 pub mod hopfield;
+pub mod init;
 pub mod norm;
 pub mod registry;
 pub mod structure;
 pub mod terms;
 pub mod testing;
-pub mod torch_init;
 
 /// Re-exported for [`register_term!`] and [`register_dynamics!`].
 #[doc(hidden)]

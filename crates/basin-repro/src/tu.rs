@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use basin_core::init::DenseInit;
 use basin_core::{Activation, AttentionConfig, HopfieldConfig, Langevin, VmfAttentionConfig};
 use basin_graph::laplacian::LaplacianPe;
 use basin_graph::tu::load_tu;
@@ -177,10 +178,16 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         Some(h) => format!("an MLP (hidden {h})"),
         None => "a linear map".into(),
     };
+    let init = match model.dense_init {
+        DenseInit::Tch => "Kaiming",
+        DenseInit::Torch => "PyTorch's",
+        DenseInit::Flax => "lecun-normal",
+    };
     let start = match model.readout_init_gain {
-        1.0 => String::new(),
+        1.0 if model.dense_init == DenseInit::Tch => String::new(),
+        1.0 => format!(", dense layers started {init} (`dense_init`)"),
         0.0 => ", last layer started at zero".into(),
-        g => format!(", last layer started at {g} × Kaiming"),
+        g => format!(", last layer started at {g} × {init}"),
     };
     let degree = model
         .degree_encoding

@@ -11,7 +11,7 @@
 //! BatchNorm of the GPS layer wrap this branch outside.
 
 use basin_core::flow::{FlowConfig, FlowSolver, masked_softmax, sparse_flow, sparse_flow_traced};
-use basin_core::torch_init;
+use basin_core::init::DenseInit;
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
@@ -131,7 +131,7 @@ impl SfiAttention {
     /// The layer's weights under `path`.
     pub fn new(path: &nn::Path, cfg: &SfiAttentionConfig) -> Self {
         let inner = cfg.heads * cfg.head_dim;
-        let lin = |name: &str, i: i64, o: i64| torch_init::linear(path / name, i, o, true);
+        let lin = |name: &str, i: i64, o: i64| DenseInit::Torch.linear(path / name, i, o, true);
         let uses_flow = cfg.adjacency != Adjacency::Only;
         let uses_friction = uses_flow && cfg.flow.solver != FlowSolver::Dense;
         Self {

@@ -14,7 +14,7 @@
 //! over each node's frequencies (post-norm, feed-forward width 2048, dropout 0.1, the missing
 //! frequencies masked out as keys), then the same masked sum.
 
-use basin_core::torch_init;
+use basin_core::init::DenseInit;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
@@ -65,7 +65,7 @@ struct PeLayer {
 
 impl PeLayer {
     fn new(path: &nn::Path, p: i64, heads: i64) -> Self {
-        let lin = |name: &str, i, o| torch_init::linear(path / name, i, o, true);
+        let lin = |name: &str, i, o| DenseInit::Torch.linear(path / name, i, o, true);
         let ln = |name: &str| nn::layer_norm(path / name, vec![p], Default::default());
         Self {
             heads,
@@ -125,17 +125,12 @@ impl LapPe {
     pub fn new(path: &nn::Path, dim_pe: i64, model: PeModel) -> Self {
         match model {
             PeModel::DeepSet => Self {
-                l1: torch_init::linear(path / "deepset1", 2, 2 * dim_pe, true),
-                l2: Some(torch_init::linear(
-                    path / "deepset2",
-                    2 * dim_pe,
-                    dim_pe,
-                    true,
-                )),
+                l1: DenseInit::Torch.linear(path / "deepset1", 2, 2 * dim_pe, true),
+                l2: Some(DenseInit::Torch.linear(path / "deepset2", 2 * dim_pe, dim_pe, true)),
                 layers: Vec::new(),
             },
             PeModel::Transformer { layers, heads } => Self {
-                l1: torch_init::linear(path / "linear_a", 2, dim_pe, true),
+                l1: DenseInit::Torch.linear(path / "linear_a", 2, dim_pe, true),
                 l2: None,
                 layers: (0..layers)
                     .map(|l| PeLayer::new(&(path / format!("encoder{l}")), dim_pe, heads))
@@ -269,7 +264,7 @@ impl EsLapPe {
     /// `k` frequencies to width `dim` under `path`.
     pub fn new(path: &nn::Path, k: i64, dim: i64) -> Self {
         Self {
-            linear: torch_init::linear(path / "linear", k, dim, true),
+            linear: DenseInit::Torch.linear(path / "linear", k, dim, true),
         }
     }
 
@@ -290,7 +285,7 @@ impl Rwse {
     /// `steps` probabilities to `dim_pe` features under `path`.
     pub fn new(path: &nn::Path, steps: i64, dim_pe: i64) -> Self {
         Self {
-            linear: torch_init::linear(path / "linear", steps, dim_pe, true),
+            linear: DenseInit::Torch.linear(path / "linear", steps, dim_pe, true),
         }
     }
 

@@ -10,7 +10,7 @@
 //! Nodes are the real nodes of the batch concatenated (`[M, d]`) and edges an edge list, so no
 //! padding exists here; BatchNorm runs over real nodes (and real edges) only, as the GPS code's.
 
-use basin_core::torch_init;
+use basin_core::init::{self, DenseInit};
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn, nn::ModuleT};
 
@@ -61,10 +61,10 @@ pub struct GatedGcn {
 impl GatedGcn {
     /// The layer's weights under `path`.
     pub fn new(path: &nn::Path, cfg: &GatedGcnConfig) -> Self {
-        let lin = |name: &str| torch_init::linear(path / name, cfg.dim, cfg.dim, true);
+        let lin = |name: &str| DenseInit::Torch.linear(path / name, cfg.dim, cfg.dim, true);
         let bn = |name: &str| {
             cfg.batch_norm
-                .then(|| torch_init::batch_norm1d(path / name, cfg.dim))
+                .then(|| init::batch_norm1d(path / name, cfg.dim))
         };
         Self {
             cfg: cfg.clone(),
@@ -77,8 +77,8 @@ impl GatedGcn {
             bn_e: bn("bn_e"),
             es: cfg.es_gate.then(|| {
                 (
-                    torch_init::linear(path / "es1", 1, cfg.dim, true),
-                    torch_init::linear(path / "es2", cfg.dim, 1, true),
+                    DenseInit::Torch.linear(path / "es1", 1, cfg.dim, true),
+                    DenseInit::Torch.linear(path / "es2", cfg.dim, 1, true),
                 )
             }),
         }

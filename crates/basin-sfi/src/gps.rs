@@ -13,7 +13,7 @@
 //! only inside it. BatchNorm runs over real nodes of the whole batch, which is why the buckets
 //! live inside the branch rather than splitting the batch as the graph classifier does.
 
-use basin_core::torch_init;
+use basin_core::init::{self, DenseInit};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn, nn::ModuleT};
 
@@ -284,7 +284,7 @@ impl GpsLayer {
     /// The layer's weights under `path`.
     pub fn new(path: &nn::Path, cfg: &GpsConfig) -> Self {
         let d = cfg.attention.dim;
-        let bn = |name: &str| torch_init::batch_norm1d(path / name, d);
+        let bn = |name: &str| init::batch_norm1d(path / name, d);
         Self {
             cfg: cfg.clone(),
             local: GatedGcn::new(
@@ -303,8 +303,8 @@ impl GpsLayer {
                 )
             }),
             bn_local: bn("bn_local"),
-            ff1: torch_init::linear(path / "ff1", d, 2 * d, true),
-            ff2: torch_init::linear(path / "ff2", 2 * d, d, true),
+            ff1: DenseInit::Torch.linear(path / "ff1", d, 2 * d, true),
+            ff2: DenseInit::Torch.linear(path / "ff2", 2 * d, d, true),
             bn_out: bn("bn_out"),
         }
     }

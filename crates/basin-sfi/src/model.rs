@@ -13,7 +13,7 @@
 //!   then `Linear(d, out)` (spec S32), on the mean of each graph's nodes or on every node.
 //!   Binary targets have one output (spec §3.4).
 
-use basin_core::torch_init;
+use basin_core::init::DenseInit;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
@@ -315,10 +315,10 @@ impl GpsModel {
             }
             NodeEncoder::OneHot { classes } => NodeIn::OneHot(
                 classes,
-                torch_init::linear(path / "node", classes, d_node, true),
+                DenseInit::Torch.linear(path / "node", classes, d_node, true),
             ),
             NodeEncoder::Linear { features } => {
-                NodeIn::Linear(torch_init::linear(path / "node", features, d_node, true))
+                NodeIn::Linear(DenseInit::Torch.linear(path / "node", features, d_node, true))
             }
         };
         let edge = match cfg.edge {
@@ -326,7 +326,7 @@ impl GpsModel {
                 EdgeIn::Bond(ColumnEmbedding::new(&(path / "bond"), &BOND_VOCAB, d))
             }
             EdgeEncoder::Linear { features } => {
-                EdgeIn::Linear(torch_init::linear(path / "edge", features, d, true))
+                EdgeIn::Linear(DenseInit::Torch.linear(path / "edge", features, d, true))
             }
             EdgeEncoder::Dummy => EdgeIn::Dummy(path.var(
                 "dummy_edge",
@@ -357,9 +357,9 @@ impl GpsModel {
             .map(|l| GpsLayer::new(&(path / format!("layer{l}")), &layer_cfg))
             .collect();
         let mut head: Vec<nn::Linear> = (0..cfg.head_layers - 1)
-            .map(|l| torch_init::linear(path / format!("head{l}"), d, d, true))
+            .map(|l| DenseInit::Torch.linear(path / format!("head{l}"), d, d, true))
             .collect();
-        head.push(torch_init::linear(path / "head_out", d, out, true));
+        head.push(DenseInit::Torch.linear(path / "head_out", d, out, true));
         Ok(Self {
             cfg: cfg.clone(),
             node,

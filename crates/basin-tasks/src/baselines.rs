@@ -8,7 +8,7 @@
 //!   builds it: `h ← ReLU(BN(MLP((1 + ε) h + Σ_{neighbours} h)))`, MLP = Linear → BN → ReLU →
 //!   Linear, for L layers, a sum readout of every layer (the input included) through its own
 //!   linear head, summed; linears and batch norms initialised as PyTorch's
-//!   ([`basin_core::torch_init`]), the norms over the batch's nodes; messages as PyG
+//!   ([`basin_core::init`]), the norms over the batch's nodes; messages as PyG
 //!   passes them, gathered along an edge list and scattered into the receiving rows, so the
 //!   work grows with the edges (not the square of the largest graph) and no graph is cut.
 //! - [`NeighbourMeanLearner`]: the node-anomaly floor — each node's attributes with the mean of
@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use basin_core::torch_init;
+use basin_core::init::{self, DenseInit};
 use basin_graph::batch::{BatchConfig, make_batch};
 use basin_graph::features::Standardizer;
 use basin_graph::{GraphDataset, NodeDataset};
@@ -309,18 +309,18 @@ impl GinLearner {
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let mut layers = Vec::new();
-        let mut heads = vec![torch_init::linear(&root / "head0", f, classes, true)];
+        let mut heads = vec![DenseInit::Torch.linear(&root / "head0", f, classes, true)];
         let mut width = f;
         for l in 0..cfg.layers {
             let p = &root / format!("layer{l}");
             layers.push(GinLayer {
                 eps: p.zeros("eps", &[1]),
-                l1: torch_init::linear(&p / "l1", width, cfg.hidden, true),
-                bn1: torch_init::batch_norm1d(&p / "bn1", cfg.hidden),
-                l2: torch_init::linear(&p / "l2", cfg.hidden, cfg.hidden, true),
-                bn2: torch_init::batch_norm1d(&p / "bn2", cfg.hidden),
+                l1: DenseInit::Torch.linear(&p / "l1", width, cfg.hidden, true),
+                bn1: init::batch_norm1d(&p / "bn1", cfg.hidden),
+                l2: DenseInit::Torch.linear(&p / "l2", cfg.hidden, cfg.hidden, true),
+                bn2: init::batch_norm1d(&p / "bn2", cfg.hidden),
             });
-            heads.push(torch_init::linear(
+            heads.push(DenseInit::Torch.linear(
                 &root / format!("head{}", l + 1),
                 cfg.hidden,
                 classes,

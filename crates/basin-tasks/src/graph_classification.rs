@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use basin_core::init::DenseInit;
 use basin_core::{BlockConfig, EnergyBlock, Structure, TraceOptions};
 use basin_graph::batch::{BatchConfig, GraphBatch, make_batch};
 use basin_graph::features::{FeatureScaling, Standardizer};
@@ -134,14 +135,20 @@ pub struct GraphClassifierConfig {
     /// GraphGPS's heads, and ET's own anomaly readout, eq. 21) instead of the papers' linear
     /// map.
     pub readout_hidden: Option<i64>,
-    /// The readout's last layer starts at this multiple of its default (Kaiming-uniform)
-    /// initialisation, weights and bias (1: the papers'; not in the papers otherwise). A
+    /// The readout's last layer starts at this multiple of its `dense_init` initialisation,
+    /// weights and bias (1: the papers'; not in the papers otherwise). A
     /// random readout on tokens of several units makes confident guesses, so training starts
     /// above loss ln C (the ET CPU preset near 2.8 on ENZYMES, ln 6 ≈ 1.79); at 0 the
     /// untrained logits are all zero and the loss is exactly ln C (as the zero-initialised
     /// heads of ViT and DiT), and the layers below get gradient from the second step on; a
     /// small gain starts near ln C and keeps a random readout's first gradients.
     pub readout_init_gain: f64,
+    /// How the dense layers start (encoder, encoding projection, A′ and readout): `tch` (the
+    /// default, every result recorded before this switch), or `flax` as the ET reference code
+    /// starts them (`nn.Dense`: lecun-normal weights, zero biases; tch's weights have √2
+    /// that standard deviation), or `torch`. A′'s bias starts at 0 under each, as the
+    /// reference's (non-edges masked at the start).
+    pub dense_init: DenseInit,
     /// `Some(m)`: Graphormer's centrality encoding (Ying et al. 2021, eq. 5; not in the ET or
     /// CDAT papers): a learned embedding of each node's degree in the batch's graph, degrees
     /// ≥ m sharing the last row, added to its initial token. Masked attention normalises over
@@ -179,6 +186,7 @@ impl Default for GraphClassifierConfig {
             readout_dropout: 0.0,
             readout_hidden: None,
             readout_init_gain: 1.0,
+            dense_init: DenseInit::Tch,
             degree_encoding: None,
             sparse_attention: false,
         }
@@ -521,8 +529,9 @@ impl GraphClassifier {
             .filter(|&p| p > 0 && cfg.batching.dense_edge_features);
         let d = cfg.block.dim;
         let pad = cfg.conv_kernel / 2;
+        let dense = cfg.dense_init;
         Ok(Self {
-            encoder: nn::linear(path / "encoder", inputs.nodes, d, Default::default()),
+            encoder: dense.linear(path / "encoder", inputs.nodes, d, true),
             cls: path.var(
                 "cls",
                 &[d],
@@ -535,7 +544,7 @@ impl GraphClassifier {
                 .batching
                 .pe
                 .as_ref()
-                .map(|pe| nn::linear(path / "pe_proj", pe.k as i64, d, Default::default())),
+                .map(|pe| dense.linear(path / "pe_proj", pe.k as i64, d, true)),
             // Graphormer's initialisation: N(0, 0.02²).
             degree: cfg.degree_encoding.map(|m| {
                 nn::embedding(
@@ -567,15 +576,18 @@ impl GraphClassifier {
                                 ..Default::default()
                             },
                         ),
-                        nn::linear(
-                            path / "adj_proj",
-                            edge_channels.unwrap_or(1),
-                            heads,
-                            nn::LinearConfig {
-                                bs_init: Some(nn::Init::Const(0.0)),
-                                ..Default::default()
-                            },
-                        ),
+                        {
+                            let mut a = dense.linear(
+                                path / "adj_proj",
+                                edge_channels.unwrap_or(1),
+                                heads,
+                                true,
+                            );
+                            if let Some(b) = a.bs.as_mut() {
+                                let _ = tch::no_grad(|| b.zero_());
+                            }
+                            a
+                        },
                     )
                 }),
             edge_channels,
@@ -594,7 +606,7 @@ impl GraphClassifier {
                 let classes = cfg.readout_classes.unwrap_or(classes);
                 let gain = cfg.readout_init_gain;
                 let last = |vs: nn::Path, seen| {
-                    let mut layer = nn::linear(vs, seen, classes, Default::default());
+                    let mut layer = dense.linear(vs, seen, classes, true);
                     tch::no_grad(|| {
                         let _ = layer.ws.g_mul_scalar_(gain);
                         if let Some(bs) = layer.bs.as_mut() {
@@ -606,12 +618,7 @@ impl GraphClassifier {
                 match cfg.readout_hidden {
                     None => nn::seq().add(last(path / "readout", seen)),
                     Some(h) => nn::seq()
-                        .add(nn::linear(
-                            path / "readout_hidden",
-                            seen,
-                            h,
-                            Default::default(),
-                        ))
+                        .add(dense.linear(path / "readout_hidden", seen, h, true))
                         .add_fn(|t| t.relu())
                         .add(last(path / "readout", h)),
                 }

@@ -1,0 +1,79 @@
+//! How dense layers and batch norms start, as the framework of each reference code starts
+//! them: PyTorch's `nn.Linear` for the PyTorch ports (GIN as PyG builds it, GraphGPS,
+//! SFi-Former), flax's `nn.Dense` for the JAX ones (the ET code), or tch's own default.
+//!
+//! The three differ. tch's `nn::linear` draws weights Kaiming-uniform with the ReLU gain,
+//! bound `√(6 / fan_in)` (standard deviation `√(2 / fan_in)`), and biases U(±1/√fan_in);
+//! PyTorch draws both U(±1/√fan_in), a √6 narrower bound; flax draws `lecun_normal` weights
+//! (a normal truncated at ±2σ, scaled to standard deviation `1/√fan_in`) and zero biases.
+//! tch's `nn::batch_norm1d` draws its scale from U(0, 1) where PyTorch starts it at 1.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor, nn};
+
+/// Which framework's initialisation a dense layer starts from (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DenseInit {
+    /// tch's `nn::linear` default: weights Kaiming-uniform (ReLU gain), biases U(±1/√fan_in).
+    #[default]
+    Tch,
+    /// PyTorch's `nn.Linear`: weights and biases U(±1/√fan_in).
+    Torch,
+    /// flax's `nn.Dense`: `lecun_normal` weights, zero biases.
+    Flax,
+}
+
+impl DenseInit {
+    /// A `fan_in → fan_out` dense layer (weight `[fan_out, fan_in]`) started this way.
+    pub fn linear(self, path: nn::Path, fan_in: i64, fan_out: i64, bias: bool) -> nn::Linear {
+        let bound = 1.0 / (fan_in.max(1) as f64).sqrt();
+        let uniform = nn::Init::Uniform {
+            lo: -bound,
+            up: bound,
+        };
+        let (ws_init, bs_init) = match self {
+            Self::Tch => (nn::LinearConfig::default().ws_init, None),
+            Self::Torch => (uniform, Some(uniform)),
+            Self::Flax => (nn::Init::Const(0.0), Some(nn::Init::Const(0.0))),
+        };
+        let layer = nn::linear(
+            &path,
+            fan_in,
+            fan_out,
+            nn::LinearConfig {
+                ws_init,
+                bs_init,
+                bias,
+            },
+        );
+        if self == Self::Flax {
+            let w = lecun_normal(&[fan_out, fan_in], fan_in, layer.ws.device());
+            tch::no_grad(|| layer.ws.shallow_clone().copy_(&w));
+        }
+        layer
+    }
+}
+
+/// flax's `lecun_normal`: `variance_scaling(1, "fan_in", "truncated_normal")`, a standard
+/// normal truncated to [−2, 2] (by its inverse CDF) and divided by that truncation's standard
+/// deviation 0.87962566, times `1/√fan_in`.
+fn lecun_normal(shape: &[i64], fan_in: i64, device: tch::Device) -> Tensor {
+    // Φ(−2) and Φ(2).
+    let (lo, hi) = (0.022_750_131_948_179_2, 0.977_249_868_051_820_8);
+    let u = Tensor::rand(shape, (Kind::Float, device)) * (hi - lo) + lo;
+    let z = (u * 2.0 - 1.0).erfinv() * std::f64::consts::SQRT_2;
+    z * (1.0 / (0.879_625_661_034_239_8 * (fan_in.max(1) as f64).sqrt()))
+}
+
+/// PyTorch's `nn.BatchNorm1d(width)`: scale 1, shift 0, momentum 0.1, ε = 1e-5.
+pub fn batch_norm1d(path: nn::Path, width: i64) -> nn::BatchNorm {
+    nn::batch_norm1d(
+        path,
+        width,
+        nn::BatchNormConfig {
+            ws_init: nn::Init::Const(1.0),
+            ..Default::default()
+        },
+    )
+}

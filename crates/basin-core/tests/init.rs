@@ -1,0 +1,86 @@
+//! `init` starts dense layers and batch norms where PyTorch and flax start them (tch's
+//! defaults do neither).
+
+use basin_core::init::{self, DenseInit};
+use tch::{Kind, Tensor, nn};
+
+/// The largest |entry| and the standard deviation of `t`.
+fn spread(t: &Tensor) -> (f64, f64) {
+    (
+        t.abs().max().double_value(&[]),
+        t.std(true).double_value(&[]),
+    )
+}
+
+const FAN_IN: i64 = 256;
+const FAN_OUT: i64 = 512;
+
+fn layer(how: DenseInit) -> nn::Linear {
+    tch::manual_seed(0);
+    let vs = nn::VarStore::new(tch::Device::Cpu);
+    how.linear(vs.root() / "l", FAN_IN, FAN_OUT, true)
+}
+
+#[test]
+fn torch_weights_and_biases_are_uniform_within_one_over_root_fan_in() {
+    let l = layer(DenseInit::Torch);
+    assert_eq!(l.ws.size(), [FAN_OUT, FAN_IN]);
+    let bound = 1.0 / (FAN_IN as f64).sqrt();
+    let (max, std) = spread(&l.ws);
+    assert!(max <= bound, "max |w| {max} > {bound}");
+    // U(−b, b) has standard deviation b/√3.
+    let expected = bound / 3f64.sqrt();
+    assert!(
+        (std / expected - 1.0).abs() < 0.02,
+        "std {std}, U(−b, b) gives {expected}"
+    );
+    let (max, std) = spread(l.bs.as_ref().expect("a bias"));
+    assert!(
+        max <= bound && (std / expected - 1.0).abs() < 0.15,
+        "bias max {max} std {std}"
+    );
+}
+
+#[test]
+fn flax_weights_are_truncated_lecun_normal_and_biases_zero() {
+    let l = layer(DenseInit::Flax);
+    let sigma = 1.0 / (FAN_IN as f64).sqrt();
+    let (max, std) = spread(&l.ws);
+    assert!((std / sigma - 1.0).abs() < 0.02, "std {std}, want {sigma}");
+    // Truncated at two standard deviations of the untruncated normal (σ / 0.8796).
+    assert!(max <= 2.0 * sigma / 0.879_625_66 + 1e-6, "max |w| {max}");
+    assert!(max > 2.0 * sigma, "max |w| {max}: the tails look cut short");
+    let mean = l.ws.mean(Kind::Double).double_value(&[]);
+    assert!(mean.abs() < 0.02 * sigma, "mean {mean}");
+    let bias = l.bs.as_ref().expect("a bias");
+    assert!(bias.equal(&bias.zeros_like()));
+}
+
+#[test]
+fn tch_keeps_its_kaiming_default_and_bias_is_optional() {
+    let l = layer(DenseInit::Tch);
+    let (max, std) = spread(&l.ws);
+    let bound = (6.0 / FAN_IN as f64).sqrt();
+    assert!(max <= bound && (std / (bound / 3f64.sqrt()) - 1.0).abs() < 0.02);
+    let vs = nn::VarStore::new(tch::Device::Cpu);
+    for how in [DenseInit::Tch, DenseInit::Torch, DenseInit::Flax] {
+        assert!(how.linear(vs.root() / "plain", 4, 3, false).bs.is_none());
+    }
+}
+
+#[test]
+fn batch_norm_starts_at_scale_one_and_shift_zero() {
+    tch::manual_seed(0);
+    let vs = nn::VarStore::new(tch::Device::Cpu);
+    let bn = init::batch_norm1d(vs.root() / "bn", 16);
+    let ones = Tensor::ones([16], (Kind::Float, tch::Device::Cpu));
+    assert!(bn.ws.as_ref().expect("a scale").equal(&ones));
+    assert!(bn.bs.as_ref().expect("a shift").equal(&ones.zeros_like()));
+}
+
+#[test]
+fn dense_init_reads_from_config_files() {
+    let how: DenseInit = serde_json::from_str("\"flax\"").expect("flax");
+    assert_eq!(how, DenseInit::Flax);
+    assert!(serde_json::from_str::<DenseInit>("\"keras\"").is_err());
+}
