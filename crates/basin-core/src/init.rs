@@ -27,15 +27,31 @@ pub enum DenseInit {
 impl DenseInit {
     /// A `fan_in → fan_out` dense layer (weight `[fan_out, fan_in]`) started this way.
     pub fn linear(self, path: nn::Path, fan_in: i64, fan_out: i64, bias: bool) -> nn::Linear {
-        let bound = 1.0 / (fan_in.max(1) as f64).sqrt();
-        let uniform = nn::Init::Uniform {
-            lo: -bound,
-            up: bound,
-        };
-        let (ws_init, bs_init) = match self {
-            Self::Tch => (nn::LinearConfig::default().ws_init, None),
-            Self::Torch => (uniform, Some(uniform)),
-            Self::Flax => (nn::Init::Const(0.0), Some(nn::Init::Const(0.0))),
+        let bias = bias.then(|| match self {
+            // tch's own default bias draw, made explicit (the same draws).
+            Self::Tch | Self::Torch => uniform(fan_in),
+            Self::Flax => nn::Init::Const(0.0),
+        });
+        self.build(path, fan_in, fan_out, bias)
+    }
+
+    /// As [`Self::linear`] with a bias that starts at 0 whatever the framework (one that
+    /// gates a mask, as ET's A′); no random draw is spent on it.
+    pub fn linear_zero_bias(self, path: nn::Path, fan_in: i64, fan_out: i64) -> nn::Linear {
+        self.build(path, fan_in, fan_out, Some(nn::Init::Const(0.0)))
+    }
+
+    fn build(
+        self,
+        path: nn::Path,
+        fan_in: i64,
+        fan_out: i64,
+        bias: Option<nn::Init>,
+    ) -> nn::Linear {
+        let ws_init = match self {
+            Self::Tch => nn::LinearConfig::default().ws_init,
+            Self::Torch => uniform(fan_in),
+            Self::Flax => nn::Init::Const(0.0),
         };
         let layer = nn::linear(
             &path,
@@ -43,8 +59,8 @@ impl DenseInit {
             fan_out,
             nn::LinearConfig {
                 ws_init,
-                bs_init,
-                bias,
+                bs_init: bias,
+                bias: bias.is_some(),
             },
         );
         if self == Self::Flax {
@@ -52,6 +68,15 @@ impl DenseInit {
             tch::no_grad(|| layer.ws.shallow_clone().copy_(&w));
         }
         layer
+    }
+}
+
+/// U(−1/√fan_in, 1/√fan_in).
+fn uniform(fan_in: i64) -> nn::Init {
+    let bound = 1.0 / (fan_in.max(1) as f64).sqrt();
+    nn::Init::Uniform {
+        lo: -bound,
+        up: bound,
     }
 }
 

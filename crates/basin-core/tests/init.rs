@@ -84,3 +84,37 @@ fn dense_init_reads_from_config_files() {
     assert_eq!(how, DenseInit::Flax);
     assert!(serde_json::from_str::<DenseInit>("\"keras\"").is_err());
 }
+
+/// `tch` is tch's own default draw for draw, so models recorded before `DenseInit` existed
+/// start from the same tensors (and so do the parameters created after them).
+#[test]
+fn tch_draws_what_tch_nn_linear_draws() {
+    let vs = nn::VarStore::new(tch::Device::Cpu);
+    let draws = |make: &dyn Fn() -> nn::Linear| {
+        tch::manual_seed(7);
+        let l = make();
+        let next = Tensor::rand([3], (Kind::Float, tch::Device::Cpu));
+        (l.ws, l.bs, next)
+    };
+    let same = |a: (Tensor, Option<Tensor>, Tensor), b: (Tensor, Option<Tensor>, Tensor)| {
+        assert!(a.0.equal(&b.0) && a.2.equal(&b.2));
+        assert_eq!(a.1.is_some(), b.1.is_some());
+        if let (Some(x), Some(y)) = (a.1, b.1) {
+            assert!(x.equal(&y));
+        }
+    };
+    same(
+        draws(&|| DenseInit::Tch.linear(vs.root() / "a", 5, 4, true)),
+        draws(&|| nn::linear(vs.root() / "b", 5, 4, Default::default())),
+    );
+    let zero_bias = nn::LinearConfig {
+        bs_init: Some(nn::Init::Const(0.0)),
+        ..Default::default()
+    };
+    same(
+        draws(&|| DenseInit::Tch.linear_zero_bias(vs.root() / "c", 5, 4)),
+        draws(&|| nn::linear(vs.root() / "d", 5, 4, zero_bias)),
+    );
+    let bias = DenseInit::Torch.linear_zero_bias(vs.root() / "e", 5, 4).bs;
+    assert!(bias.is_some_and(|b| b.equal(&b.zeros_like())));
+}

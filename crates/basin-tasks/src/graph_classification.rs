@@ -576,18 +576,11 @@ impl GraphClassifier {
                                 ..Default::default()
                             },
                         ),
-                        {
-                            let mut a = dense.linear(
-                                path / "adj_proj",
-                                edge_channels.unwrap_or(1),
-                                heads,
-                                true,
-                            );
-                            if let Some(b) = a.bs.as_mut() {
-                                let _ = tch::no_grad(|| b.zero_());
-                            }
-                            a
-                        },
+                        dense.linear_zero_bias(
+                            path / "adj_proj",
+                            edge_channels.unwrap_or(1),
+                            heads,
+                        ),
                     )
                 }),
             edge_channels,
