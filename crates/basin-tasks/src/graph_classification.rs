@@ -147,7 +147,9 @@ pub struct GraphClassifierConfig {
     /// default, every result recorded before this switch), or `flax` as the ET reference code
     /// starts them (`nn.Dense`: lecun-normal weights, zero biases; tch's weights have √2
     /// that standard deviation), or `torch`. A′'s bias starts at 0 under each, as the
-    /// reference's (non-edges masked at the start).
+    /// reference's (non-edges masked at the start). The presets keep `tch`: on MUTAG (`basin
+    /// train` with the `et-graph` run file, fold seeds 0–2, 30 folds, paired) `flax` scored
+    /// 83.64 against 83.14 %, +0.50 ± 1.20 (10 / 13 / 7 folds), within noise.
     pub dense_init: DenseInit,
     /// `Some(m)`: Graphormer's centrality encoding (Ying et al. 2021, eq. 5; not in the ET or
     /// CDAT papers): a learned embedding of each node's degree in the batch's graph, degrees
