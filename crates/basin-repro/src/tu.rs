@@ -183,11 +183,14 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         DenseInit::Torch => "PyTorch's",
         DenseInit::Flax => "lecun-normal",
     };
+    let dense = match model.dense_init {
+        DenseInit::Tch => String::new(),
+        _ => format!(", dense layers started {init} (`dense_init`)"),
+    };
     let start = match model.readout_init_gain {
-        1.0 if model.dense_init == DenseInit::Tch => String::new(),
-        1.0 => format!(", dense layers started {init} (`dense_init`)"),
-        0.0 => ", last layer started at zero".into(),
-        g => format!(", last layer started at {g} × {init}"),
+        1.0 => dense,
+        0.0 => format!("{dense}, last layer started at zero"),
+        g => format!("{dense}, last layer started at {g} × {init}"),
     };
     let degree = model
         .degree_encoding

@@ -430,9 +430,10 @@ pub fn quiet() -> bool {
 
 /// One of `count` processes that share a command's runs (`basin train|reproduce … --shard
 /// index/count`): run `i` of each protocol's plan (folds, seeds) is trained by the process
-/// with `index = i mod count`, so the processes fill one output directory without touching each other's runs, and each
-/// model's folds line up across shards for the paired comparisons. Reports are left to a last
-/// unsharded run of the same command, which reads the finished runs instead of training them.
+/// with `index = i mod count`, so the processes fill one output directory without touching
+/// each other's runs, and each model's folds line up across shards for the paired comparisons.
+/// Reports are left to a last unsharded run of the same command, which reads the finished runs
+/// instead of training them.
 /// A process-wide setting, not a protocol field: where a run is trained does not change it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shard {
