@@ -8,6 +8,9 @@
 //! `per_feature_gain = true` gives torch's `LayerNorm` instead (a gain per feature), as the
 //! CDAT anomaly reference code uses (`research/cdat-spec.md` A13): it is not the gradient of any
 //! Lagrangian, so the descent then has no energy guarantee.
+//!
+//! [`BatchNorm1d`] is PyTorch's batch norm over rows, for the message-passing ports (GIN,
+//! GatedGCN, the GPS layer); it is not an energy term.
 
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
@@ -134,5 +137,70 @@ impl EnergyLayerNorm {
             self.gamma.shallow_clone()
         };
         gamma * (centre - outer) / sd
+    }
+}
+
+/// PyTorch's `nn.BatchNorm1d(width)` on the rows of `[rows, width]`, started as PyTorch starts
+/// it ([`crate::init::batch_norm1d`]: scale 1, shift 0, momentum 0.1, ε = 1e-5).
+///
+/// Its forward is fallible where tch's `forward_t` panics: a training batch of one row (one
+/// node, or one edge) has variance 0 and an unbiased running update that divides by 0, which
+/// would leave NaN in the running statistics that evaluation uses; PyTorch raises on it, and so
+/// does this, with an error that says how many rows came. An empty batch (no edges in any graph
+/// of it) passes through unchanged and leaves the running statistics alone.
+#[derive(Debug)]
+pub struct BatchNorm1d {
+    bn: nn::BatchNorm,
+}
+
+impl BatchNorm1d {
+    /// A batch norm of `width` features under `path` (`weight`, `bias`, `running_mean`,
+    /// `running_var`, as PyTorch names them).
+    pub fn new(path: nn::Path, width: i64) -> Self {
+        Self {
+            bn: crate::init::batch_norm1d(path, width),
+        }
+    }
+
+    /// Normalised rows: batch statistics in training (updating the running ones), the running
+    /// statistics in evaluation.
+    pub fn forward_t(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let rows = x.size().first().copied().unwrap_or(0);
+        if rows == 0 {
+            return Ok(x.shallow_clone());
+        }
+        if train && rows < 2 {
+            return Err(CoreError::config(
+                "batch",
+                format!("batch norm on a training batch of {rows} row(s): it needs two or more"),
+            ));
+        }
+        let bn = &self.bn;
+        Tensor::f_batch_norm(
+            x,
+            bn.ws.as_ref(),
+            bn.bs.as_ref(),
+            Some(&bn.running_mean),
+            Some(&bn.running_var),
+            train,
+            0.1,
+            1e-5,
+            true,
+        )
+        .map_err(|e| {
+            let e = e.to_string();
+            CoreError::config(
+                "batch",
+                format!(
+                    "batch norm on {rows} rows: {}",
+                    e.lines().next().unwrap_or_default()
+                ),
+            )
+        })
+    }
+
+    /// The underlying tch module (its scale `ws`, shift `bs` and running statistics).
+    pub fn inner(&self) -> &nn::BatchNorm {
+        &self.bn
     }
 }

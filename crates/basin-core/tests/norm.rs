@@ -1,5 +1,6 @@
 //! The energy layer norm is the gradient of its Lagrangian (eq. 2) and its Jacobian is
-//! symmetric positive semi-definite (eq. 7–8).
+//! symmetric positive semi-definite (eq. 7–8); the batch norm of the message-passing ports is
+//! PyTorch's.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -7,7 +8,7 @@ mod common;
 use basin_core::testing::max_rel_error;
 use basin_core::{EnergyLayerNorm, NormConfig};
 use common::*;
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor, nn};
 
 fn norm(vs: &tch::nn::VarStore, d: i64, gamma: f64) -> EnergyLayerNorm {
     let n = EnergyLayerNorm::new(
@@ -151,4 +152,52 @@ fn a_gain_per_feature_is_torch_layer_norm_and_has_no_lagrangian() {
     assert!(max_rel_error(&jac, &jac.tr(), 1e-12) > 1e-3);
     let err = ln.lagrangian(&x).unwrap_err();
     assert!(err.to_string().contains("per_feature_gain"), "{err}");
+}
+
+/// PyTorch's batch norm: the same outputs and running statistics as tch's `forward_t` on a
+/// batch of rows; one training row is an error (tch's panics), evaluation scores it, and an
+/// empty batch passes through with the running statistics untouched.
+#[test]
+fn batch_norm_is_torchs_and_refuses_one_training_row() {
+    use basin_core::norm::BatchNorm1d;
+    use tch::nn::ModuleT;
+    tch::manual_seed(3);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let ours = BatchNorm1d::new(vs.root() / "ours", 5);
+    let theirs = basin_core::init::batch_norm1d(vs.root() / "theirs", 5);
+    let x = Tensor::randn([7, 5], (Kind::Float, Device::Cpu)) * 3.0 + 1.0;
+    for train in [true, true, false] {
+        let a = ours.forward_t(&x, train).expect("seven rows");
+        let b = theirs.forward_t(&x, train);
+        assert!(a.allclose(&b, 1e-6, 1e-6, false), "train = {train}");
+    }
+    let (mean, var) = (&ours.inner().running_mean, &ours.inner().running_var);
+    assert!(mean.allclose(&theirs.running_mean, 1e-6, 1e-6, false));
+    assert!(var.allclose(&theirs.running_var, 1e-6, 1e-6, false));
+    let (mean0, var0) = (mean.copy(), var.copy());
+
+    let one = x.narrow(0, 0, 1);
+    let err = ours
+        .forward_t(&one, true)
+        .expect_err("one training row")
+        .to_string();
+    assert!(
+        err.contains("1 row(s)") && err.contains("two or more"),
+        "{err}"
+    );
+    assert_eq!(
+        ours.forward_t(&one, false).expect("evaluation").size(),
+        [1, 5]
+    );
+    let empty = x.narrow(0, 0, 0);
+    assert_eq!(
+        ours.forward_t(&empty, true).expect("no rows").size(),
+        [0, 5]
+    );
+    let (mean, var) = (&ours.inner().running_mean, &ours.inner().running_var);
+    assert!(
+        mean.equal(&mean0) && var.equal(&var0),
+        "an empty batch moved the statistics"
+    );
+    assert_eq!(mean.isnan().sum(Kind::Int64).int64_value(&[]), 0);
 }

@@ -10,9 +10,10 @@
 //! Nodes are the real nodes of the batch concatenated (`[M, d]`) and edges an edge list, so no
 //! padding exists here; BatchNorm runs over real nodes (and real edges) only, as the GPS code's.
 
-use basin_core::init::{self, DenseInit};
+use basin_core::init::DenseInit;
+use basin_core::norm::BatchNorm1d;
 use serde::{Deserialize, Serialize};
-use tch::{Tensor, nn, nn::ModuleT};
+use tch::{Tensor, nn};
 
 /// Settings of [`GatedGcn`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -53,8 +54,8 @@ pub struct GatedGcn {
     c: nn::Linear,
     d: nn::Linear,
     e: nn::Linear,
-    bn_h: Option<nn::BatchNorm>,
-    bn_e: Option<nn::BatchNorm>,
+    bn_h: Option<BatchNorm1d>,
+    bn_e: Option<BatchNorm1d>,
     es: Option<(nn::Linear, nn::Linear)>,
 }
 
@@ -64,7 +65,7 @@ impl GatedGcn {
         let lin = |name: &str| DenseInit::Torch.linear(path / name, cfg.dim, cfg.dim, true);
         let bn = |name: &str| {
             cfg.batch_norm
-                .then(|| init::batch_norm1d(path / name, cfg.dim))
+                .then(|| BatchNorm1d::new(path / name, cfg.dim))
         };
         Self {
             cfg: cfg.clone(),
@@ -95,7 +96,7 @@ impl GatedGcn {
         dst: &Tensor,
         pe: Option<&Tensor>,
         train: bool,
-    ) -> (Tensor, Tensor) {
+    ) -> basin_core::Result<(Tensor, Tensor)> {
         let dh = h.apply(&self.d).index_select(0, dst);
         let eh = h.apply(&self.e).index_select(0, src);
         let e_hat = dh + eh + e.apply(&self.c);
@@ -113,19 +114,19 @@ impl GatedGcn {
         let num = h.zeros_like().index_add(0, dst, &(&sigma * bh));
         let den = h.zeros_like().index_add(0, dst, &sigma);
         let h_tilde = h.apply(&self.a) + num / (den + 1e-6);
-        let post = |x: Tensor, bn: &Option<nn::BatchNorm>| {
+        let post = |x: Tensor, bn: &Option<BatchNorm1d>| -> basin_core::Result<Tensor> {
             let x = match bn {
-                Some(bn) => bn.forward_t(&x, train),
+                Some(bn) => bn.forward_t(&x, train)?,
                 None => x,
             };
-            x.relu().dropout(self.cfg.dropout, train)
+            Ok(x.relu().dropout(self.cfg.dropout, train))
         };
-        let h_new = post(h_tilde, &self.bn_h);
-        let e_new = post(e_hat, &self.bn_e);
-        if self.cfg.residual {
+        let h_new = post(h_tilde, &self.bn_h)?;
+        let e_new = post(e_hat, &self.bn_e)?;
+        Ok(if self.cfg.residual {
             (h + h_new, e + e_new)
         } else {
             (h_new, e_new)
-        }
+        })
     }
 }

@@ -13,9 +13,10 @@
 //! only inside it. BatchNorm runs over real nodes of the whole batch, which is why the buckets
 //! live inside the branch rather than splitting the batch as the graph classifier does.
 
-use basin_core::init::{self, DenseInit};
+use basin_core::init::DenseInit;
+use basin_core::norm::BatchNorm1d;
 use serde::{Deserialize, Serialize};
-use tch::{Kind, Tensor, nn, nn::ModuleT};
+use tch::{Kind, Tensor, nn};
 
 use basin_graph::batch::{BUCKET_OVERHEAD, size_buckets};
 
@@ -258,11 +259,11 @@ pub struct GpsLayer {
     cfg: GpsConfig,
     local: GatedGcn,
     /// The global branch and its BatchNorm.
-    attention: Option<(SfiAttention, nn::BatchNorm)>,
-    bn_local: nn::BatchNorm,
+    attention: Option<(SfiAttention, BatchNorm1d)>,
+    bn_local: BatchNorm1d,
     ff1: nn::Linear,
     ff2: nn::Linear,
-    bn_out: nn::BatchNorm,
+    bn_out: BatchNorm1d,
 }
 
 impl GpsLayer {
@@ -284,7 +285,7 @@ impl GpsLayer {
     /// The layer's weights under `path`.
     pub fn new(path: &nn::Path, cfg: &GpsConfig) -> Self {
         let d = cfg.attention.dim;
-        let bn = |name: &str| init::batch_norm1d(path / name, d);
+        let bn = |name: &str| BatchNorm1d::new(path / name, d);
         Self {
             cfg: cfg.clone(),
             local: GatedGcn::new(
@@ -318,19 +319,19 @@ impl GpsLayer {
         graphs: &GraphBatchTensors,
         pe: Option<&Tensor>,
         train: bool,
-    ) -> (Tensor, Tensor) {
+    ) -> basin_core::Result<(Tensor, Tensor)> {
         let p = self.cfg.dropout;
         let (h_local, e_new) = self
             .local
-            .forward(h, e, &graphs.src, &graphs.dst, pe, train);
-        let h_m = self.bn_local.forward_t(&h_local, train);
+            .forward(h, e, &graphs.src, &graphs.dst, pe, train)?;
+        let h_m = self.bn_local.forward_t(&h_local, train)?;
         let sum = match &self.attention {
             Some((attention, bn_attn)) => {
                 let largest = Some(graphs.max_nodes);
                 let a = graphs.per_bucket(h, |x, mask, adj| {
                     attention.forward_part(x, mask, adj, largest, train)
                 });
-                let h_a = bn_attn.forward_t(&(h + a.dropout(p, train)), train);
+                let h_a = bn_attn.forward_t(&(h + a.dropout(p, train)), train)?;
                 h_m + h_a
             }
             None => h_m,
@@ -341,6 +342,6 @@ impl GpsLayer {
             .dropout(p, train)
             .apply(&self.ff2)
             .dropout(p, train);
-        (self.bn_out.forward_t(&(sum + ff), train), e_new)
+        Ok((self.bn_out.forward_t(&(sum + ff), train)?, e_new))
     }
 }

@@ -455,7 +455,7 @@ impl GpsModel {
     pub fn nodes(&self, b: &GpsInputs, train: bool) -> basin_core::Result<Tensor> {
         let (mut h, mut e, es) = self.encode(b, train)?;
         for layer in &self.layers {
-            (h, e) = layer.forward(&h, &e, &b.graphs, es.as_ref(), train);
+            (h, e) = layer.forward(&h, &e, &b.graphs, es.as_ref(), train)?;
         }
         Ok(h)
     }
@@ -468,7 +468,7 @@ impl GpsModel {
             if let Some(z) = layer.flows(&h, &b.graphs) {
                 out.push(z);
             }
-            (h, e) = layer.forward(&h, &e, &b.graphs, es.as_ref(), false);
+            (h, e) = layer.forward(&h, &e, &b.graphs, es.as_ref(), false)?;
         }
         Ok(out)
     }
@@ -480,7 +480,7 @@ impl GpsModel {
         let mut out = Vec::new();
         for layer in &self.layers {
             out.extend(layer.flow_trace(&h, &b.graphs));
-            (h, e) = layer.forward(&h, &e, &b.graphs, es.as_ref(), false);
+            (h, e) = layer.forward(&h, &e, &b.graphs, es.as_ref(), false)?;
         }
         Ok(out)
     }

@@ -35,7 +35,7 @@ fn the_layer_is_its_formula() {
     let (src, dst) = graph();
     let h = Tensor::randn([5, 4], OPTS);
     let e = Tensor::randn([7, 4], OPTS);
-    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, false);
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, false).unwrap();
     let v = vs.variables();
     let lin =
         |w: &str, x: &Tensor| x.matmul(&v[&format!("{w}.weight")].tr()) + &v[&format!("{w}.bias")];
@@ -77,7 +77,7 @@ fn relabelled_nodes_and_reordered_edges_give_the_same_layer() {
     let (src, dst) = graph();
     let h = Tensor::randn([5, 4], OPTS);
     let e = Tensor::randn([7, 4], OPTS);
-    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, true);
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, true).unwrap();
     // New label of old node i: perm[i]; edges listed in another order.
     let perm = Tensor::from_slice(&[2i64, 4, 0, 1, 3]);
     let inverse = perm.argsort(0, false);
@@ -86,7 +86,7 @@ fn relabelled_nodes_and_reordered_edges_give_the_same_layer() {
     let ep = e.index_select(0, &order);
     let srcp = perm.index_select(0, &src.index_select(0, &order));
     let dstp = perm.index_select(0, &dst.index_select(0, &order));
-    let (h2, e2) = l.forward(&hp, &ep, &srcp, &dstp, None, true);
+    let (h2, e2) = l.forward(&hp, &ep, &srcp, &dstp, None, true).unwrap();
     assert!(max_rel_error(&h2, &h1.index_select(0, &inverse), 1e-12) < 1e-9);
     assert!(max_rel_error(&e2, &e1.index_select(0, &order), 1e-12) < 1e-9);
 }
@@ -101,7 +101,7 @@ fn gradients_reach_every_weight() {
     let e = Tensor::randn([7, 4], OPTS);
     // Evaluation-mode BatchNorm (in training mode it cancels the biases before it) and a fixed
     // random readout.
-    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, false);
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, false).unwrap();
     let (wh, we) = (
         Tensor::randn(h1.size(), OPTS),
         Tensor::randn(e1.size(), OPTS),
@@ -143,13 +143,44 @@ fn equivstable_gates_see_only_distances_of_the_positional_embeddings() {
     let h = Tensor::randn([5, 4], OPTS);
     let e = Tensor::randn([7, 4], OPTS);
     let p = Tensor::randn([5, 3], OPTS);
-    let (h1, e1) = l.forward(&h, &e, &src, &dst, Some(&p), false);
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, Some(&p), false).unwrap();
     // Flipping every sign (or shifting) the embeddings keeps the distances: same output.
-    let (h2, e2) = l.forward(&h, &e, &src, &dst, Some(&(p.neg() + 0.7)), false);
+    let (h2, e2) = l
+        .forward(&h, &e, &src, &dst, Some(&(p.neg() + 0.7)), false)
+        .unwrap();
     assert!(max_rel_error(&h2, &h1, 1e-12) < 1e-10);
     assert!(max_rel_error(&e2, &e1, 1e-12) < 1e-10);
     // Different distances do change the node update (edges are updated before the gate).
-    let (h3, e3) = l.forward(&h, &e, &src, &dst, Some(&(&p * 3.0)), false);
+    let (h3, e3) = l
+        .forward(&h, &e, &src, &dst, Some(&(&p * 3.0)), false)
+        .unwrap();
     assert!(max_rel_error(&h3, &h1, 1e-12) > 1e-6);
     assert!(max_rel_error(&e3, &e1, 1e-12) < 1e-12);
+}
+
+/// The edge batch norm of a training batch with one edge is an error naming it, not tch's
+/// panic; evaluation scores the same batch, and a batch without edges trains.
+#[test]
+fn one_training_edge_is_an_error_and_no_edges_train() {
+    let _g = lock_generator();
+    tch::manual_seed(2);
+    let (_vs, l) = layer(true);
+    let h = Tensor::randn([3, 4], OPTS);
+    let (src, dst) = (Tensor::from_slice(&[0i64]), Tensor::from_slice(&[1i64]));
+    let e = Tensor::randn([1, 4], OPTS);
+    let err = l
+        .forward(&h, &e, &src, &dst, None, true)
+        .expect_err("one training edge")
+        .to_string();
+    assert!(
+        err.contains("1 row(s)") && err.contains("two or more"),
+        "{err}"
+    );
+    let (h1, e1) = l.forward(&h, &e, &src, &dst, None, false).unwrap();
+    assert_eq!((h1.size(), e1.size()), (vec![3, 4], vec![1, 4]));
+    let none = Tensor::zeros([0], (Kind::Int64, tch::Device::Cpu));
+    let (h2, e2) = l
+        .forward(&h, &Tensor::zeros([0, 4], OPTS), &none, &none, None, true)
+        .unwrap();
+    assert_eq!((h2.size(), e2.size()), (vec![3, 4], vec![0, 4]));
 }

@@ -71,22 +71,28 @@ fn a_graph_gives_the_same_output_alone_or_batched() {
     let mut edges = ring(0, n1);
     edges.extend(ring(n1, n2));
     let e = Tensor::randn([edges.len() as i64, 6], OPTS);
-    let (both, e_both) = l.forward(&h, &e, &batch(&[n1, n2], &edges), None, false);
+    let (both, e_both) = l
+        .forward(&h, &e, &batch(&[n1, n2], &edges), None, false)
+        .unwrap();
     let e1 = 2 * n1;
-    let (first, _) = l.forward(
-        &h.narrow(0, 0, n1),
-        &e.narrow(0, 0, e1),
-        &batch(&[n1], &ring(0, n1)),
-        None,
-        false,
-    );
-    let (second, e_second) = l.forward(
-        &h.narrow(0, n1, n2),
-        &e.narrow(0, e1, 2 * n2),
-        &batch(&[n2], &ring(0, n2)),
-        None,
-        false,
-    );
+    let (first, _) = l
+        .forward(
+            &h.narrow(0, 0, n1),
+            &e.narrow(0, 0, e1),
+            &batch(&[n1], &ring(0, n1)),
+            None,
+            false,
+        )
+        .unwrap();
+    let (second, e_second) = l
+        .forward(
+            &h.narrow(0, n1, n2),
+            &e.narrow(0, e1, 2 * n2),
+            &batch(&[n2], &ring(0, n2)),
+            None,
+            false,
+        )
+        .unwrap();
     assert!(max_rel_error(&both.narrow(0, 0, n1), &first, 1e-12) < 1e-9);
     assert!(max_rel_error(&both.narrow(0, n1, n2), &second, 1e-12) < 1e-9);
     assert!(max_rel_error(&e_both.narrow(0, e1, 2 * n2), &e_second, 1e-12) < 1e-9);
@@ -101,20 +107,24 @@ fn relabelling_a_graphs_nodes_relabels_its_outputs() {
     let edges = ring(0, n);
     let h = Tensor::randn([n, 6], OPTS);
     let e = Tensor::randn([edges.len() as i64, 6], OPTS);
-    let (out, _) = l.forward(&h, &e, &batch(&[n], &edges), None, false);
+    let (out, _) = l
+        .forward(&h, &e, &batch(&[n], &edges), None, false)
+        .unwrap();
     let perm = [3i64, 0, 5, 1, 4, 2]; // old node i becomes perm[i]
     let relabelled: Vec<(i64, i64)> = edges
         .iter()
         .map(|&(a, b)| (perm[a as usize], perm[b as usize]))
         .collect();
     let inverse = Tensor::from_slice(&perm).argsort(0, false);
-    let (out_p, _) = l.forward(
-        &h.index_select(0, &inverse),
-        &e,
-        &batch(&[n], &relabelled),
-        None,
-        false,
-    );
+    let (out_p, _) = l
+        .forward(
+            &h.index_select(0, &inverse),
+            &e,
+            &batch(&[n], &relabelled),
+            None,
+            false,
+        )
+        .unwrap();
     assert!(max_rel_error(&out_p, &out.index_select(0, &inverse), 1e-12) < 1e-9);
 }
 
@@ -129,7 +139,9 @@ fn gradients_reach_every_weight() {
     let e = Tensor::randn([edges.len() as i64, 6], OPTS);
     // Evaluation-mode BatchNorm: in training mode it subtracts the batch mean, which cancels
     // (and so gives no gradient to) the bias of the linear map before it.
-    let (out, e_out) = l.forward(&h, &e, &batch(&[4, 5], &edges), None, false);
+    let (out, e_out) = l
+        .forward(&h, &e, &batch(&[4, 5], &edges), None, false)
+        .unwrap();
     // A fixed random readout (a sum of squares after BatchNorm would be constant in training).
     let w = Tensor::randn(out.size(), OPTS);
     let we = Tensor::randn(e_out.size(), OPTS);
@@ -171,7 +183,9 @@ fn size_buckets_change_neither_outputs_nor_gradients() {
             v.zero_grad();
         }
         h.zero_grad();
-        let (out, _) = l.forward(&h, &e, &batch_with(&sizes, &edges, overhead), None, false);
+        let (out, _) = l
+            .forward(&h, &e, &batch_with(&sizes, &edges, overhead), None, false)
+            .unwrap();
         (&out * &w).sum(Kind::Double).backward();
         let grads: Vec<Tensor> = vs
             .trainable_variables()

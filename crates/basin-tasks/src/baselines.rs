@@ -17,7 +17,8 @@
 
 use std::sync::Arc;
 
-use basin_core::init::{self, DenseInit};
+use basin_core::init::DenseInit;
+use basin_core::norm::BatchNorm1d;
 use basin_graph::batch::{BatchConfig, make_batch};
 use basin_graph::features::Standardizer;
 use basin_graph::{GraphDataset, NodeDataset};
@@ -220,43 +221,9 @@ impl Default for GinConfig {
 struct GinLayer {
     eps: Tensor,
     l1: nn::Linear,
-    bn1: nn::BatchNorm,
+    bn1: BatchNorm1d,
     l2: nn::Linear,
-    bn2: nn::BatchNorm,
-}
-
-/// `bn` on the rows of `x`. A training batch of one node is an error (as PyTorch's
-/// `BatchNorm1d` raises one): its variance is 0 and its unbiased running update divides by 0,
-/// which would leave NaN in the running statistics that evaluation uses.
-fn norm(bn: &nn::BatchNorm, x: &Tensor, train: bool) -> Result<Tensor> {
-    let rows = x.size().first().copied().unwrap_or(0);
-    if train && rows < 2 {
-        return Err(TaskError::config(
-            "batch",
-            format!("GIN's batch norm on a training batch of {rows} node(s): it needs two or more"),
-        ));
-    }
-    Tensor::f_batch_norm(
-        x,
-        bn.ws.as_ref(),
-        bn.bs.as_ref(),
-        Some(&bn.running_mean),
-        Some(&bn.running_var),
-        train,
-        0.1,
-        1e-5,
-        true,
-    )
-    .map_err(|e| {
-        let e = e.to_string();
-        TaskError::config(
-            "batch",
-            format!(
-                "GIN's batch norm on {rows} nodes: {}",
-                e.lines().next().unwrap_or_default()
-            ),
-        )
-    })
+    bn2: BatchNorm1d,
 }
 
 /// A batch of graphs as PyTorch Geometric holds one: every node a row, the edges as index
@@ -316,9 +283,9 @@ impl GinLearner {
             layers.push(GinLayer {
                 eps: p.zeros("eps", &[1]),
                 l1: DenseInit::Torch.linear(&p / "l1", width, cfg.hidden, true),
-                bn1: init::batch_norm1d(&p / "bn1", cfg.hidden),
+                bn1: BatchNorm1d::new(&p / "bn1", cfg.hidden),
                 l2: DenseInit::Torch.linear(&p / "l2", cfg.hidden, cfg.hidden, true),
-                bn2: init::batch_norm1d(&p / "bn2", cfg.hidden),
+                bn2: BatchNorm1d::new(&p / "bn2", cfg.hidden),
             });
             heads.push(DenseInit::Torch.linear(
                 &root / format!("head{}", l + 1),
@@ -398,8 +365,8 @@ impl GinLearner {
         for (layer, head) in self.layers.iter().zip(&self.heads[1..]) {
             let messages = h.index_select(0, &b.source);
             let agg = (&h * (&layer.eps + 1.0)).index_add(0, &b.target, &messages);
-            let z = norm(&layer.bn1, &layer.l1.forward(&agg), train)?.relu();
-            h = norm(&layer.bn2, &layer.l2.forward(&z), train)?.relu();
+            let z = layer.bn1.forward_t(&layer.l1.forward(&agg), train)?.relu();
+            h = layer.bn2.forward_t(&layer.l2.forward(&z), train)?.relu();
             out = out + head.forward(&pool(&h)).dropout(self.cfg.dropout, train);
         }
         Ok(out)
