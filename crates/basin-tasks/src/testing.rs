@@ -1,5 +1,5 @@
 //! What the tests of learners built on this crate share: toy datasets, a trained classifier's
-//! test accuracy, and the size-bucket check.
+//! test accuracy, the size-bucket check, and a fingerprint of a model's starting parameters.
 
 use std::sync::Arc;
 
@@ -11,6 +11,56 @@ use rand::SeedableRng;
 use tch::Device;
 
 use crate::graph_classification::{GraphClassifierConfig, GraphClassifierLearner, dataset_pe};
+
+/// A fingerprint of the parameters of a model: a golden copy of it pins where a recorded
+/// configuration starts. One extra draw from libtorch's generator before a layer, or a layer
+/// started another way, moves `weighted_sum` by a sizeable part of `weighted_abs_sum`; rounding
+/// (another CPU's vectorised kernels) moves it by a few float32 ulps of it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fingerprint {
+    /// Variables, buffers included.
+    pub variables: usize,
+    /// Their entries.
+    pub entries: i64,
+    /// `Σ_k (k + 1) Σ_i x_ki (1 + i mod 7)` over the variables sorted by name (float64).
+    pub weighted_sum: f64,
+    /// The same sum of `|x_ki|`: the scale that rounding is measured against.
+    pub weighted_abs_sum: f64,
+}
+
+impl Fingerprint {
+    /// The fingerprint of every variable in `vs`.
+    pub fn of(vs: &tch::nn::VarStore) -> Self {
+        let mut vars: Vec<(String, tch::Tensor)> = vs.variables().into_iter().collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Self {
+            variables: vars.len(),
+            entries: 0,
+            weighted_sum: 0.0,
+            weighted_abs_sum: 0.0,
+        };
+        for (k, (_, t)) in vars.iter().enumerate() {
+            let x = t.flatten(0, -1).to_kind(tch::Kind::Double);
+            let n = x.size()[0];
+            let w = (tch::Tensor::arange(n, (tch::Kind::Int64, x.device())).remainder(7) + 1)
+                * (k + 1) as f64;
+            let sum = |x: &tch::Tensor| (x * &w).sum(tch::Kind::Double).double_value(&[]);
+            out.weighted_sum += sum(&x);
+            out.weighted_abs_sum += sum(&x.abs());
+            out.entries += n;
+        }
+        out
+    }
+
+    /// The same variables and entries, and weighted sums within 10⁻⁶ of the scale.
+    pub fn matches(&self, recorded: &Self) -> bool {
+        let tol = 1e-6 * recorded.weighted_abs_sum.max(1e-12);
+        self.variables == recorded.variables
+            && self.entries == recorded.entries
+            && (self.weighted_sum - recorded.weighted_sum).abs() <= tol
+            && (self.weighted_abs_sum - recorded.weighted_abs_sum).abs() <= tol
+    }
+}
 
 /// A graph-classification dataset: `graphs` with classes `labels` in `0..num_classes`.
 pub fn classified(
