@@ -2,8 +2,8 @@
 //! when those tables were run: each one's starting parameters, built on a fixed toy set, match a
 //! golden fingerprint. A refactor that spends one more draw of libtorch's generator before a
 //! layer, or starts a layer another way, leaves the code correct and every recorded result
-//! unreproducible; this is the test that notices (stop 49's review found such a change by
-//! hand, a bias drawn and then zeroed).
+//! unreproducible; this is the test that notices (a review once found such a change by
+//! hand: `5072b6d` drew a bias and then zeroed it).
 //!
 //! When a change of start is meant, rerun the tables it touches and update the fingerprint
 //! here in the same commit.
@@ -62,7 +62,7 @@ fn the_recorded_models_start_where_their_runs_started() {
         ("GIN", Fingerprint::of(gin.vars())),
         ("no-graph MLP", Fingerprint::of(mlp.vars())),
     ];
-    // Taken at 7507cb6, whose ET start reproduces stop 48's MUTAG runs bit for bit (stop 49).
+    // Taken at `7507cb6`; from `8f6b3f8` on, ET's MUTAG runs reproduce the earlier ones bit for bit.
     let recorded = [
         print(24, 19352, 34.477594599531244, 95611.04547502648),
         print(24, 19352, -62.11081961725961, 96431.79924785218),
