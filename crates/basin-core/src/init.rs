@@ -71,6 +71,38 @@ impl DenseInit {
     }
 }
 
+/// The four maps of PyTorch's `nn.MultiheadAttention(dim, heads)` as it starts them, named
+/// `q`, `k`, `v` (each `dim → inner`) and `o` (`inner → dim`) under `path`: the joint input
+/// projection `[3·inner, dim]` Xavier-uniform, bound `√(6 / (dim + 3·inner))` (its fans are those
+/// of the joint matrix, so each of q, k, v is narrower than a Xavier start of its own), input
+/// biases 0; the output projection an `nn.Linear`, U(±1/√inner), its bias 0 (GraphGPS's
+/// Transformer branch; `inner = dim` there).
+pub fn multihead_attention(
+    path: &nn::Path,
+    dim: i64,
+    inner: i64,
+) -> (nn::Linear, nn::Linear, nn::Linear, nn::Linear) {
+    let bound = (6.0 / (dim + 3 * inner).max(1) as f64).sqrt();
+    let input = |name: &str| {
+        nn::linear(
+            path / name,
+            dim,
+            inner,
+            nn::LinearConfig {
+                ws_init: nn::Init::Uniform {
+                    lo: -bound,
+                    up: bound,
+                },
+                bs_init: Some(nn::Init::Const(0.0)),
+                bias: true,
+            },
+        )
+    };
+    let (q, k, v) = (input("q"), input("k"), input("v"));
+    let o = DenseInit::Torch.build(path / "o", inner, dim, Some(nn::Init::Const(0.0)));
+    (q, k, v, o)
+}
+
 /// U(−1/√fan_in, 1/√fan_in).
 fn uniform(fan_in: i64) -> nn::Init {
     let bound = 1.0 / (fan_in.max(1) as f64).sqrt();

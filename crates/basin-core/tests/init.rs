@@ -118,3 +118,42 @@ fn tch_draws_what_tch_nn_linear_draws() {
     let bias = DenseInit::Torch.linear_zero_bias(vs.root() / "e", 5, 4).bs;
     assert!(bias.is_some_and(|b| b.equal(&b.zeros_like())));
 }
+
+/// `nn.MultiheadAttention(dim, heads)`'s start: q, k, v Xavier-uniform over the joint
+/// `[3·inner, dim]` matrix, zero input biases; the output an `nn.Linear` with a zero bias.
+#[test]
+fn multihead_attention_starts_as_pytorchs() {
+    tch::manual_seed(0);
+    let vs = nn::VarStore::new(tch::Device::Cpu);
+    let (dim, inner) = (96, 96);
+    let (q, k, v, o) = init::multihead_attention(&(vs.root() / "mha"), dim, inner);
+    let xavier = (6.0 / (dim + 3 * inner) as f64).sqrt();
+    for (name, l) in [("q", &q), ("k", &k), ("v", &v)] {
+        assert_eq!(l.ws.size(), [inner, dim], "{name}");
+        let (max, std) = spread(&l.ws);
+        assert!(
+            max <= xavier && max > 0.95 * xavier,
+            "{name}: max {max}, bound {xavier}"
+        );
+        let want = xavier / 3f64.sqrt();
+        assert!(
+            (std / want - 1.0).abs() < 0.05,
+            "{name}: std {std}, want {want}"
+        );
+        let bias = l.bs.as_ref().expect("an input bias");
+        assert_eq!(bias.abs().max().double_value(&[]), 0.0, "{name}'s bias");
+    }
+    assert_eq!(o.ws.size(), [dim, inner]);
+    let bound = 1.0 / (inner as f64).sqrt();
+    let (max, _) = spread(&o.ws);
+    assert!(
+        max <= bound && max > 0.95 * bound,
+        "o: max {max}, bound {bound}"
+    );
+    let bias = o.bs.as_ref().expect("an output bias");
+    assert_eq!(bias.abs().max().double_value(&[]), 0.0);
+    let names: Vec<String> = vs.variables().into_keys().collect();
+    for want in ["mha.q.weight", "mha.k.bias", "mha.v.weight", "mha.o.bias"] {
+        assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+    }
+}

@@ -11,7 +11,7 @@
 //! BatchNorm of the GPS layer wrap this branch outside.
 
 use basin_core::flow::{FlowConfig, FlowSolver, masked_softmax, sparse_flow, sparse_flow_traced};
-use basin_core::init::DenseInit;
+use basin_core::init::{self, DenseInit};
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
@@ -62,6 +62,11 @@ pub struct SfiAttentionConfig {
     pub gamma_init: f64,
     /// Dropout on the flows `Z` in training (spec S17; the GPS presets: 0.5).
     pub attn_dropout: f64,
+    /// Start the query, key, value and output maps as PyTorch's `nn.MultiheadAttention` does
+    /// (`basin_core::init::multihead_attention`: the joint input projection Xavier-uniform,
+    /// zero biases), as GraphGPS's Transformer branch starts; otherwise as `nn.Linear` each.
+    /// Not with `adjacency = only`, which has no queries or keys.
+    pub multihead_init: bool,
 }
 
 impl Default for SfiAttentionConfig {
@@ -76,13 +81,14 @@ impl Default for SfiAttentionConfig {
             adjacency: Adjacency::Enhanced,
             gamma_init: 1.0,
             attn_dropout: 0.0,
+            multihead_init: false,
         }
     }
 }
 
 impl SfiAttentionConfig {
     /// GraphGPS's Transformer branch (`nn.MultiheadAttention`): softmax attention with head
-    /// width d/H, no adjacency; 4d² + 4d parameters.
+    /// width d/H, no adjacency, started as PyTorch starts it; 4d² + 4d parameters.
     pub fn transformer(dim: i64, heads: i64, attn_dropout: f64) -> Self {
         Self {
             dim,
@@ -94,6 +100,7 @@ impl SfiAttentionConfig {
             },
             adjacency: Adjacency::None,
             attn_dropout,
+            multihead_init: true,
             ..Self::default()
         }
     }
@@ -134,17 +141,35 @@ impl SfiAttention {
         let lin = |name: &str, i: i64, o: i64| DenseInit::Torch.linear(path / name, i, o, true);
         let uses_flow = cfg.adjacency != Adjacency::Only;
         let uses_friction = uses_flow && cfg.flow.solver != FlowSolver::Dense;
-        Self {
-            cfg: cfg.clone(),
-            qk: uses_flow.then(|| (lin("q", cfg.dim, inner), lin("k", cfg.dim, inner))),
-            friction: uses_friction.then(|| {
+        let friction = || {
+            uses_friction.then(|| {
                 (
                     lin("friction_q", cfg.dim, inner),
                     lin("friction_k", cfg.dim, inner),
                 )
-            }),
-            v: lin("v", cfg.dim, inner),
-            o: lin("o", inner, cfg.dim),
+            })
+        };
+        // Without `multihead_init`, built in the order from before it existed (q, k, frictions,
+        // v, o): those starts draw what they drew.
+        let (qk, friction, v, o) = if cfg.multihead_init && uses_flow {
+            let (q, k, v, o) = init::multihead_attention(path, cfg.dim, inner);
+            (Some((q, k)), friction(), v, o)
+        } else {
+            let qk = uses_flow.then(|| (lin("q", cfg.dim, inner), lin("k", cfg.dim, inner)));
+            let friction = friction();
+            (
+                qk,
+                friction,
+                lin("v", cfg.dim, inner),
+                lin("o", inner, cfg.dim),
+            )
+        };
+        Self {
+            cfg: cfg.clone(),
+            qk,
+            friction,
+            v,
+            o,
             gamma: (cfg.adjacency == Adjacency::Enhanced)
                 .then(|| path.var("gamma", &[], nn::Init::Const(cfg.gamma_init))),
         }

@@ -14,11 +14,11 @@
 //! - [`presets`]: the published configurations (GraphGPS, SFi Tables 5/6) and CPU-scale ones.
 //!
 //! Every dense layer and batch norm starts as PyTorch starts them
-//! (`basin_core::init::DenseInit::Torch`, `basin_core::init::batch_norm1d`), as the GraphGPS and
+//! (`basin_core::init::DenseInit::Torch`, `basin_core::norm::BatchNorm1d`), as the GraphGPS and
 //! SFi-Former code do (GraphGPS's `GPSModel` applies no `init_weights` of its own); tch's
-//! defaults are wider linears and U(0, 1) norm scales. One difference is left: the
-//! `transformer` branch's query, key and value maps start as PyTorch's `nn.Linear`, where
-//! `nn.MultiheadAttention` starts its joint input projection Xavier-uniform with zero biases.
+//! defaults are wider linears and U(0, 1) norm scales. GraphGPS's `transformer` branch is
+//! PyTorch's `nn.MultiheadAttention`, and starts as it does (`multihead_init`: the joint input
+//! projection Xavier-uniform, zero biases).
 
 pub mod attention;
 pub mod encoders;

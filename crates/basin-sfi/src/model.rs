@@ -17,6 +17,7 @@ use basin_core::init::DenseInit;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
+use crate::attention::Adjacency;
 use crate::encoders::{
     ATOM_VOCAB, BOND_VOCAB, ColumnEmbedding, EsLapPe, LapPe, LapSignFlip, PeModel, Rwse,
 };
@@ -186,6 +187,13 @@ impl GpsModelConfig {
                     "heads and head_dim must be ≥ 1, got {} and {}",
                     a.heads, a.head_dim
                 ),
+            );
+        }
+        if a.multihead_init && a.adjacency == Adjacency::Only {
+            return bad(
+                "layer.attention.multihead_init",
+                "`adjacency = only` has no queries or keys to start as multi-head attention's"
+                    .into(),
             );
         }
         if let PosEnc::LapPe {

@@ -522,6 +522,56 @@ fn a_config_that_cannot_run_names_its_field() {
     };
     let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
     assert!(e.contains("pe.model") && e.contains("3 head"), "{e}");
+    // Multi-head attention's start for a branch without queries or keys.
+    let mut cfg = toy_config(Level::Node, Variant::Sfi);
+    cfg.layer.attention.adjacency = basin_sfi::attention::Adjacency::Only;
+    cfg.layer.attention.multihead_init = true;
+    let e = GpsModel::new(&vs.root(), &cfg, 1).unwrap_err().to_string();
+    assert!(e.contains("multihead_init"), "{e}");
+}
+
+/// GraphGPS's Transformer branch starts as `nn.MultiheadAttention` (Xavier-uniform over the
+/// joint input projection, zero biases); SFi-Former's maps start as `nn.Linear`.
+#[test]
+fn the_transformer_branch_starts_as_multihead_attention() {
+    let _g = lock_generator();
+    let maps = |cfg: &GpsModelConfig| {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let _model = GpsModel::new(&vs.root(), cfg, 1).unwrap();
+        let mut out: Vec<(String, f64)> = vs
+            .variables()
+            .into_iter()
+            .filter(|(n, _)| n.contains("attention.") && !n.contains("friction"))
+            .map(|(n, t)| (n, t.abs().max().double_value(&[])))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    };
+    let gps = paper(Dataset::Pattern, Variant::Gps);
+    let d = gps.dim();
+    let xavier = (6.0 / (4 * d) as f64).sqrt();
+    let gps_maps = maps(&gps);
+    assert_eq!(gps_maps.len(), 6 * 8, "{gps_maps:?}");
+    for (name, max) in &gps_maps {
+        let want = if name.ends_with(".bias") {
+            0.0
+        } else if name.contains(".o.") {
+            1.0 / (d as f64).sqrt()
+        } else {
+            xavier
+        };
+        assert!(
+            *max <= want && *max >= 0.9 * want,
+            "{name}: max {max}, bound {want}"
+        );
+    }
+    // SFi's query bias is drawn as nn.Linear's.
+    let sfi_maps = maps(&paper(Dataset::Pattern, Variant::Sfi));
+    let (name, max) = sfi_maps
+        .iter()
+        .find(|(n, _)| n.ends_with("attention.q.bias"))
+        .unwrap();
+    assert!(*max > 0.0, "{name}");
 }
 
 #[test]
