@@ -82,25 +82,46 @@ pub fn multihead_attention(
     dim: i64,
     inner: i64,
 ) -> (nn::Linear, nn::Linear, nn::Linear, nn::Linear) {
-    let bound = (6.0 / (dim + 3 * inner).max(1) as f64).sqrt();
-    let input = |name: &str| {
-        nn::linear(
-            path / name,
-            dim,
-            inner,
-            nn::LinearConfig {
-                ws_init: nn::Init::Uniform {
-                    lo: -bound,
-                    up: bound,
-                },
-                bs_init: Some(nn::Init::Const(0.0)),
-                bias: true,
-            },
-        )
-    };
+    let input = |name: &str| multihead_input(path / name, dim, inner, 3 * inner);
     let (q, k, v) = (input("q"), input("k"), input("v"));
-    let o = DenseInit::Torch.build(path / "o", inner, dim, Some(nn::Init::Const(0.0)));
-    (q, k, v, o)
+    (q, k, v, multihead_output(path / "o", inner, dim))
+}
+
+/// The same start for a joint input projection `dim → 3·dim` (`in_proj`, as
+/// `nn.TransformerEncoderLayer` holds it) and its output projection `dim → dim` (`out_proj`).
+pub fn multihead_attention_joint(
+    in_proj: nn::Path,
+    out_proj: nn::Path,
+    dim: i64,
+) -> (nn::Linear, nn::Linear) {
+    (
+        multihead_input(in_proj, dim, 3 * dim, 3 * dim),
+        multihead_output(out_proj, dim, dim),
+    )
+}
+
+/// A `dim → rows` slice of a `[joint_rows, dim]` input projection started Xavier-uniform over
+/// the whole, with a zero bias.
+fn multihead_input(path: nn::Path, dim: i64, rows: i64, joint_rows: i64) -> nn::Linear {
+    let bound = (6.0 / (dim + joint_rows).max(1) as f64).sqrt();
+    nn::linear(
+        path,
+        dim,
+        rows,
+        nn::LinearConfig {
+            ws_init: nn::Init::Uniform {
+                lo: -bound,
+                up: bound,
+            },
+            bs_init: Some(nn::Init::Const(0.0)),
+            bias: true,
+        },
+    )
+}
+
+/// `nn.MultiheadAttention`'s output projection: an `nn.Linear` whose bias starts at 0.
+fn multihead_output(path: nn::Path, inner: i64, dim: i64) -> nn::Linear {
+    DenseInit::Torch.build(path, inner, dim, Some(nn::Init::Const(0.0)))
 }
 
 /// U(−1/√fan_in, 1/√fan_in).

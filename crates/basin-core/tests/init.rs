@@ -156,4 +156,18 @@ fn multihead_attention_starts_as_pytorchs() {
     for want in ["mha.q.weight", "mha.k.bias", "mha.v.weight", "mha.o.bias"] {
         assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
     }
+    // The joint form (`nn.TransformerEncoderLayer`'s `in_proj`): the same bound.
+    let (joint, out) =
+        init::multihead_attention_joint(vs.root() / "in_proj", vs.root() / "out_proj", dim);
+    assert_eq!(joint.ws.size(), [3 * dim, dim]);
+    let (max, std) = spread(&joint.ws);
+    assert!(max <= xavier && max > 0.95 * xavier, "in_proj: max {max}");
+    assert!(
+        (std / (xavier / 3f64.sqrt()) - 1.0).abs() < 0.05,
+        "in_proj: std {std}"
+    );
+    for (name, b) in [("in_proj", &joint.bs), ("out_proj", &out.bs)] {
+        let b = b.as_ref().expect("a bias");
+        assert_eq!(b.abs().max().double_value(&[]), 0.0, "{name}'s bias");
+    }
 }

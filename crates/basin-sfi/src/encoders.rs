@@ -14,7 +14,7 @@
 //! over each node's frequencies (post-norm, feed-forward width 2048, dropout 0.1, the missing
 //! frequencies masked out as keys), then the same masked sum.
 
-use basin_core::init::DenseInit;
+use basin_core::init::{self, DenseInit};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
@@ -67,10 +67,13 @@ impl PeLayer {
     fn new(path: &nn::Path, p: i64, heads: i64) -> Self {
         let lin = |name: &str, i, o| DenseInit::Torch.linear(path / name, i, o, true);
         let ln = |name: &str| nn::layer_norm(path / name, vec![p], Default::default());
+        // Its self-attention is an `nn.MultiheadAttention`, started as PyTorch starts one.
+        let (in_proj, out_proj) =
+            init::multihead_attention_joint(path / "in_proj", path / "out_proj", p);
         Self {
             heads,
-            in_proj: lin("in_proj", p, 3 * p),
-            out_proj: lin("out_proj", p, p),
+            in_proj,
+            out_proj,
             ff1: lin("linear1", p, PE_FEEDFORWARD),
             ff2: lin("linear2", PE_FEEDFORWARD, p),
             norm1: ln("norm1"),

@@ -16,9 +16,10 @@
 //! Every dense layer and batch norm starts as PyTorch starts them
 //! (`basin_core::init::DenseInit::Torch`, `basin_core::norm::BatchNorm1d`), as the GraphGPS and
 //! SFi-Former code do (GraphGPS's `GPSModel` applies no `init_weights` of its own); tch's
-//! defaults are wider linears and U(0, 1) norm scales. GraphGPS's `transformer` branch is
-//! PyTorch's `nn.MultiheadAttention`, and starts as it does (`multihead_init`: the joint input
-//! projection Xavier-uniform, zero biases).
+//! defaults are wider linears and U(0, 1) norm scales. GraphGPS's `transformer` branch and the
+//! Transformer LapPE encoder's layers hold PyTorch's `nn.MultiheadAttention`, and start as it
+//! does (the joint input projection Xavier-uniform, zero biases; `multihead_init` on the
+//! branch).
 
 pub mod attention;
 pub mod encoders;
