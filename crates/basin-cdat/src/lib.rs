@@ -294,6 +294,7 @@ pub mod anomaly {
         ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace, Drive,
         OmegaMode,
     };
+    use basin_core::init::DenseInit;
     use basin_core::{
         Activation, AttentionConfig, BetaMode, BlockConfig, DynamicsConfig, HopfieldConfig,
         NormConfig, TermConfig,
@@ -473,6 +474,8 @@ pub mod anomaly {
             features: FeatureScaling::Raw,
             readout: AnomalyReadout::Linear,
             output_layer: Some(0.1),
+            // As recorded; the code's PyTorch start is `DenseInit::Torch`.
+            dense_init: DenseInit::Tch,
         }
     }
 

@@ -45,6 +45,7 @@ pub fn block(
 
 /// Masked image completion (ET Section 3, Appendix B; Tables 4 and 14).
 pub mod image {
+    use basin_core::init::DenseInit;
     use basin_core::{AttentionConfig, DynamicsConfig, HopfieldConfig};
     use basin_tasks::TaskError;
     use basin_tasks::image_completion::{ImageCompletionConfig, ImageLoss};
@@ -85,6 +86,7 @@ pub mod image {
             token_init_std: 0.002,
             loss: ImageLoss::MaskedMse,
             recompute: false,
+            dense_init: DenseInit::Tch,
         }
     }
 

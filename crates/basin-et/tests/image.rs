@@ -33,6 +33,7 @@ fn small_config() -> ImageCompletionConfig {
         token_init_std: 0.02,
         loss: ImageLoss::MaskedMse,
         recompute: false,
+        dense_init: Default::default(),
     }
 }
 

@@ -107,6 +107,7 @@ pub fn model() -> ImageCompletionConfig {
         token_init_std: 0.02,
         loss: ImageLoss::MaskedMse,
         recompute: false,
+        dense_init: Default::default(),
     }
 }
 

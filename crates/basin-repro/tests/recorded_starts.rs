@@ -107,6 +107,15 @@ fn the_recorded_anomaly_models_start_where_their_runs_started() {
     let et = NodeAnomalyLearner::new(&data, &cfg, &items, 0, Device::Cpu).unwrap();
     let floor =
         NeighbourMeanLearner::new(&data, &MlpConfig::default(), &items, 0, Device::Cpu).unwrap();
+    // The reference's start is a switch: flax's zero biases, another fingerprint.
+    let flax = basin_tasks::node_anomaly::NodeAnomalyConfig {
+        dense_init: basin_core::init::DenseInit::Flax,
+        ..cfg.clone()
+    };
+    let et_flax = NodeAnomalyLearner::new(&data, &flax, &items, 0, Device::Cpu).unwrap();
+    let vars = et_flax.vars().variables();
+    let bias = vars.get("encoder.bias").expect("the encoder's bias");
+    assert_eq!(bias.abs().max().double_value(&[]), 0.0);
     let got = [
         ("ET anomaly default_model", Fingerprint::of(et.vars())),
         ("neighbour-mean floor", Fingerprint::of(floor.vars())),
@@ -114,6 +123,38 @@ fn the_recorded_anomaly_models_start_where_their_runs_started() {
     let recorded = [
         print(12, 25859, 496.8137758447947, 48706.16589323501),
         print(4, 3201, -73.5827404052834, 4461.151355533104),
+    ];
+    for ((name, got), recorded) in got.iter().zip(&recorded) {
+        assert!(
+            got.matches(recorded),
+            "{name} starts elsewhere than its recorded runs: {got:?}, recorded {recorded:?}"
+        );
+    }
+    assert!(!Fingerprint::of(et_flax.vars()).matches(&recorded[0]));
+}
+
+/// ET's CPU-scale image models (CIFAR-10 and Fashion-MNIST), built alone from seed 0. Taken at
+/// `7507cb6` as the anomaly models above.
+#[test]
+fn the_recorded_image_models_start_where_their_runs_started() {
+    use basin_tasks::image_completion::ImageCompletion;
+    let _g = lock_generator();
+    let start = |cfg| {
+        tch::manual_seed(0);
+        let vs = tch::nn::VarStore::new(Device::Cpu);
+        let _model = ImageCompletion::new(&vs.root(), &cfg).unwrap();
+        Fingerprint::of(&vs)
+    };
+    let got = [
+        ("CIFAR-10 CPU", start(basin_et::image::cifar10_cpu())),
+        (
+            "Fashion-MNIST CPU",
+            start(basin_et::image::fashion_mnist_cpu()),
+        ),
+    ];
+    let recorded = [
+        print(15, 35317, 3133.8406857588143, 52710.85671892134),
+        print(15, 30229, 2080.712830326368, 29294.275781593606),
     ];
     for ((name, got), recorded) in got.iter().zip(&recorded) {
         assert!(

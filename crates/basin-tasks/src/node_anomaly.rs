@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
+use basin_core::init::DenseInit;
 use basin_core::{BlockConfig, EnergyBlock, SparseEdges, Structure, TraceOptions};
 use basin_graph::features::{FeatureScaling, Standardizer};
 use basin_graph::{Csr, NodeDataset};
@@ -80,6 +81,10 @@ pub struct NodeAnomalyConfig {
     /// `Some(p)`: an output layer after the descent, one energy step with its own weights and
     /// dropout `p` on its gradient in training (the CDAT code's `layers_out`).
     pub output_layer: Option<f64>,
+    /// How the encoder and readout layers start: `tch` (the default, every result recorded
+    /// before this switch), `flax` as the ET reference code (JAX) starts them, or `torch` as
+    /// the CDAT code (PyTorch) does (`basin_core::init`).
+    pub dense_init: DenseInit,
 }
 
 impl Default for NodeAnomalyConfig {
@@ -95,6 +100,7 @@ impl Default for NodeAnomalyConfig {
             features: FeatureScaling::Standardize,
             readout: AnomalyReadout::Mlp,
             output_layer: None,
+            dense_init: DenseInit::Tch,
         }
     }
 }
@@ -185,24 +191,15 @@ impl NodeAnomaly {
             RelationPool::Concat => d * relations.max(1),
             RelationPool::Max => d,
         };
+        let lin = |name: &str, i: i64, o: i64| cfg.dense_init.linear(path / name, i, o, true);
         let readout = match cfg.readout {
             AnomalyReadout::Mlp => nn::seq()
-                .add(nn::linear(
-                    path / "readout1",
-                    2 * width,
-                    cfg.readout_hidden,
-                    Default::default(),
-                ))
+                .add(lin("readout1", 2 * width, cfg.readout_hidden))
                 .add_fn(|t| t.relu())
-                .add(nn::linear(
-                    path / "readout2",
-                    cfg.readout_hidden,
-                    1,
-                    Default::default(),
-                )),
+                .add(lin("readout2", cfg.readout_hidden, 1)),
             // Two logits; their difference is the anomaly logit.
             AnomalyReadout::Linear => nn::seq()
-                .add(nn::linear(path / "readout", width, 2, Default::default()))
+                .add(lin("readout", width, 2))
                 .add_fn(|l| l.select(-1, 1) - l.select(-1, 0))
                 .add_fn(|t| t.unsqueeze(-1)),
         };
@@ -222,7 +219,7 @@ impl NodeAnomaly {
             None => None,
         };
         Ok(Self {
-            encoder: nn::linear(path / "encoder", features, d, Default::default()),
+            encoder: lin("encoder", features, d),
             positional: cfg.positional.then(|| {
                 path.var(
                     "positional",

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module};
 use tch::{Device, Kind, Tensor};
 
+use basin_core::init::DenseInit;
 use basin_core::{BlockConfig, EnergyBlock, Structure, Trace, TraceOptions};
 use basin_image::PatchBatch;
 
@@ -64,6 +65,10 @@ pub struct ImageCompletionConfig {
     /// so that memory holds one step's (T = 12 at the ImageNet size) for about one more
     /// forward pass of time. The gradients are the same. Default off.
     pub recompute: bool,
+    /// How the patch encoder and decoder start: `tch` (the default, every result recorded
+    /// before this switch) or `flax` as the ET reference code (JAX) starts its `nn.Dense`
+    /// layers (`basin_core::init`).
+    pub dense_init: DenseInit,
 }
 
 impl Default for ImageCompletionConfig {
@@ -80,6 +85,7 @@ impl Default for ImageCompletionConfig {
             token_init_std: 0.002,
             loss: ImageLoss::MaskedMse,
             recompute: false,
+            dense_init: DenseInit::Tch,
         }
     }
 }
@@ -183,14 +189,18 @@ impl ImageCompletion {
             .find_map(|t| (path / "block" / t.name()).get("xi"));
         Ok(Self {
             cfg: cfg.clone(),
-            encoder: nn::linear(path / "encoder", cfg.patch_len(), d, Default::default()),
+            encoder: cfg
+                .dense_init
+                .linear(path / "encoder", cfg.patch_len(), d, true),
             mask_token: path.var("mask_token", &[d], small),
             cls_token: cfg.cls_token.then(|| path.var("cls_token", &[d], small)),
             pos: path.var("pos", &[n, d], small),
             block,
             memories,
             decoder_norm: nn::layer_norm(path / "decoder_norm", vec![d], Default::default()),
-            decoder: nn::linear(path / "decoder", d, cfg.patch_len(), Default::default()),
+            decoder: cfg
+                .dense_init
+                .linear(path / "decoder", d, cfg.patch_len(), true),
         })
     }
 
