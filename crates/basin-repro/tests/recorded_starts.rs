@@ -42,6 +42,17 @@ const fn print(
     }
 }
 
+/// Each model's fingerprint matches its recorded one, or the test names it.
+fn assert_recorded(got: &[(&str, Fingerprint)], recorded: &[Fingerprint]) {
+    assert_eq!(got.len(), recorded.len());
+    for ((name, got), recorded) in got.iter().zip(recorded) {
+        assert!(
+            got.matches(recorded),
+            "{name} starts elsewhere than its recorded runs: {got:?}, recorded {recorded:?}"
+        );
+    }
+}
+
 #[test]
 fn the_recorded_models_start_where_their_runs_started() {
     let _g = lock_generator();
@@ -72,12 +83,7 @@ fn the_recorded_models_start_where_their_runs_started() {
         print(77, 40787, 218606.0765272379, 720445.9106605351),
         print(4, 642, -53.214835215127096, 2045.320828788681),
     ];
-    for ((name, got), recorded) in got.iter().zip(&recorded) {
-        assert!(
-            got.matches(recorded),
-            "{name} starts elsewhere than its recorded runs: {got:?}, recorded {recorded:?}"
-        );
-    }
+    assert_recorded(&got, &recorded);
     // The fingerprint tells starts apart: another seed, or PyTorch's start for ET's layers.
     assert!(!got[1].1.matches(&recorded[0]));
     let torch_start = GraphClassifierConfig {
@@ -124,12 +130,7 @@ fn the_recorded_anomaly_models_start_where_their_runs_started() {
         print(12, 25859, 496.8137758447947, 48706.16589323501),
         print(4, 3201, -73.5827404052834, 4461.151355533104),
     ];
-    for ((name, got), recorded) in got.iter().zip(&recorded) {
-        assert!(
-            got.matches(recorded),
-            "{name} starts elsewhere than its recorded runs: {got:?}, recorded {recorded:?}"
-        );
-    }
+    assert_recorded(&got, &recorded);
     assert!(!Fingerprint::of(et_flax.vars()).matches(&recorded[0]));
 }
 
@@ -156,10 +157,5 @@ fn the_recorded_image_models_start_where_their_runs_started() {
         print(15, 35317, 3133.8406857588143, 52710.85671892134),
         print(15, 30229, 2080.712830326368, 29294.275781593606),
     ];
-    for ((name, got), recorded) in got.iter().zip(&recorded) {
-        assert!(
-            got.matches(recorded),
-            "{name} starts elsewhere than its recorded runs: {got:?}, recorded {recorded:?}"
-        );
-    }
+    assert_recorded(&got, &recorded);
 }
