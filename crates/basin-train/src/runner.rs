@@ -813,17 +813,26 @@ impl Runner {
             || record.seed != fresh.seed
             || record.split_hashes != fresh.split_hashes
         {
+            let mut what = json_differences(&record.config, &fresh.config, "config");
+            if record.seed != fresh.seed {
+                what.push(format!("seed: {} there, {} here", record.seed, fresh.seed));
+            }
+            if record.split_hashes != fresh.split_hashes {
+                what.push("the splits".into());
+            }
             return Err(TrainError::State(format!(
-                "{} holds another run (different config, seed or splits); remove it or choose another directory",
-                ckpt.display()
+                "{} holds another run (different config, seed or splits: {}); remove it or choose another directory",
+                ckpt.display(),
+                what.join("; ")
             )));
         }
         // A record without a model (written before models were recorded, or by a learner that
         // reports none) is taken on trust.
         if !record.model.is_null() && !fresh.model.is_null() && record.model != fresh.model {
             return Err(TrainError::State(format!(
-                "{} holds a run of another model (its `model` in record.json differs from this one's); remove it or choose another directory",
-                ckpt.display()
+                "{} holds a run of another model (its `model` in record.json differs from this one's: {}); remove it or choose another directory",
+                ckpt.display(),
+                json_differences(&record.model, &fresh.model, "model").join("; ")
             )));
         }
         let mut record = record;
@@ -851,6 +860,42 @@ impl Runner {
         tracing::info!("resuming {} at epoch {}", self.name, record.epochs.len());
         Ok(Some((record, best)))
     }
+}
+
+/// Where two recorded JSON values differ, as `path: A there, B here` (the first five; a field
+/// one side lacks reads `absent`): what a refused resume names, so that a changed setting, or a
+/// field added since the run, is found without diffing the files by hand.
+fn json_differences(
+    there: &serde_json::Value,
+    here: &serde_json::Value,
+    path: &str,
+) -> Vec<String> {
+    fn walk(
+        a: Option<&serde_json::Value>,
+        b: Option<&serde_json::Value>,
+        path: &str,
+        out: &mut Vec<String>,
+    ) {
+        use serde_json::Value;
+        if out.len() >= 5 || a == b {
+            return;
+        }
+        match (a, b) {
+            (Some(Value::Object(x)), Some(Value::Object(y))) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    walk(x.get(k), y.get(k), &format!("{path}.{k}"), out);
+                }
+            }
+            _ => {
+                let show = |v: Option<&Value>| v.map_or("absent".to_owned(), Value::to_string);
+                out.push(format!("{path}: {} there, {} here", show(a), show(b)));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(Some(there), Some(here), path, &mut out);
+    out
 }
 
 fn to_json<T: Serialize>(value: &T) -> Result<String, TrainError> {

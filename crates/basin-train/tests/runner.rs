@@ -224,6 +224,7 @@ fn resumed_run_equals_a_straight_run() {
     other.seed = 8;
     let err = fit(&mut Toy::new(2), &other).unwrap_err().to_string();
     assert!(err.contains("another run"), "{err}");
+    assert!(err.contains("seed: 7 there, 8 here"), "{err}");
     // So is a checkpoint of another model under the same protocol.
     assert_eq!(
         resumed.model,
@@ -235,6 +236,8 @@ fn resumed_run_equals_a_straight_run() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("another model"), "{err}");
+    // The message names what differs.
+    assert!(err.contains("model.dropout: 0.2 there, 0.3 here"), "{err}");
 }
 
 /// A record without a model (written before models were recorded) is resumed on trust, and
@@ -261,6 +264,12 @@ fn a_record_without_a_model_is_resumed_and_then_checked() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("another model"), "{err}");
+    // A field one side lacks reads `absent`.
+    assert!(
+        err.contains("model.dropout: 0.2 there, absent here"),
+        "{err}"
+    );
+    assert!(err.contains("model.hidden: 16 there, 32 here"), "{err}");
 }
 
 #[test]
