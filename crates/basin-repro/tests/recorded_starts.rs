@@ -113,15 +113,17 @@ fn the_recorded_anomaly_models_start_where_their_runs_started() {
     let et = NodeAnomalyLearner::new(&data, &cfg, &items, 0, Device::Cpu).unwrap();
     let floor =
         NeighbourMeanLearner::new(&data, &MlpConfig::default(), &items, 0, Device::Cpu).unwrap();
-    // The reference's start is a switch: flax's zero biases, another fingerprint.
-    let flax = basin_tasks::node_anomaly::NodeAnomalyConfig {
-        dense_init: basin_core::init::DenseInit::Flax,
+    // The reference code's start (PyTorch's `nn.Linear`) is a switch: weights within
+    // ±1/√fan_in (tch's reach √6 times that), another fingerprint.
+    let torch = basin_tasks::node_anomaly::NodeAnomalyConfig {
+        dense_init: basin_core::init::DenseInit::Torch,
         ..cfg.clone()
     };
-    let et_flax = NodeAnomalyLearner::new(&data, &flax, &items, 0, Device::Cpu).unwrap();
-    let vars = et_flax.vars().variables();
-    let bias = vars.get("encoder.bias").expect("the encoder's bias");
-    assert_eq!(bias.abs().max().double_value(&[]), 0.0);
+    let et_torch = NodeAnomalyLearner::new(&data, &torch, &items, 0, Device::Cpu).unwrap();
+    let vars = et_torch.vars().variables();
+    let encoder = vars.get("encoder.weight").expect("the encoder's weight");
+    let bound = 1.0 / (encoder.size()[1] as f64).sqrt();
+    assert!(encoder.abs().max().double_value(&[]) <= bound);
     let got = [
         ("ET anomaly default_model", Fingerprint::of(et.vars())),
         ("neighbour-mean floor", Fingerprint::of(floor.vars())),
@@ -131,7 +133,7 @@ fn the_recorded_anomaly_models_start_where_their_runs_started() {
         print(4, 3201, -73.5827404052834, 4461.151355533104),
     ];
     assert_recorded(&got, &recorded);
-    assert!(!Fingerprint::of(et_flax.vars()).matches(&recorded[0]));
+    assert!(!Fingerprint::of(et_torch.vars()).matches(&recorded[0]));
 }
 
 /// ET's CPU-scale image models (CIFAR-10 and Fashion-MNIST), built alone from seed 0. Taken at

@@ -82,8 +82,8 @@ pub struct NodeAnomalyConfig {
     /// dropout `p` on its gradient in training (the CDAT code's `layers_out`).
     pub output_layer: Option<f64>,
     /// How the encoder and readout layers start: `tch` (the default, every result recorded
-    /// before this switch), `flax` as the ET reference code (JAX) starts them, or `torch` as
-    /// the CDAT code (PyTorch) does (`basin_core::init`).
+    /// before this switch) or `torch` as both reference codes, ET's and CDAT's anomaly code
+    /// (PyTorch), start their `nn.Linear` layers (`basin_core::init`; `flax` is there too).
     pub dense_init: DenseInit,
 }
 
