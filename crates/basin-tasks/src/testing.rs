@@ -14,8 +14,10 @@ use crate::graph_classification::{GraphClassifierConfig, GraphClassifierLearner,
 
 /// A fingerprint of the parameters of a model: a golden copy of it pins where a recorded
 /// configuration starts. One extra draw from libtorch's generator before a layer, or a layer
-/// started another way, moves `weighted_sum` by a sizeable part of `weighted_abs_sum`; rounding
-/// (another CPU's vectorised kernels) moves it by a few float32 ulps of it.
+/// started another way, moves `weighted_sum` far beyond the 10⁻⁶ of `weighted_abs_sum` that
+/// [`Self::matches`] allows (another seed moves ET's CPU preset's by 97, a thousand times its
+/// tolerance of 0.096); rounding (another CPU's vectorised kernels) moves it by a few float32
+/// ulps of it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Fingerprint {
     /// Variables, buffers included.
