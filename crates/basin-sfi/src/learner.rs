@@ -448,6 +448,9 @@ impl Learner for GpsLearner {
     fn config(&self) -> serde_json::Value {
         serde_json::to_value(self.model.config()).unwrap_or_default()
     }
+    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
+        basin_train::runner::with_defaults::<GpsModelConfig>(recorded)
+    }
 
     fn batch_size(&self) -> Option<usize> {
         Some(self.model.config().batch)

@@ -385,6 +385,9 @@ impl Learner for GinLearner {
     fn config(&self) -> serde_json::Value {
         serde_json::to_value(&self.cfg).unwrap_or_default()
     }
+    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
+        basin_train::runner::with_defaults::<GinConfig>(recorded)
+    }
     fn batch_size(&self) -> Option<usize> {
         Some(self.cfg.batch)
     }
@@ -717,6 +720,9 @@ impl Learner for GraphTransformerLearner {
     }
     fn config(&self) -> serde_json::Value {
         serde_json::to_value(&self.cfg).unwrap_or_default()
+    }
+    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
+        basin_train::runner::with_defaults::<GraphTransformerConfig>(recorded)
     }
     fn batch_size(&self) -> Option<usize> {
         Some(self.cfg.batch)

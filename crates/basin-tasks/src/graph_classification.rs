@@ -1104,6 +1104,9 @@ impl Learner for GraphClassifierLearner {
     fn config(&self) -> serde_json::Value {
         serde_json::to_value(self.model.config()).unwrap_or_default()
     }
+    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
+        basin_train::runner::with_defaults::<GraphClassifierConfig>(recorded)
+    }
 
     fn batch_size(&self) -> Option<usize> {
         Some(self.model.cfg.batch)

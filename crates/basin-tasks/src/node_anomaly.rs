@@ -511,6 +511,9 @@ impl Learner for NodeAnomalyLearner {
     fn config(&self) -> serde_json::Value {
         serde_json::to_value(&self.cfg).unwrap_or_default()
     }
+    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
+        basin_train::runner::with_defaults::<NodeAnomalyConfig>(recorded)
+    }
 
     fn batch_size(&self) -> Option<usize> {
         None

@@ -161,6 +161,25 @@ pub trait Learner {
     fn config(&self) -> serde_json::Value {
         serde_json::Value::Null
     }
+    /// `recorded`, the `model` of an earlier run's record, as this learner's configuration type
+    /// reads it ([`with_defaults`]), so that a run recorded before a switch existed resumes
+    /// under the switch's default. The default returns it unchanged.
+    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
+        recorded.clone()
+    }
+}
+
+/// `recorded` read as a `C` and written out again: a field added to `C` since the record was
+/// written takes its serde default, which for every switch is the behaviour before it existed
+/// (the `recorded_starts` test of basin-repro pins the tables' models' starts). `recorded`
+/// unchanged where it does not read as a `C` (then any difference still refuses a resume).
+pub fn with_defaults<C: Serialize + serde::de::DeserializeOwned>(
+    recorded: &serde_json::Value,
+) -> serde_json::Value {
+    serde_json::from_value::<C>(recorded.clone())
+        .ok()
+        .and_then(|c| serde_json::to_value(c).ok())
+        .unwrap_or_else(|| recorded.clone())
 }
 
 /// One epoch of `learner` on `train`: the shared mini-batch loop (see [`Learner`]).
@@ -828,11 +847,12 @@ impl Runner {
         }
         // A record without a model (written before models were recorded, or by a learner that
         // reports none) is taken on trust.
-        if !record.model.is_null() && !fresh.model.is_null() && record.model != fresh.model {
+        let recorded = learner.read_config(&record.model);
+        if !recorded.is_null() && !fresh.model.is_null() && recorded != fresh.model {
             return Err(TrainError::State(format!(
                 "{} holds a run of another model (its `model` in record.json differs from this one's: {}); remove it or choose another directory",
                 ckpt.display(),
-                json_differences(&record.model, &fresh.model, "model").join("; ")
+                json_differences(&recorded, &fresh.model, "model").join("; ")
             )));
         }
         let mut record = record;

@@ -25,6 +25,28 @@ struct Toy {
     poison: bool,
     /// What [`Learner::config`] reports.
     config: serde_json::Value,
+    /// Read recorded configs as [`ToyConfig`] (a type whose `init` switch came later).
+    typed: bool,
+}
+
+/// The toy's configuration type once an `init` switch was added, defaulting to the behaviour
+/// before it existed.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ToyConfig {
+    hidden: i64,
+    dropout: f64,
+    init: String,
+}
+
+impl Default for ToyConfig {
+    fn default() -> Self {
+        Self {
+            hidden: 16,
+            dropout: 0.2,
+            init: "tch".into(),
+        }
+    }
 }
 
 impl Toy {
@@ -50,6 +72,7 @@ impl Toy {
             steps: 0,
             poison: false,
             config: serde_json::json!({"hidden": 16, "dropout": 0.2}),
+            typed: false,
         }
     }
 }
@@ -92,6 +115,13 @@ impl Learner for Toy {
     }
     fn config(&self) -> serde_json::Value {
         self.config.clone()
+    }
+    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
+        if self.typed {
+            basin_train::runner::with_defaults::<ToyConfig>(recorded)
+        } else {
+            recorded.clone()
+        }
     }
 }
 
@@ -270,6 +300,52 @@ fn a_record_without_a_model_is_resumed_and_then_checked() {
         "{err}"
     );
     assert!(err.contains("model.hidden: 16 there, 32 here"), "{err}");
+}
+
+/// A run recorded before a switch existed resumes under the switch's default, read through
+/// the learner's configuration type, and is refused under any other value of it.
+#[test]
+fn a_switch_added_since_the_run_reads_as_its_default() {
+    let _serial = basin_core::testing::lock_generator();
+    let dir = tempfile::tempdir().unwrap();
+    let mut old = Toy::new(5);
+    old.crash_at_step = Some(2 * 8);
+    fit(&mut old, &runner(Some(dir.path().into()), 4)).unwrap_err();
+    let with_switch = |init: &str| {
+        let mut t = Toy::new(5);
+        t.typed = true;
+        t.config = serde_json::json!({"hidden": 16, "dropout": 0.2, "init": init});
+        t
+    };
+    let err = fit(
+        &mut with_switch("torch"),
+        &runner(Some(dir.path().into()), 4),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("another model"), "{err}");
+    assert!(
+        err.contains(r#"model.init: "tch" there, "torch" here"#),
+        "{err}"
+    );
+    // Without the typed reading the absent field refuses too.
+    let mut untyped = with_switch("tch");
+    untyped.typed = false;
+    let err = fit(&mut untyped, &runner(Some(dir.path().into()), 4))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(r#"model.init: absent there, "tch" here"#),
+        "{err}"
+    );
+    let done = fit(&mut with_switch("tch"), &runner(Some(dir.path().into()), 4)).unwrap();
+    assert_eq!(done.epochs.len(), 4);
+    assert_eq!(done.model["init"], "tch");
+    // A recorded value the type does not read is compared as it is.
+    assert_eq!(
+        basin_train::runner::with_defaults::<ToyConfig>(&serde_json::json!({"width": 3})),
+        serde_json::json!({"width": 3})
+    );
 }
 
 #[test]

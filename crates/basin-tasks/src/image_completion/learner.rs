@@ -237,6 +237,9 @@ impl Learner for ImageLearner {
     fn config(&self) -> serde_json::Value {
         serde_json::to_value(&self.model.cfg).unwrap_or_default()
     }
+    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
+        basin_train::runner::with_defaults::<ImageCompletionConfig>(recorded)
+    }
 
     fn batch_size(&self) -> Option<usize> {
         Some(self.batch)
