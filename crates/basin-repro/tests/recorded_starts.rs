@@ -161,3 +161,83 @@ fn the_recorded_image_models_start_where_their_runs_started() {
     ];
     assert_recorded(&got, &recorded);
 }
+
+/// CDAT's anomaly models (`cdat-table2`: the tolokers row, Table 8's defaults, the reference
+/// code's model), the GT baseline of `cdat-table4 --cpu`, and three candidates of the
+/// `hopfield-mil` grid (the first, a Hopfield-search point of width 32 and one of width 128).
+/// Taken at `3580ebb`, after the README's runs of these tables; as for the anomaly models
+/// above, no change of their starts since those runs is known, and this was not checked by
+/// rerunning them.
+#[test]
+fn the_other_recorded_models_start_where_their_runs_started() {
+    use basin_cdat::anomaly::{TABLE8, model, reference, tolokers};
+    use basin_graph::anomaly::{PlantedConfig, generate_planted};
+    use basin_graph::mil::{Bag, MilDataset};
+    use basin_tasks::bag_classification::BagClassifierLearner;
+    use basin_tasks::baselines::{GraphTransformerConfig, GraphTransformerLearner};
+    use basin_tasks::node_anomaly::NodeAnomalyLearner;
+    let _g = lock_generator();
+    let nodes = generate_planted(&PlantedConfig {
+        nodes: 60,
+        ..PlantedConfig::default()
+    })
+    .unwrap();
+    let labelled: Vec<usize> = nodes.labelled.iter().map(|&i| i as usize).collect();
+    let anomaly = |cfg| {
+        let l = NodeAnomalyLearner::new(&nodes, &cfg, &labelled, 0, Device::Cpu).unwrap();
+        Fingerprint::of(l.vars())
+    };
+    let graphs = Arc::new(rings_and_stars(8));
+    let items: Vec<usize> = (0..8).collect();
+    let gt_cfg = GraphTransformerConfig {
+        dim: 32,
+        heads: 4,
+        layers: 2,
+        batch: 64,
+        ..GraphTransformerConfig::default()
+    };
+    let pe = dataset_pe(&graphs, &gt_cfg.batching).unwrap().map(Arc::new);
+    let gt = GraphTransformerLearner::new(graphs, pe, &gt_cfg, &items, 0, Device::Cpu).unwrap();
+    // Six bags of three instances of five features, no draw needed.
+    let bags = Arc::new(MilDataset {
+        name: "toy".into(),
+        features: 5,
+        bags: (0..6)
+            .map(|b| Bag {
+                id: b,
+                len: 3,
+                features: (0..15)
+                    .map(|i| ((b * 15 + i) as f32 * 0.37).sin())
+                    .collect(),
+                label: b % 2 == 0,
+            })
+            .collect(),
+    });
+    let grid = basin_repro::hopfield::mil::search_grid();
+    let bag_items: Vec<usize> = (0..6).collect();
+    let mil = |i: usize| {
+        let l =
+            BagClassifierLearner::new(bags.clone(), &grid[i], &bag_items, 0, Device::Cpu).unwrap();
+        Fingerprint::of(l.vars())
+    };
+    // The tolokers row changes α, the noise and the drive's dropout, not the parameters.
+    let cdat = anomaly(model(TABLE8));
+    assert!(anomaly(tolokers()).matches(&cdat));
+    let got = [
+        ("CDAT anomaly, Table 8 and tolokers", cdat),
+        ("CDAT-code anomaly", anomaly(reference(TABLE8, 60))),
+        ("GT baseline, CPU", Fingerprint::of(gt.vars())),
+        ("MIL candidate 0", mil(0)),
+        ("MIL candidate 2", mil(2)),
+        ("MIL candidate 8", mil(8)),
+    ];
+    let recorded = [
+        print(15, 42505, 699.346401337735, 64760.59565981338),
+        print(19, 67269, 5940.09168451246, 52262.82461083318),
+        print(31, 26082, 10121.603536455681, 297528.66306732595),
+        print(14, 4513, 1639.323358402591, 5587.458473532166),
+        print(14, 16801, 1689.654296685057, 14689.663183577786),
+        print(14, 67201, 7012.239606953391, 58786.435030151275),
+    ];
+    assert_recorded(&got, &recorded);
+}
