@@ -170,8 +170,9 @@ pub trait Learner {
 }
 
 /// `recorded` read as a `C` and written out again: a field added to `C` since the record was
-/// written takes its serde default, which for every switch is the behaviour before it existed
-/// (the `recorded_starts` test of basin-repro pins the tables' models' starts). `recorded`
+/// written takes its serde default, which a switch's default must keep as the behaviour from
+/// before it (true of each added since records carry models: `dense_init`, `multihead_init`;
+/// the `recorded_starts` test of basin-repro pins the tables' models' starts). `recorded`
 /// unchanged where it does not read as a `C` (then any difference still refuses a resume).
 pub fn with_defaults<C: Serialize + serde::de::DeserializeOwned>(
     recorded: &serde_json::Value,
