@@ -150,6 +150,9 @@ pub struct Overrides {
     pub repeats: Option<usize>,
     /// How the cross-validation picks each fold's epoch, baselines included.
     pub selection: Option<basin_train::protocol::Selection>,
+    /// Choose each fold's number of epochs on this many inner folds of its training part
+    /// ([`basin_train::protocol::CrossValidation::inner_folds`]), baselines included.
+    pub inner_folds: Option<usize>,
 }
 
 /// One override, for [`Reproduction::accepts`].
@@ -165,6 +168,8 @@ pub enum Override {
     Repeats,
     /// `--selection`.
     Selection,
+    /// `--inner-folds`.
+    InnerFolds,
 }
 
 impl Override {
@@ -175,6 +180,7 @@ impl Override {
             Self::TrainImages => "--train-images",
             Self::Repeats => "--repeats",
             Self::Selection => "--selection",
+            Self::InnerFolds => "--inner-folds",
         }
     }
 }
@@ -276,6 +282,7 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
         (o.train_images.is_some(), Override::TrainImages),
         (o.repeats.is_some(), Override::Repeats),
         (o.selection.is_some(), Override::Selection),
+        (o.inner_folds.is_some(), Override::InnerFolds),
     ] {
         if given && !table.accepts().contains(&which) {
             return Err(ReproError::config(

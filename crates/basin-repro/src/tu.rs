@@ -45,12 +45,13 @@ pub struct TuModel {
     pub cv_only: bool,
 }
 
-/// `opts` with the `--epochs`, `--repeats` and `--selection` overrides applied.
+/// `opts` with the `--epochs`, `--repeats`, `--selection` and `--inner-folds` overrides applied.
 pub(crate) fn with_overrides(mut opts: TuOptions, ctx: &Context) -> TuOptions {
     let o = &ctx.overrides;
     opts.epochs = o.epochs.unwrap_or(opts.epochs);
     opts.repeats = o.repeats.unwrap_or(opts.repeats);
     opts.selection = o.selection.unwrap_or(opts.selection);
+    opts.inner_folds = o.inner_folds.unwrap_or(opts.inner_folds);
     opts
 }
 
@@ -67,6 +68,11 @@ pub struct TuOptions {
     /// How each fold's epoch is chosen on its inner validation split (models and baselines).
     #[serde(default)]
     pub selection: Selection,
+    /// 0: each fold's epoch is chosen on its inner validation split; k ≥ 2: its number of
+    /// epochs on k inner folds, then trained on the whole training part (models and baselines;
+    /// [`CrossValidation::inner_folds`]).
+    #[serde(default)]
+    pub inner_folds: usize,
     /// Epochs of the models.
     pub epochs: usize,
     /// Peak learning rate of [`tu_train`].
@@ -235,18 +241,22 @@ pub fn mean_train_loss(report: &ProtocolReport) -> Vec<f64> {
 
 /// The Markdown paragraph that says what was run.
 pub fn protocol_note(opts: &TuOptions) -> String {
+    let rule = match opts.selection {
+        Selection::Metric => "highest accuracy, ties to the earlier epoch (`--selection metric`)",
+        Selection::MetricThenLoss => "highest accuracy, ties to the lower cross-entropy",
+        Selection::Loss => "lowest cross-entropy (`--selection loss`)",
+    };
+    let choice = if opts.inner_folds >= 2 {
+        format!(
+            "each fold's number of epochs chosen on {} inner stratified folds of its training part (the best epoch of their mean held-out curve; {rule}; `--inner-folds {}`), then one model trained on the whole training part for that many epochs",
+            opts.inner_folds, opts.inner_folds
+        )
+    } else {
+        format!("epoch selected on an inner validation split (1/9 of each training part; {rule})")
+    };
     let mut md = format!(
-        "**CV** — stratified {}-fold cross-validation × {} repeat(s), epoch selected on an inner validation split (1/9 of each training part; {}), each test fold used once: leak-free. Every model trains for {} epochs with AdamW (0.9, 0.99), wd 0.05, gradient centralisation, warm-up + cosine to a peak lr of {}.",
-        opts.folds,
-        opts.repeats,
-        match opts.selection {
-            Selection::Metric =>
-                "highest accuracy, ties to the earlier epoch (`--selection metric`)",
-            Selection::MetricThenLoss => "highest accuracy, ties to the lower cross-entropy",
-            Selection::Loss => "lowest validation cross-entropy (`--selection loss`)",
-        },
-        opts.epochs,
-        opts.lr
+        "**CV** — stratified {}-fold cross-validation × {} repeat(s), {choice}, each test fold used once: leak-free. Every model trains for {} epochs with AdamW (0.9, 0.99), wd 0.05, gradient centralisation, warm-up + cosine to a peak lr of {}.",
+        opts.folds, opts.repeats, opts.epochs, opts.lr
     );
     if opts.et_paper_repeats > 0 {
         md.push_str(&format!(
@@ -262,7 +272,7 @@ pub fn protocol_note(opts: &TuOptions) -> String {
     }
     if opts.baseline_epochs > 0 {
         md.push_str(&format!(
-            " **Baselines**, on the same folds with the same inner validation split ({} epochs, Adam lr 1e-3): *no-graph* — per graph the mean and standard deviation of its standardised node attributes (the label histogram for one-hot labels), node and edge counts and degree statistics, into an MLP (hidden {}, dropout {}); *GIN* — {} GIN layers of width {}, sum readout of every layer, dropout {}, {}. A model below the no-graph row has not learned from the graph.",
+            " **Baselines**, on the same folds with the same epoch choice ({} epochs, Adam lr 1e-3): *no-graph* — per graph the mean and standard deviation of its standardised node attributes (the label histogram for one-hot labels), node and edge counts and degree statistics, into an MLP (hidden {}, dropout {}); *GIN* — {} GIN layers of width {}, sum readout of every layer, dropout {}, {}. A model below the no-graph row has not learned from the graph.",
             opts.baseline_epochs,
             opts.pooled.hidden,
             opts.pooled.dropout,
@@ -346,6 +356,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 metric: Metric::Accuracy,
                 selection: opts.selection,
                 train: train.clone(),
+                inner_folds: opts.inner_folds,
             };
             let mut energy = Vec::new();
             let cv = cv_protocol.run(

@@ -667,10 +667,27 @@ pub struct CrossValidation {
     pub selection: Selection,
     /// Training.
     pub train: TrainConfig,
+    /// 0 (the default): each fold's epoch is the best on its inner validation split. k ≥ 2:
+    /// the number of epochs is chosen on k stratified folds of the fold's training part
+    /// (validation split included): a model is trained on each k − 1 of them and scored on the
+    /// last after every epoch, and the epoch whose mean score over the k is best under
+    /// `selection` is the count; the fold's model then trains on its whole training part for
+    /// that many epochs (the schedule unchanged) and is tested once. Each fold then trains
+    /// k + 1 models. On small sets a validation split holds a handful of items (19 graphs of
+    /// MUTAG), so its best epoch is noise and a model with a noisier curve is chosen later and
+    /// worse; the mean over k inner test folds sees the whole training part. The MIL protocol
+    /// chooses its epochs this way ([`EpochChoice::InnerFolds`]). Test folds are never seen.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub inner_folds: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 impl CrossValidation {
-    /// Checks what needs no data: repeats ≥ 1, folds ≥ 2, the validation share inside [0, 1).
+    /// Checks what needs no data: repeats ≥ 1, folds ≥ 2, the validation share inside [0, 1),
+    /// inner folds 0 or ≥ 2.
     /// Folds against the dataset (its size, its smallest class) are checked when the folds are
     /// planned. `field` prefixes the names in errors (e.g. `protocol`).
     pub fn validate(&self, field: &str) -> Result<(), TrainError> {
@@ -693,6 +710,12 @@ impl CrossValidation {
                 format!("inside [0, 1), got {}", self.folds.val_ratio),
             ));
         }
+        if self.inner_folds == 1 {
+            return Err(bad(
+                "inner_folds",
+                "0 (the validation split picks each fold's epoch) or at least 2, got 1".into(),
+            ));
+        }
         self.train.validate(&format!("{field}.train"))
     }
 }
@@ -705,6 +728,7 @@ impl Default for CrossValidation {
             metric: Metric::Accuracy,
             selection: Selection::default(),
             train: TrainConfig::default(),
+            inner_folds: 0,
         }
     }
 }
@@ -807,6 +831,13 @@ impl CrossValidation {
             .map_err(field_err("folds"))?;
             let k = folds.len();
             for (f, split) in folds.into_iter().enumerate() {
+                // Under inner folds the fold's model trains on its whole training part.
+                let split = if self.inner_folds >= 2 {
+                    let all = split.train.iter().chain(&split.val).copied().collect();
+                    Split::new(all, Vec::new(), split.test)
+                } else {
+                    split
+                };
                 plan.push(PlannedRun {
                     dir: format!("repeat-{r}/fold-{f}"),
                     split,
@@ -821,9 +852,47 @@ impl CrossValidation {
         Ok(plan)
     }
 
+    /// The inner runs that choose the number of epochs of `fold`, a run of [`Self::plan`] under
+    /// [`Self::inner_folds`] ≥ 2 (none otherwise): a stratified k-fold of the fold's training
+    /// part, seeded by the fold's model seed, each in `<fold dir>/inner-<i>` (its record keeps
+    /// its scores as `inner_test_<metric>`, so that comparisons pair only the folds' runs).
+    pub fn inner_plan(&self, fold: &PlannedRun, target: &[f64]) -> Result<Vec<PlannedRun>, TrainError> {
+        if self.inner_folds < 2 {
+            return Ok(Vec::new());
+        }
+        let pool = &fold.split.train;
+        let classes: Vec<usize> = pool
+            .iter()
+            .map(|&i| {
+                let t = target.get(i as usize).copied().unwrap_or(0.0);
+                if self.metric == Metric::Mae { 0 } else { t.max(0.0) as usize }
+            })
+            .collect();
+        let inner = stratified_kfold(
+            pool,
+            &classes,
+            &KFoldConfig {
+                folds: self.inner_folds,
+                val_ratio: 0.0,
+                seed: fold.seed,
+            },
+        )
+        .map_err(field_err("inner_folds"))?;
+        Ok(inner
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| PlannedRun {
+                dir: format!("{}/inner-{i}", fold.dir),
+                split: Split::new(s.train.into_iter().chain(s.val).collect(), Vec::new(), s.test),
+                seed: fold.seed,
+            })
+            .collect())
+    }
+
     /// Runs every fold of every repeat (see [`CrossValidation::plan`]). `target[i]` is item
-    /// `i`'s class (or value); `make` builds a fresh learner per fold; `finished` sees each
-    /// trained learner with its selected weights restored.
+    /// `i`'s class (or value); `make` builds a fresh learner per fold (and per inner run, from
+    /// its own training items); `finished` sees each fold's trained learner with its selected
+    /// weights restored.
     pub fn run<L: Learner>(
         &self,
         name: &str,
@@ -842,24 +911,52 @@ impl CrossValidation {
                 continue;
             }
             tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
-            let mut learner = make(&run)?;
-            let runner = Runner {
-                name: format!("{name}/{}", run.dir),
-                train: self.train.clone(),
-                seed: run.seed,
-                dir: out.map(|o| o.join(&run.dir)),
+            let runner = |planned: &PlannedRun, train: TrainConfig| Runner {
+                name: format!("{name}/{}", planned.dir),
+                train,
+                seed: planned.seed,
+                dir: out.map(|o| o.join(&planned.dir)),
                 device: device.into(),
                 config: config.clone(),
                 progress: true,
             };
-            runs.push(fold_runs(
-                &run.split,
-                target,
-                self.metric,
-                self.selection,
-                &runner,
-                &mut learner,
-            )?);
+            let inner = self.inner_plan(&run, target)?;
+            let mut learner;
+            if inner.is_empty() {
+                learner = make(&run)?;
+                runs.push(fold_runs(
+                    &run.split,
+                    target,
+                    self.metric,
+                    self.selection,
+                    &runner(&run, self.train.clone()),
+                    &mut learner,
+                )?);
+            } else {
+                let mut records = Vec::with_capacity(inner.len());
+                for planned in &inner {
+                    let mut l = make(planned)?;
+                    let r = runner(planned, self.train.clone());
+                    records.push(inner_run(&planned.split, target, self.metric, &r, &mut l)?);
+                }
+                let (epochs, score) = inner_choice(&records, self.metric, self.selection);
+                let mut train = self.train.clone();
+                train.epochs = epochs;
+                learner = make(&run)?;
+                let mut rec = final_epoch_run(
+                    &run.train(),
+                    &ids(&run.split.test),
+                    false,
+                    target,
+                    self.metric,
+                    &runner(&run, train),
+                    &mut learner,
+                )?;
+                rec.summary.insert("chosen_epochs".into(), epochs as f64);
+                rec.summary
+                    .insert(format!("inner_{}", self.metric.name()), score);
+                runs.push(rec);
+            }
             finished(&run, &mut learner)?;
         }
         let ties = match self.selection {
@@ -871,11 +968,18 @@ impl CrossValidation {
             }
             _ => "ties keep the earlier epoch",
         };
-        let notes = vec![format!(
-            "{}-fold stratified cross-validation × {} repeats; model selection on an inner validation split ({:.3} of each training part; {ties}); test folds never seen in training or selection",
-            self.folds.folds, self.repeats, self.folds.val_ratio
-        )];
-        Ok(ProtocolReport::new("cross-validation", name, runs, notes))
+        let note = if self.inner_folds >= 2 {
+            format!(
+                "{}-fold stratified cross-validation × {} repeats; each fold's number of epochs chosen on {} inner stratified folds of its training part (the best epoch of their mean test curve; {ties}), then a model trained on the whole training part for that many epochs; test folds never seen in training or selection",
+                self.folds.folds, self.repeats, self.inner_folds
+            )
+        } else {
+            format!(
+                "{}-fold stratified cross-validation × {} repeats; model selection on an inner validation split ({:.3} of each training part; {ties}); test folds never seen in training or selection",
+                self.folds.folds, self.repeats, self.folds.val_ratio
+            )
+        };
+        Ok(ProtocolReport::new("cross-validation", name, runs, vec![note]))
     }
 }
 
@@ -1331,6 +1435,81 @@ fn final_epoch_run<L: Learner>(
             )]))
         },
     )
+}
+
+/// One inner run of [`CrossValidation::inner_plan`]: trains on `split.train` for every epoch
+/// (the last is kept) and scores `split.test` after each, as `inner_test_<metric>`,
+/// `inner_score` (higher is better) and `inner_test_loss` (where the metric has a
+/// cross-entropy); the summary holds the last epoch's `inner_test_<metric>`.
+fn inner_run<L: Learner>(
+    split: &Split,
+    target: &[f64],
+    metric: Metric,
+    runner: &Runner,
+    learner: &mut L,
+) -> Result<RunRecord, TrainError> {
+    let key = format!("inner_test_{}", metric.name());
+    let (train, test) = (ids(&split.train), ids(&split.test));
+    let test_y = Targets::from(target).pick(&test);
+    runner.fit(
+        learner,
+        &train,
+        &[("train", &train), ("inner_test", &test)],
+        |l, epoch, _| {
+            let scores = l.predict(&test)?;
+            let (v, score) = metric.eval(&scores, &test_y)?;
+            let mut metrics = BTreeMap::from([(key.clone(), v), ("inner_score".into(), score)]);
+            if let Some(loss) = metric.log_loss(&scores, &test_y)? {
+                metrics.insert("inner_test_loss".into(), loss);
+            }
+            Ok(Validation {
+                metrics,
+                score: epoch as f64,
+                ..Validation::default()
+            })
+        },
+        |_, v| {
+            Ok(v.metrics
+                .get(&key)
+                .map(|&x| BTreeMap::from([(key.clone(), x)]))
+                .unwrap_or_default())
+        },
+    )
+}
+
+/// The number of epochs (≥ 1) whose mean over `records` (inner runs) is best under
+/// `selection`, and the mean metric there: the highest mean score, ties to the lower mean loss
+/// under `metric-then-loss` and to the earlier epoch; under `loss` the lowest mean loss.
+/// Metrics without a loss select by the score.
+fn inner_choice(records: &[RunRecord], metric: Metric, selection: Selection) -> (usize, f64) {
+    let len = records.iter().map(|r| r.epochs.len()).min().unwrap_or(0);
+    let mean = |e: usize, k: &str| -> Option<f64> {
+        let v: Option<Vec<f64>> = records
+            .iter()
+            .map(|r| r.epochs[e].metrics.get(k).copied())
+            .collect();
+        v.map(|v| v.iter().sum::<f64>() / v.len().max(1) as f64)
+    };
+    let mut best: Option<(usize, f64, f64)> = None; // (epoch, score, tie-break)
+    for e in 0..len {
+        let score = mean(e, "inner_score").unwrap_or(f64::NEG_INFINITY);
+        let loss = mean(e, "inner_test_loss").filter(|_| metric.has_loss());
+        let (rank, tie) = match (selection, loss) {
+            (Selection::MetricThenLoss, Some(l)) => (score, -l),
+            (Selection::Loss, Some(l)) => (-l, 0.0),
+            _ => (score, 0.0),
+        };
+        if best.is_none_or(|(_, r, t)| rank > r || (rank == r && tie > t)) {
+            best = Some((e, rank, tie));
+        }
+    }
+    match best {
+        Some((e, _, _)) => (
+            e + 1,
+            mean(e, &format!("inner_test_{}", metric.name())).unwrap_or(f64::NAN),
+        ),
+        None => (1, f64::NAN),
+    }
 }
 
 impl NestedCrossValidation {

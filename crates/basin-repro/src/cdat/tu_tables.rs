@@ -43,6 +43,7 @@ fn protocol(preset: Preset, datasets: &[&str], models: Vec<TuModel>) -> TuOption
         folds: 10,
         repeats: 1,
         selection: Selection::default(),
+        inner_folds: 0,
         epochs: 100,
         lr: 1e-3,
         et_paper_repeats: 0,
@@ -113,6 +114,7 @@ impl Reproduction for CdatTable1 {
             Override::Dataset,
             Override::Repeats,
             Override::Selection,
+            Override::InnerFolds,
         ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
@@ -261,6 +263,7 @@ impl Reproduction for CdatTable3 {
             Override::Dataset,
             Override::Repeats,
             Override::Selection,
+            Override::InnerFolds,
         ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
@@ -392,6 +395,7 @@ impl Reproduction for CdatTable11 {
             Override::Dataset,
             Override::Repeats,
             Override::Selection,
+            Override::InnerFolds,
         ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {

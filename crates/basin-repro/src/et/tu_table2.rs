@@ -51,6 +51,7 @@ impl Reproduction for EtTable2 {
             Override::Dataset,
             Override::Repeats,
             Override::Selection,
+            Override::InnerFolds,
         ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
@@ -90,6 +91,7 @@ pub fn options(preset: Preset) -> TuOptions {
         folds: 10,
         repeats: 1,
         selection: Selection::default(),
+        inner_folds: 0,
         epochs: 300,
         lr: 1e-3,
         et_paper_repeats: 100,
