@@ -856,7 +856,11 @@ impl CrossValidation {
     /// [`Self::inner_folds`] ≥ 2 (none otherwise): a stratified k-fold of the fold's training
     /// part, seeded by the fold's model seed, each in `<fold dir>/inner-<i>` (its record keeps
     /// its scores as `inner_test_<metric>`, so that comparisons pair only the folds' runs).
-    pub fn inner_plan(&self, fold: &PlannedRun, target: &[f64]) -> Result<Vec<PlannedRun>, TrainError> {
+    pub fn inner_plan(
+        &self,
+        fold: &PlannedRun,
+        target: &[f64],
+    ) -> Result<Vec<PlannedRun>, TrainError> {
         if self.inner_folds < 2 {
             return Ok(Vec::new());
         }
@@ -865,7 +869,11 @@ impl CrossValidation {
             .iter()
             .map(|&i| {
                 let t = target.get(i as usize).copied().unwrap_or(0.0);
-                if self.metric == Metric::Mae { 0 } else { t.max(0.0) as usize }
+                if self.metric == Metric::Mae {
+                    0
+                } else {
+                    t.max(0.0) as usize
+                }
             })
             .collect();
         let inner = stratified_kfold(
@@ -883,7 +891,11 @@ impl CrossValidation {
             .enumerate()
             .map(|(i, s)| PlannedRun {
                 dir: format!("{}/inner-{i}", fold.dir),
-                split: Split::new(s.train.into_iter().chain(s.val).collect(), Vec::new(), s.test),
+                split: Split::new(
+                    s.train.into_iter().chain(s.val).collect(),
+                    Vec::new(),
+                    s.test,
+                ),
                 seed: fold.seed,
             })
             .collect())
@@ -979,7 +991,12 @@ impl CrossValidation {
                 self.folds.folds, self.repeats, self.folds.val_ratio
             )
         };
-        Ok(ProtocolReport::new("cross-validation", name, runs, vec![note]))
+        Ok(ProtocolReport::new(
+            "cross-validation",
+            name,
+            runs,
+            vec![note],
+        ))
     }
 }
 

@@ -763,3 +763,197 @@ fn shards_split_the_folds_and_an_unsharded_run_reads_them_without_training() {
         assert_eq!(a.split_hashes, b.split_hashes);
     }
 }
+
+/// [`Scripted`] that also logs what it trained on and predicted.
+struct Logged {
+    inner: Scripted,
+    log: Rc<RefCell<Log>>,
+}
+
+impl Learner for Logged {
+    fn vars(&self) -> &nn::VarStore {
+        self.inner.vars()
+    }
+    fn batch_size(&self) -> Option<usize> {
+        None
+    }
+    fn train_step(
+        &mut self,
+        train: &[usize],
+        rng: &mut ChaCha8Rng,
+    ) -> Result<StepOutput, TrainError> {
+        self.log
+            .borrow_mut()
+            .trained_on
+            .extend(train.iter().copied());
+        self.inner.train_step(train, rng)
+    }
+    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        self.log.borrow_mut().predicted.push(items.to_vec());
+        self.inner.predict(items)
+    }
+}
+
+/// A planned run and what its learner was asked to do.
+type Learned = (PlannedRun, Rc<RefCell<Log>>);
+
+#[test]
+fn inner_folds_choose_the_epoch_count_on_the_training_part_then_train_on_all_of_it() {
+    let _s = basin_core::testing::lock_generator();
+    let n = 60;
+    let target: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    // Accuracy 1 at every epoch; the cross-entropy is lowest after 3 epochs.
+    let conf = vec![0.55, 0.7, 0.9, 0.8, 0.6];
+    let folds = KFoldConfig {
+        folds: 3,
+        val_ratio: 0.2,
+        seed: 5,
+    };
+    let protocol = |inner_folds: usize, selection: Selection| CrossValidation {
+        folds: folds.clone(),
+        selection,
+        train: train_cfg(conf.len()),
+        inner_folds,
+        ..CrossValidation::default()
+    };
+    let cv = protocol(3, Selection::MetricThenLoss);
+    cv.validate("protocol").unwrap();
+    // The plan: each fold's training part whole (no validation split), the same test folds.
+    let plain = protocol(0, Selection::MetricThenLoss)
+        .plan(&target)
+        .unwrap();
+    let plan = cv.plan(&target).unwrap();
+    for (p, q) in plain.iter().zip(&plan) {
+        let mut all: Vec<u32> = p.split.train.iter().chain(&p.split.val).copied().collect();
+        all.sort_unstable();
+        assert_eq!(q.split.train, all);
+        assert!(q.split.val.is_empty());
+        assert_eq!(q.split.test, p.split.test);
+        assert_eq!((&q.dir, q.seed), (&p.dir, p.seed));
+        // Its inner folds partition that training part.
+        let inner = cv.inner_plan(q, &target).unwrap();
+        assert_eq!(inner.len(), 3);
+        let mut tests: Vec<u32> = inner.iter().flat_map(|r| r.split.test.clone()).collect();
+        tests.sort_unstable();
+        assert_eq!(tests, all);
+        for r in &inner {
+            assert!(r.dir.starts_with(&format!("{}/inner-", q.dir)), "{}", r.dir);
+            assert!(r.split.train.iter().all(|i| !r.split.test.contains(i)));
+        }
+    }
+    let make_run = |cv: &CrossValidation, dir: Option<&std::path::Path>| {
+        let logs: Rc<RefCell<Vec<Learned>>> = Rc::default();
+        let report = cv
+            .run(
+                "inner",
+                &target,
+                |run: &PlannedRun| {
+                    let vs = nn::VarStore::new(Device::Cpu);
+                    let w = vs.root().zeros("w", &[1]);
+                    let log = Rc::new(RefCell::new(Log::default()));
+                    logs.borrow_mut().push((run.clone(), log.clone()));
+                    Ok(Logged {
+                        inner: Scripted {
+                            vs,
+                            w,
+                            target: target.clone(),
+                            conf: conf.clone(),
+                            miss: vec![None; conf.len()],
+                            epochs: 0,
+                        },
+                        log,
+                    })
+                },
+                |_, _| Ok(()),
+                dir,
+                "cpu",
+            )
+            .unwrap();
+        (report, logs)
+    };
+    let (report, logs) = make_run(&cv, None);
+    // Only the folds' own runs are reported, each trained for the chosen count.
+    assert_eq!(report.runs.len(), 3);
+    for run in &report.runs {
+        assert_eq!(run.summary["chosen_epochs"], 3.0, "{:?}", run.summary);
+        assert_eq!(run.epochs.len(), 3);
+        assert_eq!(run.summary["inner_accuracy"], 1.0);
+        assert_eq!(run.summary["test_accuracy"], 1.0);
+    }
+    assert!(
+        report.notes[0].contains("3 inner stratified folds"),
+        "{:?}",
+        report.notes
+    );
+    // Per fold: three inner learners, then the fold's. No learner trains on the fold's test
+    // items; inner learners never predict them; the fold's learner predicts them once, last.
+    let logs = logs.borrow();
+    assert_eq!(logs.len(), 3 * 4);
+    for (f, fold) in plan.iter().enumerate() {
+        let test: Vec<usize> = fold.split.test.iter().map(|&i| i as usize).collect();
+        for (run, log) in &logs[f * 4..f * 4 + 4] {
+            let log = log.borrow();
+            assert!(
+                log.trained_on.iter().all(|i| !test.contains(i)),
+                "{}",
+                run.dir
+            );
+            let fold_run = run.dir == fold.dir;
+            for (k, p) in log.predicted.iter().enumerate() {
+                let last = k + 1 == log.predicted.len();
+                assert_eq!(
+                    p.iter().any(|i| test.contains(i)),
+                    fold_run && last,
+                    "{} predicted the test fold",
+                    run.dir
+                );
+            }
+            if fold_run {
+                assert_eq!(log.trained_on.len(), fold.split.train.len());
+            } else {
+                assert_eq!(log.predicted.len(), conf.len(), "one score per epoch");
+            }
+        }
+    }
+    // `metric` keeps the earliest of the tied accuracies.
+    let (first, _) = make_run(&protocol(3, Selection::Metric), None);
+    assert!(first.runs.iter().all(|r| r.summary["chosen_epochs"] == 1.0));
+    // On disk, inner runs sit under their fold and do not pair in comparisons: two "models"
+    // pair fold by fold only.
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    make_run(&cv, Some(a.path()));
+    make_run(&cv, Some(b.path()));
+    assert!(
+        a.path()
+            .join("repeat-0/fold-0/inner-2/record.json")
+            .exists()
+    );
+    let records = |d: &std::path::Path| -> Vec<basin_train::record::RunRecord> {
+        basin_train::compare::read_records(d)
+            .unwrap()
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect()
+    };
+    let (ra, rb) = (records(a.path()), records(b.path()));
+    assert_eq!(ra.len(), 3 * 4);
+    let paired = basin_train::compare::Paired::new(&ra, &rb, "test_accuracy").unwrap();
+    assert_eq!((paired.pairs, paired.unmatched_a), (3, 0));
+    // Rerun into the same directory: every run is read back, the same report.
+    let (again, logs) = make_run(&cv, Some(a.path()));
+    assert!(
+        logs.borrow()
+            .iter()
+            .all(|(_, l)| l.borrow().trained_on.is_empty())
+    );
+    assert_eq!(again.runs.len(), 3);
+    // 1 is refused; the default leaves no trace in a protocol's JSON (records made before the
+    // switch existed resume).
+    let e = protocol(1, Selection::Metric)
+        .validate("protocol")
+        .unwrap_err();
+    assert!(e.to_string().contains("protocol.inner_folds"), "{e}");
+    let json = serde_json::to_value(CrossValidation::default()).unwrap();
+    assert!(json.get("inner_folds").is_none(), "{json}");
+    assert_eq!(serde_json::to_value(&cv).unwrap()["inner_folds"], 3);
+}
