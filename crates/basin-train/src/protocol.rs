@@ -955,19 +955,25 @@ impl CrossValidation {
                 let mut train = self.train.clone();
                 train.epochs = epochs;
                 learner = make(&run)?;
-                let mut rec = final_epoch_run(
+                // Kept in the fold's record: the count, its inner score, the inner runs' time.
+                let extra = BTreeMap::from([
+                    ("chosen_epochs".to_owned(), epochs as f64),
+                    (format!("inner_{}", self.metric.name()), score),
+                    (
+                        "inner_seconds".to_owned(),
+                        records.iter().map(|r| r.wall_seconds).sum(),
+                    ),
+                ]);
+                runs.push(final_epoch_run(
                     &run.train(),
                     &ids(&run.split.test),
                     false,
+                    &extra,
                     target,
                     self.metric,
                     &runner(&run, train),
                     &mut learner,
-                )?;
-                rec.summary.insert("chosen_epochs".into(), epochs as f64);
-                rec.summary
-                    .insert(format!("inner_{}", self.metric.name()), score);
-                runs.push(rec);
+                )?);
             }
             finished(&run, &mut learner)?;
         }
@@ -1183,6 +1189,7 @@ impl CodeCrossValidation {
                 &train,
                 &test,
                 false,
+                &BTreeMap::new(),
                 target,
                 Metric::Accuracy,
                 &runner,
@@ -1413,13 +1420,15 @@ impl Default for NestedCrossValidation {
 }
 
 /// Trains on `train` with no validation and keeps the final epoch (the CDAT code's CV, and the
-/// final model of nested CV with inner-fold epochs); its summary has the final test score, and
-/// with `curve` every epoch's record has the test score too (evaluation mode), for selection on
-/// inner folds only.
+/// final model of nested CV with inner-fold epochs); its summary has the final test score and
+/// `extra` (written into the record), and with `curve` every epoch's record has the test score
+/// too (evaluation mode), for selection on inner folds only.
+#[allow(clippy::too_many_arguments)]
 fn final_epoch_run<L: Learner>(
     train: &[usize],
     test: &[usize],
     curve: bool,
+    extra: &BTreeMap<String, f64>,
     target: &[f64],
     metric: Metric,
     runner: &Runner,
@@ -1446,10 +1455,12 @@ fn final_epoch_run<L: Learner>(
             })
         },
         |l, _| {
-            Ok(BTreeMap::from([(
+            let mut summary = extra.clone();
+            summary.insert(
                 format!("test_{key}"),
                 metric.eval(&l.predict(test)?, &test_y)?.0,
-            )]))
+            );
+            Ok(summary)
         },
     )
 }
@@ -1614,6 +1625,7 @@ impl NestedCrossValidation {
                                 &inner_train,
                                 &ids(&isplit.test),
                                 true,
+                                &BTreeMap::new(),
                                 target,
                                 self.metric,
                                 &runner,
@@ -1693,6 +1705,7 @@ impl NestedCrossValidation {
                         &all,
                         &test,
                         false,
+                        &BTreeMap::new(),
                         target,
                         self.metric,
                         &runner,

@@ -937,6 +937,13 @@ fn inner_folds_choose_the_epoch_count_on_the_training_part_then_train_on_all_of_
     };
     let (ra, rb) = (records(a.path()), records(b.path()));
     assert_eq!(ra.len(), 3 * 4);
+    // The fold's record keeps the count and the inner runs' time.
+    let fold = ra
+        .iter()
+        .find(|r| r.name == "inner/repeat-0/fold-0")
+        .unwrap();
+    assert_eq!(fold.summary["chosen_epochs"], 3.0);
+    assert!(fold.summary["inner_seconds"] > 0.0);
     let paired = basin_train::compare::Paired::new(&ra, &rb, "test_accuracy").unwrap();
     assert_eq!((paired.pairs, paired.unmatched_a), (3, 0));
     // Rerun into the same directory: every run is read back, the same report.
