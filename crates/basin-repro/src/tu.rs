@@ -219,20 +219,21 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
     )
 }
 
-/// The training loss at each epoch, averaged over a protocol's runs.
+/// The training loss at each epoch, averaged over a protocol's runs that reached it (under
+/// inner folds each fold trains for its own number of epochs).
 pub fn mean_train_loss(report: &ProtocolReport) -> Vec<f64> {
     let epochs = report
         .runs
         .iter()
         .map(|r| r.epochs.len())
-        .min()
+        .max()
         .unwrap_or(0);
     (0..epochs)
         .map(|e| {
             let v: Vec<f64> = report
                 .runs
                 .iter()
-                .filter_map(|r| r.epochs[e].metrics.get("train_loss").copied())
+                .filter_map(|r| r.epochs.get(e)?.metrics.get("train_loss").copied())
                 .collect();
             v.iter().sum::<f64>() / v.len().max(1) as f64
         })
