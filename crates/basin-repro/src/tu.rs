@@ -219,21 +219,25 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
     )
 }
 
-/// The training loss at each epoch, averaged over a protocol's runs that reached it (under
-/// inner folds each fold trains for its own number of epochs).
+/// The training loss at each epoch, averaged over a protocol's runs; under inner folds (where
+/// each fold trains for its own number of epochs) over the inner runs, which train the whole
+/// schedule.
 pub fn mean_train_loss(report: &ProtocolReport) -> Vec<f64> {
+    if let Some(inner) = report.inner_curves.get("train_loss") {
+        return inner.clone();
+    }
     let epochs = report
         .runs
         .iter()
         .map(|r| r.epochs.len())
-        .max()
+        .min()
         .unwrap_or(0);
     (0..epochs)
         .map(|e| {
             let v: Vec<f64> = report
                 .runs
                 .iter()
-                .filter_map(|r| r.epochs.get(e)?.metrics.get("train_loss").copied())
+                .filter_map(|r| r.epochs[e].metrics.get("train_loss").copied())
                 .collect();
             v.iter().sum::<f64>() / v.len().max(1) as f64
         })

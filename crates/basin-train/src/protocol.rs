@@ -85,6 +85,12 @@ pub struct ProtocolReport {
     pub aggregate: Aggregate,
     /// Notes a reader must see beside the numbers (switches, caveats).
     pub notes: Vec<String>,
+    /// Under [`CrossValidation::inner_folds`]: per epoch, the mean over every fold's inner runs
+    /// of each per-epoch metric they record (`train_loss`, `inner_test_<metric>`,
+    /// `inner_test_loss`), the curves the folds' epoch counts were chosen on; every inner run
+    /// trains the whole schedule. Empty otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inner_curves: BTreeMap<String, Vec<f64>>,
 }
 
 impl ProtocolReport {
@@ -112,6 +118,7 @@ impl ProtocolReport {
             runs,
             aggregate,
             notes,
+            inner_curves: BTreeMap::new(),
         }
     }
 
@@ -918,6 +925,8 @@ impl CrossValidation {
         let mut runs = Vec::new();
         let plan = self.plan(target)?;
         let total = plan.len();
+        // Sums and counts per metric and epoch over the inner runs.
+        let mut inner_sums: BTreeMap<String, Vec<(f64, usize)>> = BTreeMap::new();
         for (i, run) in plan.into_iter().enumerate() {
             if !runner::owns_run(i) {
                 continue;
@@ -949,7 +958,18 @@ impl CrossValidation {
                 for planned in &inner {
                     let mut l = make(planned)?;
                     let r = runner(planned, self.train.clone());
-                    records.push(inner_run(&planned.split, target, self.metric, &r, &mut l)?);
+                    let record = inner_run(&planned.split, target, self.metric, &r, &mut l)?;
+                    for (e, epoch) in record.epochs.iter().enumerate() {
+                        for (k, &v) in &epoch.metrics {
+                            let sums = inner_sums.entry(k.clone()).or_default();
+                            if sums.len() <= e {
+                                sums.resize(e + 1, (0.0, 0));
+                            }
+                            sums[e].0 += v;
+                            sums[e].1 += 1;
+                        }
+                    }
+                    records.push(record);
                 }
                 let (epochs, score) = inner_choice(&records, self.metric, self.selection);
                 let mut train = self.train.clone();
@@ -997,12 +1017,12 @@ impl CrossValidation {
                 self.folds.folds, self.repeats, self.folds.val_ratio
             )
         };
-        Ok(ProtocolReport::new(
-            "cross-validation",
-            name,
-            runs,
-            vec![note],
-        ))
+        let mut report = ProtocolReport::new("cross-validation", name, runs, vec![note]);
+        report.inner_curves = inner_sums
+            .into_iter()
+            .map(|(k, v)| (k, v.into_iter().map(|(s, n)| s / n.max(1) as f64).collect()))
+            .collect();
+        Ok(report)
     }
 }
 

@@ -872,8 +872,15 @@ fn inner_folds_choose_the_epoch_count_on_the_training_part_then_train_on_all_of_
         (report, logs)
     };
     let (report, logs) = make_run(&cv, None);
-    // Only the folds' own runs are reported, each trained for the chosen count.
+    // Only the folds' own runs are reported, each trained for the chosen count; the curves the
+    // counts were chosen on come beside them, over every epoch of the schedule.
     assert_eq!(report.runs.len(), 3);
+    for k in ["train_loss", "inner_test_accuracy", "inner_test_loss"] {
+        assert_eq!(report.inner_curves[k].len(), conf.len(), "{k}");
+    }
+    for (l, p) in report.inner_curves["inner_test_loss"].iter().zip(&conf) {
+        assert!((l + p.ln()).abs() < 1e-12, "mean held-out loss {l} for p = {p}");
+    }
     for run in &report.runs {
         assert_eq!(run.summary["chosen_epochs"], 3.0, "{:?}", run.summary);
         assert_eq!(run.epochs.len(), 3);
