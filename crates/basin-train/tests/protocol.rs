@@ -879,7 +879,10 @@ fn inner_folds_choose_the_epoch_count_on_the_training_part_then_train_on_all_of_
         assert_eq!(report.inner_curves[k].len(), conf.len(), "{k}");
     }
     for (l, p) in report.inner_curves["inner_test_loss"].iter().zip(&conf) {
-        assert!((l + p.ln()).abs() < 1e-12, "mean held-out loss {l} for p = {p}");
+        assert!(
+            (l + p.ln()).abs() < 1e-12,
+            "mean held-out loss {l} for p = {p}"
+        );
     }
     for run in &report.runs {
         assert_eq!(run.summary["chosen_epochs"], 3.0, "{:?}", run.summary);

@@ -188,7 +188,10 @@ impl Unit {
 /// logits take at most this many bytes (about one core's L2), so that the logits, the softmax
 /// and the two weighted sums stay in cache between the batched matmuls (the attention
 /// gradient at B = 32, N = 128, D = 128, H = 12 on two cores: 34.7 ms with two samples per
-/// chunk, 35.6 ms with one, 42.7 ms with the whole batch).
+/// chunk, 35.6 ms with one, 42.7 ms with the whole batch). Without autograd the projections
+/// and the back-projection go by the same chunks too (a descent step's gradient on a
+/// 2-core AVX-512 machine: 23.7–27.2 ms against 28.7–42.8 with whole-batch projections, the
+/// higher figure when glibc maps their 12–25 MiB buffers afresh on each call).
 /// Accelerators take the whole batch.
 pub const CPU_CHUNK_BYTES: i64 = 2 << 20;
 
@@ -370,20 +373,34 @@ impl EnergyAttention {
     // reads its operands in place (as transposes where needed) and the gradient goes back to
     // `[B, N, D]` without a layout copy.
 
-    /// `(βQᵀ, Kᵀ)` as `[B, H, Y, N]`, from `W g_bᵀ` (β folded into W_Q), and
-    /// the unit parts (normalised along Y) in unit mode.
-    fn project_heads(&self, g: &Tensor) -> (Tensor, Tensor, Option<Unit>) {
+    /// The projection weights of [`Self::project_heads`]: per head its rows of βW_Q (W_Q in
+    /// unit mode), then of W_K, `[H, 2Y, D]`. They require grad exactly when this call records
+    /// an autograd graph for them (grad mode on, trainable weights).
+    fn head_weights(&self) -> Tensor {
+        Tensor::cat(&[&self.query_weights(), &self.w_k], 1)
+    }
+
+    /// Whether a dense call on tokens `g` records an autograd graph, given
+    /// [`Self::head_weights`]: then the projections stay whole-batch matmuls (their weight
+    /// gradients are one matmul each) and only the `[b, H, N, N]` core goes by chunks;
+    /// otherwise (a descent step without training, `basin energy`, evaluation) every step of
+    /// the term goes by chunks ([`Self::dense_tiled`]).
+    fn records_graph(w: &Tensor, g: &Tensor) -> bool {
+        w.requires_grad() || g.requires_grad()
+    }
+
+    /// `(βQᵀ, Kᵀ)` as `[B, H, Y, N]`, from `W g_bᵀ` with `w` = [`Self::head_weights`] (β
+    /// folded into W_Q), and the unit parts (normalised along Y) in unit mode.
+    fn project_heads(&self, w: &Tensor, g: &Tensor) -> (Tensor, Tensor, Option<Unit>) {
         let s = self.w_q.size();
         let (h, y, d) = (s[0], s[1], s[2]);
         let (b, n) = (g.size()[0], g.size()[1]);
-        let wq = self.query_weights();
         let gt = g.transpose(1, 2);
-        let w = Tensor::cat(&[&wq, &self.w_k], 1); // [H, 2Y, D]: per head its Q rows, then K
         // Without autograd one fused matmul is faster; under autograd two, since each view of
         // a fused one would make the backward pass fill a zero gradient of both (slice backward).
-        let (q, k) = if w.requires_grad() || g.requires_grad() {
+        let (q, k) = if Self::records_graph(w, g) {
             let project = |w: &Tensor| w.view([h * y, d]).matmul(&gt).view([b, h, y, n]);
-            (project(&wq), project(&self.w_k))
+            (project(&self.query_weights()), project(&self.w_k))
         } else {
             let p = w.view([h * 2 * y, d]).matmul(&gt).view([b, h, 2 * y, n]);
             (p.narrow(2, 0, y), p.narrow(2, y, y))
@@ -404,16 +421,18 @@ impl EnergyAttention {
         (self.chunk_bytes / bytes.max(1)).clamp(1, b.max(1))
     }
 
-    /// Runs `f(logits, βQᵀ, Kᵀ, pattern)` on each batch chunk of the head-major queries and
-    /// keys `[B, H, Y, N]` of tokens `g`, in batch order, with the chunk's masked logits
-    /// `[b, H, N, N]`. The projections and the back-projection stay large matmuls over the
-    /// whole batch; only this core goes by chunks (see [`CPU_CHUNK_BYTES`]).
+    /// Runs `f(chunks, pattern)` on each batch chunk, in batch order: `chunks` holds the
+    /// chunk of each of `inputs` (tensors whose first axis is the batch of tokens `g`; others
+    /// pass whole), `pattern` the structure's parts for those samples. With the projections
+    /// done whole-batch the inputs are the head-major queries and keys and only the
+    /// `[b, H, N, N]` core goes by chunks; without autograd the input is `g` itself and the whole
+    /// term does ([`Self::dense_tiled`]). See [`CPU_CHUNK_BYTES`].
     fn dense_chunks<T>(
         &self,
         g: &Tensor,
-        (q, k): (&Tensor, &Tensor),
+        inputs: &[&Tensor],
         s: &Structure,
-        mut f: impl FnMut(Tensor, &Tensor, &Tensor, &DenseParts) -> T,
+        mut f: impl FnMut(&[Tensor], &DenseParts) -> T,
     ) -> Vec<T> {
         let size = g.size();
         let (b, n) = (size[0], size[1]);
@@ -440,14 +459,14 @@ impl EnergyAttention {
             }
         };
         let has = layout.has_keys.as_ref().map(|t| t.to_kind(g.kind()));
-        let (qs, ks) = (pieces(q), pieces(k));
+        let mut inputs: Vec<std::vec::IntoIter<Tensor>> =
+            inputs.iter().map(|t| pieces(t).into_iter()).collect();
         let mut blocked = opt(layout.blocked.as_ref()).into_iter();
         let mut bias = opt(layout.bias.as_ref()).into_iter();
         let mut has = opt(has.as_ref()).into_iter();
         let mut scale = opt(s.scale()).into_iter();
-        qs.iter()
-            .zip(&ks)
-            .map(|(qc, kc)| {
+        (0..count)
+            .map(|_| {
                 let parts = DenseParts {
                     diagonal_only: layout.diagonal_only,
                     blocked: blocked.next().flatten(),
@@ -455,9 +474,46 @@ impl EnergyAttention {
                     has: has.next().flatten(),
                     scale: scale.next().flatten(),
                 };
-                f(self.dense_logits(qc, kc, &parts), qc, kc, &parts)
+                let chunks: Vec<Tensor> = inputs.iter_mut().filter_map(Iterator::next).collect();
+                f(&chunks, &parts)
             })
             .collect()
+    }
+
+    /// The dense gradient `[B, N, D]` of tokens `g` with each batch chunk computed whole
+    /// inside its chunk (projections, logits, softmax, weighted sums, back-projection), and
+    /// `f(logits, softmax, pattern)` of each chunk. Without autograd nothing needs the whole
+    /// batch's queries, keys or aggregates, so each chunk's stay in cache and every allocation
+    /// is small: at B = 32, N = 128, D = 128, H = 12 the whole-batch projections and aggregates
+    /// are 12–25 MiB each, which glibc often maps and faults in afresh on every call.
+    fn dense_tiled<T>(
+        &self,
+        w: &Tensor,
+        g: &Tensor,
+        s: &Structure,
+        mut f: impl FnMut(&Tensor, &Tensor, &DenseParts) -> T,
+    ) -> (Vec<T>, Tensor) {
+        let (out, grads): (Vec<T>, Vec<Tensor>) = self
+            .dense_chunks(g, &[g], s, |c, p| {
+                let (q, k, unit) = self.project_heads(w, &c[0]);
+                let logits = self.dense_logits(&q, &k, p);
+                let softmax = logits.softmax(-1, logits.kind());
+                let out = f(&logits, &softmax, p);
+                let omega = Self::dense_omega(&softmax, p.has.as_ref());
+                let sums = Self::weighted_sums(&omega, (&q, &k), p);
+                (out, self.dense_grad(vec![sums], unit.as_ref()))
+            })
+            .into_iter()
+            .unzip();
+        (out, cat_batch(grads))
+    }
+
+    /// Per-query log-sum-exp `[b, H, N]` from the logits and their softmax: lse = max − log
+    /// softmax(max); the softmax already holds the normaliser, and its largest entry is ≥ 1/N,
+    /// so the log is safe (rows with no key are uniform).
+    fn lse(logits: &Tensor, softmax: &Tensor) -> Tensor {
+        let (max, arg) = logits.max_dim(-1, true);
+        (max - softmax.gather(-1, &arg, false).log()).squeeze_dim(-1)
     }
 
     /// Masked logits `[b, H, N, N]` (query × key) of head-major `βQᵀ`, `Kᵀ` `[b, H, Y, N]`.
@@ -714,8 +770,9 @@ impl Energy for EnergyAttention {
                 self.sparse_energy_from(&lse, g.size()[0])
             }
             None => {
-                let (q, k, _) = self.project_heads(g);
-                let energies = self.dense_chunks(g, (&q, &k), s, |logits, _, _, p| {
+                let (q, k, _) = self.project_heads(&self.head_weights(), g);
+                let energies = self.dense_chunks(g, &[&q, &k], s, |c, p| {
+                    let logits = self.dense_logits(&c[0], &c[1], p);
                     self.energy_from_lse(&logits.logsumexp(-1, false), p.has.as_ref())
                 });
                 cat_batch(energies)
@@ -730,10 +787,19 @@ impl Energy for EnergyAttention {
         if let Some(edges) = s.sparse_edges() {
             return self.sparse_energy_and_grad(g, edges, s.edge_scale()).1;
         }
-        let (q, k, unit) = self.project_heads(g);
-        let sums = self.dense_chunks(g, (&q, &k), s, |logits, qc, kc, p| {
+        let w = self.head_weights();
+        if !Self::records_graph(&w, g) {
+            return self.dense_tiled(&w, g, s, |_, _, _| ()).1;
+        }
+        let (q, k, unit) = self.project_heads(&w, g);
+        let sums = self.dense_chunks(g, &[&q, &k], s, |c, p| {
+            let logits = self.dense_logits(&c[0], &c[1], p);
             let softmax = logits.softmax(-1, logits.kind());
-            Self::weighted_sums(&Self::dense_omega(&softmax, p.has.as_ref()), (qc, kc), p)
+            Self::weighted_sums(
+                &Self::dense_omega(&softmax, p.has.as_ref()),
+                (&c[0], &c[1]),
+                p,
+            )
         });
         self.dense_grad(sums, unit.as_ref())
     }
@@ -745,18 +811,22 @@ impl Energy for EnergyAttention {
         if let Some(edges) = s.sparse_edges() {
             return self.sparse_energy_and_grad(g, edges, s.edge_scale());
         }
-        let (q, k, unit) = self.project_heads(g);
+        let w = self.head_weights();
+        if !Self::records_graph(&w, g) {
+            let (energies, grad) = self.dense_tiled(&w, g, s, |logits, softmax, p| {
+                self.energy_from_lse(&Self::lse(logits, softmax), p.has.as_ref())
+            });
+            return (cat_batch(energies), grad);
+        }
+        let (q, k, unit) = self.project_heads(&w, g);
         let (energies, sums): (Vec<Tensor>, Vec<(Tensor, Tensor)>) = self
-            .dense_chunks(g, (&q, &k), s, |logits, qc, kc, p| {
+            .dense_chunks(g, &[&q, &k], s, |c, p| {
+                let logits = self.dense_logits(&c[0], &c[1], p);
                 let softmax = logits.softmax(-1, logits.kind());
-                // lse = max − log softmax(max): the softmax already holds the normaliser, and
-                // its largest entry is ≥ 1/N, so the log is safe (rows with no key are uniform).
-                let (max, arg) = logits.max_dim(-1, true);
-                let lse = (max - softmax.gather(-1, &arg, false).log()).squeeze_dim(-1);
                 let omega = Self::dense_omega(&softmax, p.has.as_ref());
                 (
-                    self.energy_from_lse(&lse, p.has.as_ref()),
-                    Self::weighted_sums(&omega, (qc, kc), p),
+                    self.energy_from_lse(&Self::lse(&logits, &softmax), p.has.as_ref()),
+                    Self::weighted_sums(&omega, (&c[0], &c[1]), p),
                 )
             })
             .into_iter()
