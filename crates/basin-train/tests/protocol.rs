@@ -413,7 +413,7 @@ fn cross_validation_partitions_and_learns() {
 /// Predicts every item's class with the confidence `conf[e]` in the truth after `e + 1`
 /// epochs, except that where `miss[e]` is `Some(q)` every item `i ≡ 0 (mod 4)` gets `q`: with
 /// no misses and `conf > 0.5` the validation accuracy is 1 at every epoch and only the
-/// cross-entropy moves.
+/// cross-entropy moves. What it trained on and predicted goes to `log`.
 struct Scripted {
     vs: nn::VarStore,
     w: Tensor,
@@ -421,6 +421,7 @@ struct Scripted {
     conf: Vec<f64>,
     miss: Vec<Option<f64>>,
     epochs: usize,
+    log: Rc<RefCell<Log>>,
 }
 
 impl Learner for Scripted {
@@ -430,11 +431,20 @@ impl Learner for Scripted {
     fn batch_size(&self) -> Option<usize> {
         None
     }
-    fn train_step(&mut self, _: &[usize], _: &mut ChaCha8Rng) -> Result<StepOutput, TrainError> {
+    fn train_step(
+        &mut self,
+        train: &[usize],
+        _: &mut ChaCha8Rng,
+    ) -> Result<StepOutput, TrainError> {
         self.epochs += 1;
+        self.log
+            .borrow_mut()
+            .trained_on
+            .extend(train.iter().copied());
         Ok(StepOutput::loss(self.w.square().sum(Kind::Float)))
     }
     fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        self.log.borrow_mut().predicted.push(items.to_vec());
         let e = self.epochs.clamp(1, self.conf.len()) - 1;
         Ok(Scores(
             items
@@ -485,6 +495,7 @@ fn selection_ranks_by_accuracy_then_loss_or_by_loss_when_asked() {
                     conf: conf.clone(),
                     miss: miss.clone(),
                     epochs: 0,
+                    log: Rc::default(),
                 })
             },
             |_, _| Ok(()),
@@ -764,36 +775,6 @@ fn shards_split_the_folds_and_an_unsharded_run_reads_them_without_training() {
     }
 }
 
-/// [`Scripted`] that also logs what it trained on and predicted.
-struct Logged {
-    inner: Scripted,
-    log: Rc<RefCell<Log>>,
-}
-
-impl Learner for Logged {
-    fn vars(&self) -> &nn::VarStore {
-        self.inner.vars()
-    }
-    fn batch_size(&self) -> Option<usize> {
-        None
-    }
-    fn train_step(
-        &mut self,
-        train: &[usize],
-        rng: &mut ChaCha8Rng,
-    ) -> Result<StepOutput, TrainError> {
-        self.log
-            .borrow_mut()
-            .trained_on
-            .extend(train.iter().copied());
-        self.inner.train_step(train, rng)
-    }
-    fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
-        self.log.borrow_mut().predicted.push(items.to_vec());
-        self.inner.predict(items)
-    }
-}
-
 /// A planned run and what its learner was asked to do.
 type Learned = (PlannedRun, Rc<RefCell<Log>>);
 
@@ -852,15 +833,13 @@ fn inner_folds_choose_the_epoch_count_on_the_training_part_then_train_on_all_of_
                     let w = vs.root().zeros("w", &[1]);
                     let log = Rc::new(RefCell::new(Log::default()));
                     logs.borrow_mut().push((run.clone(), log.clone()));
-                    Ok(Logged {
-                        inner: Scripted {
-                            vs,
-                            w,
-                            target: target.clone(),
-                            conf: conf.clone(),
-                            miss: vec![None; conf.len()],
-                            epochs: 0,
-                        },
+                    Ok(Scripted {
+                        vs,
+                        w,
+                        target: target.clone(),
+                        conf: conf.clone(),
+                        miss: vec![None; conf.len()],
+                        epochs: 0,
                         log,
                     })
                 },
