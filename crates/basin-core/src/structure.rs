@@ -33,13 +33,15 @@ pub enum Interaction {
 }
 
 /// A sparse attention pattern over `tokens` flattened tokens (`B·N`, batches laid end to end),
-/// stored query-major (CSR: sorted by query, then key) for the per-query softmax.
+/// stored query-major (CSR: sorted by query, then key) for the per-query softmax; the
+/// key-major order is computed on first use ([`SparseEdges::key_major`]).
 #[derive(Debug)]
 pub struct SparseEdges {
     query: Tensor,
     key: Tensor,
     row_ptr: Tensor,
     tokens: i64,
+    key_major: OnceCell<(Tensor, Tensor)>,
 }
 
 impl SparseEdges {
@@ -124,6 +126,7 @@ impl SparseEdges {
             key,
             row_ptr,
             tokens,
+            key_major: OnceCell::new(),
         }
     }
 
@@ -138,6 +141,17 @@ impl SparseEdges {
     /// CSR offsets of the query-major order, `[tokens + 1]`.
     pub fn row_ptr(&self) -> &Tensor {
         &self.row_ptr
+    }
+    /// The key-major order, computed on first use: the permutation that sorts the edges by
+    /// key (then query), `[E]`, and the CSR offsets of that order, `[tokens + 1]` (for the
+    /// attention gradient's key-side sum as one bag per key).
+    pub fn key_major(&self) -> (&Tensor, &Tensor) {
+        let (by_key, col_ptr) = self.key_major.get_or_init(|| {
+            let by_key = (&self.key * self.tokens + &self.query).argsort(0, false);
+            let col_ptr = offsets(&self.key.index_select(0, &by_key), self.tokens);
+            (by_key, col_ptr)
+        });
+        (by_key, col_ptr)
     }
     /// Number of keys of each query, `[tokens]`.
     pub fn degree(&self) -> Tensor {
@@ -162,6 +176,7 @@ impl SparseEdges {
             key: self.key.to_device(device),
             row_ptr: self.row_ptr.to_device(device),
             tokens: self.tokens,
+            key_major: OnceCell::new(),
         }
     }
 

@@ -214,6 +214,79 @@ fn attention_in_batch_chunks_equals_the_whole_batch() {
     }
 }
 
+/// The sparse form's two kernel families agree: with [`SparseKernels::Bags`] (sampled matmuls
+/// and weighted bags, what large graphs use) the conformance suite holds, and energy, gradient
+/// and the weights' gradients of a loss on the closed-form gradient (what training
+/// backpropagates through the descent) equal [`SparseKernels::Gather`]'s on every sparse
+/// structure, for plain and vMF attention with two heads.
+#[test]
+fn sparse_attention_by_bags_equals_by_gathers() {
+    use basin_core::terms::attention::SparseKernels;
+    let cfg = AttentionConfig {
+        heads: 2,
+        head_dim: 3,
+        init_std: 0.4,
+        beta: Some(0.7),
+        ..Default::default()
+    };
+    let make = |path: &tch::nn::Path, dim: i64, unit: bool| {
+        let a = EnergyAttention::new(path, dim, &cfg);
+        if unit { a.unit_vectors(1e-12) } else { a }
+    };
+    for unit in [false, true] {
+        conformance::energy_term("attention by bags", 2, |path, dim| {
+            Box::new(make(path, dim, unit).with_sparse_kernels(SparseKernels::Bags))
+        });
+        basin_core::testing::seeded(13, || {
+            let mut vs = store();
+            let gather = make(&vs.root(), D, unit).with_sparse_kernels(SparseKernels::Gather);
+            vs.double();
+            let g = tokens(B, N, D);
+            let weights = vs.trainable_variables();
+            let probe = Tensor::randn([B, N, D], (tch::Kind::Double, tch::Device::Cpu));
+            // Energy, gradient, and the weights' gradients of ⟨∂E/∂g, probe⟩ + ΣE.
+            let run = |term: &EnergyAttention, s: &Structure| {
+                let (e, d) = term.energy_and_grad(&g, s);
+                let loss = (&d * &probe).sum(tch::Kind::Double) + e.sum(tch::Kind::Double);
+                let grads = Tensor::run_backward(&[loss], &weights, false, false);
+                (e.detach(), d.detach(), grads)
+            };
+            let sparse: Vec<_> = conformance::structures(B, N, 2)
+                .into_iter()
+                .filter(|(_, s)| s.is_sparse())
+                .collect();
+            assert_eq!(sparse.len(), 4);
+            let want: Vec<_> = sparse.iter().map(|(_, s)| run(&gather, s)).collect();
+            let bags = gather.with_sparse_kernels(SparseKernels::Bags);
+            for ((name, s), (e0, d0, w0)) in sparse.iter().zip(&want) {
+                let (e1, d1, w1) = run(&bags, s);
+                let mut pairs = vec![("energy", &e1, e0), ("gradient", &d1, d0)];
+                pairs.extend(
+                    w1.iter()
+                        .zip(w0)
+                        .map(|(a, b)| ("a weight's gradient", a, b)),
+                );
+                for (what, got, want) in pairs {
+                    let err = max_rel_error(got, want, 1e-12);
+                    assert!(
+                        err < 1e-10,
+                        "unit {unit} [{name}]: {what} by bags differs ({err:e})"
+                    );
+                }
+                let (e2, d2) = tch::no_grad(|| bags.energy_and_grad(&g, s));
+                assert!(
+                    max_rel_error(&e2, e0, 1e-12) < 1e-10,
+                    "[{name}] energy, no autograd"
+                );
+                assert!(
+                    max_rel_error(&d2, d0, 1e-12) < 1e-10,
+                    "[{name}] gradient, no autograd"
+                );
+            }
+        });
+    }
+}
+
 /// CDAT eq. 10: scaling W_Q or W_K by c > 0 changes neither the vMF energy nor its gradient;
 /// the plain attention's energy does change (control).
 #[test]

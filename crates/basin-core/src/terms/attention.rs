@@ -147,8 +147,38 @@ pub struct EnergyAttention {
     pub head_mix: Option<Tensor>,
     /// Bytes of logits per batch chunk of the dense form on the CPU ([`CPU_CHUNK_BYTES`]).
     chunk_bytes: i64,
+    /// Which kernels the sparse form uses ([`SparseKernels`]).
+    sparse_kernels: SparseKernels,
     name: String,
 }
+
+/// How the sparse form computes its per-edge scores and the gradient's two sums over edges.
+/// Results do not depend on it, only speed and memory do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SparseKernels {
+    /// [`SparseKernels::Bags`] when one `[E, H, Y]` tensor of the edges' gathered rows would
+    /// exceed [`GATHER_BYTES`], [`SparseKernels::Gather`] otherwise.
+    #[default]
+    Auto,
+    /// Queries and keys gathered at the edges, every head at once, in chunks of edges: the
+    /// fastest on the batches of small graphs of the TU sets (a DD training epoch of the CPU
+    /// model on two cores: 6.8–7.5 s against 15 with bags, whose `embedding_bag` backward
+    /// libtorch computes by sorting and adding short rows one by one), but under autograd every
+    /// gathered `[E, H, Y]` chunk is kept for the backward pass (four per descent step).
+    Gather,
+    /// Per head, a CSR sampled matmul for the scores and a weighted `embedding_bag` per sum:
+    /// nothing per edge wider than `[E, H]` is kept under autograd, and no `[E, H, Y]` rows
+    /// stream through memory. On one large graph (tolokers, 1.04 M edges, one head of 64) a
+    /// training epoch took 0.87–0.90 s against 1.3–2.0 with gathers, at 0.62 GB of peak memory
+    /// against 3.9; one inference step on 10⁵ nodes and 2·10⁶ edges (two heads of 32) 347 ms
+    /// against 443.
+    Bags,
+}
+
+/// Under [`SparseKernels::Auto`], the size of one `[E, H, Y]` tensor of gathered rows above
+/// which the sparse form uses [`SparseKernels::Bags`]: 64 MiB, between DD's batches (about 8
+/// MiB) and one tolokers graph (266 MiB).
+pub const GATHER_BYTES: i64 = 64 << 20;
 
 /// vMF attention's unit directions and norms of the raw queries and keys, for the
 /// normalisation's Jacobian `(I − ĥĥᵀ)/n` in the gradient. `dim` is the head-width axis:
@@ -253,6 +283,7 @@ impl EnergyAttention {
             unit: None,
             head_mix,
             chunk_bytes: CPU_CHUNK_BYTES,
+            sparse_kernels: SparseKernels::default(),
             name: "attention".into(),
         }
     }
@@ -290,6 +321,25 @@ impl EnergyAttention {
     pub fn with_chunk_bytes(mut self, bytes: i64) -> Self {
         self.chunk_bytes = bytes;
         self
+    }
+
+    /// Sets the sparse form's kernels ([`SparseKernels::Auto`] by default).
+    pub fn with_sparse_kernels(mut self, kernels: SparseKernels) -> Self {
+        self.sparse_kernels = kernels;
+        self
+    }
+
+    /// Whether the sparse form uses [`SparseKernels::Bags`] for queries `q` `[T, H, Y]` over
+    /// `edges`.
+    fn bags(&self, q: &Tensor, edges: &SparseEdges) -> bool {
+        match self.sparse_kernels {
+            SparseKernels::Bags => true,
+            SparseKernels::Gather => false,
+            SparseKernels::Auto => {
+                let row = q.size()[1] * q.size()[2] * q.kind().elt_size_in_bytes() as i64;
+                edges.len() * row > GATHER_BYTES
+            }
+        }
     }
 
     /// Number of heads.
@@ -622,7 +672,11 @@ impl EnergyAttention {
                 unit,
             );
         }
-        let s = edge_dots(&q, &k, edges.query(), edges.key());
+        let s = if self.bags(&q, edges) {
+            sampled_dots(&q, &k, edges)
+        } else {
+            edge_dots(&q, &k, edges.query(), edges.key())
+        };
         let s = match &self.head_mix {
             Some(mix) => s.matmul(mix),
             None => s,
@@ -686,8 +740,18 @@ impl EnergyAttention {
             None => omega,
         };
         // Query side: T^Q_q = Σ_{e ∈ row q} ω_e K_key(e); key side: T^K_k = Σ_{e: key(e) = k} ω_e Q_query(e).
-        let tq = head_spmm(&omega, edges.query(), edges.key(), &k);
-        let tk = head_spmm(&omega, edges.key(), edges.query(), &q);
+        let (tq, tk) = if self.bags(&q, edges) {
+            let (by_key, col_ptr) = edges.key_major();
+            (
+                head_bags(&omega, edges.key(), edges.row_ptr(), None, &k),
+                head_bags(&omega, edges.query(), col_ptr, Some(by_key), &q),
+            )
+        } else {
+            (
+                head_spmm(&omega, edges.query(), edges.key(), &k),
+                head_spmm(&omega, edges.key(), edges.query(), &q),
+            )
+        };
         let grad = self
             .back_project_rows(&tq, &tk, unit.as_ref())
             .view([b, -1, d]);
@@ -706,8 +770,8 @@ fn cat_batch(mut parts: Vec<Tensor>) -> Tensor {
 
 /// Per-edge, per-head dot products `s[e, h] = q[query(e), h] · k[key(e), h]` (an SDDMM) for
 /// `q, k: [T, H, Y]` → `[E, H]`: both gathered at the edges, multiplied and summed over the head
-/// width, in chunks of [`SPMM_CHUNK_EDGES`]. (libtorch's CSR `sparse_sampled_addmm`, one call per
-/// head, and its sparse backward made a DD training epoch on one CPU thread 1.5× as long.)
+/// width, in chunks of [`SPMM_CHUNK_EDGES`] ([`SparseKernels::Gather`]; [`sampled_dots`] for
+/// large graphs).
 fn edge_dots(q: &Tensor, k: &Tensor, query: &Tensor, key: &Tensor) -> Tensor {
     let e = query.size()[0];
     let out = Tensor::zeros([e, q.size()[1]], (q.kind(), q.device()));
@@ -724,6 +788,62 @@ fn edge_dots(q: &Tensor, k: &Tensor, query: &Tensor, key: &Tensor) -> Tensor {
     out
 }
 
+/// [`edge_dots`] by one CSR sampled matmul (SDDMM) per head over the query-major pattern, for
+/// [`SparseKernels::Bags`]: libtorch differentiates it with respect to Q and K by sparse ×
+/// dense products, so training keeps no `[E, H, Y]` activations.
+fn sampled_dots(q: &Tensor, k: &Tensor, edges: &SparseEdges) -> Tensor {
+    let t = edges.tokens();
+    let zeros = Tensor::zeros([edges.len()], (q.kind(), q.device()));
+    let pattern = Tensor::sparse_csr_tensor_crow_col_value_size(
+        edges.row_ptr(),
+        edges.key(),
+        &zeros,
+        [t, t],
+        (q.kind(), q.device()),
+    );
+    let heads: Vec<Tensor> = (0..q.size()[1])
+        .map(|head| {
+            pattern
+                .sparse_sampled_addmm(
+                    &q.select(1, head).contiguous(),
+                    &k.select(1, head).tr().contiguous(),
+                )
+                .values()
+        })
+        .collect();
+    Tensor::stack(&heads, 1)
+}
+
+/// [`head_spmm`] as one weighted `embedding_bag` per head (a sum over each row's bag of
+/// columns), for [`SparseKernels::Bags`]: `cols` are the columns in the order whose CSR
+/// offsets are `ptr`, `perm` the permutation from the query-major edge order to it (`None`:
+/// the same order). libtorch differentiates it with respect to the weights and `x` without
+/// keeping per-edge messages.
+fn head_bags(w: &Tensor, cols: &Tensor, ptr: &Tensor, perm: Option<&Tensor>, x: &Tensor) -> Tensor {
+    let sorted = |v: &Tensor| match perm {
+        Some(p) => v.index_select(0, p),
+        None => v.shallow_clone(),
+    };
+    let cols = sorted(cols);
+    let heads: Vec<Tensor> = (0..w.size()[1])
+        .map(|head| {
+            let weights = sorted(&w.select(1, head)).contiguous();
+            let (out, _, _, _) = Tensor::embedding_bag(
+                &x.select(1, head).contiguous(),
+                &cols,
+                ptr,
+                false,
+                0, // sum
+                false,
+                Some(&weights),
+                true,
+            );
+            out
+        })
+        .collect();
+    Tensor::stack(&heads, 1)
+}
+
 /// Edges per chunk of [`edge_dots`] and [`head_spmm`]: their `[chunk, H, Y]` gathers (8 MiB at
 /// H·Y = 32 in float32) stay near the caches instead of streaming through memory. Measured on one
 /// CPU thread, 10⁴–10⁶ nodes × 16 edges: 2–4× faster than chunks of 2²⁰ edges, 2²⁰ being no
@@ -735,9 +855,8 @@ const SPMM_CHUNK_EDGES: i64 = 1 << 16;
 /// adding into the rows, every head at once.
 ///
 /// Its backward is the same two index operations the other way round. The messages kept for
-/// training are `[E, H, Y]`. (A weighted `embedding_bag` per head keeps none, but libtorch's
-/// CPU backward of it sorts the indices and adds row by row: replacing it took a DD training
-/// epoch on one CPU thread from 17.6 to 10.7 s.)
+/// training are `[E, H, Y]` ([`SparseKernels::Gather`]; [`head_bags`] keeps none, for large
+/// graphs).
 fn head_spmm(w: &Tensor, row: &Tensor, col: &Tensor, x: &Tensor) -> Tensor {
     let e = w.size()[0];
     let out = x.zeros_like();
