@@ -812,7 +812,9 @@ fn fold_runs_with_curves<'a, L: Learner>(
 
 impl CrossValidation {
     /// The folds: stratified k-fold of `target` (classes; one stratum for `mae`), repeat `r`
-    /// seeded `folds.seed + r`, directories `repeat-<r>/fold-<f>`.
+    /// seeded `folds.seed + r`, directories `repeat-<r>/fold-<f>`. Under
+    /// [`Self::inner_folds`] each fold's validation split joins its training part (the fold's
+    /// model trains on both; [`Self::inner_plan`] splits them again to choose its epochs).
     pub fn plan(&self, target: &[f64]) -> Result<Vec<PlannedRun>, TrainError> {
         let items: Vec<u32> = (0..target.len() as u32).collect();
         let classes: Vec<usize> = target
