@@ -2,6 +2,7 @@
 //! defaults do neither).
 
 use basin_core::init::{self, DenseInit};
+use basin_core::testing::{lock_generator, seeded};
 use tch::{Kind, Tensor, nn};
 
 /// The largest |entry| and the standard deviation of `t`.
@@ -15,10 +16,14 @@ fn spread(t: &Tensor) -> (f64, f64) {
 const FAN_IN: i64 = 256;
 const FAN_OUT: i64 = 512;
 
+/// Every test here that draws holds libtorch's generator (`seeded`, `lock_generator`): the
+/// draw-for-draw test below fails whenever another test's draw lands between its seed and its
+/// draws.
 fn layer(how: DenseInit) -> nn::Linear {
-    tch::manual_seed(0);
-    let vs = nn::VarStore::new(tch::Device::Cpu);
-    how.linear(vs.root() / "l", FAN_IN, FAN_OUT, true)
+    seeded(0, || {
+        let vs = nn::VarStore::new(tch::Device::Cpu);
+        how.linear(vs.root() / "l", FAN_IN, FAN_OUT, true)
+    })
 }
 
 #[test]
@@ -62,6 +67,7 @@ fn tch_keeps_its_kaiming_default_and_bias_is_optional() {
     let (max, std) = spread(&l.ws);
     let bound = (6.0 / FAN_IN as f64).sqrt();
     assert!(max <= bound && (std / (bound / 3f64.sqrt()) - 1.0).abs() < 0.02);
+    let _generator = lock_generator();
     let vs = nn::VarStore::new(tch::Device::Cpu);
     for how in [DenseInit::Tch, DenseInit::Torch, DenseInit::Flax] {
         assert!(how.linear(vs.root() / "plain", 4, 3, false).bs.is_none());
@@ -70,6 +76,7 @@ fn tch_keeps_its_kaiming_default_and_bias_is_optional() {
 
 #[test]
 fn batch_norm_starts_at_scale_one_and_shift_zero() {
+    let _generator = lock_generator();
     tch::manual_seed(0);
     let vs = nn::VarStore::new(tch::Device::Cpu);
     let bn = init::batch_norm1d(vs.root() / "bn", 16);
@@ -89,6 +96,7 @@ fn dense_init_reads_from_config_files() {
 /// start from the same tensors (and so do the parameters created after them).
 #[test]
 fn tch_draws_what_tch_nn_linear_draws() {
+    let _generator = lock_generator();
     let vs = nn::VarStore::new(tch::Device::Cpu);
     let draws = |make: &dyn Fn() -> nn::Linear| {
         tch::manual_seed(7);
@@ -123,6 +131,7 @@ fn tch_draws_what_tch_nn_linear_draws() {
 /// `[3·inner, dim]` matrix, zero input biases; the output an `nn.Linear` with a zero bias.
 #[test]
 fn multihead_attention_starts_as_pytorchs() {
+    let _generator = lock_generator();
     tch::manual_seed(0);
     let vs = nn::VarStore::new(tch::Device::Cpu);
     let (dim, inner) = (96, 96);
