@@ -4,6 +4,10 @@
 //! `libtorch_cuda.so` at link time because no symbol of it is referenced, which would leave a
 //! binary with no CUDA backend; [`load_cuda_backend`] therefore `dlopen`s it at start-up. On a
 //! machine without a GPU (or without the CUDA libraries) that fails quietly and the CPU is used.
+//!
+//! `BASIN_TF32=1` lets cuBLAS run float32 matrix products on TF32 tensor cores (10-bit
+//! mantissa), PyTorch's `torch.backends.cuda.matmul.allow_tf32 = True`; off by default, as in
+//! PyTorch. It changes nothing on the CPU.
 
 use std::ffi::CString;
 use std::str::FromStr;
@@ -15,6 +19,9 @@ use crate::error::{CoreError, Result};
 
 /// The environment variable that selects the device.
 pub const DEVICE_ENV: &str = "BASIN_DEVICE";
+
+/// The environment variable that allows TF32 matrix products on CUDA (`1`; default `0`).
+pub const TF32_ENV: &str = "BASIN_TF32";
 
 /// Which device the user asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -89,8 +96,84 @@ pub fn cuda_available() -> bool {
     load_cuda_backend().is_ok() && tch::Cuda::is_available()
 }
 
-/// Resolves a [`DeviceChoice`] to a device.
+/// Resolves a [`DeviceChoice`] to a device, applying [`TF32_ENV`] when it is CUDA.
 pub fn select(choice: DeviceChoice) -> Result<Device> {
+    let device = select_device(choice)?;
+    if device.is_cuda() {
+        set_tf32(tf32_from_env()?)?;
+    }
+    Ok(device)
+}
+
+/// What [`TF32_ENV`] asks for (unset: no).
+pub fn tf32_from_env() -> Result<bool> {
+    match std::env::var(TF32_ENV) {
+        Err(_) => Ok(false),
+        Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "on" | "yes" => Ok(true),
+            "0" | "false" | "off" | "no" | "" => Ok(false),
+            other => Err(CoreError::config(
+                TF32_ENV,
+                format!("expected 1 or 0; got `{other}`"),
+            )),
+        },
+    }
+}
+
+/// Looks a C++ symbol of libtorch up in the process (libtorch_cpu is linked in).
+#[allow(unsafe_code)]
+fn torch_symbol(mangled: &str) -> Result<*mut libc::c_void> {
+    let name = CString::new(mangled).map_err(|e| CoreError::Device(e.to_string()))?;
+    // SAFETY: `name` is a valid NUL-terminated string; RTLD_DEFAULT searches the global scope.
+    let ptr = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    if ptr.is_null() {
+        return Err(CoreError::Device(format!(
+            "libtorch has no `{mangled}`: TF32 cannot be switched in this build"
+        )));
+    }
+    Ok(ptr)
+}
+
+/// `at::globalContext()`, the object that holds libtorch's math switches.
+#[allow(unsafe_code)]
+fn global_context() -> Result<*mut libc::c_void> {
+    let f = torch_symbol("_ZN2at13globalContextEv")?;
+    // SAFETY: `at::Context& at::globalContext()` takes nothing and returns a reference, which
+    // the Itanium C++ ABI passes as a pointer.
+    let f: extern "C" fn() -> *mut libc::c_void = unsafe { std::mem::transmute(f) };
+    Ok(f())
+}
+
+/// Allows (or forbids) TF32 in cuBLAS float32 products and cuDNN convolutions, as PyTorch's
+/// `torch.backends.cuda.matmul.allow_tf32` and `torch.backends.cudnn.allow_tf32` do. Process
+/// wide; a no-op for CPU kernels.
+#[allow(unsafe_code)]
+pub fn set_tf32(on: bool) -> Result<()> {
+    let ctx = global_context()?;
+    for setter in [
+        "_ZN2at7Context18setAllowTF32CuBLASEb",
+        "_ZN2at7Context17setAllowTF32CuDNNEb",
+    ] {
+        let f = torch_symbol(setter)?;
+        // SAFETY: `void at::Context::setAllowTF32…(bool)`: a member function takes `this`
+        // as its first argument under the Itanium C++ ABI.
+        let f: extern "C" fn(*mut libc::c_void, bool) = unsafe { std::mem::transmute(f) };
+        f(ctx, on);
+    }
+    Ok(())
+}
+
+/// Whether cuBLAS float32 products may use TF32 now (see [`set_tf32`]).
+#[allow(unsafe_code)]
+pub fn tf32() -> Result<bool> {
+    let ctx = global_context()?;
+    let f = torch_symbol("_ZNK2at7Context15allowTF32CuBLASEv")?;
+    // SAFETY: `bool at::Context::allowTF32CuBLAS() const`, `this` first.
+    let f: extern "C" fn(*mut libc::c_void) -> bool = unsafe { std::mem::transmute(f) };
+    Ok(f(ctx))
+}
+
+fn select_device(choice: DeviceChoice) -> Result<Device> {
     match choice {
         DeviceChoice::Cpu => Ok(Device::Cpu),
         DeviceChoice::Auto => Ok(if cuda_available() {
@@ -127,7 +210,11 @@ pub fn from_env() -> Result<Device> {
 pub fn describe(device: Device) -> String {
     match device {
         Device::Cpu => format!("cpu ({} threads)", tch::get_num_threads()),
-        Device::Cuda(i) => format!("cuda:{i} (of {} devices)", tch::Cuda::device_count()),
+        Device::Cuda(i) => format!(
+            "cuda:{i} (of {} devices{})",
+            tch::Cuda::device_count(),
+            if tf32().unwrap_or(false) { ", tf32" } else { "" }
+        ),
         other => format!("{other:?}"),
     }
 }
