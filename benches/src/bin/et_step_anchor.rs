@@ -55,9 +55,14 @@ fn matmul_rate(dev: Device) -> f64 {
     let n = if dev.is_cuda() { 8192 } else { 2048 };
     let a = Tensor::randn([n, n], (Kind::Float, dev));
     let b = Tensor::randn([n, n], (Kind::Float, dev));
-    let ms = medians(10, 3, dev, &mut [&mut || {
-        let _ = a.matmul(&b);
-    }])[0];
+    let ms = medians(
+        10,
+        3,
+        dev,
+        &mut [&mut || {
+            let _ = a.matmul(&b);
+        }],
+    )[0];
     2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e12
 }
 

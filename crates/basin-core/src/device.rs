@@ -213,7 +213,11 @@ pub fn describe(device: Device) -> String {
         Device::Cuda(i) => format!(
             "cuda:{i} (of {} devices{})",
             tch::Cuda::device_count(),
-            if tf32().unwrap_or(false) { ", tf32" } else { "" }
+            if tf32().unwrap_or(false) {
+                ", tf32"
+            } else {
+                ""
+            }
         ),
         other => format!("{other:?}"),
     }

@@ -127,7 +127,11 @@ fn cuda_float32_descent_with_and_without_tf32() {
     vs.double();
     let run = |x: &tch::Tensor| {
         let (_, trace) = tch::no_grad(|| blk.run(x, &s, false, Some(TraceOptions::default())));
-        trace.unwrap().total.to_device(Device::Cpu).to_kind(Kind::Double)
+        trace
+            .unwrap()
+            .total
+            .to_device(Device::Cpu)
+            .to_kind(Kind::Double)
     };
     let reference = run(&x.to_kind(Kind::Double));
     vs.float();
@@ -141,7 +145,10 @@ fn cuda_float32_descent_with_and_without_tf32() {
         let steps: Vec<Vec<f64>> = Vec::try_from(&e.tr().contiguous()).unwrap();
         let worst_rise = steps
             .iter()
-            .flat_map(|row| row.windows(2).map(|w| (w[1] - w[0]) / w[0].abs().max(1e-12)))
+            .flat_map(|row| {
+                row.windows(2)
+                    .map(|w| (w[1] - w[0]) / w[0].abs().max(1e-12))
+            })
             .fold(f64::NEG_INFINITY, f64::max);
         println!(
             "tf32={tf32}: max relative error of the energy trace against CPU float64 {rel:.2e}; \
@@ -152,7 +159,10 @@ fn cuda_float32_descent_with_and_without_tf32() {
             assert!(worst_rise <= 1e-5, "float32 descent rose by {worst_rise}");
         }
         for row in &steps {
-            assert!(row[row.len() - 1] < row[0], "tf32={tf32}: no descent {row:?}");
+            assert!(
+                row[row.len() - 1] < row[0],
+                "tf32={tf32}: no descent {row:?}"
+            );
         }
     }
     device::set_tf32(before).unwrap();
