@@ -221,23 +221,19 @@ impl AdamW {
                 })
             })
             .collect();
-        // Each tensor's sum of squares in float64 (a float32 square overflows for entries above
-        // ~1.8e19), brought to the host in one transfer: one value each would wait for the GPU
-        // once per parameter tensor. Summed here, in name order, as before.
-        let sums: Vec<Tensor> = tch::no_grad(|| {
+        let sq: f64 = tch::no_grad(|| {
             grads
                 .iter()
                 .flatten()
-                .map(|g| g.to_kind(Kind::Double).square().sum(Kind::Double))
-                .collect()
-        });
-        let sq: f64 = if sums.is_empty() {
-            0.0
-        } else {
-            Vec::<f64>::try_from(Tensor::stack(&sums, 0).to_device(tch::Device::Cpu))?
-                .into_iter()
+                // In float64: a float32 square overflows for entries above ~1.8e19.
+                .map(|g| {
+                    g.to_kind(Kind::Double)
+                        .square()
+                        .sum(Kind::Double)
+                        .double_value(&[])
+                })
                 .sum()
-        };
+        });
         let grad_norm = sq.sqrt();
         if !grad_norm.is_finite() {
             let bad: Vec<&str> = self
