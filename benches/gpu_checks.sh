@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# basin's GPU checks, for a GPU machine that has PyTorch 2.11 (cu130) but no Rust.
+#
+#   benches/gpu_checks.sh prepare        here: builds the binaries and gathers them, the Python
+#                                        anchors and a few small datasets into .gpu/ (ignored)
+#   bash .gpu/gpu_checks.sh [PART...]    there, from the repository root (default: every part)
+#
+# Parts: env (GPU, driver, torch); energy (`basin energy` on CPU, CUDA and CUDA+TF32 against
+# the paper-equation reference); tests (basin-core's device tests: CUDA against CPU, the float32
+# descent with and without TF32); anchor (et_step_anchor at both sizes, TF32 off and on, beside
+# ../shared/checks/bench_et_pytorch.py cuda, --tf32 and --compile); train (`basin train`, the
+# et-graph example on MUTAG fold 0 for 20 epochs, on CUDA and on the CPU); tables (et-table1 and
+# cdat-table2 on tolokers, cdat-table4 on NCI1, paper protocols, on CUDA). About six minutes on
+# an H100 for all of them. Results: stdout, and archives of the run directories under $OUT (or
+# /tmp/gpu-out).
+set -uo pipefail
+
+if [ "${1:-}" = prepare ]; then
+    set -e
+    cd "$(dirname "$0")/.."
+    data=${BASIN_DATA_DIR:-../shared/data}
+    checks=${BASIN_CHECKS:-../shared/checks}
+    cargo build --release -q -p basin-cli -p basin-benches --bin basin --bin et_step_anchor
+    test_bin=$(cargo test --release -q -p basin-core --test device --no-run --message-format=json \
+        | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+    rm -rf .gpu && mkdir -p .gpu/data/tu .gpu/data/anomaly
+    cp target/release/basin target/release/et_step_anchor .gpu/
+    cp "$test_bin" .gpu/device_test
+    cp benches/gpu_checks.sh benches/energy_check.py data/blocks/et-small.toml .gpu/
+    cp "$checks/bench_et_pytorch.py" "$checks/et_energy_ref.py" .gpu/
+    cp -r "$data/tu/MUTAG" "$data/tu/NCI1" .gpu/data/tu/
+    cp "$data"/anomaly/tolokers* .gpu/data/anomaly/
+    chmod -R u+w .gpu
+    target/release/basin train --example et-graph \
+        | sed 's/^epochs = 100/epochs = 20/; s/^total = 100/total = 20/; s/^warmup = 17/warmup = 3/' \
+        > .gpu/et-graph.toml
+    echo "prepared $(du -sh .gpu | cut -f1) in .gpu/: carry it and run 'bash .gpu/gpu_checks.sh'"
+    exit 0
+fi
+
+G=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-/tmp/gpu-out}
+mkdir -p "$OUT"
+PY=${PY:-python3}
+export LD_LIBRARY_PATH=$($PY -c 'import torch, os; print(os.path.dirname(torch.__file__))')/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export BASIN_DATA_DIR=$G/data
+W=$(mktemp -d)
+log() { echo "=== $* [$(date +%T)]"; }
+for part in ${*:-env energy tests anchor train tables}; do
+    case $part in
+    env)
+        log env
+        nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+        $PY -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name())' ;;
+    energy)
+        log "basin energy: CPU, CUDA, CUDA+TF32 against the float64 reference"
+        $PY "$G/energy_check.py" "$G/basin" "$G/et-small.toml" "$W" "$G" ;;
+    tests)
+        log "device tests"
+        "$G/device_test" --nocapture --test-threads 1 ;;
+    anchor)
+        log "basin under the anchor's protocol (TF32 off, on)"
+        for t in 0 1; do
+            BASIN_DEVICE=cuda BASIN_TF32=$t timeout 120 "$G/et_step_anchor" foundation imagenet --rate
+        done
+        log "PyTorch anchor (fp32, TF32)"
+        timeout 100 $PY "$G/bench_et_pytorch.py" cuda
+        timeout 100 $PY "$G/bench_et_pytorch.py" cuda --tf32
+        log "basin again"
+        BASIN_DEVICE=cuda timeout 60 "$G/et_step_anchor" foundation imagenet --rate
+        log "torch.compile"
+        timeout 150 $PY "$G/bench_et_pytorch.py" cuda --compile ;;
+    train)
+        for d in cuda cpu; do
+            log "basin train et-graph, MUTAG fold 0, 20 epochs, $d"
+            timeout 120 "$G/basin" train "$G/et-graph.toml" --out "$W/train-$d" --device "$d" \
+                --shard 0/10 --quiet
+        done
+        tar czf "$OUT/train.tgz" --exclude='*.safetensors' -C "$W" train-cuda train-cpu ;;
+    tables)
+        for t in "et-table1 --dataset tolokers" "cdat-table2 --dataset tolokers" \
+                 "cdat-table4 --dataset NCI1"; do
+            set -- $t
+            log "reproduce $t --paper on CUDA"
+            timeout 240 "$G/basin" reproduce "$@" --paper --device cuda --out "$W/$1" --quiet
+            grep '^| ' "$W/$1/report.md"
+            tar czf "$OUT/$1.tgz" --exclude='*.safetensors' -C "$W" "$1"
+        done ;;
+    *) echo "unknown part '$part' (env energy tests anchor train tables)" >&2; exit 2 ;;
+    esac
+done
+log done
