@@ -139,11 +139,18 @@ pub struct StepStats {
 
 /// AdamW over the trainable variables of a `VarStore` (ordered by name, so the state layout is
 /// deterministic).
+///
+/// The moments of all parameters live in two flat buffers and the Adam arithmetic runs once
+/// over all of them (a multi-tensor step, as PyTorch's `foreach` AdamW), element for element the
+/// same operations as a per-tensor loop: a small model on a GPU otherwise spends a quarter of
+/// its epoch launching ~15 kernels per parameter tensor.
 pub struct AdamW {
     cfg: OptimConfig,
     params: Vec<(String, Tensor)>,
-    m: Vec<Tensor>,
-    v: Vec<Tensor>,
+    /// Each parameter's offset in the flat buffers.
+    offsets: Vec<i64>,
+    m: Tensor,
+    v: Tensor,
     step: i64,
 }
 
@@ -167,16 +174,33 @@ impl AdamW {
             .filter(|(_, t)| t.requires_grad())
             .collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
-        let zeros = |p: &Tensor| tch::no_grad(|| p.zeros_like());
-        let m = params.iter().map(|(_, p)| zeros(p)).collect();
-        let v = params.iter().map(|(_, p)| zeros(p)).collect();
+        let mut offsets = Vec::with_capacity(params.len());
+        let mut total = 0;
+        for (_, p) in &params {
+            offsets.push(total);
+            total += p.numel() as i64;
+        }
+        let (kind, device) = params
+            .first()
+            .map_or((Kind::Float, tch::Device::Cpu), |(_, p)| {
+                (p.kind(), p.device())
+            });
+        let zeros = || Tensor::zeros([total], (kind, device));
         Ok(Self {
             cfg,
             params,
-            m,
-            v,
+            offsets,
+            m: zeros(),
+            v: zeros(),
             step: 0,
         })
+    }
+
+    /// Parameter `i`'s part of the flat buffer `flat`, in the parameter's shape (a view).
+    fn part(&self, flat: &Tensor, i: usize) -> Tensor {
+        let p = &self.params[i].1;
+        flat.narrow(0, self.offsets[i], p.numel() as i64)
+            .view(p.size().as_slice())
     }
 
     /// The configuration.
@@ -205,7 +229,7 @@ impl AdamW {
     /// Parameters that received no gradient are left untouched (as PyTorch does). A NaN or
     /// infinite gradient is an error and nothing is updated.
     pub fn step(&mut self, lr: f64) -> Result<StepStats, TrainError> {
-        let cfg = &self.cfg;
+        let cfg = self.cfg.clone();
         let grads: Vec<Option<Tensor>> = self
             .params
             .iter()
@@ -265,14 +289,48 @@ impl AdamW {
         let t = self.step as f64;
         let (b1, b2) = (cfg.beta1, cfg.beta2);
         let (c1, c2) = (1.0 - b1.powf(t), 1.0 - b2.powf(t));
+        if self.params.is_empty() {
+            return Ok(StepStats {
+                grad_norm,
+                clipped: false,
+            });
+        }
         tch::no_grad(|| {
+            // One flat gradient (zeros where a parameter got none: its moments are restored
+            // below and the parameter is not touched).
+            let flat: Vec<Tensor> = self
+                .params
+                .iter()
+                .zip(&grads)
+                .map(|((_, p), g)| match g {
+                    Some(g) => g.reshape([-1]),
+                    None => Tensor::zeros([p.numel() as i64], (self.m.kind(), self.m.device())),
+                })
+                .collect();
+            let g = Tensor::cat(&flat, 0);
+            let g = if scale < 1.0 { g * scale } else { g };
+            let kept: Vec<(usize, Tensor, Tensor)> = (0..self.params.len())
+                .filter(|&i| grads[i].is_none())
+                .map(|i| {
+                    (
+                        i,
+                        self.part(&self.m, i).copy(),
+                        self.part(&self.v, i).copy(),
+                    )
+                })
+                .collect();
+            self.m = &self.m * b1 + &g * (1.0 - b1);
+            self.v = &self.v * b2 + g.square() * (1.0 - b2);
+            let denom = (&self.v / c2).sqrt() + cfg.eps;
+            let update = (&self.m / c1) / denom * lr;
+            for (i, m, v) in kept {
+                self.part(&self.m, i).copy_(&m);
+                self.part(&self.v, i).copy_(&v);
+            }
             for (i, ((_, p), g)) in self.params.iter().zip(&grads).enumerate() {
-                let Some(g) = g else { continue };
-                let g = if scale < 1.0 {
-                    g * scale
-                } else {
-                    g.shallow_clone()
-                };
+                if g.is_none() {
+                    continue;
+                }
                 let decays = match cfg.decay {
                     DecayTargets::All => true,
                     DecayTargets::Matrices => p.dim() > 1,
@@ -281,11 +339,7 @@ impl AdamW {
                 if decays && cfg.weight_decay > 0.0 {
                     let _ = p.g_mul_scalar_(1.0 - lr * cfg.weight_decay);
                 }
-                self.m[i] = &self.m[i] * b1 + &g * (1.0 - b1);
-                self.v[i] = &self.v[i] * b2 + g.square() * (1.0 - b2);
-                let denom = (&self.v[i] / c2).sqrt() + cfg.eps;
-                let update = (&self.m[i] / c1) / denom * lr;
-                let _ = p.g_sub_(&update);
+                let _ = p.g_sub_(&self.part(&update, i));
             }
         });
         Ok(StepStats {
@@ -298,9 +352,9 @@ impl AdamW {
     /// `adamw.step`), for checkpoints.
     pub fn state(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::with_capacity(2 * self.params.len() + 1);
-        for ((name, _), (m, v)) in self.params.iter().zip(self.m.iter().zip(&self.v)) {
-            out.push((format!("adamw.m.{name}"), m.shallow_clone()));
-            out.push((format!("adamw.v.{name}"), v.shallow_clone()));
+        for (i, (name, _)) in self.params.iter().enumerate() {
+            out.push((format!("adamw.m.{name}"), self.part(&self.m, i)));
+            out.push((format!("adamw.v.{name}"), self.part(&self.v, i)));
         }
         out.push(("adamw.step".into(), Tensor::from(self.step)));
         out
@@ -343,8 +397,14 @@ impl AdamW {
                 problems.join("; ")
             )));
         }
-        self.m = m.into_iter().flatten().collect();
-        self.v = v.into_iter().flatten().collect();
+        tch::no_grad(|| {
+            for (i, (m, v)) in m.into_iter().zip(v).enumerate() {
+                if let (Some(m), Some(v)) = (m, v) {
+                    self.part(&self.m, i).copy_(&m);
+                    self.part(&self.v, i).copy_(&v);
+                }
+            }
+        });
         self.step = step.unwrap_or(0);
         Ok(())
     }

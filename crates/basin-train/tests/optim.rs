@@ -339,3 +339,67 @@ fn losses_follow_pytorch_semantics() {
         2.0
     );
 }
+
+/// A parameter that receives no gradient keeps its value and its moments, while the others
+/// step as libtorch's AdamW steps them (the flat multi-tensor step must not leak across them).
+#[test]
+fn a_parameter_without_a_gradient_is_left_alone() {
+    tch::manual_seed(3);
+    let (vs, w, b) = store();
+    let (vs2, w2, b2) = store();
+    tch::no_grad(|| {
+        w2.shallow_clone().copy_(&w);
+        b2.shallow_clone().copy_(&b);
+    });
+    let b_before = b.copy();
+    let x = Tensor::randn([5, 3], F64);
+    let cfg = OptimConfig {
+        lr: 0.05,
+        weight_decay: 0.05,
+        ..OptimConfig::default()
+    };
+    let mut ours = AdamW::new(&vs, cfg).unwrap();
+    // Moments b carries from before (say, a resumed run in which b stopped being used).
+    let mut start: HashMap<String, Tensor> = ours
+        .state()
+        .into_iter()
+        .map(|(n, t)| (n, t.copy()))
+        .collect();
+    start.insert("adamw.m.b".into(), Tensor::full([4], 0.5, F64));
+    start.insert("adamw.v.b".into(), Tensor::full([4], 0.25, F64));
+    ours.load_state(&start).unwrap();
+    let mut theirs = nn::AdamW {
+        beta1: 0.9,
+        beta2: 0.999,
+        wd: 0.05,
+        eps: 1e-8,
+        amsgrad: false,
+    }
+    .build(&vs2, 0.05)
+    .unwrap();
+    for _ in 0..3 {
+        ours.zero_grad();
+        x.matmul(&w).tanh().square().sum(Kind::Double).backward();
+        ours.step(0.05).unwrap();
+        theirs.zero_grad();
+        x.matmul(&w2).tanh().square().sum(Kind::Double).backward();
+        theirs.step();
+    }
+    assert!(!b.grad().defined());
+    assert!(b.equal(&b_before), "b moved without a gradient");
+    let state: HashMap<String, Tensor> = ours.state().into_iter().collect();
+    assert!(
+        state["adamw.m.b"].equal(&start["adamw.m.b"]),
+        "b's first moment changed"
+    );
+    assert!(
+        state["adamw.v.b"].equal(&start["adamw.v.b"]),
+        "b's second moment changed"
+    );
+    assert!(state["adamw.m.w"].abs().max().double_value(&[]) > 0.0);
+    assert!(
+        w.allclose(&w2, 1e-10, 1e-12, false),
+        "w differs from libtorch's AdamW"
+    );
+    let _ = b2;
+}
