@@ -232,7 +232,18 @@ impl RunSpec {
                 ));
             }
         };
-        spec.to_toml()
+        let mut text = spec.to_toml()?;
+        // A field at its default of 0 is left out of files (older records lack it), so the
+        // example names it in a comment.
+        if let RunSpec::GraphClassification(_) = spec {
+            text = text.replacen(
+                "\n[protocol]\n",
+                "\n[protocol]\n# inner_folds = 3   # choose each fold's epoch count on 3 inner folds of its \
+                 training part instead of its validation split\n",
+                1,
+            );
+        }
+        Ok(text)
     }
 
     /// Parses a run file; errors name the file and the field.

@@ -99,3 +99,26 @@ fn the_graph_examples_use_the_tu_tables_folds() {
         assert_eq!(run.protocol.folds, basin_repro::tu::cv_folds(10), "{name}");
     }
 }
+
+/// The graph examples name `inner_folds` (left out of files at its default) in a comment that,
+/// uncommented, is a valid setting.
+#[test]
+fn the_graph_examples_name_inner_folds_in_a_comment_that_works() {
+    use basin_repro::runs::RunSpec;
+    for name in ["et-graph", "cdat-graph"] {
+        let text = RunSpec::example(name).unwrap();
+        let RunSpec::GraphClassification(run) = RunSpec::parse(&text, name).unwrap() else {
+            panic!("{name} is not a graph-classification run file");
+        };
+        assert_eq!(run.protocol.inner_folds, 0, "{name}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("# inner_folds"))
+            .unwrap_or_else(|| panic!("{name}: no inner_folds comment in\n{text}"));
+        let set = text.replacen(line, line.trim_start_matches("# "), 1);
+        let RunSpec::GraphClassification(run) = RunSpec::parse(&set, name).unwrap() else {
+            panic!("{name}");
+        };
+        assert_eq!(run.protocol.inner_folds, 3, "{name}");
+    }
+}
