@@ -80,11 +80,11 @@ for part in ${*:-env energy tests anchor train tables}; do
     tables)
         for t in "et-table1 --dataset tolokers" "cdat-table2 --dataset tolokers" \
                  "cdat-table4 --dataset NCI1"; do
-            set -- $t
+            read -r -a args <<< "$t"
             log "reproduce $t --paper on CUDA"
-            timeout 240 "$G/basin" reproduce "$@" --paper --device cuda --out "$W/$1" --quiet
-            grep '^| ' "$W/$1/report.md"
-            tar czf "$OUT/$1.tgz" --exclude='*.safetensors' -C "$W" "$1"
+            timeout 240 "$G/basin" reproduce "${args[@]}" --paper --device cuda --out "$W/${args[0]}" --quiet
+            grep '^| ' "$W/${args[0]}/report.md"
+            tar czf "$OUT/${args[0]}.tgz" --exclude='*.safetensors' -C "$W" "${args[0]}"
         done ;;
     *) echo "unknown part '$part' (env energy tests anchor train tables)" >&2; exit 2 ;;
     esac

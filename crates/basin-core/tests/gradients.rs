@@ -153,22 +153,31 @@ fn vmf_attention_passes_the_term_conformance_suite() {
     }
 }
 
+/// Energy attention (β = 0.7, weights N(0, 0.4²)), plain or vMF (unit queries and keys).
+fn plain_or_vmf(
+    path: &tch::nn::Path,
+    dim: i64,
+    heads: i64,
+    head_dim: i64,
+    unit: bool,
+) -> EnergyAttention {
+    let cfg = AttentionConfig {
+        heads,
+        head_dim,
+        init_std: 0.4,
+        beta: Some(0.7),
+        ..Default::default()
+    };
+    let a = EnergyAttention::new(path, dim, &cfg);
+    if unit { a.unit_vectors(1e-12) } else { a }
+}
+
 /// On the CPU the dense form goes through the batch in chunks; with one sample per chunk the
 /// conformance suite holds, and energy, gradient and both together, with and without autograd
 /// recording, equal the whole batch's on every structure, for plain and vMF attention.
 #[test]
 fn attention_in_batch_chunks_equals_the_whole_batch() {
-    let cfg = AttentionConfig {
-        heads: 3,
-        head_dim: 4,
-        init_std: 0.4,
-        beta: Some(0.7),
-        ..Default::default()
-    };
-    let make = |path: &tch::nn::Path, dim: i64, unit: bool| {
-        let a = EnergyAttention::new(path, dim, &cfg);
-        if unit { a.unit_vectors(1e-12) } else { a }
-    };
+    let make = |path: &tch::nn::Path, dim: i64, unit: bool| plain_or_vmf(path, dim, 3, 4, unit);
     for unit in [false, true] {
         conformance::energy_term("attention in chunks", 3, |path, dim| {
             Box::new(make(path, dim, unit).with_chunk_bytes(1))
@@ -222,17 +231,7 @@ fn attention_in_batch_chunks_equals_the_whole_batch() {
 #[test]
 fn sparse_attention_by_bags_equals_by_gathers() {
     use basin_core::terms::attention::SparseKernels;
-    let cfg = AttentionConfig {
-        heads: 2,
-        head_dim: 3,
-        init_std: 0.4,
-        beta: Some(0.7),
-        ..Default::default()
-    };
-    let make = |path: &tch::nn::Path, dim: i64, unit: bool| {
-        let a = EnergyAttention::new(path, dim, &cfg);
-        if unit { a.unit_vectors(1e-12) } else { a }
-    };
+    let make = |path: &tch::nn::Path, dim: i64, unit: bool| plain_or_vmf(path, dim, 2, 3, unit);
     for unit in [false, true] {
         conformance::energy_term("attention by bags", 2, |path, dim| {
             Box::new(make(path, dim, unit).with_sparse_kernels(SparseKernels::Bags))

@@ -86,16 +86,20 @@ fn the_code_terms_variant_is_cdat_with_ets_terms() {
     assert!(basin_cdat::graph::with_code_terms(&code).is_err());
 }
 
+/// Run file `text` (named `name` in errors), which must be a graph-classification run.
+fn graph_run(text: &str, name: &str) -> basin_repro::runs::GraphRun {
+    match basin_repro::runs::RunSpec::parse(text, name).unwrap() {
+        basin_repro::runs::RunSpec::GraphClassification(run) => run,
+        _ => panic!("{name} is not a graph-classification run file"),
+    }
+}
+
 /// The graph example run files split as the TU tables do, so that `basin compare` pairs a
 /// `basin train` run with a reproduction's baselines fold by fold.
 #[test]
 fn the_graph_examples_use_the_tu_tables_folds() {
-    use basin_repro::runs::RunSpec;
     for name in ["et-graph", "cdat-graph"] {
-        let text = RunSpec::example(name).unwrap();
-        let RunSpec::GraphClassification(run) = RunSpec::parse(&text, name).unwrap() else {
-            panic!("{name} is not a graph-classification run file");
-        };
+        let run = graph_run(&basin_repro::runs::RunSpec::example(name).unwrap(), name);
         assert_eq!(run.protocol.folds, basin_repro::tu::cv_folds(10), "{name}");
     }
 }
@@ -104,21 +108,14 @@ fn the_graph_examples_use_the_tu_tables_folds() {
 /// uncommented, is a valid setting.
 #[test]
 fn the_graph_examples_name_inner_folds_in_a_comment_that_works() {
-    use basin_repro::runs::RunSpec;
     for name in ["et-graph", "cdat-graph"] {
-        let text = RunSpec::example(name).unwrap();
-        let RunSpec::GraphClassification(run) = RunSpec::parse(&text, name).unwrap() else {
-            panic!("{name} is not a graph-classification run file");
-        };
-        assert_eq!(run.protocol.inner_folds, 0, "{name}");
+        let text = basin_repro::runs::RunSpec::example(name).unwrap();
+        assert_eq!(graph_run(&text, name).protocol.inner_folds, 0, "{name}");
         let line = text
             .lines()
             .find(|l| l.starts_with("# inner_folds"))
             .unwrap_or_else(|| panic!("{name}: no inner_folds comment in\n{text}"));
         let set = text.replacen(line, line.trim_start_matches("# "), 1);
-        let RunSpec::GraphClassification(run) = RunSpec::parse(&set, name).unwrap() else {
-            panic!("{name}");
-        };
-        assert_eq!(run.protocol.inner_folds, 3, "{name}");
+        assert_eq!(graph_run(&set, name).protocol.inner_folds, 3, "{name}");
     }
 }

@@ -34,6 +34,33 @@ fn store() -> (nn::VarStore, Tensor, Tensor) {
     (vs, w, b)
 }
 
+/// Two stores (see [`store`]) holding the same values.
+fn twin_stores() -> (
+    (nn::VarStore, Tensor, Tensor),
+    (nn::VarStore, Tensor, Tensor),
+) {
+    let (vs, w, b) = store();
+    let (vs2, w2, b2) = store();
+    tch::no_grad(|| {
+        w2.shallow_clone().copy_(&w);
+        b2.shallow_clone().copy_(&b);
+    });
+    ((vs, w, b), (vs2, w2, b2))
+}
+
+/// libtorch's AdamW at lr 0.05 and weight decay 0.05 (β1 0.9, ε 1e-8).
+fn libtorch_adamw(vs: &nn::VarStore, beta2: f64) -> nn::Optimizer {
+    nn::AdamW {
+        beta1: 0.9,
+        beta2,
+        wd: 0.05,
+        eps: 1e-8,
+        amsgrad: false,
+    }
+    .build(vs, 0.05)
+    .unwrap()
+}
+
 fn loss(w: &Tensor, b: &Tensor, x: &Tensor) -> Tensor {
     (x.matmul(w) + b).tanh().square().sum(Kind::Double)
 }
@@ -41,12 +68,7 @@ fn loss(w: &Tensor, b: &Tensor, x: &Tensor) -> Tensor {
 #[test]
 fn adamw_matches_libtorch_adamw() {
     tch::manual_seed(1);
-    let (vs, w, b) = store();
-    let (vs2, w2, b2) = store();
-    tch::no_grad(|| {
-        w2.shallow_clone().copy_(&w);
-        b2.shallow_clone().copy_(&b);
-    });
+    let ((vs, w, b), (vs2, w2, b2)) = twin_stores();
     let x = Tensor::randn([5, 3], F64);
     let cfg = OptimConfig {
         lr: 0.05,
@@ -55,15 +77,7 @@ fn adamw_matches_libtorch_adamw() {
         ..OptimConfig::default()
     };
     let mut ours = AdamW::new(&vs, cfg).unwrap();
-    let mut theirs = nn::AdamW {
-        beta1: 0.9,
-        beta2: 0.99,
-        wd: 0.05,
-        eps: 1e-8,
-        amsgrad: false,
-    }
-    .build(&vs2, 0.05)
-    .unwrap();
+    let mut theirs = libtorch_adamw(&vs2, 0.99);
     for _ in 0..5 {
         ours.zero_grad();
         loss(&w, &b, &x).backward();
@@ -172,12 +186,7 @@ fn clipping_scales_to_the_threshold() {
 fn state_round_trip_continues_identically() {
     tch::manual_seed(4);
     let x = Tensor::randn([5, 3], F64);
-    let (vs, w, b) = store();
-    let (vs2, w2, b2) = store();
-    tch::no_grad(|| {
-        w2.shallow_clone().copy_(&w);
-        b2.shallow_clone().copy_(&b);
-    });
+    let ((vs, w, b), (vs2, w2, b2)) = twin_stores();
     let cfg = OptimConfig {
         weight_decay: 0.01,
         ..OptimConfig::default()
@@ -345,12 +354,7 @@ fn losses_follow_pytorch_semantics() {
 #[test]
 fn a_parameter_without_a_gradient_is_left_alone() {
     tch::manual_seed(3);
-    let (vs, w, b) = store();
-    let (vs2, w2, b2) = store();
-    tch::no_grad(|| {
-        w2.shallow_clone().copy_(&w);
-        b2.shallow_clone().copy_(&b);
-    });
+    let ((vs, w, b), (vs2, w2, b2)) = twin_stores();
     let b_before = b.copy();
     let x = Tensor::randn([5, 3], F64);
     let cfg = OptimConfig {
@@ -368,15 +372,7 @@ fn a_parameter_without_a_gradient_is_left_alone() {
     start.insert("adamw.m.b".into(), Tensor::full([4], 0.5, F64));
     start.insert("adamw.v.b".into(), Tensor::full([4], 0.25, F64));
     ours.load_state(&start).unwrap();
-    let mut theirs = nn::AdamW {
-        beta1: 0.9,
-        beta2: 0.999,
-        wd: 0.05,
-        eps: 1e-8,
-        amsgrad: false,
-    }
-    .build(&vs2, 0.05)
-    .unwrap();
+    let mut theirs = libtorch_adamw(&vs2, 0.999);
     for _ in 0..3 {
         ours.zero_grad();
         x.matmul(&w).tanh().square().sum(Kind::Double).backward();
@@ -401,5 +397,4 @@ fn a_parameter_without_a_gradient_is_left_alone() {
         w.allclose(&w2, 1e-10, 1e-12, false),
         "w differs from libtorch's AdamW"
     );
-    let _ = b2;
 }
