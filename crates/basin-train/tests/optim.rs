@@ -354,7 +354,7 @@ fn losses_follow_pytorch_semantics() {
 #[test]
 fn a_parameter_without_a_gradient_is_left_alone() {
     tch::manual_seed(3);
-    let ((vs, w, b), (vs2, w2, b2)) = twin_stores();
+    let ((vs, w, b), (vs2, w2, _)) = twin_stores();
     let b_before = b.copy();
     let x = Tensor::randn([5, 3], F64);
     let cfg = OptimConfig {
