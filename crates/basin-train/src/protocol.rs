@@ -923,7 +923,14 @@ impl CrossValidation {
         out: Option<&Path>,
         device: &str,
     ) -> Result<ProtocolReport, TrainError> {
-        let config = serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
+        // A fold's run is the same whatever the number of repeats, so that number stays out of
+        // its identity: a finished cross-validation grows by repeats (`--repeats 3` after
+        // `--repeats 1` into the same directory) without training its folds again.
+        let mut config =
+            serde_json::to_value(self).map_err(|e| TrainError::State(e.to_string()))?;
+        if let Some(fields) = config.as_object_mut() {
+            fields.remove("repeats");
+        }
         let mut runs = Vec::new();
         let plan = self.plan(target)?;
         let total = plan.len();

@@ -829,11 +829,12 @@ impl Runner {
         };
         let record: RunRecord = serde_json::from_str(parse("record")?)
             .map_err(|e| TrainError::State(format!("{}: bad record: {e}", ckpt.display())))?;
-        if record.config != fresh.config
+        let there = as_identity(&record.config, &fresh.config);
+        if there != fresh.config
             || record.seed != fresh.seed
             || record.split_hashes != fresh.split_hashes
         {
-            let mut what = json_differences(&record.config, &fresh.config, "config");
+            let mut what = json_differences(&there, &fresh.config, "config");
             if record.seed != fresh.seed {
                 what.push(format!("seed: {} there, {} here", record.seed, fresh.seed));
             }
@@ -886,6 +887,22 @@ impl Runner {
 /// Where two recorded JSON values differ, as `path: A there, B here` (the first five; a field
 /// one side lacks reads `absent`): what a refused resume names, so that a changed setting, or a
 /// field added since the run, is found without diffing the files by hand.
+/// A recorded run's config as `here`, this run's, identifies runs: cross-validation folds leave
+/// out the number of repeats (it says how many runs there are, not what one is), and records
+/// written before they did still carry it at the top level, which is then dropped. Where
+/// `here` has `repeats` (the et-paper procedure, whose scores depend on it) nothing is.
+fn as_identity(there: &serde_json::Value, here: &serde_json::Value) -> serde_json::Value {
+    let mut there = there.clone();
+    let is_cv = here.get("folds").is_some_and(serde_json::Value::is_object);
+    if is_cv
+        && here.get("repeats").is_none()
+        && let Some(fields) = there.as_object_mut()
+    {
+        fields.remove("repeats");
+    }
+    there
+}
+
 fn json_differences(
     there: &serde_json::Value,
     here: &serde_json::Value,

@@ -775,6 +775,95 @@ fn shards_split_the_folds_and_an_unsharded_run_reads_them_without_training() {
     }
 }
 
+#[test]
+fn more_repeats_reuse_the_finished_folds_also_of_records_that_name_their_repeats() {
+    let _s = basin_core::testing::lock_generator();
+    let _unshard = Unshard;
+    basin_train::runner::set_shard(None);
+    tch::manual_seed(7);
+    let n = 60;
+    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(2);
+    let x = Tensor::randn([n, 4], (Kind::Float, Device::Cpu))
+        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
+    let target: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    let cv = |repeats| CrossValidation {
+        folds: KFoldConfig {
+            folds: 3,
+            val_ratio: 0.2,
+            seed: 5,
+        },
+        repeats,
+        train: train_cfg(3),
+        ..CrossValidation::default()
+    };
+    // The report and the runs that trained.
+    let run = |repeats, dir: &std::path::Path| {
+        let learned: RefCell<Vec<(String, Rc<RefCell<Log>>)>> = RefCell::default();
+        let report = cv(repeats)
+            .run(
+                "grow",
+                &target,
+                |run: &PlannedRun| {
+                    let log = Rc::new(RefCell::new(Log::default()));
+                    learned.borrow_mut().push((run.dir.clone(), log.clone()));
+                    Ok(Linear::new(&x, &y, 2, run.seed, log))
+                },
+                |_, _| Ok(()),
+                Some(dir),
+                "cpu",
+            )
+            .unwrap();
+        let trained: Vec<String> = learned
+            .into_inner()
+            .into_iter()
+            .filter(|(_, log)| !log.borrow().trained_on.is_empty())
+            .map(|(d, _)| d)
+            .collect();
+        (report, trained)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (one, trained) = run(1, dir.path());
+    assert_eq!(trained.len(), 3);
+    let (two, trained) = run(2, dir.path());
+    assert_eq!(
+        trained,
+        ["repeat-1/fold-0", "repeat-1/fold-1", "repeat-1/fold-2"],
+        "only the new repeat trains"
+    );
+    assert_eq!(two.runs.len(), 6);
+    for (a, b) in one.runs.iter().zip(&two.runs) {
+        assert_eq!((&a.name, &a.summary), (&b.name, &b.summary));
+    }
+    // A record written before the count left a run's identity carries `repeats`: still its run.
+    let ckpt = dir.path().join("repeat-0/fold-0/checkpoint.safetensors");
+    let (tensors, mut meta) = basin_core::checkpoint::read_file(&ckpt).unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(&meta["record"]).unwrap();
+    record["config"]["repeats"] = 1.into();
+    meta.insert("record".into(), record.to_string());
+    basin_core::checkpoint::write_tensors(&ckpt, &tensors, Some(meta.clone())).unwrap();
+    let (_, trained) = run(2, dir.path());
+    assert!(trained.is_empty(), "{trained:?} trained again");
+    // Any other difference still refuses the directory.
+    record["config"]["folds"]["val_ratio"] = 0.3.into();
+    meta.insert("record".into(), record.to_string());
+    basin_core::checkpoint::write_tensors(&ckpt, &tensors, Some(meta)).unwrap();
+    let e = cv(2)
+        .run(
+            "grow",
+            &target,
+            |run: &PlannedRun| Ok(Linear::new(&x, &y, 2, run.seed, Rc::default())),
+            |_, _| Ok(()),
+            Some(dir.path()),
+            "cpu",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("holds another run") && e.contains("config.folds.val_ratio"),
+        "{e}"
+    );
+}
+
 /// A planned run and what its learner was asked to do.
 type Learned = (PlannedRun, Rc<RefCell<Log>>);
 
