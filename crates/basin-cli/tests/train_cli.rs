@@ -77,6 +77,44 @@ fn et_graph_trains_and_evaluates_on_mutag() {
 }
 
 #[test]
+fn a_graph_run_grows_by_repeats_without_training_its_finished_folds_again() {
+    basin_graph::require_data!("tu/MUTAG");
+    let tmp = tempfile::tempdir().unwrap();
+    let edits = [("folds = 10", "folds = 2"), ("epochs = 100", "epochs = 1")];
+    let one = tiny_run(tmp.path(), "et-graph", &edits);
+    let out = tmp.path().join("out");
+    let out_s = out.to_str().unwrap();
+    let (ok, _, err) = basin(&["train", one.to_str().unwrap(), "--out", out_s]);
+    assert!(ok, "{err}");
+    // A fold trained again rewrites its checkpoint.
+    let started = |r: usize, f: usize| {
+        let p = out.join(format!("repeat-{r}/fold-{f}/checkpoint.safetensors"));
+        std::fs::metadata(p).unwrap().modified().unwrap()
+    };
+    let before = [started(0, 0), started(0, 1)];
+    let text = std::fs::read_to_string(&one).unwrap();
+    assert!(text.contains("repeats = 1"), "{text}");
+    std::fs::write(&one, text.replacen("repeats = 1", "repeats = 2", 1)).unwrap();
+    let (ok, trained, err) = basin(&["train", one.to_str().unwrap(), "--out", out_s]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        [started(0, 0), started(0, 1)],
+        before,
+        "repeat 0 trained again"
+    );
+    assert!(out.join("repeat-1/fold-1/record.json").is_file());
+    assert!(
+        trained.contains("repeat-1/fold-1: test_accuracy"),
+        "{trained}"
+    );
+    // Anything else changed is another run.
+    let text = std::fs::read_to_string(&one).unwrap();
+    std::fs::write(&one, text.replacen("epochs = 1", "epochs = 2", 1)).unwrap();
+    let (ok, _, err) = basin(&["train", one.to_str().unwrap(), "--out", out_s]);
+    assert!(!ok && err.contains("holds another run"), "{err}");
+}
+
+#[test]
 fn sfi_trains_and_evaluates_on_a_pattern_subset() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tiny_run(

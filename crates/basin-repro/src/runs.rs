@@ -410,6 +410,19 @@ fn in_run_file(e: basin_train::TrainError) -> ReproError {
     ReproError::config("protocol", e.to_string())
 }
 
+/// Whether the run file `old` found in the directory is `spec` with another number of
+/// cross-validation repeats: a fold's run leaves that number out of its identity, so the
+/// finished folds are read back and only the new repeats train (the run file is rewritten).
+fn more_repeats(old: &str, spec: &RunSpec) -> bool {
+    let (Ok(RunSpec::GraphClassification(mut old)), RunSpec::GraphClassification(new)) =
+        (RunSpec::parse(old, "run.toml"), spec)
+    else {
+        return false;
+    };
+    old.protocol.repeats = new.protocol.repeats;
+    &old == new
+}
+
 fn ids(v: &[u32]) -> Vec<usize> {
     v.iter().map(|&i| i as usize).collect()
 }
@@ -426,10 +439,11 @@ pub fn train(
     basin_core::checkpoint::remove_stale_temporaries(out);
     if let Ok(old) = std::fs::read_to_string(&file)
         && old != text
+        && !more_repeats(&old, spec)
     {
         return Err(ReproError::config(
             file.display().to_string(),
-            "this directory holds another run; choose another --out or remove it",
+            "this directory holds another run (a graph run may change its `protocol.repeats` alone); choose another --out or remove it",
         ));
     }
     // The run file is written once the data is read and the protocol fits it: a refused run
