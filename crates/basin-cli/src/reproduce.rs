@@ -44,7 +44,7 @@ pub struct Args {
     train_images: Option<usize>,
     /// Repeat the cross-validation N times, fold seeds 0..N, models and baselines alike (TU
     /// tables); small sets such as MUTAG move by points between fold seeds. Into a directory
-    /// that holds fewer, only the new repeats train (the finished folds are read back)
+    /// that holds fewer, only the new repeats train (the finished folds are read back).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     repeats: Option<u64>,
     /// How each fold's epoch is chosen on its inner validation split, baselines included (TU

@@ -884,9 +884,6 @@ impl Runner {
     }
 }
 
-/// Where two recorded JSON values differ, as `path: A there, B here` (the first five; a field
-/// one side lacks reads `absent`): what a refused resume names, so that a changed setting, or a
-/// field added since the run, is found without diffing the files by hand.
 /// A recorded run's config as `here`, this run's, identifies runs: cross-validation folds leave
 /// out the number of repeats (it says how many runs there are, not what one is), and records
 /// written before they did still carry it at the top level, which is then dropped. Where
@@ -903,6 +900,9 @@ fn as_identity(there: &serde_json::Value, here: &serde_json::Value) -> serde_jso
     there
 }
 
+/// Where two recorded JSON values differ, as `path: A there, B here` (the first five; a field
+/// one side lacks reads `absent`): what a refused resume names, so that a changed setting, or a
+/// field added since the run, is found without diffing the files by hand.
 fn json_differences(
     there: &serde_json::Value,
     here: &serde_json::Value,
