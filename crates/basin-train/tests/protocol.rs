@@ -113,6 +113,16 @@ impl Learner for Linear {
     }
 }
 
+/// `n` items whose classes cycle through `0..classes`, with `width` features drawn N(0, 1) and
+/// shifted by 4 × the class (separable): features, classes, and the classes as targets.
+fn toy_classes(n: i64, classes: i64, width: i64) -> (Tensor, Tensor, Vec<f64>) {
+    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(classes);
+    let x = Tensor::randn([n, width], (Kind::Float, Device::Cpu))
+        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
+    let target = (0..n).map(|i| (i % classes) as f64).collect();
+    (x, y, target)
+}
+
 /// 800 nodes, 10% anomalies shifted in feature space.
 fn anomaly_data() -> (Tensor, Tensor, Vec<bool>) {
     tch::manual_seed(11);
@@ -356,10 +366,7 @@ fn cross_validation_partitions_and_learns() {
     let _s = basin_core::testing::lock_generator();
     tch::manual_seed(12);
     let n = 300;
-    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(3);
-    let x = Tensor::randn([n, 4], (Kind::Float, Device::Cpu))
-        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
-    let target: Vec<f64> = (0..n).map(|i| (i % 3) as f64).collect();
+    let (x, y, target) = toy_classes(n, 3, 4);
     let cv = CrossValidation {
         folds: KFoldConfig {
             folds: 5,
@@ -553,11 +560,7 @@ fn selection_ranks_by_accuracy_then_loss_or_by_loss_when_asked() {
 fn et_paper_and_fixed_split_protocols_run_and_say_what_they_are() {
     let _s = basin_core::testing::lock_generator();
     tch::manual_seed(13);
-    let n = 200;
-    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(2);
-    let x = Tensor::randn([n, 2], (Kind::Float, Device::Cpu))
-        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
-    let target: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    let (x, y, target) = toy_classes(200, 2, 2);
     let et = EtPaperProtocol {
         repeats: 20,
         seed: 1,
@@ -636,10 +639,7 @@ fn code_cv_partitions_keeps_the_final_epoch_and_never_trains_on_its_fold() {
     let _s = basin_core::testing::lock_generator();
     tch::manual_seed(14);
     let n = 103;
-    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(2);
-    let x = Tensor::randn([n, 2], (Kind::Float, Device::Cpu))
-        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
-    let target: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    let (x, y, target) = toy_classes(n, 2, 2);
     let cv = CodeCrossValidation {
         folds: 10,
         seed: 42,
@@ -711,11 +711,7 @@ fn shards_split_the_folds_and_an_unsharded_run_reads_them_without_training() {
         assert!(e.contains("shard") && e.contains(bad), "{bad}: {e}");
     }
     tch::manual_seed(7);
-    let n = 120;
-    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(3);
-    let x = Tensor::randn([n, 4], (Kind::Float, Device::Cpu))
-        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
-    let target: Vec<f64> = (0..n).map(|i| (i % 3) as f64).collect();
+    let (x, y, target) = toy_classes(120, 3, 4);
     let cv = CrossValidation {
         folds: KFoldConfig {
             folds: 5,
@@ -781,11 +777,7 @@ fn more_repeats_reuse_the_finished_folds_also_of_records_that_name_their_repeats
     let _unshard = Unshard;
     basin_train::runner::set_shard(None);
     tch::manual_seed(7);
-    let n = 60;
-    let y = Tensor::arange(n, (Kind::Int64, Device::Cpu)).remainder(2);
-    let x = Tensor::randn([n, 4], (Kind::Float, Device::Cpu))
-        + y.to_kind(Kind::Float).unsqueeze(1) * 4.0;
-    let target: Vec<f64> = (0..n).map(|i| (i % 2) as f64).collect();
+    let (x, y, target) = toy_classes(60, 2, 4);
     let cv = |repeats| CrossValidation {
         folds: KFoldConfig {
             folds: 3,
