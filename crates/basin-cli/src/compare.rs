@@ -1,4 +1,6 @@
 //! `basin compare A B`: two models' runs on the same splits, paired split by split.
+//! `basin select A B …`: a hyperparameter chosen split by split among candidates' runs, by
+//! validation score.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -6,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use basin_train::compare::{Paired, read_records};
 use basin_train::record::RunRecord;
+use basin_train::select::Selected;
 
 /// Arguments of `basin compare`.
 #[derive(clap::Args)]
@@ -113,6 +116,111 @@ fn markdown(pa: &Path, pb: &Path, a: &[RunRecord], b: &[RunRecord], paired: &[Pa
     md.push_str(
         "\nPairs are runs evaluated on the same test split (the same fold; the seed too where \
          runs share a split). The standard error is the differences' sample deviation over √n.\n",
+    );
+    md
+}
+
+/// Arguments of `basin select`.
+#[derive(clap::Args)]
+pub struct SelectArgs {
+    /// Each candidate's runs on the same folds, the default first (it keeps the splits where
+    /// candidates tie): directories written by `basin train` or a reproduction's model folders.
+    #[arg(required = true, num_args = 2..)]
+    candidates: Vec<PathBuf>,
+    /// Write the chosen runs here (one `split-NNN/record.json` each, for `basin compare`),
+    /// with `selection.json` and `selection.md`. Must be new or empty.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print JSON instead of a Markdown table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn select(args: &SelectArgs) -> Result<()> {
+    let runs = args
+        .candidates
+        .iter()
+        .map(|d| records(d))
+        .collect::<Result<Vec<_>>>()?;
+    let selected = basin_train::select::select(&runs)?;
+    let md = select_markdown(&args.candidates, &selected);
+    if let Some(out) = &args.out {
+        let busy = std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
+        if busy {
+            bail!(
+                "{}: not empty; give --out a new directory (a selection's records mixed with \
+                 others' would be compared as one model)",
+                out.display()
+            );
+        }
+        for (i, run) in selected.runs.iter().enumerate() {
+            let dir = out.join(format!("split-{i:03}"));
+            std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+            run.write(&dir.join("record.json"))?;
+        }
+        let json = serde_json::json!({
+            "candidates": args.candidates,
+            "selected": selected,
+        });
+        basin_core::checkpoint::write_atomic(
+            &out.join("selection.json"),
+            serde_json::to_string_pretty(&json)?.as_bytes(),
+        )?;
+        basin_core::checkpoint::write_atomic(&out.join("selection.md"), md.as_bytes())?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&selected)?);
+    } else {
+        print!("{md}");
+    }
+    Ok(())
+}
+
+/// One row per candidate (splits chosen, mean test score over the common splits), then the
+/// selection's.
+fn select_markdown(paths: &[PathBuf], s: &Selected) -> String {
+    let unit = s
+        .choices
+        .iter()
+        .flat_map(|c| &c.test)
+        .all(|v| (0.0..=1.0).contains(v));
+    let scale = if unit { 100.0 } else { 1.0 };
+    let mut md = format!(
+        "Chosen per split by each run's validation score ({} under `{}`), over the {} test \
+         splits every candidate finished:\n\n| candidate | chosen | test_{} |\n|---|---|---|\n",
+        s.metric,
+        serde_json::to_value(s.selection)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        s.choices.len(),
+        s.metric
+    );
+    for (i, p) in paths.iter().enumerate() {
+        md.push_str(&format!(
+            "| {} | {} | {:.2} |\n",
+            p.display(),
+            s.counts[i],
+            s.candidate_means[i] * scale
+        ));
+    }
+    md.push_str(&format!(
+        "| **selected** | {} | **{:.2}** |\n",
+        s.choices.len(),
+        s.mean * scale
+    ));
+    if s.left_out > 0 {
+        md.push_str(&format!(
+            "\n{} finished runs had no run of every other candidate on their split and are left \
+             out.\n",
+            s.left_out
+        ));
+    }
+    md.push_str(
+        "\nA candidate's own mean is not an estimate of the family with the choice made: it \
+         is the best of several only in hindsight of the test splits. The selected runs are; \
+         compare them with a baseline by `basin select … --out DIR` then `basin compare DIR \
+         BASELINE`.\n",
     );
     md
 }

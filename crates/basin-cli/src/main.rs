@@ -7,6 +7,7 @@
 //! - `basin train` / `basin eval`: train a model from a run file; score it again.
 //! - `basin reproduce`: a paper table end to end.
 //! - `basin compare`: two models' runs on the same folds, paired fold by fold.
+//! - `basin select`: a hyperparameter chosen fold by fold among candidates' runs, by validation.
 
 mod compare;
 mod data;
@@ -50,6 +51,9 @@ enum Command {
     /// Compare two models' runs on the same folds, fold by fold (mean difference ± standard
     /// error, wins / ties / losses).
     Compare(compare::Args),
+    /// Choose among candidate configurations fold by fold, by each fold's validation score
+    /// (never its test score): the chosen runs, as one model's, for `basin compare`.
+    Select(compare::SelectArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Command::Train(args) => train::train(&args),
         Command::Eval(args) => train::eval(&args),
         Command::Compare(args) => compare::run(&args),
+        Command::Select(args) => compare::select(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

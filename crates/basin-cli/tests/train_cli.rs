@@ -693,3 +693,61 @@ fn compare_pairs_two_models_fold_by_fold() {
     let (ok, _, err) = basin(&["compare", a, b, "--metric", "test_auc"]);
     assert!(!ok && err.contains("metric `test_auc`"), "{err}");
 }
+
+#[test]
+fn select_chooses_per_fold_by_validation_and_its_runs_compare_as_one_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    // (validation accuracy, test accuracy) per fold; the loss the same everywhere.
+    let write = |name: &str, folds: &[(f64, f64)]| {
+        let dir = tmp.path().join(name);
+        for (i, &(val, test)) in folds.iter().enumerate() {
+            let config =
+                serde_json::json!({ "metric": "accuracy", "selection": "metric-then-loss" });
+            let mut r = basin_train::record::RunRecord::new(
+                format!("{name} fold-{i}"),
+                config,
+                0,
+                "cpu".into(),
+            );
+            r.split_hashes.insert("test".into(), format!("fold{i}"));
+            r.summary.insert("selected_val_accuracy".into(), val);
+            r.summary.insert("selected_val_loss".into(), 0.5);
+            r.summary.insert("test_accuracy".into(), test);
+            let d = dir.join("repeat-0").join(format!("fold-{i}"));
+            std::fs::create_dir_all(&d).unwrap();
+            r.write(&d.join("record.json")).unwrap();
+        }
+        dir.to_str().unwrap().to_owned()
+    };
+    let a = write("a", &[(0.5, 0.80), (0.5, 0.70), (0.5, 0.90), (0.5, 0.60)]);
+    // b is better on the test folds where it is worse on validation, and the other way round.
+    let b = write("b", &[(0.6, 0.70), (0.4, 0.90), (0.6, 0.95), (0.5, 0.99)]);
+    let out = tmp.path().join("selected");
+    let (ok, md, err) = basin(&["select", &a, &b, "--out", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    // Folds 0 and 2 take b (higher validation), 1 takes a, 3 ties and keeps the first: a.
+    assert!(md.contains("| **selected** | 4 | **73.75** |"), "{md}");
+    assert!(md.contains(&format!("| {b} | 2 | 88.50 |")), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("selection.json")).unwrap())
+            .unwrap();
+    let chosen: Vec<u64> = json["selected"]["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["candidate"].as_u64().unwrap())
+        .collect();
+    assert_eq!(chosen, [1, 0, 1, 0]);
+    // The selection's runs pair with a's fold by fold: −10, 0, +5, 0 points.
+    let (ok, cmp, err) = basin(&["compare", out.to_str().unwrap(), &a]);
+    assert!(ok, "{err}");
+    assert!(
+        cmp.contains("| test_accuracy (%) | 4 | 73.75 | 75.00 | -1.25 ± 3.15 (1 / 2 / 1) |"),
+        "{cmp}"
+    );
+    // Nothing is written over an earlier selection.
+    let (ok, _, err) = basin(&["select", &a, &b, "--out", out.to_str().unwrap()]);
+    assert!(!ok && err.contains("not empty"), "{err}");
+    let (ok, _, err) = basin(&["select", &a]);
+    assert!(!ok, "one candidate is refused: {err}");
+}

@@ -16,6 +16,8 @@
 //!   the ET paper's own TU procedure (`et-paper`), fixed splits.
 //! - [`compare`]: two models on the same splits, paired split by split (mean difference ±
 //!   standard error, wins / ties / losses).
+//! - [`select`]: a hyperparameter chosen per split among candidates' runs on the same folds, by
+//!   each split's validation score (never its test score).
 //! - [`record`]: JSON run records (config, seeds, split hashes, per-epoch metrics, device, git
 //!   revision), written atomically.
 //! - [`plot`]: energy curves and image grids as PNG.
@@ -30,6 +32,7 @@ pub mod protocol;
 pub mod record;
 pub mod runner;
 pub mod schedule;
+pub mod select;
 
 mod error;
 pub use error::TrainError;
