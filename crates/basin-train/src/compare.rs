@@ -109,7 +109,7 @@ impl Paired {
 
 /// Each run with the metric (finite) as (record, test split hash, value); runs without it are
 /// left out.
-fn scored<'r>(
+pub(crate) fn scored<'r>(
     runs: &'r [RunRecord],
     metric: &str,
 ) -> Result<Vec<(&'r RunRecord, &'r str, f64)>, TrainError> {
@@ -131,10 +131,10 @@ fn scored<'r>(
 
 /// Split keys: the test split's hash, and the seed too for a split that several runs of one side
 /// share (on both sides, so that one run on a fixed split pairs with the run of its seed).
-fn keyed(
-    runs: &[(&RunRecord, &str, f64)],
+pub(crate) fn keyed<T: Copy>(
+    runs: &[(&RunRecord, &str, T)],
     repeated: &BTreeSet<&str>,
-) -> Result<BTreeMap<String, f64>, TrainError> {
+) -> Result<BTreeMap<String, T>, TrainError> {
     let mut keyed = BTreeMap::new();
     for &(r, test, v) in runs {
         let key = if repeated.contains(test) {
@@ -154,7 +154,7 @@ fn keyed(
 }
 
 /// The test splits that more than one run of `runs` was evaluated on.
-fn repeated<'r>(runs: &[(&RunRecord, &'r str, f64)]) -> BTreeSet<&'r str> {
+pub(crate) fn repeated<'r, T>(runs: &[(&RunRecord, &'r str, T)]) -> BTreeSet<&'r str> {
     let mut seen = BTreeSet::new();
     runs.iter()
         .filter(|(_, test, _)| !seen.insert(*test))

@@ -12,11 +12,12 @@
 //! the loss alone under `loss`; remaining ties go to the earlier candidate, so list the
 //! default first.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::TrainError;
+use crate::compare::{keyed, repeated, scored};
 use crate::protocol::{Metric, Selection};
 use crate::record::RunRecord;
 
@@ -66,46 +67,20 @@ pub fn select(candidates: &[Vec<RunRecord>]) -> Result<Selected, TrainError> {
     }
     let (metric, selection) = protocol_of(candidates)?;
     let test_key = format!("test_{}", metric.name());
-    let finished: Vec<Vec<&RunRecord>> = candidates
+    // Each candidate's finished runs (a test score recorded), keyed by test split as
+    // `basin compare` pairs them.
+    let scored = candidates
         .iter()
-        .map(|runs| {
-            runs.iter()
-                .filter(|r| r.summary.get(&test_key).is_some_and(|v| v.is_finite()))
-                .collect()
-        })
-        .collect();
-    let mut repeated = BTreeSet::new();
-    for runs in &finished {
-        let mut own = BTreeSet::new();
-        for r in runs {
-            let test = test_split(r)?;
-            if !own.insert(test) {
-                repeated.insert(test);
-            }
-        }
-    }
-    let keyed = finished
+        .map(|runs| scored(runs, &test_key))
+        .collect::<Result<Vec<_>, _>>()?;
+    let repeated: BTreeSet<&str> = scored.iter().flat_map(|s| repeated(s)).collect();
+    let keyed = scored
         .iter()
-        .map(|runs| {
-            let mut by = BTreeMap::new();
-            for &r in runs {
-                let test = test_split(r)?;
-                let key = if repeated.contains(test) {
-                    format!("{test}/{}", r.seed)
-                } else {
-                    test.to_string()
-                };
-                if by.insert(key, r).is_some() {
-                    return Err(TrainError::Unpaired(format!(
-                        "run `{}`: another run of the same candidate has the same test split and \
-                         seed ({}); give each candidate's runs once",
-                        r.name, r.seed
-                    )));
-                }
-            }
-            Ok(by)
+        .map(|s| {
+            let with_runs: Vec<_> = s.iter().map(|&(r, t, _)| (r, t, r)).collect();
+            keyed(&with_runs, &repeated)
         })
-        .collect::<Result<Vec<_>, TrainError>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let all: BTreeSet<&String> = keyed.iter().flat_map(|k| k.keys()).collect();
     let common: Vec<&String> = all
         .iter()
@@ -117,7 +92,7 @@ pub fn select(candidates: &[Vec<RunRecord>]) -> Result<Selected, TrainError> {
             "no test split was finished by every candidate ({} finished runs in all): the \
              candidates did not run on the same folds (a different dataset, fold seed, number of \
              folds or split), or have not finished",
-            finished.iter().map(Vec::len).sum::<usize>()
+            scored.iter().map(Vec::len).sum::<usize>()
         )));
     }
     let left_out: usize = keyed.iter().map(|k| k.len()).sum::<usize>() - common.len() * keyed.len();
@@ -206,18 +181,6 @@ fn protocol_of(candidates: &[Vec<RunRecord>]) -> Result<(Metric, Selection), Tra
     found
         .map(|(m, s, _)| (m, s))
         .ok_or_else(|| TrainError::Unpaired("no runs".into()))
-}
-
-fn test_split(r: &RunRecord) -> Result<&str, TrainError> {
-    r.split_hashes
-        .get("test")
-        .map(String::as_str)
-        .ok_or_else(|| {
-            TrainError::Unpaired(format!(
-                "run `{}` records no test split, so it cannot be matched with another candidate's",
-                r.name
-            ))
-        })
 }
 
 /// (primary, tie-break, validation score): higher is better; MAE is negated.
