@@ -39,6 +39,12 @@ pub struct TrainArgs {
     /// it reads the finished runs and writes the report.
     #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
     shard: Option<basin_train::runner::Shard>,
+    /// Override one field of the run file (repeatable, applied in order): a dotted KEY, a TOML
+    /// VALUE or a bare word for a string. `--set architecture.batching.pe.k=8 --set data=PROTEINS`;
+    /// an array element by index (`architecture.block.terms.1.memories=256`). The run's
+    /// `run.toml` holds the result, so a sweep is one file and several --out directories.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
 }
 
 /// Arguments of `basin eval`.
@@ -68,7 +74,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
     let Some(config) = &args.config else {
         bail!("give a run file (start from `basin train --example et-graph`)");
     };
-    let spec = RunSpec::read(config)?;
+    let spec = RunSpec::read_with(config, &args.sets)?;
     if let Some(n) = args.nproc
         && std::env::var_os("WORLD_SIZE").is_none()
     {

@@ -92,11 +92,19 @@ fn a_graph_run_grows_by_repeats_without_training_its_finished_folds_again() {
         std::fs::metadata(p).unwrap().modified().unwrap()
     };
     let before = [started(0, 0), started(0, 1)];
-    let text = std::fs::read_to_string(&one).unwrap();
-    assert!(text.contains("repeats = 1"), "{text}");
-    std::fs::write(&one, text.replacen("repeats = 1", "repeats = 2", 1)).unwrap();
-    let (ok, trained, err) = basin(&["train", one.to_str().unwrap(), "--out", out_s]);
+    // The file unchanged, the count from the command line (`run.toml` records it).
+    let one_s = one.to_str().unwrap();
+    let (ok, trained, err) = basin(&[
+        "train",
+        one_s,
+        "--out",
+        out_s,
+        "--set",
+        "protocol.repeats=2",
+    ]);
     assert!(ok, "{err}");
+    let recorded = std::fs::read_to_string(out.join("run.toml")).unwrap();
+    assert!(recorded.contains("repeats = 2"), "{recorded}");
     assert_eq!(
         [started(0, 0), started(0, 1)],
         before,
@@ -107,11 +115,38 @@ fn a_graph_run_grows_by_repeats_without_training_its_finished_folds_again() {
         trained.contains("repeat-1/fold-1: test_accuracy"),
         "{trained}"
     );
-    // Anything else changed is another run.
+    // Anything else changed is another run, from the file or the command line.
     let text = std::fs::read_to_string(&one).unwrap();
-    std::fs::write(&one, text.replacen("epochs = 1", "epochs = 2", 1)).unwrap();
-    let (ok, _, err) = basin(&["train", one.to_str().unwrap(), "--out", out_s]);
+    std::fs::write(&one, text.replacen("repeats = 1", "repeats = 2", 1)).unwrap();
+    let (ok, _, err) = basin(&["train", one_s, "--out", out_s]);
+    assert!(ok, "the file saying what --set said is the same run: {err}");
+    let (ok, _, err) = basin(&[
+        "train",
+        one_s,
+        "--out",
+        out_s,
+        "--set",
+        "protocol.train.epochs=2",
+    ]);
     assert!(!ok && err.contains("holds another run"), "{err}");
+    std::fs::write(&one, text.replacen("epochs = 1", "epochs = 2", 1)).unwrap();
+    let (ok, _, err) = basin(&["train", one_s, "--out", out_s]);
+    assert!(!ok && err.contains("holds another run"), "{err}");
+    // A bad override is refused by name before anything is read or written.
+    let fresh = tmp.path().join("fresh");
+    let (ok, _, err) = basin(&[
+        "train",
+        one_s,
+        "--out",
+        fresh.to_str().unwrap(),
+        "--set",
+        "protocol.folds.fold=3",
+    ]);
+    assert!(
+        !ok && err.contains("--set protocol.folds.fold=3") && err.contains("unknown field `fold`"),
+        "{err}"
+    );
+    assert!(!fresh.join("run.toml").exists());
 }
 
 #[test]

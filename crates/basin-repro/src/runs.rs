@@ -252,6 +252,17 @@ impl RunSpec {
         Self::parse(&text, &path.display().to_string())
     }
 
+    /// Reads a run file with `sets` applied over it (`basin train --set KEY=VALUE`, see
+    /// [`apply_sets`]); errors name the file, and the override where one is at fault.
+    pub fn read_with(path: &Path, sets: &[String]) -> Result<Self> {
+        if sets.is_empty() {
+            return Self::read(path);
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| basin_core::CoreError::io(path, e))?;
+        let file = format!("{} (with --set {})", path.display(), sets.join(", --set "));
+        Self::parse(&apply_sets(&text, sets, &file)?, &file)
+    }
+
     /// Parses run-file text (`file` names it in errors) and checks the model config.
     pub fn parse(text: &str, file: &str) -> Result<Self> {
         let spec: Self = toml::from_str(text)
@@ -298,6 +309,86 @@ impl RunSpec {
             RunSpec::Gps(r) => format!("gps on {}", r.data),
         }
     }
+}
+
+/// `text` (a run file) with each `KEY=VALUE` of `sets` applied in order: KEY a dotted path
+/// (`architecture.batching.pe.k`; an array element by its index, `architecture.block.terms.1.memories`),
+/// VALUE a TOML value (`8`, `0.5`, `true`, `"loss"`, `[1, 2]`), or a bare word taken as a string
+/// (`data=PROTEINS`). Missing tables on the way are created; whether a key means anything is
+/// left to the run file's own parsing, which refuses unknown fields by name.
+pub fn apply_sets(text: &str, sets: &[String], file: &str) -> Result<String> {
+    let mut doc: toml::Table = toml::from_str(text)
+        .map_err(|e| ReproError::config(file, e.to_string().trim_end().to_owned()))?;
+    for set in sets {
+        let bad = |message: String| ReproError::config(format!("{file}: --set {set}"), message);
+        let Some((key, value)) = set.split_once('=') else {
+            return Err(bad(
+                "expected KEY=VALUE (e.g. architecture.batching.pe.k=8)".into(),
+            ));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let value = match toml::from_str::<toml::Table>(&format!("v = {value}")) {
+            Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(value.into())),
+            Err(_) if !value.is_empty() && !value.contains(['"', '\'', '[', '{', '=']) => {
+                toml::Value::String(value.into())
+            }
+            Err(e) => return Err(bad(format!("VALUE is not a TOML value: {}", e.message()))),
+        };
+        let path: Vec<&str> = key.split('.').collect();
+        if path.iter().any(|p| p.is_empty()) {
+            return Err(bad("KEY is a dotted path of field names".into()));
+        }
+        let (last, parents) = path.split_last().expect("split gives at least one part");
+        let mut here = toml::Value::Table(std::mem::take(&mut doc));
+        {
+            let mut node = &mut here;
+            for (i, part) in parents.iter().enumerate() {
+                let at = path[..=i].join(".");
+                node = match node {
+                    toml::Value::Table(t) => t
+                        .entry(part.to_string())
+                        .or_insert_with(|| toml::Value::Table(toml::Table::new())),
+                    toml::Value::Array(a) => {
+                        let len = a.len();
+                        part.parse::<usize>()
+                            .ok()
+                            .and_then(|n| a.get_mut(n))
+                            .ok_or_else(|| {
+                                bad(format!("`{at}`: an index below {len} was expected"))
+                            })?
+                    }
+                    _ => return Err(bad(format!("`{at}` is a value, not a table"))),
+                };
+            }
+            match node {
+                toml::Value::Table(t) => {
+                    t.insert(last.to_string(), value);
+                }
+                toml::Value::Array(a) => {
+                    let len = a.len();
+                    let slot = last
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|n| a.get_mut(n))
+                        .ok_or_else(|| {
+                            bad(format!("`{key}`: an index below {len} was expected"))
+                        })?;
+                    *slot = value;
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "`{}` is a value, not a table",
+                        parents.join(".")
+                    )));
+                }
+            }
+        }
+        doc = match here {
+            toml::Value::Table(t) => t,
+            _ => unreachable!("the document stays a table"),
+        };
+    }
+    toml::to_string(&doc).map_err(|e| ReproError::config(file, format!("cannot serialise: {e}")))
 }
 
 /// What a train or eval call produced.
@@ -791,4 +882,77 @@ fn write_outputs(
         .map_err(|e| ReproError::config("outcome", format!("cannot serialise: {e}")))?;
     basin_core::checkpoint::write_atomic(&out.join(format!("{stem}.json")), text.as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sets(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn sets_reach_nested_fields_array_elements_and_bare_strings() {
+        let example = RunSpec::example("et-graph").unwrap();
+        let text = apply_sets(
+            &example,
+            &sets(&[
+                "architecture.batching.pe.k=8",
+                "data=PROTEINS",
+                "architecture.block.terms.1.memories = 256",
+                "protocol.selection=\"loss\"",
+                "protocol.repeats=3",
+            ]),
+            "f.toml",
+        )
+        .unwrap();
+        let RunSpec::GraphClassification(run) = RunSpec::parse(&text, "f.toml").unwrap() else {
+            panic!("a graph run file");
+        };
+        let RunSpec::GraphClassification(base) = RunSpec::parse(&example, "f.toml").unwrap() else {
+            panic!("a graph run file");
+        };
+        assert_eq!(run.data, "PROTEINS");
+        assert_eq!(run.architecture.batching.pe.as_ref().map(|p| p.k), Some(8));
+        assert_eq!(
+            base.architecture.batching.pe.as_ref().map(|p| p.k),
+            Some(15)
+        );
+        assert_eq!(run.protocol.repeats, 3);
+        assert_ne!(run.architecture.block, base.architecture.block);
+        assert!(text.contains("memories = 256"), "{text}");
+        assert!(text.contains("selection = \"loss\""), "{text}");
+    }
+
+    #[test]
+    fn bad_sets_are_refused_by_name() {
+        let example = RunSpec::example("et-graph").unwrap();
+        for (set, says) in [
+            ("architecture.batching.pe.k", "KEY=VALUE"),
+            ("architecture..k=3", "dotted path"),
+            ("architecture.block.terms.7.memories=3", "index below 2"),
+            ("data.name=MUTAG", "is a value"),
+            ("protocol.selection=[1,", "not a TOML value"),
+        ] {
+            let e = apply_sets(&example, &sets(&[set]), "f.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("--set {set}")) && e.contains(says),
+                "{set}: {e}"
+            );
+        }
+        // A key the run file does not know is left to its parsing, which names the field.
+        let text = apply_sets(
+            &example,
+            &sets(&["architecture.batching.pe.kk=8"]),
+            "f.toml",
+        )
+        .unwrap();
+        let e = RunSpec::parse(&text, "f.toml (with --set …)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("kk"), "{e}");
+    }
 }
