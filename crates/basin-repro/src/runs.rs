@@ -265,7 +265,7 @@ impl RunSpec {
 
     /// Parses run-file text (`file` names it in errors) and checks the model config.
     pub fn parse(text: &str, file: &str) -> Result<Self> {
-        let spec: Self = toml::from_str(text)
+        let spec = Self::from_text(text)
             .map_err(|e| ReproError::config(file, e.to_string().trim_end().to_owned()))?;
         let checked = match &spec {
             RunSpec::NodeAnomaly(r) => r.architecture.validate(),
@@ -293,6 +293,37 @@ impl RunSpec {
         }
         .map_err(|e| ReproError::config(file, e))?;
         Ok(spec)
+    }
+
+    /// The run file's task, then its fields read from the text itself: serde's tagged enums
+    /// read a whole file into a buffer first and lose where a value was, so a wrong type
+    /// (`k = -3`) would say only "invalid value: integer `-3`, expected usize". Read this way,
+    /// the error shows the line and the field.
+    fn from_text(text: &str) -> std::result::Result<Self, toml::de::Error> {
+        #[derive(Deserialize)]
+        struct Task {
+            task: toml::Spanned<String>,
+        }
+        let task: Task = toml::from_str(text)?;
+        // The `task` line blanked (its bytes kept, so lines and columns stay where they were).
+        let span = task.task.span();
+        let start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+        let end = text[span.end..]
+            .find('\n')
+            .map_or(text.len(), |i| span.end + i);
+        let blank: String = text[start..end]
+            .chars()
+            .map(|c| if c == '\t' { c } else { ' ' })
+            .collect();
+        let fields = format!("{}{blank}{}", &text[..start], &text[end..]);
+        Ok(match task.task.get_ref().as_str() {
+            "node-anomaly" => Self::NodeAnomaly(toml::from_str(&fields)?),
+            "graph-classification" => Self::GraphClassification(toml::from_str(&fields)?),
+            "image-completion" => Self::ImageCompletion(toml::from_str(&fields)?),
+            "gps" => Self::Gps(toml::from_str(&fields)?),
+            // Unknown: serde's own message lists the tasks.
+            _ => toml::from_str(text)?,
+        })
     }
 
     /// The run file as TOML.
