@@ -957,6 +957,23 @@ mod tests {
     }
 
     #[test]
+    fn a_wrong_type_names_its_line_and_field() {
+        let example = RunSpec::example("et-graph").unwrap();
+        let line = 1 + example.lines().position(|l| l == "k = 15").unwrap();
+        let e = RunSpec::parse(&example.replacen("k = 15", "k = -3", 1), "f.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("line {line}")) && e.contains("k = -3"),
+            "{e}"
+        );
+        let e = RunSpec::parse("task = \"graph\"\n", "f.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("graph-classification"), "the tasks listed: {e}");
+    }
+
+    #[test]
     fn bad_sets_are_refused_by_name() {
         let example = RunSpec::example("et-graph").unwrap();
         for (set, says) in [
