@@ -348,8 +348,10 @@ impl RunSpec {
 /// (`data=PROTEINS`). Missing tables on the way are created; whether a key means anything is
 /// left to the run file's own parsing, which refuses unknown fields by name.
 pub fn apply_sets(text: &str, sets: &[String], file: &str) -> Result<String> {
-    let mut doc: toml::Table = toml::from_str(text)
-        .map_err(|e| ReproError::config(file, e.to_string().trim_end().to_owned()))?;
+    let mut doc = toml::Value::Table(
+        toml::from_str(text)
+            .map_err(|e| ReproError::config(file, e.to_string().trim_end().to_owned()))?,
+    );
     for set in sets {
         let bad = |message: String| ReproError::config(format!("{file}: --set {set}"), message);
         let Some((key, value)) = set.split_once('=') else {
@@ -365,59 +367,33 @@ pub fn apply_sets(text: &str, sets: &[String], file: &str) -> Result<String> {
             }
             Err(e) => return Err(bad(format!("VALUE is not a TOML value: {}", e.message()))),
         };
-        let path: Vec<&str> = key.split('.').collect();
-        if path.iter().any(|p| p.is_empty()) {
+        if key.split('.').any(str::is_empty) {
             return Err(bad("KEY is a dotted path of field names".into()));
         }
-        let (last, parents) = path.split_last().expect("split gives at least one part");
-        let mut here = toml::Value::Table(std::mem::take(&mut doc));
-        {
-            let mut node = &mut here;
-            for (i, part) in parents.iter().enumerate() {
-                let at = path[..=i].join(".");
-                node = match node {
-                    toml::Value::Table(t) => t
-                        .entry(part.to_string())
-                        .or_insert_with(|| toml::Value::Table(toml::Table::new())),
-                    toml::Value::Array(a) => {
-                        let len = a.len();
-                        part.parse::<usize>()
-                            .ok()
-                            .and_then(|n| a.get_mut(n))
-                            .ok_or_else(|| {
-                                bad(format!("`{at}`: an index below {len} was expected"))
-                            })?
-                    }
-                    _ => return Err(bad(format!("`{at}` is a value, not a table"))),
-                };
-            }
-            match node {
-                toml::Value::Table(t) => {
-                    t.insert(last.to_string(), value);
-                }
+        // Down the path, a table's missing entry made on the way (the last one is overwritten).
+        let upto = |n: usize| key.split('.').take(n).collect::<Vec<_>>().join(".");
+        let mut node = &mut doc;
+        for (i, part) in key.split('.').enumerate() {
+            node = match node {
+                toml::Value::Table(t) => t
+                    .entry(part)
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new())),
                 toml::Value::Array(a) => {
                     let len = a.len();
-                    let slot = last
-                        .parse::<usize>()
+                    part.parse::<usize>()
                         .ok()
                         .and_then(|n| a.get_mut(n))
                         .ok_or_else(|| {
-                            bad(format!("`{key}`: an index below {len} was expected"))
-                        })?;
-                    *slot = value;
+                            bad(format!(
+                                "`{}`: an index below {len} was expected",
+                                upto(i + 1)
+                            ))
+                        })?
                 }
-                _ => {
-                    return Err(bad(format!(
-                        "`{}` is a value, not a table",
-                        parents.join(".")
-                    )));
-                }
-            }
+                _ => return Err(bad(format!("`{}` is a value, not a table", upto(i)))),
+            };
         }
-        doc = match here {
-            toml::Value::Table(t) => t,
-            _ => unreachable!("the document stays a table"),
-        };
+        *node = value;
     }
     toml::to_string(&doc).map_err(|e| ReproError::config(file, format!("cannot serialise: {e}")))
 }
@@ -979,8 +955,11 @@ mod tests {
         for (set, says) in [
             ("architecture.batching.pe.k", "KEY=VALUE"),
             ("architecture..k=3", "dotted path"),
-            ("architecture.block.terms.7.memories=3", "index below 2"),
-            ("data.name=MUTAG", "is a value"),
+            (
+                "architecture.block.terms.7.memories=3",
+                "`architecture.block.terms.7`: an index below 2",
+            ),
+            ("data.name=MUTAG", "`data` is a value"),
             ("protocol.selection=[1,", "not a TOML value"),
         ] {
             let e = apply_sets(&example, &sets(&[set]), "f.toml")

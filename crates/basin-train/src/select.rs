@@ -146,24 +146,14 @@ pub fn select(candidates: &[Vec<RunRecord>]) -> Result<Selected, TrainError> {
 fn protocol_of(candidates: &[Vec<RunRecord>]) -> Result<(Metric, Selection), TrainError> {
     let mut found: Option<(Metric, Selection, &str)> = None;
     for r in candidates.iter().flatten() {
-        let metric: Metric = match r.config.get("metric") {
-            Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-                TrainError::Unpaired(format!("run `{}`: config `metric`: {e}", r.name))
-            })?,
-            None => {
-                return Err(TrainError::Unpaired(format!(
-                    "run `{}` records no protocol `metric` in its config (a run of a \
-                     cross-validation or fixed-split protocol was expected)",
-                    r.name
-                )));
-            }
-        };
-        let selection: Selection = match r.config.get("selection") {
-            Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
-                TrainError::Unpaired(format!("run `{}`: config `selection`: {e}", r.name))
-            })?,
-            None => Selection::default(),
-        };
+        let metric: Metric = field(r, "metric")?.ok_or_else(|| {
+            TrainError::Unpaired(format!(
+                "run `{}` records no protocol `metric` in its config (a run of a \
+                 cross-validation or fixed-split protocol was expected)",
+                r.name
+            ))
+        })?;
+        let selection: Selection = field(r, "selection")?.unwrap_or_default();
         match &found {
             None => found = Some((metric, selection, &r.name)),
             Some((m, s, first)) if (*m, *s) != (metric, selection) => {
@@ -181,6 +171,18 @@ fn protocol_of(candidates: &[Vec<RunRecord>]) -> Result<(Metric, Selection), Tra
     found
         .map(|(m, s, _)| (m, s))
         .ok_or_else(|| TrainError::Unpaired("no runs".into()))
+}
+
+/// A field of the run's protocol config, `None` where it is absent.
+fn field<T: serde::de::DeserializeOwned>(
+    r: &RunRecord,
+    name: &str,
+) -> Result<Option<T>, TrainError> {
+    r.config
+        .get(name)
+        .map(|v| serde_json::from_value(v.clone()))
+        .transpose()
+        .map_err(|e| TrainError::Unpaired(format!("run `{}`: config `{name}`: {e}", r.name)))
 }
 
 /// (primary, tie-break, validation score): higher is better; MAE is negated.
@@ -267,6 +269,20 @@ mod tests {
         let a = vec![run("a", "f", (0.70, 0.9), 0.9, "metric")];
         let b = vec![run("b", "f", (0.70, 0.1), 0.8, "metric")];
         assert_eq!(select(&[a, b]).unwrap().choices[0].run, "a");
+    }
+
+    #[test]
+    fn a_lower_mae_is_the_better_validation_score() {
+        let mae = |name: &str, val: f64| {
+            let config = serde_json::json!({ "metric": "mae", "selection": "metric-then-loss" });
+            let mut r = RunRecord::new(name, config, 0, "cpu".into());
+            r.split_hashes.insert("test".into(), "f".into());
+            r.summary.insert("selected_val_mae".into(), val);
+            r.summary.insert("test_mae".into(), 1.0);
+            r
+        };
+        let s = select(&[vec![mae("a", 0.3)], vec![mae("b", 0.2)]]).unwrap();
+        assert_eq!(s.choices[0].run, "b");
     }
 
     #[test]
