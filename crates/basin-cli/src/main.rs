@@ -126,3 +126,40 @@ fn device(choice: Option<basin_core::device::DeviceChoice>) -> anyhow::Result<tc
         None => basin_core::device::from_env()?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(unsafe_code)]
+    fn purge_delay() -> std::ffi::c_long {
+        // SAFETY: reads one of mimalloc's global option values.
+        unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) }
+    }
+
+    /// The index is mimalloc's purge delay: a child run of this test, started with
+    /// `MIMALLOC_PURGE_DELAY=4321`, reads 4321 through it and keeps it; here, without the
+    /// variable, `keep_freed_memory` sets it to −1.
+    #[test]
+    fn the_option_index_is_mimallocs_purge_delay() {
+        if std::env::var("MIMALLOC_PURGE_DELAY").as_deref() == Ok("4321") {
+            keep_freed_memory();
+            assert_eq!(purge_delay(), 4321);
+            return;
+        }
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            keep_freed_memory();
+            assert_eq!(purge_delay(), -1);
+        }
+        let child = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+            .args([
+                "--exact",
+                "tests::the_option_index_is_mimallocs_purge_delay",
+            ])
+            .env("MIMALLOC_PURGE_DELAY", "4321")
+            .output()
+            .expect("the child test runs");
+        let out = String::from_utf8_lossy(&child.stdout);
+        assert!(child.status.success() && out.contains("1 passed"), "{out}");
+    }
+}
