@@ -243,6 +243,13 @@ fn et_graph_cls_output_ignores_padding() {
             None,
             true,
         ),
+        (
+            AdjacencyMode::Masked,
+            Readout::ClsMoments,
+            Some(16),
+            None,
+            true,
+        ),
         (AdjacencyMode::Masked, Readout::Cls, None, None, false),
         (
             AdjacencyMode::ReferenceMultiply,

@@ -173,6 +173,7 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
         Readout::Cls => "CLS",
         Readout::ClsMean => "CLS ‖ mean of the nodes",
         Readout::ClsMeanSize => "CLS ‖ mean ‖ ln(n + 1)·mean",
+        Readout::ClsMoments => "CLS ‖ mean ‖ ln(n + 1)·mean ‖ std ‖ max",
         Readout::Nodes => "every node",
     };
     let seen = if model.readout_initial {

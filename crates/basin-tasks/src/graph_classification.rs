@@ -86,6 +86,12 @@ pub enum Readout {
     /// amplification scaler, Corso et al. 2020; not in the papers). A mean is blind to a
     /// graph's size, which the pooled-feature baseline and GIN's sum readout see.
     ClsMeanSize,
+    /// [`Readout::ClsMeanSize`] and the standard deviation and maximum of the node tokens,
+    /// feature by feature (PNA's std and max aggregators, Corso et al. 2020; not in the
+    /// papers). A few small descent steps leave the tokens close to a linear encoding of the node
+    /// attributes, so a mean readout sees only first moments, while the pooled-feature baseline
+    /// also sees each attribute's spread across the graph.
+    ClsMoments,
     /// Every real node token after the last block, one row of logits per node (inductive node
     /// classification: PATTERN, CLUSTER; ET Table 7). Rows run graph by graph, nodes in order;
     /// every node must be in the batch (no truncation).
@@ -592,6 +598,7 @@ impl GraphClassifier {
                     Readout::Cls | Readout::Nodes => d,
                     Readout::ClsMean => 2 * d,
                     Readout::ClsMeanSize => 3 * d,
+                    Readout::ClsMoments => 5 * d,
                 };
                 let seen = if cfg.readout_initial {
                     2 * pooled
@@ -1152,7 +1159,7 @@ impl Learner for GraphClassifierLearner {
 }
 
 /// What the readout sees of the final tokens `x: [B, N, D]` (CLS in slot 0, `padding` `[B, N]`
-/// true for real tokens): `[B, D]`, `[B, 2D]` or `[B, 3D]` per graph, or `[M, D]` for every
+/// true for real tokens): `[B, D]`, `[B, 2D]`, `[B, 3D]` or `[B, 5D]` per graph, or `[M, D]` for every
 /// real node with [`Readout::Nodes`], graph by graph.
 pub fn pool(readout: Readout, x: &Tensor, padding: &Tensor) -> Tensor {
     let cls = x.select(1, 0);
@@ -1161,15 +1168,31 @@ pub fn pool(readout: Readout, x: &Tensor, padding: &Tensor) -> Tensor {
     match readout {
         Readout::Cls => cls,
         Readout::Nodes => x.index(&[Some(&padding.logical_and(&not_cls.unsqueeze(0)))]),
-        Readout::ClsMean | Readout::ClsMeanSize => {
-            let nodes = padding.to_kind(x.kind()) * not_cls.to_kind(x.kind());
-            let count = nodes.sum_dim_intlist(1, true, x.kind()).clamp_min(1.0);
-            let mean = (x * nodes.unsqueeze(-1)).sum_dim_intlist(1, false, x.kind()) / &count;
-            if readout == Readout::ClsMeanSize {
-                let amplified = &mean * (count + 1.0).log();
-                Tensor::cat(&[cls, mean, amplified], 1)
-            } else {
-                Tensor::cat(&[cls, mean], 1)
+        Readout::ClsMean | Readout::ClsMeanSize | Readout::ClsMoments => {
+            let real = padding.logical_and(&not_cls.unsqueeze(0));
+            let nodes = real.to_kind(x.kind()).unsqueeze(-1);
+            let count = nodes.sum_dim_intlist(1, false, x.kind()).clamp_min(1.0);
+            let mean = (x * &nodes).sum_dim_intlist(1, false, x.kind()) / &count;
+            match readout {
+                Readout::ClsMean => Tensor::cat(&[cls, mean], 1),
+                Readout::ClsMeanSize => {
+                    let amplified = &mean * (&count + 1.0).log();
+                    Tensor::cat(&[cls, mean, amplified], 1)
+                }
+                _ => {
+                    let amplified = &mean * (&count + 1.0).log();
+                    let centred = (x - mean.unsqueeze(1)) * &nodes;
+                    // ε keeps the gradient of the square root finite on one-node graphs.
+                    let std = ((&centred * &centred).sum_dim_intlist(1, false, x.kind()) / &count
+                        + 1e-5)
+                        .sqrt();
+                    let max = x
+                        .masked_fill(&real.logical_not().unsqueeze(-1), f64::NEG_INFINITY)
+                        .amax(1, false)
+                        // A graph without nodes reads 0, as its mean does.
+                        .masked_fill(&real.any_dim(1, true).logical_not(), 0.0);
+                    Tensor::cat(&[cls, mean, amplified, std, max], 1)
+                }
             }
         }
     }
@@ -1205,6 +1228,45 @@ mod tests {
                 "graph of {n} nodes"
             );
         }
+    }
+
+    #[test]
+    fn the_moments_readout_is_the_std_and_max_of_the_real_nodes_only() {
+        // Graph 0: CLS + nodes 1, 3 + one padded slot holding 100; graph 1: CLS + nodes −2, 0, 5.
+        let x = Tensor::from_slice(&[9.0f64, 1.0, 3.0, 100.0, 9.0, -2.0, 0.0, 5.0]).view([2, 4, 1]);
+        let padding =
+            Tensor::from_slice(&[true, true, true, false, true, true, true, true]).view([2, 4]);
+        let out = pool(Readout::ClsMoments, &x, &padding);
+        assert_eq!(out.size(), [2, 5]);
+        let var1 = (3.0f64.powi(2) + 1.0 + 4.0f64.powi(2)) / 3.0;
+        let want = Tensor::from_slice(&[
+            9.0,
+            2.0,
+            2.0 * 3.0f64.ln(),
+            (1.0f64 + 1e-5).sqrt(),
+            3.0,
+            9.0,
+            1.0,
+            4.0f64.ln(),
+            (var1 + 1e-5).sqrt(),
+            5.0,
+        ])
+        .view([2, 5]);
+        assert!(out.allclose(&want, 1e-12, 1e-12, false), "{out}");
+        // The padded slot's value must not reach the output or take any gradient.
+        let x = x.set_requires_grad(true);
+        pool(Readout::ClsMoments, &x, &padding)
+            .sum(Kind::Double)
+            .backward();
+        let g = x.grad();
+        assert_eq!(g.double_value(&[0, 3, 0]), 0.0);
+        assert!(g.isfinite().all().int64_value(&[]) == 1);
+        // A graph of CLS alone reads zeros beside its CLS, not −∞ or NaN.
+        let empty =
+            Tensor::from_slice(&[true, false, false, false, true, true, true, true]).view([2, 4]);
+        let out = pool(Readout::ClsMoments, &x.detach(), &empty);
+        assert!(out.isfinite().all().int64_value(&[]) == 1, "{out}");
+        assert_eq!(out.double_value(&[0, 4]), 0.0);
     }
 
     #[test]
