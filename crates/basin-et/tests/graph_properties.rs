@@ -3,7 +3,8 @@
 //! answer with sparse and dense attention; the graph classifier's CLS output ignores padding,
 //! its A′ projects the edge features where there are some (eq. 24), non-edges carry exactly
 //! zero attention weight under the default (eq. 25) switch, and each block's energy does not
-//! rise along its steps without noise.
+//! rise along its steps without noise; without encodings and with a 1 × 1 kernel it ignores
+//! the order of a graph's nodes.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -279,6 +280,61 @@ fn et_graph_cls_output_ignores_padding() {
                 d < 1e-10,
                 "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}, initial {readout_initial}: padding changed the output by {d}"
             );
+        }
+    }
+}
+
+/// `data` with the nodes of every graph relabelled: old node i becomes node `(2 i + 3) mod n` (every n here is odd).
+fn relabelled(data: &GraphDataset) -> GraphDataset {
+    let mut out = data.clone();
+    for g in &mut out.graphs {
+        let n = g.node_features.nrows();
+        let to = |i: usize| (2 * i + 3) % n;
+        let (src, dst) = edges(&g.adjacency);
+        let src: Vec<u32> = src.iter().map(|&a| to(a as usize) as u32).collect();
+        let dst: Vec<u32> = dst.iter().map(|&a| to(a as usize) as u32).collect();
+        let (adj, _) = Csr::from_edges(n, &src, &dst).unwrap();
+        let mut feats = g.node_features.clone();
+        for i in 0..n {
+            feats.row_mut(to(i)).assign(&g.node_features.row(i));
+        }
+        *g = Graph::new(adj, feats).unwrap();
+    }
+    out
+}
+
+/// The classifier is invariant to the order of a graph's nodes once nothing reads that order:
+/// no Laplacian encodings (an eigenvector's sign and a degenerate eigenspace's basis depend on
+/// the order) and a 1 × 1 kernel on X ⊗ X. The paper's 3 × 3 kernel slides over the node-index
+/// grid (reference-implementations.md, ET graph), so with it the output moves: the control.
+#[test]
+fn et_graph_output_ignores_node_order_with_a_one_by_one_kernel() {
+    let _s = lock_generator();
+    let data = graphs();
+    let shuffled = relabelled(&data);
+    for (kernel, readout) in [
+        (1, Readout::ClsMoments),
+        (1, Readout::ClsMeanSize),
+        (3, Readout::ClsMoments),
+    ] {
+        let mut cfg = GraphClassifierConfig {
+            conv_kernel: kernel,
+            readout,
+            ..small_cfg()
+        };
+        cfg.batching.pe = None;
+        let (_vs, model) = classifier(&cfg);
+        let ids = [1, 4, 5];
+        let before = tch::no_grad(|| model.forward(&batch(&data, &cfg, &ids), false).unwrap());
+        let after = tch::no_grad(|| model.forward(&batch(&shuffled, &cfg, &ids), false).unwrap());
+        let d = max_diff(&before, &after);
+        if kernel == 1 {
+            assert!(
+                d < 1e-10,
+                "{readout:?}: relabelling moved the output by {d}"
+            );
+        } else {
+            assert!(d > 1e-6, "the 3 × 3 kernel should see the node order ({d})");
         }
     }
 }
