@@ -284,7 +284,8 @@ fn et_graph_cls_output_ignores_padding() {
     }
 }
 
-/// `data` with the nodes of every graph relabelled: old node i becomes node `(2 i + 3) mod n` (every n here is odd).
+/// `data` with the nodes of every graph relabelled: old node i becomes node `(2 i + 3) mod n`, a
+/// bijection because every n here is odd.
 fn relabelled(data: &GraphDataset) -> GraphDataset {
     let mut out = data.clone();
     for g in &mut out.graphs {

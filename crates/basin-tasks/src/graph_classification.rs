@@ -1159,8 +1159,8 @@ impl Learner for GraphClassifierLearner {
 }
 
 /// What the readout sees of the final tokens `x: [B, N, D]` (CLS in slot 0, `padding` `[B, N]`
-/// true for real tokens): `[B, D]`, `[B, 2D]`, `[B, 3D]` or `[B, 5D]` per graph, or `[M, D]` for every
-/// real node with [`Readout::Nodes`], graph by graph.
+/// true for real tokens): `[B, D]`, `[B, 2D]`, `[B, 3D]` or `[B, 5D]` per graph, or `[M, D]`
+/// for every real node with [`Readout::Nodes`], graph by graph.
 pub fn pool(readout: Readout, x: &Tensor, padding: &Tensor) -> Tensor {
     let cls = x.select(1, 0);
     let n = x.size()[1];
@@ -1173,27 +1173,23 @@ pub fn pool(readout: Readout, x: &Tensor, padding: &Tensor) -> Tensor {
             let nodes = real.to_kind(x.kind()).unsqueeze(-1);
             let count = nodes.sum_dim_intlist(1, false, x.kind()).clamp_min(1.0);
             let mean = (x * &nodes).sum_dim_intlist(1, false, x.kind()) / &count;
-            match readout {
-                Readout::ClsMean => Tensor::cat(&[cls, mean], 1),
-                Readout::ClsMeanSize => {
-                    let amplified = &mean * (&count + 1.0).log();
-                    Tensor::cat(&[cls, mean, amplified], 1)
-                }
-                _ => {
-                    let amplified = &mean * (&count + 1.0).log();
-                    let centred = (x - mean.unsqueeze(1)) * &nodes;
-                    // ε keeps the gradient of the square root finite on one-node graphs.
-                    let std = ((&centred * &centred).sum_dim_intlist(1, false, x.kind()) / &count
-                        + 1e-5)
-                        .sqrt();
-                    let max = x
-                        .masked_fill(&real.logical_not().unsqueeze(-1), f64::NEG_INFINITY)
+            let mut seen = vec![cls, mean.shallow_clone()];
+            if readout != Readout::ClsMean {
+                seen.push(&mean * (&count + 1.0).log());
+            }
+            if readout == Readout::ClsMoments {
+                let centred = (x - mean.unsqueeze(1)) * &nodes;
+                // ε keeps the gradient of the square root finite on one-node graphs.
+                let var = (&centred * &centred).sum_dim_intlist(1, false, x.kind()) / &count;
+                seen.push((var + 1e-5).sqrt());
+                seen.push(
+                    x.masked_fill(&real.logical_not().unsqueeze(-1), f64::NEG_INFINITY)
                         .amax(1, false)
                         // A graph without nodes reads 0, as its mean does.
-                        .masked_fill(&real.any_dim(1, true).logical_not(), 0.0);
-                    Tensor::cat(&[cls, mean, amplified, std, max], 1)
-                }
+                        .masked_fill(&real.any_dim(1, true).logical_not(), 0.0),
+                );
             }
+            Tensor::cat(&seen, 1)
         }
     }
 }
@@ -1261,7 +1257,7 @@ mod tests {
         let g = x.grad();
         assert_eq!(g.double_value(&[0, 3, 0]), 0.0);
         assert!(g.isfinite().all().int64_value(&[]) == 1);
-        // A graph of CLS alone reads zeros beside its CLS, not −∞ or NaN.
+        // A graph of CLS alone reads finite values (max 0, std √ε), not −∞ or NaN.
         let empty =
             Tensor::from_slice(&[true, false, false, false, true, true, true, true]).view([2, 4]);
         let out = pool(Readout::ClsMoments, &x.detach(), &empty);
