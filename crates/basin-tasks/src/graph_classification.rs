@@ -166,7 +166,8 @@ pub struct GraphClassifierConfig {
     /// over folds): NCI1 (m = 8) 73.36 → 76.25 %, +2.90 ± 0.98 (8 of 10 folds up); ENZYMES
     /// (m = 8) 62.67 → 63.00, +0.33 ± 1.95; PROTEINS (m = 16) 74.76 → 74.49 (CDAT 73.77 →
     /// 74.22); MUTAG (m = 8, fold seeds 0–2, 30 folds) 82.44 → 81.38, −1.05 ± 1.72. With
-    /// `readout = "cls-moments"` and k = 8 on PROTEINS (m = 16, fold seed 0): 75.03 → 74.22, −0.81 ± 0.58.
+    /// `readout = "cls-moments"` and k = 8 on PROTEINS (m = 16, fold seed 0): 75.03 → 74.22,
+    /// −0.81 ± 0.58.
     pub degree_encoding: Option<i64>,
     /// Attention over the mask's pairs as an edge list (basin-core's sparse structure, with Â
     /// computed at each edge only) instead of dense `[B, H, N', N']` scores: the same energies
