@@ -484,7 +484,7 @@ fn bad_run_files_and_directories_are_named_errors() {
     let (_, example, _) = basin(&["train", "--example", "et-graph"]);
     for (from, to, field) in [
         ("epochs = 100", "epochs = 0", "protocol.train.epochs"),
-        ("k = 15", "k = 100000", "batching.pe.k"),
+        ("k = 8", "k = 100000", "batching.pe.k"),
     ] {
         std::fs::write(&bad, example.replacen(from, to, 1)).unwrap();
         let (ok, _, err) = basin(&["train", bad.to_str().unwrap()]);
@@ -568,7 +568,7 @@ fn one_bad_value_per_field_is_refused_naming_the_field() {
         ("graph", "sigma = 0.02", "sigma = -0.02", "sigma"),
         ("graph", "eps = 0.00001", "eps = 0.0", "eps"),
         ("graph", "max_nodes = 500", "max_nodes = 0", "max_nodes"),
-        ("graph", "k = 15", "k = 0", "k"),
+        ("graph", "k = 8", "k = 0", "k"),
         ("graph", "folds = 2", "folds = 1", "folds"),
         ("graph", "folds = 2", "folds = 100", "folds"),
         (

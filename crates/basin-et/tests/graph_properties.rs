@@ -575,21 +575,23 @@ fn the_initial_readout_reads_the_pooled_initial_tokens() {
     let (vs, model) = classifier(&cfg);
     let vars = vs.variables();
     let (w, bias) = (&vars["readout.weight"], &vars["readout.bias"]);
-    let d = cfg.block.dim;
+    // The preset's pooling: CLS ‖ mean ‖ sized mean ‖ std ‖ max.
+    assert_eq!(cfg.readout, Readout::ClsMoments);
+    let d = 5 * cfg.block.dim;
     assert_eq!(
         w.size()[1],
-        2 * 3 * d,
-        "CLS ‖ mean ‖ sized mean, final and initial"
+        2 * d,
+        "the pooling of the final and the initial tokens"
     );
     tch::no_grad(|| {
-        let _ = w.narrow(1, 0, 3 * d).zero_();
+        let _ = w.narrow(1, 0, d).zero_();
     });
     let b = batch(&data, &cfg, &[0, 5]);
     let logits = tch::no_grad(|| model.forward(&b, false).unwrap());
     let x0 = tch::no_grad(|| model.tokens_and_structure(&b).unwrap().0);
     let padding = b.parts().2;
     let pooled = basin_tasks::graph_classification::pool(cfg.readout, &x0, padding);
-    let want = pooled.matmul(&w.narrow(1, 3 * d, 3 * d).tr()) + bias;
+    let want = pooled.matmul(&w.narrow(1, d, d).tr()) + bias;
     let diff = max_diff(&logits, &want);
     assert!(
         diff < 1e-10,

@@ -905,7 +905,7 @@ mod tests {
         let text = apply_sets(
             &example,
             &sets(&[
-                "architecture.batching.pe.k=8",
+                "architecture.batching.pe.k=15",
                 "data=PROTEINS",
                 "architecture.block.terms.1.memories = 256",
                 "protocol.selection=\"loss\"",
@@ -921,11 +921,8 @@ mod tests {
             panic!("a graph run file");
         };
         assert_eq!(run.data, "PROTEINS");
-        assert_eq!(run.architecture.batching.pe.as_ref().map(|p| p.k), Some(8));
-        assert_eq!(
-            base.architecture.batching.pe.as_ref().map(|p| p.k),
-            Some(15)
-        );
+        assert_eq!(run.architecture.batching.pe.as_ref().map(|p| p.k), Some(15));
+        assert_eq!(base.architecture.batching.pe.as_ref().map(|p| p.k), Some(8));
         assert_eq!(run.protocol.repeats, 3);
         assert_ne!(run.architecture.block, base.architecture.block);
         assert!(text.contains("memories = 256"), "{text}");
@@ -935,8 +932,8 @@ mod tests {
     #[test]
     fn a_wrong_type_names_its_line_and_field() {
         let example = RunSpec::example("et-graph").unwrap();
-        let line = 1 + example.lines().position(|l| l == "k = 15").unwrap();
-        let e = RunSpec::parse(&example.replacen("k = 15", "k = -3", 1), "f.toml")
+        let line = 1 + example.lines().position(|l| l == "k = 8").unwrap();
+        let e = RunSpec::parse(&example.replacen("k = 8", "k = -3", 1), "f.toml")
             .unwrap_err()
             .to_string();
         assert!(

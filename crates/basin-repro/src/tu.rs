@@ -691,7 +691,7 @@ mod tests {
             ..basin_et::graph::tu_cpu()
         });
         assert!(
-            cpu.ends_with("readout of CLS ‖ mean ‖ ln(n + 1)·mean by an MLP (hidden 64), last layer started at zero"),
+            cpu.ends_with("readout of CLS ‖ mean ‖ ln(n + 1)·mean ‖ std ‖ max by an MLP (hidden 64), last layer started at zero"),
             "{cpu}"
         );
         let paper = describe(&basin_et::graph::tu_paper());

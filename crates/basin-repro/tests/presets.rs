@@ -56,16 +56,35 @@ fn the_cpu_presets_start_near_ln_c_and_a_zero_readout_at_ln_c() {
 /// bounded), nowhere else that the classifier reads.
 #[test]
 fn the_cpu_presets_share_everything_but_the_block_and_the_gram() {
-    let et = basin_et::graph::tu_cpu();
-    let cdat = basin_cdat::graph::tu_cpu();
-    assert_ne!(et.block, cdat.block);
-    assert_ne!(et.gram, cdat.gram);
-    let common = |c: &GraphClassifierConfig| GraphClassifierConfig {
-        block: et.block.clone(),
-        gram: et.gram,
-        ..c.clone()
-    };
-    assert_eq!(common(&et), common(&cdat));
+    let pairs = [
+        (basin_et::graph::tu_cpu(), basin_cdat::graph::tu_cpu()),
+        (
+            basin_et::graph::tu_cpu_k15(),
+            basin_cdat::graph::tu_cpu_k15(),
+        ),
+    ];
+    for (et, cdat) in &pairs {
+        assert_ne!(et.block, cdat.block);
+        assert_ne!(et.gram, cdat.gram);
+        let common = |c: &GraphClassifierConfig| GraphClassifierConfig {
+            block: et.block.clone(),
+            gram: et.gram,
+            ..c.clone()
+        };
+        assert_eq!(common(et), common(cdat));
+    }
+    // The two generations differ in the encodings' count and the readout alone.
+    let (now, before) = (&pairs[0].0, &pairs[1].0);
+    assert_eq!(now.batching.pe.as_ref().map(|p| p.k), Some(8));
+    assert_eq!(before.batching.pe.as_ref().map(|p| p.k), Some(15));
+    assert_eq!(
+        GraphClassifierConfig {
+            batching: before.batching.clone(),
+            readout: before.readout,
+            ..now.clone()
+        },
+        *before
+    );
 }
 
 /// `cdat-table1`'s second CDAT changes the energy terms and nothing else; at the CPU scale its

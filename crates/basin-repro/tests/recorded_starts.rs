@@ -58,23 +58,30 @@ fn the_recorded_models_start_where_their_runs_started() {
     let _g = lock_generator();
     let data = Arc::new(rings_and_stars(8));
     let items: Vec<usize> = (0..8).collect();
-    let code_terms = basin_cdat::graph::with_code_terms(&basin_cdat::graph::tu_cpu()).unwrap();
+    let code_terms = basin_cdat::graph::with_code_terms(&basin_cdat::graph::tu_cpu_k15()).unwrap();
     let gin = GinLearner::new(data.clone(), &GinConfig::default(), &items, 0, Device::Cpu).unwrap();
     let mlp =
         PooledFeaturesLearner::new(&data, &MlpConfig::default(), &items, 0, Device::Cpu).unwrap();
     let got = [
-        ("ET tu_cpu", classifier(&basin_et::graph::tu_cpu(), 0)),
         (
-            "ET tu_cpu, seed 3",
-            classifier(&basin_et::graph::tu_cpu(), 3),
+            "ET tu_cpu_k15",
+            classifier(&basin_et::graph::tu_cpu_k15(), 0),
         ),
-        ("CDAT tu_cpu", classifier(&basin_cdat::graph::tu_cpu(), 0)),
-        ("CDAT code-terms", classifier(&code_terms, 0)),
+        (
+            "ET tu_cpu_k15, seed 3",
+            classifier(&basin_et::graph::tu_cpu_k15(), 3),
+        ),
+        (
+            "CDAT tu_cpu_k15",
+            classifier(&basin_cdat::graph::tu_cpu_k15(), 0),
+        ),
+        ("CDAT tu_cpu_k15, code terms", classifier(&code_terms, 0)),
         ("GIN", Fingerprint::of(gin.vars())),
         ("no-graph MLP", Fingerprint::of(mlp.vars())),
     ];
-    // Taken at `7507cb6`. From `8f6b3f8` on, ET's MUTAG runs reproduce the earlier binary's
-    // bit for bit (`reproduce et-table2 --cpu --dataset MUTAG --epochs 2`, every fold).
+    // Taken at `7507cb6`, when these were the CPU presets `tu_cpu` (the README's main TU
+    // table). From `8f6b3f8` on, ET's MUTAG runs reproduce the earlier binary's bit for bit
+    // (`reproduce et-table2 --cpu --dataset MUTAG --epochs 2`, every fold).
     let recorded = [
         print(24, 19352, 34.477594599531244, 95611.04547502648),
         print(24, 19352, -62.11081961725961, 96431.79924785218),
@@ -88,9 +95,35 @@ fn the_recorded_models_start_where_their_runs_started() {
     assert!(!got[1].1.matches(&recorded[0]));
     let torch_start = GraphClassifierConfig {
         dense_init: basin_core::init::DenseInit::Torch,
-        ..basin_et::graph::tu_cpu()
+        ..basin_et::graph::tu_cpu_k15()
     };
     assert!(!classifier(&torch_start, 0).matches(&recorded[0]));
+}
+
+/// The CPU presets since they took k = 8 and the moments readout: the configuration of the
+/// README's "k = 8 with cls-moments" table, which ran as `basin train` run files with
+/// `--set architecture.batching.pe.k=8 --set architecture.readout=cls-moments` over the
+/// earlier presets (the same configuration, so the same start).
+#[test]
+fn the_cpu_presets_start_where_their_k8_moments_runs_started() {
+    let _g = lock_generator();
+    let code_terms = basin_cdat::graph::with_code_terms(&basin_cdat::graph::tu_cpu()).unwrap();
+    let got = [
+        ("ET tu_cpu", classifier(&basin_et::graph::tu_cpu(), 0)),
+        ("CDAT tu_cpu", classifier(&basin_cdat::graph::tu_cpu(), 0)),
+        ("CDAT tu_cpu, code terms", classifier(&code_terms, 0)),
+    ];
+    let recorded = [
+        print(24, 23224, -168.08040706273857, 114064.2136699951),
+        print(27, 23357, 275.64946020449634, 114742.8081826667),
+        print(27, 23357, 187.799300452647, 116216.339989465),
+    ];
+    assert_recorded(&got, &recorded);
+    assert!(
+        !got[0]
+            .1
+            .matches(&print(24, 19352, 34.477594599531244, 95611.04547502648))
+    );
 }
 
 /// ET's anomaly model (`default_model`, et-table1's on the sets the paper lacks) and the
