@@ -174,8 +174,8 @@ pub mod graph {
     /// `Readout::ClsMoments`, neither in the paper), so the two families compare on the same
     /// front end. Leak-free test accuracy at the TU tables' CPU protocol (fold seed 0 unless
     /// said), paired against the no-graph baseline of the same folds: MUTAG 86.54 over 3 × 10
-    /// folds (+1.26 ± 1.33), ENZYMES 67.33 (+9.67 ± 2.48), PROTEINS 75.47 (+0.09 ± 0.39; fold
-    /// seed 1: −0.54 ± 0.91), NCI1 74.89 (+2.80 ± 0.95), Mutagenicity 78.88 (+3.67 ± 0.73);
+    /// folds (+1.26 ± 1.33), ENZYMES 67.33 (+9.67 ± 2.48), PROTEINS 75.08 over 3 × 10 folds
+    /// (−0.48 ± 0.45), NCI1 74.89 (+2.80 ± 0.95), Mutagenicity 78.88 (+3.67 ± 0.73);
     /// [`tu_cpu_k15`] was below that baseline on MUTAG and PROTEINS.
     pub fn tu_cpu() -> GraphClassifierConfig {
         GraphClassifierConfig {
