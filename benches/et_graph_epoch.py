@@ -39,7 +39,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.utils import to_dense_adj, to_dense_batch
 
 PRESETS = {
-    # basin_et::graph::tu_cpu: D 32, 4 heads of 8, K 128, 2 blocks x 2 steps, alpha 0.1.
+    # basin_et::graph::tu_cpu_k15: D 32, 4 heads of 8, K 128, 2 blocks x 2 steps, alpha 0.1.
     "cpu": dict(d=32, heads=4, y=8, k_mem=128, blocks=2, steps=2, alpha=0.1, sigma=0.02),
     # basin_et::graph::tu_paper (Table 9): D 128, 12 heads of 64, K 512, 4 blocks x 1 step.
     "paper": dict(d=128, heads=12, y=64, k_mem=512, blocks=4, steps=1, alpha=0.01, sigma=0.02),
