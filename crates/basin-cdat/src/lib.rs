@@ -178,11 +178,7 @@ pub mod graph {
     /// (−0.48 ± 0.45), NCI1 74.89 (+2.80 ± 0.95), Mutagenicity 78.88 (+3.67 ± 0.73);
     /// [`tu_cpu_k15`] was below that baseline on MUTAG and PROTEINS.
     pub fn tu_cpu() -> GraphClassifierConfig {
-        GraphClassifierConfig {
-            batching: BatchConfig::tu_cpu(),
-            readout: Readout::ClsMoments,
-            ..tu_cpu_k15()
-        }
+        tu_cpu_k15().with_tu_cpu_front_end()
     }
 
     /// The CPU preset before [`tu_cpu`] took ET's k = 8 and moments readout: the papers'

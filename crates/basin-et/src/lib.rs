@@ -248,16 +248,12 @@ pub mod graph {
     /// 75.84 (+3.75 ± 1.31), Mutagenicity 78.56 (+3.34 ± 0.80), DD 76.14 (+0.25 ± 1.58).
     /// [`tu_cpu_k15`], with the papers' k = 15 and a mean readout, was below that baseline on
     /// MUTAG (−2.68 ± 1.36), and k = 8 with the mean readout on PROTEINS (−1.34 ± 0.44 over
-    /// 30 folds). The std and
-    /// max are what a mean readout misses: at these few small steps the tokens stay close to a
-    /// linear encoding of the node labels, and a logistic regression on pooled labels gains
-    /// 2.4 points on PROTEINS from them (README, "Fewer Laplacian eigenvectors").
+    /// 30 folds). The std and max are what a mean readout misses: at these few small steps the
+    /// tokens stay close to a linear encoding of the node labels, and a logistic regression on
+    /// pooled labels gains 2.4 points on PROTEINS from them (README, "Fewer Laplacian
+    /// eigenvectors").
     pub fn tu_cpu() -> GraphClassifierConfig {
-        GraphClassifierConfig {
-            batching: BatchConfig::tu_cpu(),
-            readout: Readout::ClsMoments,
-            ..tu_cpu_k15()
-        }
+        tu_cpu_k15().with_tu_cpu_front_end()
     }
 
     /// The CPU preset before [`tu_cpu`] took k = 8 and the moments readout: its block and

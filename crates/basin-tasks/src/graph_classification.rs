@@ -204,6 +204,17 @@ impl Default for GraphClassifierConfig {
 }
 
 impl GraphClassifierConfig {
+    /// This model with the front end and readout of ET's and CDAT's CPU presets, one
+    /// definition for both families: k = 8 Laplacian eigenvectors (`BatchConfig::tu_cpu`) and
+    /// [`Readout::ClsMoments`] (neither in the papers; measured in the presets' docs).
+    pub fn with_tu_cpu_front_end(self) -> Self {
+        Self {
+            batching: BatchConfig::tu_cpu(),
+            readout: Readout::ClsMoments,
+            ..self
+        }
+    }
+
     /// Heads of Â: the `heads` of the block's first term that has one.
     pub fn heads(&self) -> Option<i64> {
         self.block.heads()
