@@ -47,8 +47,9 @@ fn bands(count: usize) -> GraphDataset {
     classified("bands", graphs, labels, 2)
 }
 
-/// The CPU preset's linear readout learns a class that is a non-monotone function of the mean
-/// node attribute: the descent steps, not the readout, supply the non-linearity.
+/// The CPU preset with a linear readout in place of its MLP (`readout_hidden: None`) learns a
+/// class that is a non-monotone function of the mean node attribute: the descent steps, not
+/// the readout, supply the non-linearity.
 #[test]
 fn linear_readout_learns_a_non_monotone_function_of_the_attributes() {
     let _g = lock_generator();
@@ -60,6 +61,7 @@ fn linear_readout_learns_a_non_monotone_function_of_the_attributes() {
     );
     let cfg = GraphClassifierConfig {
         batch: 16,
+        readout_hidden: None,
         ..basin_et::graph::tu_cpu()
     };
     let acc = graph_classifier_accuracy(&data, &cfg, &split, 15);
