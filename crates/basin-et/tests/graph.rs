@@ -48,8 +48,8 @@ fn bands(count: usize) -> GraphDataset {
 }
 
 /// The CPU preset with a linear readout in place of its MLP (`readout_hidden: None`) learns a
-/// class that is a non-monotone function of the mean node attribute: the descent steps, not
-/// the readout, supply the non-linearity.
+/// class that no linear function of the node attribute separates: the non-linearity comes from
+/// before the readout (encoder, descent steps, pooled moments), not from the readout.
 #[test]
 fn linear_readout_learns_a_non_monotone_function_of_the_attributes() {
     let _g = lock_generator();
