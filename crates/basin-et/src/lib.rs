@@ -251,7 +251,9 @@ pub mod graph {
     /// 30 folds). The std and max are what a mean readout misses: at these few small steps the
     /// tokens stay close to a linear encoding of the node labels, and a logistic regression on
     /// pooled labels gains 2.4 points on PROTEINS from them (README, "Fewer Laplacian
-    /// eigenvectors").
+    /// eigenvectors"). With the descent stopped (α = 10⁻⁹) MUTAG falls to 83.15 (the descent
+    /// is worth +3.02 ± 1.49) and ENZYMES stays at 66.17 (its gain is the front end's; README,
+    /// "What the descent contributes").
     pub fn tu_cpu() -> GraphClassifierConfig {
         tu_cpu_k15().with_tu_cpu_front_end()
     }
