@@ -52,7 +52,7 @@ fn bands(count: usize) -> GraphDataset {
 /// class that no linear function of the node attribute separates, and the descent steps supply
 /// the non-linearity: with them stopped (α = 10⁻⁹, the smallest legal step, no noise) every
 /// readout input is affine in v (all nodes carry v, so their mean, spread and maximum are), and
-/// the best such rule, a threshold on v, scores about 75 %.
+/// the best such rule, a threshold on v, scores 77 % on this test split.
 #[test]
 fn linear_readout_learns_a_non_monotone_function_of_the_attributes() {
     let _g = lock_generator();
