@@ -167,7 +167,8 @@ impl BatchConfig {
     /// The front end of ET's and CDAT's CPU presets: [`Self::et_graph`] with k = 8 Laplacian
     /// eigenvectors in place of the papers' 15. At the CPU scale 8 scored 3–4 points above 15
     /// on MUTAG (whose graphs have 10–28 nodes, so 15 reaches their highest frequencies) and 3
-    /// on ENZYMES for ET (README, "Fewer Laplacian eigenvectors").
+    /// on ENZYMES for ET (`crates/basin-repro/RESULTS.md`, "Fewer Laplacian
+    /// eigenvectors").
     pub fn tu_cpu() -> Self {
         let mut cfg = Self::et_graph();
         if let Some(pe) = cfg.pe.as_mut() {
