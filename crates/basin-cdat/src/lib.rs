@@ -183,9 +183,9 @@ pub mod graph {
 
     /// The CPU preset before [`tu_cpu`] took ET's k = 8 and moments readout: the papers'
     /// k = 15 and ET's earlier readout (CLS, the mean of the node tokens and that mean
-    /// amplified by ln(n + 1), `Readout::ClsMeanSize`; not in the paper). The earlier presets' TU
-    /// table (`crates/basin-repro/RESULTS.md`) ran it. On ENZYMES, 3 folds × 100 epochs, mean validation accuracy 68.2 with the
-    /// size term, 61.5 with CLS + mean; MUTAG 95.2 both. The readout's last layer starts at
+    /// amplified by ln(n + 1), `Readout::ClsMeanSize`; not in the paper). The earlier presets'
+    /// TU table (`crates/basin-repro/RESULTS.md`) ran it. On ENZYMES, 3 folds × 100 epochs,
+    /// mean validation accuracy 68.2 with the size term, 61.5 with CLS + mean; MUTAG 95.2 both. The readout's last layer starts at
     /// 0.1 × Kaiming, as ET's preset (`readout_init_gain`): MUTAG's leak-free test accuracy
     /// over 3 × 10 folds 81.4 against 82.1 with Kaiming (fold seeds 0–2), within their spread;
     /// at fold seed 0 alone a zero start gave 78.6 (Kaiming 85.6). Those figures were measured

@@ -23,7 +23,8 @@ use clap::{Parser, Subcommand};
 /// mimalloc serves every allocation of the process: with the `override` feature it replaces
 /// `malloc` and `free` themselves, libtorch's included. A training step frees and allocates
 /// the same tensors again and again, and glibc's bins (and mimalloc's default of returning freed
-/// pages to the OS) make each one slow; `benches/RESULTS.md` ("The allocator") has the measurements.
+/// pages to the OS) make each one slow; `benches/RESULTS.md` ("The allocator") has the
+/// measurements.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -251,8 +251,8 @@ pub mod graph {
     /// 30 folds). The std and max are what a mean readout misses: at these few small steps the
     /// tokens stay close to a linear encoding of the node labels, and a logistic regression on
     /// pooled labels gains 2.4 points on PROTEINS from them (`crates/basin-repro/RESULTS.md`,
-    /// "Fewer Laplacian eigenvectors"). With the descent stopped (α = 10⁻⁹) MUTAG falls to 83.15 (the descent
-    /// is worth +3.02 ± 1.49) and ENZYMES stays at 66.17 (its gain is the front end's;
+    /// "Fewer Laplacian eigenvectors"). With the descent stopped (α = 10⁻⁹) MUTAG falls to
+    /// 83.15 (the descent is worth +3.02 ± 1.49) and ENZYMES stays at 66.17 (its gain is the front end's;
     /// `crates/basin-repro/RESULTS.md`, "What the descent contributes").
     pub fn tu_cpu() -> GraphClassifierConfig {
         tu_cpu_k15().with_tu_cpu_front_end()
@@ -261,8 +261,8 @@ pub mod graph {
     /// The CPU preset before [`tu_cpu`] took k = 8 and the moments readout: its block and
     /// training with the papers' k = 15 and a readout of the CLS token, the mean of the node
     /// tokens and that mean amplified by ln(n + 1) (`Readout::ClsMeanSize`, not in the paper).
-    /// The earlier presets' TU table (`crates/basin-repro/RESULTS.md`) ran it. Why α = 0.1: at Table 9's α = 0.01 and this size
-    /// each step moves a token by about 10⁻⁴ of its energy, the blocks are close to the
+    /// The earlier presets' TU table (`crates/basin-repro/RESULTS.md`) ran it. Why α = 0.1: at
+    /// Table 9's α = 0.01 and this size each step moves a token by about 10⁻⁴ of its energy, the blocks are close to the
     /// identity and the CLS token carries little of the graph (`research/observations.md`).
     /// On ENZYMES, 3 folds × 60 epochs, CLS alone gave 36.1 % test accuracy, CLS + mean 47.8 %;
     /// 3 folds × 100 epochs, mean validation accuracy with the size term 71.1 and 68.9 (fold

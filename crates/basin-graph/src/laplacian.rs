@@ -93,7 +93,8 @@ impl SignFlip {
 pub struct PeConfig {
     /// Number of eigenvectors (ET graph: 15). On MUTAG's graphs of 10–28 nodes, 8 scored about
     /// 3 points above 15 for ET and 2 for CDAT at CPU scale (`crates/basin-repro/RESULTS.md`,
-    /// "Fewer Laplacian eigenvectors"); the CPU presets take 8 (`BatchConfig::tu_cpu`), the paper presets 15.
+    /// "Fewer Laplacian eigenvectors"); the CPU presets take 8 (`BatchConfig::tu_cpu`), the
+    /// paper presets 15.
     pub k: usize,
     /// Use the CLS-augmented adjacency (row/column 0 = CLS; ET eq. 23).
     pub cls: bool,

@@ -80,7 +80,8 @@ fn the_recorded_models_start_where_their_runs_started() {
         ("no-graph MLP", Fingerprint::of(mlp.vars())),
     ];
     // Taken at `7507cb6`, when these were the CPU presets `tu_cpu` (the earlier presets' TU
-    // table, `crates/basin-repro/RESULTS.md`). From `8f6b3f8` on, ET's MUTAG runs reproduce the earlier binary's bit for bit
+    // table, `crates/basin-repro/RESULTS.md`). From `8f6b3f8` on, ET's MUTAG runs reproduce
+    // the earlier binary's bit for bit
     // (`reproduce et-table2 --cpu --dataset MUTAG --epochs 2`, every fold).
     let recorded = [
         print(24, 19352, 34.477594599531244, 95611.04547502648),
@@ -101,7 +102,8 @@ fn the_recorded_models_start_where_their_runs_started() {
 }
 
 /// The CPU presets since they took k = 8 and the moments readout: the configuration of the
-/// README's TU table (and `RESULTS.md`'s "The presets now"), which ran as `basin train` run files with
+/// README's TU table (and `RESULTS.md`'s "The presets now"), which ran as `basin train` run
+/// files with
 /// `--set architecture.batching.pe.k=8 --set architecture.readout=cls-moments` over the
 /// earlier presets (the same configuration, so the same start).
 #[test]
