@@ -108,10 +108,27 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes joined by `: ` (anyhow's `{:#}`), leaving out a cause whose text
+/// the message already ends with: library errors such as `GraphError::Io` put their source in
+/// their own message, so `{:#}` would print it twice.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 /// `--shard I/N` (see [`basin_train::runner::Shard`]).
@@ -131,6 +148,19 @@ fn device(choice: Option<basin_core::device::DeviceChoice>) -> anyhow::Result<tc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cause already in its error's message is printed once; a context's cause still follows.
+    #[test]
+    fn error_chain_prints_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::from(basin_graph::GraphError::Io {
+            path: "a.txt".into(),
+            source: io,
+        });
+        assert_eq!(error_chain(&e), "a.txt: no such file");
+        let e = e.context("loading MUTAG");
+        assert_eq!(error_chain(&e), "loading MUTAG: a.txt: no such file");
+    }
 
     #[allow(unsafe_code)]
     fn purge_delay() -> std::ffi::c_long {
