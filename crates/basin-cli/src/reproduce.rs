@@ -10,7 +10,8 @@ use basin_repro::{Context, Overrides, Preset};
 /// Arguments of `basin reproduce`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The table, e.g. `et-table1` (`--list` shows them all).
+    /// The table, e.g. `et-table1` (`--list` shows them all); `table14` names a table that only
+    /// one paper has, and a name several papers share (`table1`) is refused with their ids.
     #[arg(required_unless_present = "list")]
     table: Option<String>,
     /// List the tables: id, presets, datasets, what each is.
@@ -96,6 +97,7 @@ pub fn run(args: &Args) -> Result<()> {
         return Ok(());
     };
     let table = basin_repro::find(id)?;
+    let id = table.id();
     let preset = if args.quick {
         Preset::Quick
     } else if args.cpu {

@@ -294,6 +294,14 @@ fn unknown_tables_presets_and_flags_are_refused_by_name() {
         err.contains("unknown table `table99`") && err.contains("et-table2"),
         "{err}"
     );
+    let err = refused(&["reproduce", "table1"]);
+    assert!(
+        ["et-table1", "cdat-table1", "sfi-table1"]
+            .iter()
+            .all(|id| err.contains(&format!("`{id}`")))
+            && err.contains("name one"),
+        "{err}"
+    );
     let err = refused(&["reproduce", "et-table14", "--paper"]);
     assert!(err.contains("--paper") && err.contains("--cpu"), "{err}");
     let err = refused(&["reproduce", "hopfield-memory", "--epochs", "3"]);

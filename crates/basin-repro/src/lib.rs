@@ -247,18 +247,41 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
     ]
 }
 
-/// The table `id`, or an error listing the known ones.
+/// The table `id`; a name without its paper's prefix (`table14`) when one paper has such a
+/// table. Otherwise an error that lists the tables it could mean (`table1`: ET's, CDAT's and
+/// SFi-Former's), or every known id.
 pub fn find(id: &str) -> Result<&'static dyn Reproduction> {
-    registry()
+    if let Some(table) = registry().into_iter().find(|r| r.id() == id) {
+        return Ok(table);
+    }
+    let mut papers: Vec<&'static dyn Reproduction> = registry()
         .into_iter()
-        .find(|r| r.id() == id)
-        .ok_or_else(|| {
+        .filter(|r| r.id().split_once('-').is_some_and(|(_, rest)| rest == id))
+        .collect();
+    match papers.len() {
+        1 => Ok(papers.remove(0)),
+        0 => {
             let known: Vec<&str> = registry().iter().map(|r| r.id()).collect();
-            ReproError::config(
+            Err(ReproError::config(
                 "table",
                 format!("unknown table `{id}`; known: {}", known.join(", ")),
-            )
-        })
+            ))
+        }
+        _ => {
+            let which: Vec<String> = papers
+                .iter()
+                .map(|r| format!("`{}` ({})", r.id(), r.title()))
+                .collect();
+            Err(ReproError::config(
+                "table",
+                format!(
+                    "`{id}` is a table of {} papers; name one: {}",
+                    papers.len(),
+                    which.join("; ")
+                ),
+            ))
+        }
+    }
 }
 
 /// Checks the context against what `table` takes: a preset it has, overrides it accepts
@@ -336,4 +359,31 @@ pub fn selected(table: &dyn Reproduction, ctx: &Context, default: &[&str]) -> Ve
         })
         .map(|d| d.to_string())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table's name without its paper's prefix finds it when one paper has it, and is
+    /// refused, naming the candidates, when several do.
+    #[test]
+    fn a_table_is_found_by_its_full_or_its_unique_short_name() {
+        assert_eq!(find("et-table14").map(|t| t.id()).ok(), Some("et-table14"));
+        assert_eq!(find("table14").map(|t| t.id()).ok(), Some("et-table14"));
+        assert_eq!(find("params").map(|t| t.id()).ok(), Some("sfi-params"));
+        let err = find("table3")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("`cdat-table3`") && err.contains("`sfi-table3`"),
+            "{err}"
+        );
+        let err = find("table99")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("unknown table `table99`"), "{err}");
+    }
 }
