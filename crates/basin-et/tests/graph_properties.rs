@@ -252,6 +252,14 @@ fn et_graph_cls_output_ignores_padding() {
             true,
         ),
         (AdjacencyMode::Masked, Readout::Cls, None, None, false),
+        // `readout_degrees` below with this row (ClsMoments, no hidden layer).
+        (
+            AdjacencyMode::Masked,
+            Readout::ClsMoments,
+            None,
+            None,
+            false,
+        ),
         (
             AdjacencyMode::ReferenceMultiply,
             Readout::ClsMean,
@@ -268,6 +276,7 @@ fn et_graph_cls_output_ignores_padding() {
                 gram,
                 degree_encoding,
                 readout_initial,
+                readout_degrees: readout == Readout::ClsMoments && readout_hidden.is_none(),
                 ..small_cfg()
             };
             let (_vs, model) = classifier(&cfg);
@@ -278,7 +287,8 @@ fn et_graph_cls_output_ignores_padding() {
             let d = max_diff(&padded.narrow(0, 0, 1), &alone);
             assert!(
                 d < 1e-10,
-                "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}, initial {readout_initial}: padding changed the output by {d}"
+                "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}, initial {readout_initial}, degrees {}: padding changed the output by {d}",
+                cfg.readout_degrees
             );
         }
     }
@@ -313,14 +323,16 @@ fn et_graph_output_ignores_node_order_with_a_one_by_one_kernel() {
     let _s = lock_generator();
     let data = graphs();
     let shuffled = relabelled(&data);
-    for (kernel, readout) in [
-        (1, Readout::ClsMoments),
-        (1, Readout::ClsMeanSize),
-        (3, Readout::ClsMoments),
+    for (kernel, readout, readout_degrees) in [
+        (1, Readout::ClsMoments, false),
+        (1, Readout::ClsMoments, true),
+        (1, Readout::ClsMeanSize, false),
+        (3, Readout::ClsMoments, false),
     ] {
         let mut cfg = GraphClassifierConfig {
             conv_kernel: kernel,
             readout,
+            readout_degrees,
             ..small_cfg()
         };
         cfg.batching.pe = None;
@@ -332,7 +344,7 @@ fn et_graph_output_ignores_node_order_with_a_one_by_one_kernel() {
         if kernel == 1 {
             assert!(
                 d < 1e-10,
-                "{readout:?}: relabelling moved the output by {d}"
+                "{readout:?}, degrees {readout_degrees}: relabelling moved the output by {d}"
             );
         } else {
             assert!(d > 1e-6, "the 3 × 3 kernel should see the node order ({d})");

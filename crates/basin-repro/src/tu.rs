@@ -181,6 +181,11 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
     } else {
         seen.to_string()
     };
+    let seen = if model.readout_degrees {
+        format!("{seen} ‖ ln(1 + ·) of n and the degrees' mean, std and max")
+    } else {
+        seen
+    };
     let head = match model.readout_hidden {
         Some(h) => format!("an MLP (hidden {h})"),
         None => "a linear map".into(),
