@@ -141,8 +141,10 @@ pub struct GraphClassifierConfig {
     /// node's neighbours and cannot count them, while the pooled-feature baseline reads these
     /// counts directly: on PROTEINS a logistic regression on label fractions and ln(n + 1)
     /// gains 0.72 ± 0.28 points from the degrees' standard deviation
-    /// (`crates/basin-repro/scripts/proteins_pooled_features.py`). Off in the presets (measured
-    /// in `crates/basin-repro/RESULTS.md`).
+    /// (`crates/basin-repro/scripts/proteins_pooled_features.py`). Off in the presets, as ET's
+    /// CPU preset scored no higher with it (fold seed 0, paired over folds): PROTEINS 75.03 →
+    /// 74.49, −0.54 ± 0.76; ENZYMES 66.33 → 62.83, −3.50 ± 1.76; MUTAG (fold seeds 0–2) 86.17 →
+    /// 84.75, −1.42 ± 1.20 (`crates/basin-repro/RESULTS.md`).
     pub readout_degrees: bool,
     /// Dropout on the readout's input in training (0: none, as the papers).
     pub readout_dropout: f64,
