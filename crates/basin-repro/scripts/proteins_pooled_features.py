@@ -6,6 +6,9 @@ part. Its folds are scikit-learn's, not basin's: it compares feature sets with o
 fold by fold.
 
     python proteins_pooled_features.py DATA_DIR    # DATA_DIR/tu/PROTEINS/PROTEINS_*.txt
+
+Needs numpy and scikit-learn (a venv outside the repository). Its table is in
+crates/basin-repro/RESULTS.md, "What the pooled features carry on PROTEINS".
 """
 
 import sys
