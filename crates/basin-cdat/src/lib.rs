@@ -185,12 +185,12 @@ pub mod graph {
     /// k = 15 and ET's earlier readout (CLS, the mean of the node tokens and that mean
     /// amplified by ln(n + 1), `Readout::ClsMeanSize`; not in the paper). The earlier presets'
     /// TU table (`crates/basin-repro/RESULTS.md`) ran it. On ENZYMES, 3 folds × 100 epochs,
-    /// mean validation accuracy 68.2 with the size term, 61.5 with CLS + mean; MUTAG 95.2 both. The readout's last layer starts at
-    /// 0.1 × Kaiming, as ET's preset (`readout_init_gain`): MUTAG's leak-free test accuracy
-    /// over 3 × 10 folds 81.4 against 82.1 with Kaiming (fold seeds 0–2), within their spread;
-    /// at fold seed 0 alone a zero start gave 78.6 (Kaiming 85.6). Those figures were measured
-    /// with a linear readout; the readout is now ET's MLP with 64 hidden units
-    /// (`readout_hidden`), as in ET's preset: with the linear one CDAT under-fitted, its
+    /// mean validation accuracy 68.2 with the size term, 61.5 with CLS + mean; MUTAG 95.2 both. The
+    /// readout's last layer starts at 0.1 × Kaiming, as ET's preset (`readout_init_gain`): MUTAG's
+    /// leak-free test accuracy over 3 × 10 folds 81.4 against 82.1 with Kaiming (fold seeds 0–2),
+    /// within their spread; at fold seed 0 alone a zero start gave 78.6 (Kaiming 85.6). Those
+    /// figures were measured with a linear readout; the readout is now ET's MLP with 64 hidden
+    /// units (`readout_hidden`), as in ET's preset: with the linear one CDAT under-fitted, its
     /// training loss on Mutagenicity's fold 0 0.509 at epoch 70 against 0.469 with the MLP
     /// (ET: 0.368); leak-free test accuracy, fold seed 0, ENZYMES 63.2 against 59.0, MUTAG over
     /// 3 × 10 folds 81.6 against 81.4. Â's A′ projects the adjacency alone, as in ET's CPU

@@ -252,8 +252,8 @@ pub mod graph {
     /// tokens stay close to a linear encoding of the node labels, and a logistic regression on
     /// pooled labels gains 2.4 points on PROTEINS from them (`crates/basin-repro/RESULTS.md`,
     /// "Fewer Laplacian eigenvectors"). With the descent stopped (α = 10⁻⁹) MUTAG falls to
-    /// 83.15 (the descent is worth +3.02 ± 1.49) and ENZYMES stays at 66.17 (its gain is the front end's;
-    /// `crates/basin-repro/RESULTS.md`, "What the descent contributes").
+    /// 83.15 (the descent is worth +3.02 ± 1.49) and ENZYMES stays at 66.17 (its gain is the front
+    /// end's; `crates/basin-repro/RESULTS.md`, "What the descent contributes").
     pub fn tu_cpu() -> GraphClassifierConfig {
         tu_cpu_k15().with_tu_cpu_front_end()
     }
@@ -262,17 +262,17 @@ pub mod graph {
     /// training with the papers' k = 15 and a readout of the CLS token, the mean of the node
     /// tokens and that mean amplified by ln(n + 1) (`Readout::ClsMeanSize`, not in the paper).
     /// The earlier presets' TU table (`crates/basin-repro/RESULTS.md`) ran it. Why α = 0.1: at
-    /// Table 9's α = 0.01 and this size each step moves a token by about 10⁻⁴ of its energy, the blocks are close to the
-    /// identity and the CLS token carries little of the graph (`research/observations.md`).
-    /// On ENZYMES, 3 folds × 60 epochs, CLS alone gave 36.1 % test accuracy, CLS + mean 47.8 %;
-    /// 3 folds × 100 epochs, mean validation accuracy with the size term 71.1 and 68.9 (fold
-    /// seeds 42 and 7) against 67.4 and 63.7 without it, PROTEINS 79.9 and 81.9 against 79.5
-    /// and 79.5, MUTAG 92.9 against 95.2 (one validation graph in 42). The readout is an MLP
-    /// with 64 hidden units (`readout_hidden`, not in the paper): at fold seed 42 it raised mean
-    /// validation accuracy to 73.3 on ENZYMES (linear: 71.1), 80.3 on PROTEINS (79.9) and 95.2
-    /// on MUTAG (92.9). The readout's last layer starts at 0.1 × Kaiming (`readout_init_gain`,
-    /// not in the paper), so the untrained preset starts within 0.05 of ln C (Kaiming's:
-    /// 2.8–3.1 on ENZYMES, ln 6 = 1.79; 0.55–2.15 on MUTAG and PROTEINS, ln 2 = 0.69).
+    /// Table 9's α = 0.01 and this size each step moves a token by about 10⁻⁴ of its energy, the
+    /// blocks are close to the identity and the CLS token carries little of the graph
+    /// (`research/observations.md`). On ENZYMES, 3 folds × 60 epochs, CLS alone gave 36.1 % test
+    /// accuracy, CLS + mean 47.8 %; 3 folds × 100 epochs, mean validation accuracy with the size
+    /// term 71.1 and 68.9 (fold seeds 42 and 7) against 67.4 and 63.7 without it, PROTEINS 79.9 and
+    /// 81.9 against 79.5 and 79.5, MUTAG 92.9 against 95.2 (one validation graph in 42). The
+    /// readout is an MLP with 64 hidden units (`readout_hidden`, not in the paper): at fold seed 42
+    /// it raised mean validation accuracy to 73.3 on ENZYMES (linear: 71.1), 80.3 on PROTEINS
+    /// (79.9) and 95.2 on MUTAG (92.9). The readout's last layer starts at 0.1 × Kaiming
+    /// (`readout_init_gain`, not in the paper), so the untrained preset starts within 0.05 of ln C
+    /// (Kaiming's: 2.8–3.1 on ENZYMES, ln 6 = 1.79; 0.55–2.15 on MUTAG and PROTEINS, ln 2 = 0.69).
     /// Leak-free test accuracy, fold seed 0, against Kaiming: ENZYMES 62.2 (63.0), PROTEINS
     /// 74.8 (75.2), MUTAG over 3 × 10 folds 82.3 (82.8), each within the spread of fold seeds
     /// but all lower; a zero start measured 60.3, 73.1 and 82.3. Â's A′ projects the
