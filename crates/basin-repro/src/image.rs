@@ -242,6 +242,7 @@ pub fn fit(
                 total,
             }),
             schedule_unit: Unit::Step,
+            ema: None,
         },
         seed: p.seed,
         dir: Some(dir.to_path_buf()),

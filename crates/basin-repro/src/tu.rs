@@ -578,6 +578,7 @@ pub fn tu_train(epochs: usize, lr: f64) -> TrainConfig {
             total: e,
         }),
         schedule_unit: Unit::Epoch,
+        ema: None,
     }
 }
 

@@ -322,5 +322,6 @@ pub fn warmup_cosine(epochs: usize, warmup: usize, lr: f64, weight_decay: f64) -
             total: epochs as u64,
         }),
         schedule_unit: Unit::Epoch,
+        ema: None,
     }
 }

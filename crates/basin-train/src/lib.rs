@@ -5,6 +5,7 @@
 //!
 //! - [`optim`]: AdamW with the papers' settings (decay targets, gradient centralisation,
 //!   global-norm clipping), its state checkpointable.
+//! - [`ema`]: an exponential moving average of the weights for evaluation (off by default).
 //! - [`schedule`]: warm-up + cosine and hold + cosine schedules, per step or per epoch.
 //! - [`loss`]: label-smoothed and class-weighted cross-entropy (PyTorch semantics), the weighted
 //!   BCE of ET eq. 12/22, MSE/MAE, masked patch MSE.
@@ -23,6 +24,7 @@
 //! - [`plot`]: energy curves and image grids as PNG.
 
 pub mod compare;
+pub mod ema;
 pub mod image_metrics;
 pub mod loss;
 pub mod metrics;

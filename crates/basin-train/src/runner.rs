@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn::VarStore};
 
 use crate::TrainError;
+use crate::ema::Ema;
 use crate::optim::{AdamW, OptimConfig};
 use crate::record::{EpochRecord, Phases, RunRecord, RunStatus, split_hash};
 use crate::schedule::{Schedule, Unit};
@@ -265,6 +266,8 @@ pub(crate) struct Share<'g> {
 pub(crate) struct Steps<'a> {
     opt: &'a mut AdamW,
     schedule: Option<&'a (Schedule, Unit)>,
+    /// The weights' average, updated after each optimiser step.
+    ema: Option<&'a mut Ema>,
     epoch: usize,
     /// Backward and optimiser time so far this epoch (and the learner's share, see
     /// [`train_epoch`]).
@@ -334,6 +337,9 @@ impl Steps<'_> {
         }
         let t2 = Instant::now();
         let stepped = self.opt.step(lr);
+        if let (Ok(_), Some(ema)) = (&stepped, self.ema.as_deref_mut()) {
+            ema.update(self.opt.steps());
+        }
         basin_core::device::synchronize(device);
         self.phases.optimiser += t2.elapsed().as_secs_f64();
         match stepped {
@@ -357,6 +363,11 @@ pub struct TrainConfig {
     pub schedule: Option<Schedule>,
     /// What the schedule counts.
     pub schedule_unit: Unit,
+    /// Decay of an exponential moving average of the weights ([`Ema`]), updated after every
+    /// optimiser step; validation, model selection and the test then use the average. `None`
+    /// (the default, left out of files): the live weights, as before it existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ema: Option<f64>,
 }
 
 impl Default for TrainConfig {
@@ -366,6 +377,7 @@ impl Default for TrainConfig {
             optim: OptimConfig::default(),
             schedule: None,
             schedule_unit: Unit::Step,
+            ema: None,
         }
     }
 }
@@ -382,6 +394,14 @@ impl TrainConfig {
         self.optim.validate(&format!("{field}.optim"))?;
         if let Some(s) = &self.schedule {
             s.validate(&format!("{field}.schedule"))?;
+        }
+        if let Some(d) = self.ema
+            && !(0.0..1.0).contains(&d)
+        {
+            return Err(TrainError::Config {
+                field: format!("{field}.ema"),
+                message: format!("{d}: the average's decay must be in [0, 1), e.g. 0.99"),
+            });
         }
         Ok(())
     }
@@ -627,7 +647,8 @@ impl Runner {
         if let (Some(dir), 0) = (&self.dir, rank) {
             basin_core::checkpoint::remove_stale_temporaries(dir);
         }
-        if let Some(resumed) = self.resume(learner, &mut opt, &record)? {
+        let mut ema = self.train.ema.map(|d| Ema::new(learner.vars(), d));
+        if let Some(resumed) = self.resume(learner, &mut opt, ema.as_mut(), &record)? {
             (record, best) = resumed;
         }
         if let Some(g) = &group {
@@ -647,6 +668,12 @@ impl Runner {
                 .map(|(_, t)| t)
                 .collect();
             basin_dist::broadcast_parameters(g, &vars)?;
+            if record.epochs.is_empty()
+                && let Some(e) = ema.as_mut()
+            {
+                // The average starts from the broadcast weights, rank 0's, on every rank.
+                e.restart();
+            }
         }
         let prior_wall = record.wall_seconds;
         let show = self.progress && !quiet() && rank == 0;
@@ -675,6 +702,7 @@ impl Runner {
             let mut steps = Steps {
                 opt: &mut opt,
                 schedule: schedule.as_ref(),
+                ema: ema.as_mut(),
                 epoch,
                 phases: Phases::default(),
             };
@@ -691,6 +719,11 @@ impl Runner {
                 return Err(e);
             }
             let t_eval = Instant::now();
+            // With an average, evaluation (and the weights kept if this epoch is chosen) uses
+            // it; the live weights come back before the next epoch and the checkpoint.
+            if let Some(e) = ema.as_mut() {
+                e.swap();
+            }
             let v = tch::no_grad(|| validate(learner, epoch, &out))
                 .inspect_err(|e| self.fail(&mut record, e))?;
             let mut phases = out.phases.clone();
@@ -710,6 +743,9 @@ impl Runner {
                 record.selected_epoch = Some(epoch);
                 best = Some((v, weights));
             }
+            if let Some(e) = ema.as_mut() {
+                e.swap();
+            }
             record.epochs.push(EpochRecord {
                 epoch,
                 lr,
@@ -718,7 +754,7 @@ impl Runner {
                 phases,
             });
             record.wall_seconds = prior_wall + started.elapsed().as_secs_f64();
-            self.checkpoint(learner, &opt, &record, best.as_ref())?;
+            self.checkpoint(learner, &opt, ema.as_ref(), &record, best.as_ref())?;
             let val = record
                 .epochs
                 .last()
@@ -778,6 +814,7 @@ impl Runner {
         &self,
         learner: &L,
         opt: &AdamW,
+        ema: Option<&Ema>,
         record: &RunRecord,
         best: Option<&(Validation, Vec<(String, Tensor)>)>,
     ) -> Result<(), TrainError> {
@@ -789,6 +826,9 @@ impl Runner {
         };
         let mut tensors = named("model.", learner.vars());
         tensors.extend(opt.state());
+        if let Some(e) = ema {
+            tensors.extend(e.state());
+        }
         let mut meta = HashMap::new();
         meta.insert("record".to_owned(), to_json(record)?);
         if let Some((v, weights)) = best {
@@ -809,6 +849,7 @@ impl Runner {
         &self,
         learner: &mut L,
         opt: &mut AdamW,
+        ema: Option<&mut Ema>,
         fresh: &RunRecord,
     ) -> Result<Option<(RunRecord, Option<(Validation, Vec<(String, Tensor)>)>)>, TrainError> {
         // Every rank reads rank 0's checkpoint.
@@ -862,6 +903,9 @@ impl Runner {
         let map: HashMap<String, Tensor> = tensors.into_iter().collect();
         copy_into(learner.vars(), &map, "model.")?;
         opt.load_state(&map)?;
+        if let Some(e) = ema {
+            e.load_state(&map)?;
+        }
         let best = match meta.get("best") {
             Some(b) => {
                 let v: Validation = serde_json::from_str(b).map_err(|e| {

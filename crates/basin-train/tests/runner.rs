@@ -27,6 +27,8 @@ struct Toy {
     config: serde_json::Value,
     /// Read recorded configs as [`ToyConfig`] (a type whose `init` switch came later).
     typed: bool,
+    /// The weights at the start of each training step (after the previous optimiser step).
+    history: Vec<Tensor>,
 }
 
 /// The toy's configuration type once an `init` switch was added, defaulting to the behaviour
@@ -73,7 +75,21 @@ impl Toy {
             poison: false,
             config: serde_json::json!({"hidden": 16, "dropout": 0.2}),
             typed: false,
+            history: Vec::new(),
         }
+    }
+
+    /// Every variable, flattened and joined in name order.
+    fn weights(&self) -> Tensor {
+        let mut vars: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        Tensor::cat(
+            &vars
+                .iter()
+                .map(|(_, t)| t.detach().flatten(0, -1))
+                .collect::<Vec<_>>(),
+            0,
+        )
     }
 }
 
@@ -93,6 +109,7 @@ impl Learner for Toy {
             return Err(TrainError::State("simulated crash".into()));
         }
         self.steps += 1;
+        self.history.push(self.weights().copy());
         let idx = Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>());
         let h = self.x.index_select(0, &idx).dropout(self.drop, true);
         let mut logits = self.net.forward(&h);
@@ -372,4 +389,97 @@ fn checkpoints_from_before_the_tie_break_still_read() {
     )
     .unwrap();
     assert_eq!((v.score, v.tie_break), (0.9, 0.0));
+}
+
+/// With `ema`, validation and the test see the weights' average (TensorFlow's warm-up rule),
+/// training continues from the live weights, and a resumed run equals a straight one.
+#[test]
+fn validation_and_test_see_the_weights_average() {
+    let _serial = basin_core::testing::lock_generator();
+    let epochs = 4;
+    let with_ema = |dir: Option<std::path::PathBuf>| {
+        let mut r = runner(dir, epochs);
+        r.train.ema = Some(0.9);
+        r
+    };
+    let mut toy = Toy::new(4);
+    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
+        (0..120).collect(),
+        (120..160).collect(),
+        (160..200).collect(),
+    );
+    let yv = labels(&toy, &val);
+    let mut seen = Vec::new();
+    let mut tested = None;
+    let rec = with_ema(None)
+        .fit(
+            &mut toy,
+            &train,
+            &[("train", &train), ("val", &val), ("test", &test)],
+            |l, _, _| {
+                seen.push(l.weights().copy());
+                let acc = accuracy(&yv, &l.predict(&val)?.argmax())?;
+                Ok(Validation {
+                    metrics: BTreeMap::from([("val_acc".into(), acc)]),
+                    score: acc,
+                    ..Validation::default()
+                })
+            },
+            |l, _| {
+                tested = Some(l.weights().copy());
+                Ok(BTreeMap::new())
+            },
+        )
+        .unwrap();
+    // The average, recomputed from the live weights at each step: step t (from 1) leaves
+    // history[t] behind, and the average starts from the initial weights, history[0].
+    let steps_per_epoch = 120usize.div_ceil(16);
+    let history = &toy.history;
+    assert_eq!(history.len(), epochs * steps_per_epoch);
+    let mut average = history[0].copy();
+    for t in 1..history.len() {
+        let d = 0.9f64.min((1.0 + t as f64) / (10.0 + t as f64));
+        average = &average * d + &history[t] * (1.0 - d);
+        if t % steps_per_epoch == 0 {
+            let e = t / steps_per_epoch - 1;
+            let gap = (&seen[e] - &average).abs().max().double_value(&[]);
+            assert!(
+                gap < 1e-5,
+                "epoch {e}: validation saw another average ({gap})"
+            );
+            // Not the live weights, which training went on from.
+            let live = (&seen[e] - &history[t]).abs().max().double_value(&[]);
+            assert!(live > 1e-4, "epoch {e}: validation saw the live weights");
+        }
+    }
+    let sel = rec.selected_epoch.unwrap();
+    assert!(
+        tested.unwrap().equal(&seen[sel]),
+        "the test ran on another model than the selected epoch's average"
+    );
+
+    // Interrupted after two epochs and resumed: the same record and weights.
+    let (straight_dir, resumed_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a = Toy::new(5);
+    let straight = fit(&mut a, &with_ema(Some(straight_dir.path().into()))).unwrap();
+    let mut b = Toy::new(5);
+    b.crash_at_step = Some(2 * steps_per_epoch);
+    assert!(fit(&mut b, &with_ema(Some(resumed_dir.path().into()))).is_err());
+    let mut c = Toy::new(5);
+    tch::no_grad(|| {
+        for (_, v) in c.vs.variables() {
+            v.shallow_clone().copy_(&v.randn_like());
+        }
+    });
+    let resumed = fit(&mut c, &with_ema(Some(resumed_dir.path().into()))).unwrap();
+    assert_eq!(resumed.without_timings(), straight.without_timings());
+    assert!(
+        a.weights().equal(&c.weights()),
+        "weights differ after resume"
+    );
+    // A decay outside [0, 1) is refused by name.
+    let mut bad = runner(None, 2);
+    bad.train.ema = Some(1.0);
+    let err = fit(&mut Toy::new(5), &bad).unwrap_err().to_string();
+    assert!(err.contains("train.ema"), "{err}");
 }

@@ -59,6 +59,7 @@ fn et_training(d: Dataset, preset: Preset, epochs: Option<usize>) -> TrainConfig
             total: e as u64,
         }),
         schedule_unit: Unit::Epoch,
+        ema: None,
     }
 }
 
