@@ -137,6 +137,14 @@ fn parse_shard(s: &str) -> Result<basin_train::runner::Shard, String> {
         .map_err(|e: basin_train::TrainError| e.to_string())
 }
 
+/// A moving average's decay, in [0, 1).
+fn parse_decay(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(d) if (0.0..1.0).contains(&d) => Ok(d),
+        _ => Err(format!("`{s}`: expected a decay in [0, 1), e.g. 0.99")),
+    }
+}
+
 /// The device from `--device` (if given) or `BASIN_DEVICE`.
 fn device(choice: Option<basin_core::device::DeviceChoice>) -> anyhow::Result<tch::Device> {
     Ok(match choice {

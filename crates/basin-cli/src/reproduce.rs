@@ -62,6 +62,11 @@ pub struct Args {
     /// choose their epoch with less noise.
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(2..))]
     inner_folds: Option<u64>,
+    /// Validate, select and test an exponential moving average of the weights with this decay
+    /// (e.g. 0.99; updated after every optimiser step, TensorFlow's warm-up rule), baselines
+    /// included (TU tables): a smoother validation curve to choose the epoch on.
+    #[arg(long, value_name = "DECAY", value_parser = crate::parse_decay)]
+    ema: Option<f64>,
     /// Only this dataset (repeatable; `--list` shows each table's).
     #[arg(long)]
     dataset: Vec<String>,
@@ -123,6 +128,7 @@ pub fn run(args: &Args) -> Result<()> {
             repeats: args.repeats.map(|r| r as usize),
             selection: args.selection,
             inner_folds: args.inner_folds.map(|k| k as usize),
+            ema: args.ema,
         },
     };
     println!(

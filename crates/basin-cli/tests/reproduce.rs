@@ -87,7 +87,8 @@ fn et_table1_quick() {
 #[test]
 fn et_table2_quick() {
     basin_graph::require_data!("tu/MUTAG");
-    // `--repeats` repeats the model's folds and the baselines' alike; so does `--selection`.
+    // `--repeats` repeats the model's folds and the baselines' alike; so do `--selection` and
+    // `--ema`.
     let out = tempfile::tempdir().unwrap();
     let md = reproduce_in(
         out.path(),
@@ -99,6 +100,8 @@ fn et_table2_quick() {
             "2",
             "--selection",
             "metric",
+            "--ema",
+            "0.9",
         ],
         &[
             "MUTAG/ET/energy.png",
@@ -113,7 +116,8 @@ fn et_table2_quick() {
             && md.contains("3-fold cross-validation × 2 repeat(s)")
             && md.contains("et-paper")
             && md.contains("- MUTAG / ET: block 0")
-            && md.contains("ties to the earlier epoch (`--selection metric`)"),
+            && md.contains("ties to the earlier epoch (`--selection metric`)")
+            && md.contains("moving average of the weights (decay 0.9"),
         "{md}"
     );
     let gin = std::fs::read_to_string(
@@ -122,7 +126,9 @@ fn et_table2_quick() {
     )
     .unwrap();
     assert!(
-        gin.contains("\"val_loss\"") && gin.contains("\"selection\": \"metric\""),
+        gin.contains("\"val_loss\"")
+            && gin.contains("\"selection\": \"metric\"")
+            && gin.contains("\"ema\": 0.9"),
         "{gin}"
     );
     // Each model paired with both baselines fold by fold: 3 folds × 2 repeats = 6 pairs.
@@ -326,6 +332,13 @@ fn unknown_tables_presets_and_flags_are_refused_by_name() {
         err.contains("--selection") && err.contains("hopfield-mil"),
         "{err}"
     );
+    let err = refused(&["reproduce", "hopfield-mil", "--ema", "0.99"]);
+    assert!(
+        err.contains("--ema") && err.contains("hopfield-mil"),
+        "{err}"
+    );
+    let err = refused(&["reproduce", "et-table2", "--ema", "1"]);
+    assert!(err.contains("--ema") && err.contains("[0, 1)"), "{err}");
     let err = refused(&["reproduce", "et-table2", "--selection", "latest"]);
     assert!(err.contains("metric-then-loss"), "{err}");
     let err = refused(&["reproduce", "et-table2", "--repeats", "0"]);

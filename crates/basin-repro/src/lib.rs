@@ -153,6 +153,9 @@ pub struct Overrides {
     /// Choose each fold's number of epochs on this many inner folds of its training part
     /// ([`basin_train::protocol::CrossValidation::inner_folds`]), baselines included.
     pub inner_folds: Option<usize>,
+    /// Evaluate an exponential moving average of the weights with this decay
+    /// ([`basin_train::runner::TrainConfig::ema`]), baselines included.
+    pub ema: Option<f64>,
 }
 
 /// One override, for [`Reproduction::accepts`].
@@ -170,6 +173,8 @@ pub enum Override {
     Selection,
     /// `--inner-folds`.
     InnerFolds,
+    /// `--ema`.
+    Ema,
 }
 
 impl Override {
@@ -181,6 +186,7 @@ impl Override {
             Self::Repeats => "--repeats",
             Self::Selection => "--selection",
             Self::InnerFolds => "--inner-folds",
+            Self::Ema => "--ema",
         }
     }
 }
@@ -306,6 +312,7 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
         (o.repeats.is_some(), Override::Repeats),
         (o.selection.is_some(), Override::Selection),
         (o.inner_folds.is_some(), Override::InnerFolds),
+        (o.ema.is_some(), Override::Ema),
     ] {
         if given && !table.accepts().contains(&which) {
             return Err(ReproError::config(

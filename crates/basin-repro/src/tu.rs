@@ -45,13 +45,15 @@ pub struct TuModel {
     pub cv_only: bool,
 }
 
-/// `opts` with the `--epochs`, `--repeats`, `--selection` and `--inner-folds` overrides applied.
+/// `opts` with the `--epochs`, `--repeats`, `--selection`, `--inner-folds` and `--ema`
+/// overrides applied.
 pub(crate) fn with_overrides(mut opts: TuOptions, ctx: &Context) -> TuOptions {
     let o = &ctx.overrides;
     opts.epochs = o.epochs.unwrap_or(opts.epochs);
     opts.repeats = o.repeats.unwrap_or(opts.repeats);
     opts.selection = o.selection.unwrap_or(opts.selection);
     opts.inner_folds = o.inner_folds.unwrap_or(opts.inner_folds);
+    opts.ema = o.ema.or(opts.ema);
     opts
 }
 
@@ -73,6 +75,10 @@ pub struct TuOptions {
     /// [`CrossValidation::inner_folds`]).
     #[serde(default)]
     pub inner_folds: usize,
+    /// Decay of the weights' average that validation, selection and the test use (models and
+    /// baselines; [`TrainConfig::ema`]); `None`: the live weights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ema: Option<f64>,
     /// Epochs of the models.
     pub epochs: usize,
     /// Peak learning rate of [`tu_train`].
@@ -269,6 +275,11 @@ pub fn protocol_note(opts: &TuOptions) -> String {
         "**CV** — stratified {}-fold cross-validation × {} repeat(s), {choice}, each test fold used once: leak-free. Every model trains for {} epochs with AdamW (0.9, 0.99), wd 0.05, gradient centralisation, warm-up + cosine to a peak lr of {}.",
         opts.folds, opts.repeats, opts.epochs, opts.lr
     );
+    if let Some(d) = opts.ema {
+        md.push_str(&format!(
+            " Validation, selection and the test use an exponential moving average of the weights (decay {d}, updated after every optimiser step; `--ema {d}`), baselines included."
+        ));
+    }
     if opts.et_paper_repeats > 0 {
         md.push_str(&format!(
             " **et-paper** — the ET reference's procedure (reference-implementations §2.6): one model trained on every graph, then {} repeats of scoring subsets of those same graphs; these are training-set accuracies, listed because they are how the ET (and CDAT) papers' TU numbers were produced, not as a cross-validation.",
@@ -359,7 +370,10 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             let out = ctx.out.join(name).join(&m.name);
             let config = for_dataset(&m.config, &data);
             let pe = dataset_pe(&data, &config.batching)?.map(Arc::new);
-            let train = tu_train(opts.epochs, opts.lr);
+            let train = TrainConfig {
+                ema: opts.ema,
+                ..tu_train(opts.epochs, opts.lr)
+            };
             let make = maker(&data, &pe, &config, ctx);
             let cv_protocol = CrossValidation {
                 folds: cv_folds(opts.folds),
@@ -409,6 +423,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             let baseline = CrossValidation {
                 train: TrainConfig {
                     epochs: opts.baseline_epochs,
+                    ema: opts.ema,
                     ..TrainConfig::default()
                 },
                 ..protocol

@@ -44,6 +44,7 @@ fn protocol(preset: Preset, datasets: &[&str], models: Vec<TuModel>) -> TuOption
         repeats: 1,
         selection: Selection::default(),
         inner_folds: 0,
+        ema: None,
         epochs: 100,
         lr: 1e-3,
         et_paper_repeats: 0,
@@ -115,6 +116,7 @@ impl Reproduction for CdatTable1 {
             Override::Repeats,
             Override::Selection,
             Override::InnerFolds,
+            Override::Ema,
         ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
@@ -264,6 +266,7 @@ impl Reproduction for CdatTable3 {
             Override::Repeats,
             Override::Selection,
             Override::InnerFolds,
+            Override::Ema,
         ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
@@ -396,6 +399,7 @@ impl Reproduction for CdatTable11 {
             Override::Repeats,
             Override::Selection,
             Override::InnerFolds,
+            Override::Ema,
         ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {

@@ -52,6 +52,7 @@ impl Reproduction for EtTable2 {
             Override::Repeats,
             Override::Selection,
             Override::InnerFolds,
+            Override::Ema,
         ]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
@@ -92,6 +93,7 @@ pub fn options(preset: Preset) -> TuOptions {
         repeats: 1,
         selection: Selection::default(),
         inner_folds: 0,
+        ema: None,
         epochs: 300,
         lr: 1e-3,
         et_paper_repeats: 100,
