@@ -29,6 +29,8 @@ struct Toy {
     typed: bool,
     /// The weights at the start of each training step (after the previous optimiser step).
     history: Vec<Tensor>,
+    /// The weights at each `predict` (each epoch's validation, then the test).
+    predicted: Vec<Tensor>,
 }
 
 /// The toy's configuration type once an `init` switch was added, defaulting to the behaviour
@@ -76,6 +78,7 @@ impl Toy {
             config: serde_json::json!({"hidden": 16, "dropout": 0.2}),
             typed: false,
             history: Vec::new(),
+            predicted: Vec::new(),
         }
     }
 
@@ -123,6 +126,7 @@ impl Learner for Toy {
         )))
     }
     fn predict(&mut self, items: &[usize]) -> Result<Scores, TrainError> {
+        self.predicted.push(self.weights().copy());
         let idx = Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>());
         let p = self
             .net
@@ -403,34 +407,13 @@ fn validation_and_test_see_the_weights_average() {
         r
     };
     let mut toy = Toy::new(4);
-    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
-        (0..120).collect(),
-        (120..160).collect(),
-        (160..200).collect(),
+    let rec = fit(&mut toy, &with_ema(None)).unwrap();
+    assert_eq!(
+        toy.predicted.len(),
+        epochs + 1,
+        "a validation per epoch, one test"
     );
-    let yv = labels(&toy, &val);
-    let mut seen = Vec::new();
-    let mut tested = None;
-    let rec = with_ema(None)
-        .fit(
-            &mut toy,
-            &train,
-            &[("train", &train), ("val", &val), ("test", &test)],
-            |l, _, _| {
-                seen.push(l.weights().copy());
-                let acc = accuracy(&yv, &l.predict(&val)?.argmax())?;
-                Ok(Validation {
-                    metrics: BTreeMap::from([("val_acc".into(), acc)]),
-                    score: acc,
-                    ..Validation::default()
-                })
-            },
-            |l, _| {
-                tested = Some(l.weights().copy());
-                Ok(BTreeMap::new())
-            },
-        )
-        .unwrap();
+    let (seen, tested) = (&toy.predicted[..epochs], &toy.predicted[epochs]);
     // The average, recomputed from the live weights at each step: step t (from 1) leaves
     // history[t] behind, and the average starts from the initial weights, history[0].
     let steps_per_epoch = 120usize.div_ceil(16);
@@ -454,7 +437,7 @@ fn validation_and_test_see_the_weights_average() {
     }
     let sel = rec.selected_epoch.unwrap();
     assert!(
-        tested.unwrap().equal(&seen[sel]),
+        tested.equal(&seen[sel]),
         "the test ran on another model than the selected epoch's average"
     );
 
