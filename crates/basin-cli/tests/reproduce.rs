@@ -131,6 +131,9 @@ fn et_table2_quick() {
             && gin.contains("\"ema\": 0.9"),
         "{gin}"
     );
+    let et = std::fs::read_to_string(out.path().join("MUTAG/ET/cv/repeat-1/fold-2/record.json"))
+        .unwrap();
+    assert!(et.contains("\"ema\": 0.9"), "the model averages too: {et}");
     // Each model paired with both baselines fold by fold: 3 folds × 2 repeats = 6 pairs.
     assert_eq!(paired_counts(&md, "| MUTAG | ET |"), [6, 6], "{md}");
     assert_eq!(paired_counts(&md, "| MUTAG | GIN |"), [6], "{md}");

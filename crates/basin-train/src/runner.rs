@@ -365,7 +365,9 @@ pub struct TrainConfig {
     pub schedule_unit: Unit,
     /// Decay of an exponential moving average of the weights ([`Ema`]), updated after every
     /// optimiser step; validation, model selection and the test then use the average. `None`
-    /// (the default, left out of files): the live weights, as before it existed.
+    /// (the default, left out of files): the live weights, as before it existed. A protocol
+    /// that scores the test from training steps ([`Validation::test_now`], the anomaly
+    /// protocol's `reference-pre-step`) keeps those scores, which are the live weights'.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ema: Option<f64>,
 }
