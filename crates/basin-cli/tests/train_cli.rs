@@ -71,7 +71,9 @@ fn et_graph_trains_and_evaluates_on_mutag() {
     let report = std::fs::read_to_string(tmp.path().join("out/report.md")).unwrap();
     assert!(report.contains("MUTAG/repeat-0/fold-2"), "{report}");
     assert!(
-        report.contains("Model: D = 32, energy attention 4 × 8, K = 128 ½relu² memories"),
+        report.contains(
+            "Model: D = 32, energy attention 4 × 8 over the edges, K = 128 ½relu² memories"
+        ),
         "{report}"
     );
 }

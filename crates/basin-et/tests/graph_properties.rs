@@ -198,9 +198,12 @@ fn batch(data: &GraphDataset, cfg: &GraphClassifierConfig, ids: &[usize]) -> Gra
 }
 
 /// The CPU preset with 4 noiseless steps per block and k = 3 encodings whose signs stay fixed
-/// (the batches here are evaluation batches).
+/// (the batches here are evaluation batches), in the dense form whose Â the tests read as a
+/// `[B, H, N', N']` scale (the preset's edge list: [`sparse_attention_gives_the_dense_classifier`]
+/// and the padding and node-order tests, which run both).
 fn small_cfg() -> GraphClassifierConfig {
     let mut cfg = basin_et::graph::tu_cpu();
+    cfg.sparse_attention = false;
     cfg.block.steps = 4;
     cfg.block.dynamics = DynamicsConfig::gradient_flow(0.01);
     cfg.batching.sign_flip = basin_graph::laplacian::SignFlip::None;
@@ -268,7 +271,13 @@ fn et_graph_cls_output_ignores_padding() {
             false,
         ),
     ] {
-        for gram in [Gram::Dot, Gram::Cosine] {
+        let forms = [false, true]
+            .into_iter()
+            .filter(|&sparse| !sparse || adjacency != AdjacencyMode::ReferenceMultiply);
+        for (gram, sparse_attention) in [Gram::Dot, Gram::Cosine]
+            .into_iter()
+            .flat_map(|g| forms.clone().map(move |s| (g, s)))
+        {
             let cfg = GraphClassifierConfig {
                 adjacency,
                 readout,
@@ -277,6 +286,7 @@ fn et_graph_cls_output_ignores_padding() {
                 degree_encoding,
                 readout_initial,
                 readout_degrees: readout == Readout::ClsMoments && readout_hidden.is_none(),
+                sparse_attention,
                 ..small_cfg()
             };
             let (_vs, model) = classifier(&cfg);
@@ -287,7 +297,7 @@ fn et_graph_cls_output_ignores_padding() {
             let d = max_diff(&padded.narrow(0, 0, 1), &alone);
             assert!(
                 d < 1e-10,
-                "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}, initial {readout_initial}, degrees {}: padding changed the output by {d}",
+                "{adjacency:?}, {readout:?}, {readout_hidden:?}, {gram:?}, initial {readout_initial}, degrees {}, sparse {sparse_attention}: padding changed the output by {d}",
                 cfg.readout_degrees
             );
         }
@@ -323,16 +333,19 @@ fn et_graph_output_ignores_node_order_with_a_one_by_one_kernel() {
     let _s = lock_generator();
     let data = graphs();
     let shuffled = relabelled(&data);
-    for (kernel, readout, readout_degrees) in [
-        (1, Readout::ClsMoments, false),
-        (1, Readout::ClsMoments, true),
-        (1, Readout::ClsMeanSize, false),
-        (3, Readout::ClsMoments, false),
+    for (kernel, readout, readout_degrees, sparse_attention) in [
+        (1, Readout::ClsMoments, false, false),
+        (1, Readout::ClsMoments, false, true),
+        (1, Readout::ClsMoments, true, false),
+        (1, Readout::ClsMeanSize, false, false),
+        (3, Readout::ClsMoments, false, false),
+        (3, Readout::ClsMoments, false, true),
     ] {
         let mut cfg = GraphClassifierConfig {
             conv_kernel: kernel,
             readout,
             readout_degrees,
+            sparse_attention,
             ..small_cfg()
         };
         cfg.batching.pe = None;
@@ -344,10 +357,13 @@ fn et_graph_output_ignores_node_order_with_a_one_by_one_kernel() {
         if kernel == 1 {
             assert!(
                 d < 1e-10,
-                "{readout:?}, degrees {readout_degrees}: relabelling moved the output by {d}"
+                "{readout:?}, degrees {readout_degrees}, sparse {sparse_attention}: relabelling moved the output by {d}"
             );
         } else {
-            assert!(d > 1e-6, "the 3 × 3 kernel should see the node order ({d})");
+            assert!(
+                d > 1e-6,
+                "sparse {sparse_attention}: the 3 × 3 kernel should see the node order ({d})"
+            );
         }
     }
 }

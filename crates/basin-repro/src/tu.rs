@@ -220,8 +220,13 @@ pub fn describe(model: &GraphClassifierConfig) -> String {
     } else {
         ""
     };
+    let over = if model.sparse_attention {
+        " over the edges"
+    } else {
+        ""
+    };
     format!(
-        "D = {}, {attention} {heads} × {head_dim}, K = {} {memory}, {} blocks × {} steps of `{}` dynamics (α = {}{noise}){degree}{edges}; readout of {seen} by {head}{start}",
+        "D = {}, {attention} {heads} × {head_dim}{over}, K = {} {memory}, {} blocks × {} steps of `{}` dynamics (α = {}{noise}){degree}{edges}; readout of {seen} by {head}{start}",
         b.dim,
         hop.as_ref().map_or(0, |h| h.memories),
         model.blocks,
@@ -308,7 +313,7 @@ pub fn protocol_note(opts: &TuOptions) -> String {
         ));
     }
     md.push_str(&format!(
-        " On sets whose graphs have {SPARSE_MEAN_NODES} or more nodes on average (DD) the models' attention runs over the edges as an edge list (`sparse_attention`): the same model, computed without the padded graph's masked pairs."
+        " Models marked \"over the edges\" run their attention on the graph's edge list (`sparse_attention`, as the CPU presets do everywhere): the same model as the dense masked form, computed without the padded graph's masked pairs; the others go over the edges on sets whose graphs have {SPARSE_MEAN_NODES} or more nodes on average (DD)."
     ));
     md.push_str("\n\nModels:\n");
     for m in &opts.models {
@@ -745,7 +750,10 @@ mod tests {
             class_values: vec![0, 1],
             official_split: None,
         };
-        let cpu = basin_et::graph::tu_cpu();
+        // The CPU presets run sparse everywhere; the rule is for the dense ones.
+        assert!(basin_et::graph::tu_cpu().sparse_attention);
+        assert!(basin_cdat::graph::tu_cpu().sparse_attention);
+        let cpu = basin_et::graph::tu_cpu_k15();
         assert!(!cpu.sparse_attention);
         assert!(!for_dataset(&cpu, &set(&[20, 30, 249])).sparse_attention);
         assert!(for_dataset(&cpu, &set(&[20, 30, 250])).sparse_attention);

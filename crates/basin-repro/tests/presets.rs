@@ -73,14 +73,17 @@ fn the_cpu_presets_share_everything_but_the_block_and_the_gram() {
         };
         assert_eq!(common(et), common(cdat));
     }
-    // The two generations differ in the encodings' count and the readout alone.
+    // The two generations differ in the encodings' count, the readout and the form of the
+    // attention (the same model over the edges) alone.
     let (now, before) = (&pairs[0].0, &pairs[1].0);
     assert_eq!(now.batching.pe.as_ref().map(|p| p.k), Some(8));
     assert_eq!(before.batching.pe.as_ref().map(|p| p.k), Some(15));
+    assert!(now.sparse_attention && !before.sparse_attention);
     assert_eq!(
         GraphClassifierConfig {
             batching: before.batching.clone(),
             readout: before.readout,
+            sparse_attention: before.sparse_attention,
             ..now.clone()
         },
         *before
