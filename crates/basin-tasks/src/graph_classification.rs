@@ -871,7 +871,7 @@ impl GraphClassifier {
 /// ([`GraphClassifierConfig::with_tu_cpu_front_end`]), as the edge list was faster on every TU
 /// set for their D = 32 model (one thread, mean of epochs 2–3, fold 0: PROTEINS 1.7×, ENZYMES
 /// 1.4×, NCI1 and Mutagenicity 1.3×, MUTAG level). The papers' presets (D = 128, meant for a
-/// GPU, whose batched dense products are cheap) keep the threshold.
+/// GPU) keep the threshold; for them the balance of the two forms was not measured.
 pub const SPARSE_MEAN_NODES: f64 = 100.0;
 
 /// Whether `data`'s graphs have [`SPARSE_MEAN_NODES`] or more nodes on average.
