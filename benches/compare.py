@@ -192,6 +192,10 @@ def epoch_sides(args, env, data, work):
         theirs[pe] = json.loads(out.strip().splitlines()[-1])
     keys = ["data", "pe", "forward", "backward", "optimiser"]
     model = "`basin train --example et-graph` model with the CLS + mean readout and k = 15" if args.epoch_model == "cpu" else "Table 9's model (D 128, 12 heads of 64, K 512, 4 blocks × 1 step) with the CLS + mean readout"
+    # The example's attention form (the CPU presets run it over the edges; the Python side
+    # computes the dense masked form of the same model).
+    if re.search(r"^sparse_attention = true$", toml, flags=re.M):
+        model += "; basin's attention over the edges (`sparse_attention`)"
     print(f"\nNCI1, one training epoch ({train_graphs} graphs, {model}, batch 32), seconds:\n")
     print("| phase | basin (size buckets) | basin (one padded batch) | PyTorch + PyG, encodings per batch | PyTorch + PyG, encodings precomputed |")
     print("|---|---|---|---|---|")
