@@ -131,6 +131,25 @@ fn error_chain(e: &anyhow::Error) -> String {
     out
 }
 
+/// The command's arguments without `--jobs N` (or `--jobs=N`).
+pub(crate) fn without_jobs(
+    args: impl Iterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::new();
+    let mut skip_value = false;
+    for a in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        match a.to_str() {
+            Some("--jobs") => skip_value = true,
+            Some(s) if s.starts_with("--jobs=") => {}
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
 /// `--shard I/N` (see [`basin_train::runner::Shard`]).
 fn parse_shard(s: &str) -> Result<basin_train::runner::Shard, String> {
     s.parse()

@@ -77,6 +77,17 @@ pub struct Args {
     /// grid, the timing tables) runs whole in every shard.
     #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
     shard: Option<basin_train::runner::Shard>,
+    /// Train the table's runs in N local processes at once, each its own `--shard i/N` with the
+    /// cores divided among them, then write the report: what N `--shard` commands and one
+    /// without would do, in one command. For the tables whose training all keeps records (the
+    /// TU and anomaly tables; `--list` marks them).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with = "shard",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    jobs: Option<u64>,
 }
 
 fn list() {
@@ -92,6 +103,9 @@ fn list() {
         );
         if !t.datasets().is_empty() {
             println!("  {:<16}   datasets {}", "", t.datasets().join(", "));
+        }
+        if t.shards() {
+            println!("  {:<16}   --jobs N: its runs in N processes at once", "");
         }
     }
 }
@@ -112,6 +126,27 @@ pub fn run(args: &Args) -> Result<()> {
     } else {
         table.presets()[0]
     };
+    if let Some(n) = args.jobs.filter(|&n| n > 1) {
+        if !table.shards() {
+            let which: Vec<&str> = basin_repro::registry()
+                .into_iter()
+                .filter(|t| t.shards())
+                .map(|t| t.id())
+                .collect();
+            bail!(
+                "{id} also trains outside its record-keeping runs, which every shard would run again: --jobs is for {}",
+                which.join(", ")
+            );
+        }
+        // Each process is this command less `--jobs`, given its shard; this one then reads the
+        // finished runs (nothing is trained again) and writes the report.
+        let exe = std::env::current_exe()?;
+        basin_dist::launch_shards(
+            n as usize,
+            &exe,
+            &crate::without_jobs(std::env::args_os().skip(1)),
+        )?;
+    }
     let device = crate::device(args.device)?;
     let ctx = Context {
         data_dir: basin_graph::datadir::data_dir(args.data_dir.as_deref()),
@@ -156,10 +191,13 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     if let Some(s) = args.shard {
-        println!(
-            "shard {s}: its runs are in {}; once every shard is done, run this command again without --shard to write the report",
-            ctx.out.display()
-        );
+        // Under `--jobs` the launcher writes the report once every shard is done.
+        if std::env::var_os(basin_dist::launch::LAUNCHED_SHARD).is_none() {
+            println!(
+                "shard {s}: its runs are in {}; once every shard is done, run this command again without --shard to write the report",
+                ctx.out.display()
+            );
+        }
         return Ok(());
     }
     println!("wrote {}", ctx.out.join("report.md").display());

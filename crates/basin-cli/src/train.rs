@@ -39,6 +39,18 @@ pub struct TrainArgs {
     /// it reads the finished runs and writes the report.
     #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
     shard: Option<basin_train::runner::Shard>,
+    /// Train the protocol's runs (folds, seeds) in N local processes at once, each its own
+    /// `--shard i/N` with the cores divided among them, then write the report: what N `--shard`
+    /// commands and one without would do, in one command. Runs are independent, so on a
+    /// machine of C cores `--jobs C` (one thread each) is usually the fastest way through a
+    /// cross-validation of small graphs.
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["shard", "nproc"],
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    jobs: Option<u64>,
     /// Override one field of the run file (repeatable, applied in order): a dotted KEY, a TOML
     /// VALUE or a bare word for a string. `--set architecture.batching.pe.k=8 --set data=PROTEINS`;
     /// an array element by index (`architecture.block.terms.1.memories=256`). The run's
@@ -84,6 +96,16 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         basin_dist::launch(n, &exe, &argv)?;
         return Ok(());
     }
+    if let Some(n) = args.jobs.filter(|&n| n > 1) {
+        // Each process is this command less `--jobs`, given its shard; this one then reads the
+        // finished runs (nothing is trained again) and writes the report.
+        let exe = std::env::current_exe().context("finding the basin executable")?;
+        basin_dist::launch_shards(
+            n as usize,
+            &exe,
+            &crate::without_jobs(std::env::args_os().skip(1)),
+        )?;
+    }
     let group = basin_dist::init_from_env()?;
     let mut device = crate::device(args.device)?;
     if let (Some(g), tch::Device::Cuda(_)) = (&group, device) {
@@ -110,6 +132,11 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         if g.rank() != 0 {
             return Ok(());
         }
+    }
+    // Under `--jobs` the launcher lists every run and writes the report once all are done.
+    let launched = std::env::var_os(basin_dist::launch::LAUNCHED_SHARD).is_some();
+    if args.shard.is_some() && launched {
+        return Ok(());
     }
     for (dir, m) in &outcome.runs {
         println!("{dir}: {}", show(m));

@@ -379,6 +379,60 @@ fn a_table_with_no_dataset_found_fails_and_names_them() {
     }
 }
 
+/// `--jobs 2` trains a TU table's runs in two processes and writes the report once: every run
+/// as one process at the same thread count trains it; a table that trains outside its runs is
+/// refused with the tables that take the flag.
+#[test]
+fn jobs_train_a_tables_runs_in_processes() {
+    basin_graph::require_data!("tu/MUTAG");
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "reproduce",
+            "et-table2",
+            "--quick",
+            "--dataset",
+            "MUTAG",
+            "--out",
+            out,
+        ];
+        args.extend(extra);
+        common::basin_one_thread(&args)
+    };
+    let (jobs, one) = (tmp.path().join("jobs"), tmp.path().join("one"));
+    let by_jobs = run(jobs.to_str().unwrap(), &["--jobs", "2"]);
+    run(one.to_str().unwrap(), &[]);
+    assert!(!by_jobs.contains("shard"), "no shard hint: {by_jobs}");
+    assert!(jobs.join("report.md").is_file());
+    // Every record of the one-process run, with the same test metrics, and no other.
+    let records = |root: &std::path::Path| {
+        let mut found = std::collections::BTreeMap::new();
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.file_name().is_some_and(|n| n == "record.json") {
+                    let r: serde_json::Value =
+                        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                    let rel = p.strip_prefix(root).unwrap().display().to_string();
+                    found.insert(rel, r["summary"]["test_accuracy"].clone());
+                }
+            }
+        }
+        found
+    };
+    let (a, b) = (records(&jobs), records(&one));
+    assert!(a.len() > 3, "{a:?}");
+    assert_eq!(a, b);
+    let err = refused(&["reproduce", "hopfield-mil", "--quick", "--jobs", "2"]);
+    assert!(
+        err.contains("--jobs is for") && err.contains("et-table2"),
+        "{err}"
+    );
+}
+
 #[test]
 fn the_list_is_the_registry() {
     let o = Command::new(env!("CARGO_BIN_EXE_basin"))

@@ -78,6 +78,49 @@ fn et_graph_trains_and_evaluates_on_mutag() {
     );
 }
 
+/// `--jobs 2` trains the folds in two processes and writes one report: the same runs, metric for
+/// metric, as one process at the same thread count, each listed once.
+#[test]
+fn jobs_train_the_folds_in_processes_and_write_the_report_once() {
+    basin_graph::require_data!("tu/MUTAG");
+    let tmp = tempfile::tempdir().unwrap();
+    let edits = [("folds = 10", "folds = 3"), ("epochs = 100", "epochs = 2")];
+    let run = tiny_run(tmp.path(), "et-graph", &edits);
+    let train = |out: &str, extra: &[&str]| {
+        let mut args = vec!["train", run.to_str().unwrap(), "--out", out];
+        args.extend(extra);
+        common::basin_one_thread(&args)
+    };
+    let (jobs, one) = (tmp.path().join("jobs"), tmp.path().join("one"));
+    let by_jobs = train(jobs.to_str().unwrap(), &["--jobs", "2"]);
+    let by_one = train(one.to_str().unwrap(), &[]);
+    let runs = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.contains("test_accuracy"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(runs(&by_jobs).len(), 3, "{by_jobs}");
+    assert_eq!(runs(&by_jobs), runs(&by_one));
+    assert!(!by_jobs.contains("shard"), "no shard hint: {by_jobs}");
+    assert!(jobs.join("report.md").is_file());
+    for f in 0..3 {
+        assert!(
+            jobs.join(format!("repeat-0/fold-{f}/record.json"))
+                .is_file()
+        );
+    }
+    let (ok, _, err) = basin(&[
+        "train",
+        run.to_str().unwrap(),
+        "--jobs",
+        "2",
+        "--shard",
+        "0/2",
+    ]);
+    assert!(!ok && err.contains("--shard"), "{err}");
+}
+
 #[test]
 fn a_graph_run_grows_by_repeats_without_training_its_finished_folds_again() {
     basin_graph::require_data!("tu/MUTAG");

@@ -6,12 +6,16 @@
 //! orphan goes on writing into the run directory.
 //!
 //! Unless `OMP_NUM_THREADS` is set, each rank gets the machine's cores divided by N, so N ranks
-//! do not oversubscribe the CPU (torchrun sets 1).
+//! do not oversubscribe the CPU (torchrun sets 1). [`launch_shards`] starts N copies that share
+//! no group, each given `--shard i/N`, under the same rules.
 
 use std::process::{Child, Command, ExitStatus};
 use std::time::Duration;
 
 use crate::DistError;
+
+/// The variable [`launch_shards`] sets in each copy's environment.
+pub const LAUNCHED_SHARD: &str = "BASIN_LAUNCHED_SHARD";
 
 /// A free TCP port on the loopback interface (released just before the ranks bind it).
 pub fn free_port() -> Result<u16, DistError> {
@@ -20,6 +24,28 @@ pub fn free_port() -> Result<u16, DistError> {
     l.local_addr()
         .map(|a| a.port())
         .map_err(|e| DistError::Launch(format!("no free port on 127.0.0.1: {e}")))
+}
+
+/// Runs `jobs` independent copies of `program args… --shard i/jobs` on this machine (no group:
+/// each trains its own share of a protocol's runs, as `--shard` commands started by hand would)
+/// and waits for all of them; `Ok` when every one exits successfully. The failure, stop and
+/// thread rules are [`launch`]'s. Each copy also gets [`LAUNCHED_SHARD`] = 1 in its environment,
+/// so that it can leave out what only a shard started by hand needs to be told.
+pub fn launch_shards(
+    jobs: usize,
+    program: &std::path::Path,
+    args: &[std::ffi::OsString],
+) -> Result<(), DistError> {
+    if jobs == 0 {
+        return Err(DistError::Launch("--jobs must be at least 1".into()));
+    }
+    spawn_all(jobs, program, "shard", |command, i| {
+        command
+            .args(args)
+            .arg("--shard")
+            .arg(format!("{i}/{jobs}"))
+            .env(LAUNCHED_SHARD, "1");
+    })
 }
 
 /// Runs `nproc` ranks of `program args…` on this machine and waits for all of them; `Ok` when
@@ -33,39 +59,52 @@ pub fn launch(
         return Err(DistError::Launch("--nproc must be at least 1".into()));
     }
     let port = free_port()?;
-    let threads = std::thread::available_parallelism().map_or(1, |n| (n.get() / nproc).max(1));
-    let mut children: Vec<Child> = Vec::with_capacity(nproc);
-    for rank in 0..nproc {
-        let mut command = Command::new(program);
-        if std::env::var_os("OMP_NUM_THREADS").is_none() {
-            command.env("OMP_NUM_THREADS", threads.to_string());
-        }
-        crate::ffi::die_with_parent(&mut command);
-        let child = command
+    spawn_all(nproc, program, "rank", |command, rank| {
+        command
             .args(args)
             .env("RANK", rank.to_string())
             .env("LOCAL_RANK", rank.to_string())
             .env("WORLD_SIZE", nproc.to_string())
             .env("LOCAL_WORLD_SIZE", nproc.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .spawn();
-        match child {
+            .env("MASTER_PORT", port.to_string());
+    })
+}
+
+/// Starts `n` children of `program`, each set up by `setup(command, i)` and given the cores
+/// divided by `n` (unless `OMP_NUM_THREADS` is set), then [`watch`]es them; errors call child
+/// i `{noun} i`.
+fn spawn_all(
+    n: usize,
+    program: &std::path::Path,
+    noun: &str,
+    setup: impl Fn(&mut Command, usize),
+) -> Result<(), DistError> {
+    let threads = std::thread::available_parallelism().map_or(1, |c| (c.get() / n).max(1));
+    let mut children: Vec<Child> = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut command = Command::new(program);
+        if std::env::var_os("OMP_NUM_THREADS").is_none() {
+            command.env("OMP_NUM_THREADS", threads.to_string());
+        }
+        crate::ffi::die_with_parent(&mut command);
+        setup(&mut command, i);
+        match command.spawn() {
             Ok(c) => children.push(c),
             Err(e) => {
                 stop(&mut children);
                 return Err(DistError::Launch(format!(
-                    "cannot start rank {rank} ({}): {e}",
+                    "cannot start {noun} {i} ({}): {e}",
                     program.display()
                 )));
             }
         }
     }
-    watch(children)
+    watch(children, noun)
 }
 
 /// Waits for every child; on the first failure stops the rest and reports it.
-fn watch(mut children: Vec<Child>) -> Result<(), DistError> {
+fn watch(mut children: Vec<Child>, noun: &str) -> Result<(), DistError> {
     let mut done: Vec<Option<ExitStatus>> = vec![None; children.len()];
     loop {
         for (rank, c) in children.iter_mut().enumerate() {
@@ -78,14 +117,16 @@ fn watch(mut children: Vec<Child>) -> Result<(), DistError> {
                     if !status.success() {
                         stop(&mut children);
                         return Err(DistError::Launch(format!(
-                            "rank {rank} failed ({status}); the other ranks were stopped"
+                            "{noun} {rank} failed ({status}); the others were stopped"
                         )));
                     }
                 }
                 Ok(None) => {}
                 Err(e) => {
                     stop(&mut children);
-                    return Err(DistError::Launch(format!("cannot watch rank {rank}: {e}")));
+                    return Err(DistError::Launch(format!(
+                        "cannot watch {noun} {rank}: {e}"
+                    )));
                 }
             }
         }

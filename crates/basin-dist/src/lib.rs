@@ -13,7 +13,8 @@
 //! - [`broadcast_parameters`], [`all_reduce_gradients`]: DDP's two steps, the second bucketed
 //!   by size as DDP does (25 MiB buckets).
 //! - [`launch`]: starts N local ranks of a program with the right environment (`torchrun
-//!   --standalone`), and stops them all when one fails.
+//!   --standalone`), and stops them all when one fails; [`launch_shards`] starts N independent
+//!   `--shard i/N` copies the same way (folds in parallel, no group).
 //!
 //! On CUDA tensors go through the host (Gloo on CPU): this build has no NCCL backend.
 
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use tch::{Device, Kind, Tensor};
 
-pub use launch::launch;
+pub use launch::{launch, launch_shards};
 
 /// What the crate says when it was built without the gloo headers.
 pub(crate) const NO_BACKEND: &str = "this build of basin has no distributed backend: the gloo \

@@ -227,6 +227,13 @@ pub trait Reproduction: Sync {
     fn presets(&self) -> &'static [Preset];
     /// The overrides it accepts.
     fn accepts(&self) -> &'static [Override];
+    /// Whether all its training goes through runs that keep records (cross-validation folds,
+    /// anomaly seeds), so that shards split it with nothing run twice and `basin reproduce
+    /// --jobs N` can train it in N processes at once; a table that also trains outside them (a
+    /// grid, timings) says no.
+    fn shards(&self) -> bool {
+        false
+    }
     /// Runs it; the report is not written yet (see [`reproduce`]).
     fn run(&self, ctx: &Context) -> Result<Report>;
 }

@@ -57,6 +57,10 @@ impl Reproduction for CdatTable2 {
     fn accepts(&self) -> &'static [Override] {
         &[Override::Epochs, Override::Dataset]
     }
+
+    fn shards(&self) -> bool {
+        true
+    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper_opts = AnomalyOptions {
             datasets: selected(self, ctx, DATASETS),

@@ -119,6 +119,10 @@ impl Reproduction for CdatTable1 {
             Override::Ema,
         ]
     }
+
+    fn shards(&self) -> bool {
+        true
+    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
             Preset::Paper => TU,
@@ -269,6 +273,10 @@ impl Reproduction for CdatTable3 {
             Override::Ema,
         ]
     }
+
+    fn shards(&self) -> bool {
+        true
+    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         // DD graphs reach 500 nodes: on a CPU the sweep runs NCI1; the quick run uses MUTAG
         // as a stand-in (say so in the report).
@@ -401,6 +409,10 @@ impl Reproduction for CdatTable11 {
             Override::InnerFolds,
             Override::Ema,
         ]
+    }
+
+    fn shards(&self) -> bool {
+        true
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {

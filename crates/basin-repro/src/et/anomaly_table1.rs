@@ -45,6 +45,10 @@ impl Reproduction for EtTable1 {
     fn accepts(&self) -> &'static [Override] {
         &[Override::Epochs, Override::Dataset]
     }
+
+    fn shards(&self) -> bool {
+        true
+    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let mut opts = options(ctx.preset);
         if let Some(e) = ctx.overrides.epochs {

@@ -55,6 +55,10 @@ impl Reproduction for EtTable2 {
             Override::Ema,
         ]
     }
+
+    fn shards(&self) -> bool {
+        true
+    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let mut opts = tu::with_overrides(options(ctx.preset), ctx);
         let default: Vec<&str> = opts.datasets.iter().map(String::as_str).collect();
