@@ -12,6 +12,11 @@ fn reproduce(table: &str, extra: &[&str], files: &[&str]) -> String {
     reproduce_in(tempfile::tempdir().unwrap().path(), table, extra, files)
 }
 
+/// The `report.json` a reproduction wrote into `out`.
+fn report_json(out: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+}
+
 /// [`reproduce`] into `out`.
 fn reproduce_in(out: &std::path::Path, table: &str, extra: &[&str], files: &[&str]) -> String {
     let mut args = vec![
@@ -57,17 +62,64 @@ fn et_table14_quick() {
 #[test]
 fn et_table1_quick() {
     basin_graph::require_data!("anomaly/reddit.npz");
-    let md = reproduce(
-        "et-table1",
-        &["--dataset", "reddit"],
-        &["reddit-1pct/ET/energy.png", "reddit-40pct/ET/energy.png"],
-    );
+    let out = tempfile::tempdir().unwrap();
+    let table1 = || {
+        reproduce_in(
+            out.path(),
+            "et-table1",
+            &["--dataset", "reddit"],
+            &["reddit-1pct/ET/energy.png", "reddit-40pct/ET/energy.png"],
+        )
+    };
+    let md = table1();
     assert!(
         md.contains("| reddit | 1 % |")
             && md.contains("| reddit | 40 % |")
             && md.contains("- reddit 40 % ET: homogeneous "),
         "{md}"
     );
+    // Run again into the same directory (as the report pass of `--jobs` does), the ET runs are
+    // read back, and each row's wall time is still the runs' own training time, as their
+    // records keep it, not the time of reading them back.
+    let first = report_json(out.path());
+    table1();
+    let again = report_json(out.path());
+    let walls = |row: &serde_json::Value| -> Vec<f64> {
+        row["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| &m["report"])
+            .chain([&row["floor"]])
+            .flat_map(|r| r["runs"].as_array().unwrap())
+            .map(|run| run["wall_seconds"].as_f64().unwrap())
+            .collect()
+    };
+    for (a, b) in first["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(again["results"].as_array().unwrap())
+    {
+        // Read back: the same epochs and scores; the record's time grows by the retest only.
+        let et = |row: &serde_json::Value, field: &str| -> Vec<serde_json::Value> {
+            let runs = row["models"][0]["report"]["runs"].as_array().unwrap();
+            runs.iter().map(|r| r[field].clone()).collect()
+        };
+        assert_eq!(et(a, "epochs"), et(b, "epochs"));
+        assert_eq!(et(a, "summary"), et(b, "summary"));
+        let (before, after) = (et(a, "wall_seconds"), et(b, "wall_seconds"));
+        assert!(
+            before
+                .iter()
+                .zip(&after)
+                .all(|(x, y)| x.as_f64().unwrap() > 0.0 && y.as_f64() >= x.as_f64()),
+            "{before:?} then {after:?}"
+        );
+        let (seconds, runs) = (b["seconds"].as_f64().unwrap(), walls(b));
+        let sum: f64 = runs.iter().sum();
+        assert!((seconds - sum).abs() < 1e-6, "{seconds} against {runs:?}");
+    }
     let md = reproduce(
         "cdat-table2",
         &["--dataset", "reddit"],

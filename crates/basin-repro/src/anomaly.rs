@@ -118,7 +118,7 @@ pub struct AnomalyResult {
     pub models: Vec<ModelResult>,
     /// The floor on the same split.
     pub floor: ProtocolReport,
-    /// Wall time in seconds.
+    /// The runs' training time in seconds (models and floor), read from their records.
     pub seconds: f64,
 }
 
@@ -262,12 +262,22 @@ pub fn run(
                 floor.show("test_macro_f1", 100.0),
                 floor.show("test_auc", 100.0)
             );
+            // The runs' own training times, as their records keep them: runs read back (the
+            // report pass of `--jobs` or `--shard`) count the time they took when trained.
+            let seconds = done
+                .iter()
+                .map(|m| &m.report)
+                .chain([&floor])
+                .flat_map(|r| &r.runs)
+                .map(|r| r.wall_seconds)
+                .sum();
+            tracing::info!("{tag}: {:.0} s here", t0.elapsed().as_secs_f64());
             results.push(AnomalyResult {
                 dataset: name.clone(),
                 ratio,
                 models: done,
                 floor,
-                seconds: t0.elapsed().as_secs_f64(),
+                seconds,
             });
         }
     }
