@@ -262,14 +262,13 @@ pub fn run(
                 floor.show("test_macro_f1", 100.0),
                 floor.show("test_auc", 100.0)
             );
-            // The runs' own training times, as their records keep them: runs read back (the
-            // report pass of `--jobs` or `--shard`) count the time they took when trained.
+            // Runs read back (the report pass of `--jobs` or `--shard`) count the time they
+            // took when trained.
             let seconds = done
                 .iter()
                 .map(|m| &m.report)
                 .chain([&floor])
-                .flat_map(|r| &r.runs)
-                .map(|r| r.wall_seconds)
+                .map(ProtocolReport::seconds)
                 .sum();
             tracing::info!("{tag}: {:.0} s here", t0.elapsed().as_secs_f64());
             results.push(AnomalyResult {

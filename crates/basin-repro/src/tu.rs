@@ -539,11 +539,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             .flat_map(|m| [Some(&m.cv), m.et_paper.as_ref(), m.code_cv.as_ref()])
             .chain([pooled.as_ref(), gin.as_ref()])
             .flatten();
-        // Under inner folds a fold's record also counts its inner runs' time.
-        let seconds = reports
-            .flat_map(|r| &r.runs)
-            .map(|r| r.wall_seconds + r.summary.get("inner_seconds").copied().unwrap_or(0.0))
-            .sum();
+        let seconds = reports.map(ProtocolReport::seconds).sum();
         tracing::info!("{name}: {:.0} s here", t0.elapsed().as_secs_f64());
         results.push(TuResult {
             dataset: name.clone(),

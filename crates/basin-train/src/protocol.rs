@@ -122,6 +122,15 @@ impl ProtocolReport {
         }
     }
 
+    /// The runs' training time in seconds, as their records keep it (a run read back counts
+    /// the time it took when trained); under inner folds a fold also counts its inner runs'.
+    pub fn seconds(&self) -> f64 {
+        self.runs
+            .iter()
+            .map(|r| r.wall_seconds + r.summary.get("inner_seconds").copied().unwrap_or(0.0))
+            .sum()
+    }
+
     /// `mean ± std` of a metric, scaled (e.g. by 100 for percentages).
     pub fn show(&self, metric: &str, scale: f64) -> String {
         match self.aggregate.get(metric) {
