@@ -4,7 +4,7 @@ of performance issue 15 as a Markdown table (and writes them as JSON).
 Sides, in this order (the PyTorch anchor before and after basin, since absolute times drift
 between minutes on a shared machine):
   1. `bench_et_pytorch.py cpu [--compile]` (PyTorch eager, autograd and closed form, the
-     measured matmul rate and the FLOP floor; from ../shared/checks unless --anchors says);
+     measured matmul rate and the FLOP floor; from $BASIN_CHECKS unless --anchors says);
   2. basin under the anchor's protocol (`cargo run -p basin-benches --bin et_step_anchor`:
      medians of 30 short runs, the variants interleaved round by round after a warm-up), then
      `cargo bench -p basin-benches --bench energy` (`et_step_dense_*`, `train_step`:
@@ -271,7 +271,8 @@ def step_table(args, env, mem_env):
     """Sides 1–3: the ET step and the training step against the PyTorch anchor."""
     script = os.path.join(args.anchors, "bench_et_pytorch.py")
     if not os.path.exists(script):
-        sys.exit(f"compare: the PyTorch anchor {script} is missing (pass --anchors DIR)")
+        sys.exit(f"compare: the PyTorch anchor {script} is missing "
+                 "(set BASIN_CHECKS or pass --anchors DIR)")
 
     before = anchor(args.python, script, args.compile, env)
     jax = [jax_anchor(args.jax, env)] if args.jax else []
@@ -362,7 +363,8 @@ def step_table(args, env, mem_env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", default=sys.executable, help="Python with torch==2.11.0 (default: this one)")
-    ap.add_argument("--anchors", default=os.path.join(ROOT, "..", "shared", "checks"), help="folder of bench_et_pytorch.py")
+    ap.add_argument("--anchors", default=os.environ.get("BASIN_CHECKS", ""),
+                    help="folder of bench_et_pytorch.py (default: $BASIN_CHECKS)")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile of the closed form")
     ap.add_argument("--pe", action="store_true", help="also compare the Laplacian PE with scipy's eigh loop")
     ap.add_argument("--jax", metavar="PYTHON", help="also time benches/et_step_jax.py with this Python (needs jax[cpu])")
@@ -372,7 +374,11 @@ def main():
     ap.add_argument("--anomaly-epoch", action="store_true", help="also tolokers training epochs: `basin train --example et-anomaly` against benches/et_anomaly_epoch.py")
     ap.add_argument("--anomaly-epochs", type=int, default=5, help="epochs per side of --anomaly-epoch (the first is reported apart)")
     ap.add_argument("--no-step", action="store_true", help="skip the ET step and training-step sides (1–3)")
-    ap.add_argument("--data", default=os.environ.get("BASIN_DATA_DIR", os.path.join(ROOT, "..", "shared", "data")), help="data directory (tu/NCI1, anomaly/tolokers.npz)")
+    default_data = os.environ.get("BASIN_DATA_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "basin", "data")
+    ap.add_argument("--data", default=default_data,
+                    help="data directory (tu/NCI1, anomaly/tolokers.npz; default: $BASIN_DATA_DIR, "
+                         "else the user cache ~/.cache/basin/data)")
     ap.add_argument("--json", default=os.path.join(ROOT, "target", "compare.json"))
     args = ap.parse_args()
     env = dict(os.environ)

@@ -1,5 +1,6 @@
 """`basin energy` on the CPU, on CUDA and on CUDA with TF32 against the paper-equation reference
-`et_energy_ref.py` (../shared/checks; float64), dense and sparse (`edge_index`).
+`et_energy_ref.py` (a Python anchor, from CHECKS_DIR, else beside this script; float64), dense
+and sparse (`edge_index`).
 
 usage: python energy_check.py BASIN CONFIG WORKDIR [CHECKS_DIR]   (torch and safetensors)
 Prints, per form and device, the largest relative error of the energy trace and of x_T against

@@ -8,12 +8,12 @@ whole graph (energy LayerNorm with a scalar γ; energy attention restricted to e
 neighbours, one head of width 64, β learned; ReLU Hopfield memory of 128 patterns), an MLP on
 the first and last normalised states g¹ ‖ gᵀ (eq. 21), and the class-weighted binary
 cross-entropy (eq. 22), Adam at lr 10⁻³, full batch, as the reference code trains
-(research/reference-implementations.md §3). After each step every node is scored without
+(the public ET anomaly code's `main_subsample.py`). After each step every node is scored without
 gradients and the validation AUC and the macro-F1 threshold are found (the BWGNN protocol:
 thresholds 0.05 … 0.95), as basin's `score = "eval-after-step"` does.
 
-The energy gradient is the explicit message-passing form of the reference code (§3.1):
-ω = softmax over each node's incoming edges of β ⟨K_j, Q_i⟩, then
+The energy gradient is the explicit message-passing form of the reference code
+(`graph_transformer_layer.py`): ω = softmax over each node's incoming edges of β ⟨K_j, Q_i⟩, then
 ∂E/∂g_i = −W_Qᵀ Σ_j ω_ij K_j − W_Kᵀ Σ_j ω_ji Q_j, both sums as PyG computes messages
 (`--spmm scatter`: per-edge messages gathered and summed with `index_add`, as
 `MessagePassing` and the reference's DGL UDF do), as sparse × dense products of a COO matrix
@@ -85,7 +85,7 @@ class Block(nn.Module):
         return e_att + e_hop
 
     def grad(self, g, query, key, n):
-        """∂E/∂g by the closed form (reference §3.1) or by autograd."""
+        """∂E/∂g by the closed form (the reference's `graph_transformer_layer.py`) or autograd."""
         if self.grad_mode == "autograd":
             training = torch.is_grad_enabled()
             with torch.enable_grad():

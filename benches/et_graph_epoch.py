@@ -8,7 +8,7 @@ eigenvectors added to every token, the parameterised adjacency Â = Conv2D(X X�
 scalar γ; energy attention masked by the graph with β learned per head and the scores
 multiplied by Â, eq. 25; ReLU Hopfield memory; x ← x − α ∂E/∂g + √α σ ε), the CLS token and
 the mean node token into a linear readout, cross-entropy with label smoothing 0.05, AdamW.
-The data pipeline is the reference code's way (research/reference-implementations.md §2.5):
+The data pipeline is the reference code's way (the public ET graph code's `batchify`/`get_adjs`):
 PyG `TUDataset` and `DataLoader(shuffle=True)`, `to_dense_batch` / `to_dense_adj` per batch
 with the CLS row and column prepended; the encodings either per batch with a batched
 `torch.linalg.eigh` of each graph's own CLS-augmented Laplacian (`--pe per-batch`, the

@@ -2,27 +2,30 @@
 # basin's GPU checks, for a GPU machine that has PyTorch 2.11 (cu130) but no Rust.
 #
 #   benches/gpu_checks.sh prepare        here: builds the binaries and gathers them, the Python
-#                                        anchors and a few small datasets into .gpu/ (ignored)
+#                                        anchors (bench_et_pytorch.py, et_energy_ref.py, from
+#                                        $BASIN_CHECKS) and a few small datasets (from
+#                                        $BASIN_DATA_DIR) into .gpu/ (ignored)
 #   bash .gpu/gpu_checks.sh [PART...]    there, from the repository root (default: every part)
 #
 # Parts: env (GPU, driver, torch); energy (`basin energy` on CPU, CUDA and CUDA+TF32 against
-# the paper-equation reference); tests (basin-core's device tests: CUDA against CPU, the float32
-# descent with and without TF32); anchor (et_step_anchor at both sizes, TF32 off and on, beside
-# ../shared/checks/bench_et_pytorch.py cuda, --tf32 and --compile); train (`basin train`, the
-# et-graph example on MUTAG fold 0 for 20 epochs, on CUDA and on the CPU); tables (et-table1 and
-# cdat-table2 on tolokers, cdat-table4 on NCI1, paper protocols, on CUDA). About six minutes on
-# an H100 for all of them. Not in the default set: cdat-table1 (`reproduce cdat-table1 --paper`
-# on DATASET, MUTAG unless set, in SHARDS = 10 parallel processes on the one GPU). Results: stdout, and archives of the run directories under $OUT (or
-# /tmp/gpu-out).
+# the paper-equation reference); tests (the `device` module of basin-core's test binary: CUDA
+# against CPU, the float32 descent with and without TF32); anchor (et_step_anchor at both
+# sizes, TF32 off and on, beside the Python anchor bench_et_pytorch.py cuda, --tf32 and
+# --compile); train (`basin train`, the et-graph example on MUTAG fold 0 for 20 epochs, on CUDA
+# and on the CPU); tables (et-table1 and cdat-table2 on tolokers, cdat-table4 on NCI1, paper
+# protocols, on CUDA). About six minutes on an H100 for all of them. Not in the default set:
+# cdat-table1 (`reproduce cdat-table1 --paper` on DATASET, MUTAG unless set, in SHARDS = 10
+# parallel processes on the one GPU). Results: stdout, and archives of the run directories
+# under $OUT (or /tmp/gpu-out).
 set -uo pipefail
 
 if [ "${1:-}" = prepare ]; then
     set -e
     cd "$(dirname "$0")/.."
-    data=${BASIN_DATA_DIR:-../shared/data}
-    checks=${BASIN_CHECKS:-../shared/checks}
+    data=${BASIN_DATA_DIR:?set BASIN_DATA_DIR}
+    checks=${BASIN_CHECKS:?set BASIN_CHECKS to the folder of the Python anchors}
     cargo build --release -q -p basin-cli -p basin-benches --bin basin --bin et_step_anchor
-    test_bin=$(cargo test --release -q -p basin-core --test device --no-run --message-format=json \
+    test_bin=$(cargo test --release -q -p basin-core --test it --no-run --message-format=json \
         | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
     rm -rf .gpu && mkdir -p .gpu/data/tu .gpu/data/anomaly
     cp target/release/basin target/release/et_step_anchor .gpu/
@@ -58,7 +61,7 @@ for part in ${*:-env energy tests anchor train tables}; do
         $PY "$G/energy_check.py" "$G/basin" "$G/et-small.toml" "$W" "$G" ;;
     tests)
         log "device tests"
-        "$G/device_test" --nocapture --test-threads 1 ;;
+        "$G/device_test" device:: --nocapture --test-threads 1 ;;
     anchor)
         log "basin under the anchor's protocol (TF32 off, on)"
         for t in 0 1; do

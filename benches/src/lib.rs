@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-/// The data directory the benchmarks read (the one rule of `basin_graph::datadir`, relative
+/// The data directory the benchmarks read (the one rule of `basin_data::datadir`, relative
 /// `BASIN_DATA_DIR` taken from the workspace root); panics naming what is missing, since a
 /// benchmark without its data measures nothing.
 pub fn data_dir(needs: &str) -> PathBuf {
-    let dir = basin_graph::datadir::test_data_dir();
+    let dir = basin_data::datadir::test_data_dir();
     assert!(
         dir.join(needs).exists(),
         "benchmark data not found: {} (set BASIN_DATA_DIR to the folder holding tu/, anomaly/, …)",

@@ -45,7 +45,7 @@ enum Task {
     },
     /// Reproduce a paper table: `basin reproduce` from a release build, with every argument
     /// passed on as it is (`cargo xtask reproduce --list`, `cargo xtask reproduce et-table1 --cpu
-    /// --data-dir ../shared/data`; `basin reproduce --help` lists the flags).
+    /// --data-dir /data/basin`; `basin reproduce --help` lists the flags).
     Reproduce {
         /// The table and the flags of `basin reproduce`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -264,7 +264,7 @@ mod tests {
     use super::*;
 
     /// `cargo xtask reproduce` passes every flag of `basin reproduce` on as it is, `--data-dir`
-    /// included (issue: it used to be refused as "use '-- --data-dir'").
+    /// included, rather than refusing it as "use '-- --data-dir'".
     #[test]
     fn reproduce_passes_every_flag_through() {
         let argv = [
@@ -272,7 +272,7 @@ mod tests {
             "reproduce",
             "et-table1",
             "--data-dir",
-            "../shared/data",
+            "/data/basin",
             "--cpu",
             "--dataset",
             "reddit",

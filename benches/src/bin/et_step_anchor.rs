@@ -1,6 +1,6 @@
-//! The dense ET step and training step timed the way `../shared/checks/bench_et_pytorch.py`
-//! times PyTorch (medians of 30 runs; 10 for the training step), after a warm-up and with the
-//! variants interleaved round by round,
+//! The dense ET step and training step timed the way the Python anchor `bench_et_pytorch.py`
+//! (found through `BASIN_CHECKS`) times PyTorch (medians of 30 runs; 10 for the training step),
+//! after a warm-up and with the variants interleaved round by round,
 //! so that `benches/compare.py` sets basin beside PyTorch under one protocol as well as beside
 //! criterion's sustained sampling. Prints one JSON line of milliseconds.
 

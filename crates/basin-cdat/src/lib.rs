@@ -8,14 +8,14 @@
 //! `x⁺ = x + α[W(x) − (1+ω)x − ∇_g E]` (eq. 4, basin-core's `controlled`), whose storage
 //! functional V (eq. 6) every trace records.
 //!
-//! Paper math is the default; `graph::tu_reference` turns on what the public code does instead
-//! (`research/cdat-spec.md` §5): token-position coupling over 501 slots with a full 4 × 4 core,
+//! Paper math is the default; `graph::tu_reference` turns on what the public code does instead (the
+//! CDAT code, `Angelov1vil/CDAT`): token-position coupling over 501 slots with a full 4 × 4 core,
 //! the unconstrained `s·c` damping, plain (not vMF) attention with the H × H head mixing and the
-//! multiplicative adjacency, ½relu² memories, λ = 1/1, noise in evaluation, sink padding,
-//! per-entry sign flips, raw attributes and 10 outputs — whose parameter counts are the paper's
-//! (Tables 10 and 14); `anomaly::reference` does the same for the anomaly code (ascending
-//! drive, per-feature layer norm, clipped attention with one divisor, node-position W, output
-//! layer, linear readout; Table 13's count with the parameters it never uses).
+//! multiplicative adjacency, ½relu² memories, λ = 1/1, noise in evaluation, sink padding, per-entry
+//! sign flips, raw attributes and 10 outputs — whose parameter counts are the paper's (Tables 10
+//! and 14); `anomaly::reference` does the same for the anomaly code (ascending drive, per-feature
+//! layer norm, clipped attention with one divisor, node-position W, output layer, linear readout;
+//! Table 13's count with the parameters it never uses).
 //!
 //! The reproductions of the paper's tables live in basin-repro.
 
@@ -65,10 +65,10 @@ pub fn block(
     }
 }
 
-/// The public code's energy terms (spec §5, A8–A10) for H heads of width Y and K memories:
+/// The public code's energy terms for H heads of width Y and K memories:
 /// ET's energy attention (queries and keys not normalised; β from 1/√Y, learned) in place of
 /// vMF, ½relu² memories in place of the linear rectified ones, λ = 1/1; `head_mixing` adds the
-/// classification code's H × H mixing of the logits (A18).
+/// classification code's H × H mixing of the logits.
 pub fn code_terms(heads: i64, head_dim: i64, memories: i64, head_mixing: bool) -> Vec<TermConfig> {
     vec![
         TermConfig::new(&AttentionConfig {
@@ -128,7 +128,7 @@ pub fn reference_dynamics() -> ControlledConfig {
     }
 }
 
-/// Graph classification (CDAT §2.1 of the spec; Tables 1, 3, 10, 11, 14).
+/// Graph classification (CDAT §5.1, Appendix B.3; Tables 1, 3, 10, 11, 14).
 pub mod graph {
     use basin_core::{HopfieldConfig, VmfAttentionConfig};
     use basin_graph::batch::BatchConfig;
@@ -145,11 +145,10 @@ pub mod graph {
     /// The graph enters as ET's front end has it (the mask of eq. 25 and the learned scale Â
     /// of eq. 24, whose A′ projects the edge features where the dataset has them, as ET's
     /// text and CDAT's code do), with Â built from the tokens' cosines (`Gram::Cosine`, not
-    /// in the papers): the papers' X ⊗ X grows with the square of the tokens and threw vMF
-    /// logits far out of [−β, β] (on ENZYMES the untrained CPU model started at a loss of
-    /// 2.4–4.9 against ln 6 = 1.79). Without Â (`AdjacencyMode::MaskOnly`) CDAT fitted
-    /// ENZYMES more slowly: on 3-fold pilots at the CPU protocol its best validation accuracy
-    /// was 57.8 % against 64.5 % with the cosine Â.
+    /// in the papers): the papers' X ⊗ X grows with the square of the tokens and throws vMF
+    /// logits far out of [−β, β], and without Â (`AdjacencyMode::MaskOnly`) CDAT fits ENZYMES
+    /// more slowly (measured: `crates/basin-repro/RESULTS.md`, "Why CDAT fits more slowly than
+    /// ET").
     pub fn tu_paper() -> GraphClassifierConfig {
         GraphClassifierConfig {
             block: block(128, 12, 64, 512, 1, paper_dynamics()),
@@ -172,31 +171,20 @@ pub mod graph {
     /// A CPU-scale version: D = 32, 4 heads of 8, K = 128, 2 blocks × 2 steps, batch 32, with
     /// the front end and readout of ET's CPU preset (k = 8 Laplacian eigenvectors and
     /// `Readout::ClsMoments`, neither in the paper), so the two families compare on the same
-    /// front end. Leak-free test accuracy at the TU tables' CPU protocol (fold seed 0 unless
-    /// said), paired against the no-graph baseline of the same folds: MUTAG 86.54 over 3 × 10
-    /// folds (+1.26 ± 1.33), ENZYMES 67.33 (+9.67 ± 2.48), PROTEINS 75.08 over 3 × 10 folds
-    /// (−0.48 ± 0.45), NCI1 74.89 (+2.80 ± 0.95), Mutagenicity 78.88 (+3.67 ± 0.73), each in
-    /// the dense masked form (over the edges, as the preset now runs, PROTEINS' 30 folds gave
-    /// 75.12, −0.45 ± 0.37);
-    /// [`tu_cpu_k15`] was below that baseline on MUTAG and PROTEINS.
+    /// front end (measured: `crates/basin-repro/RESULTS.md`, "The presets now: k = 8 and the
+    /// moments readout", "Attention over the edges in the CPU presets").
     pub fn tu_cpu() -> GraphClassifierConfig {
         tu_cpu_k15().with_tu_cpu_front_end()
     }
 
-    /// The CPU preset before [`tu_cpu`] took ET's k = 8 and moments readout: the papers'
-    /// k = 15 and ET's earlier readout (CLS, the mean of the node tokens and that mean
-    /// amplified by ln(n + 1), `Readout::ClsMeanSize`; not in the paper). The earlier presets'
-    /// TU table (`crates/basin-repro/RESULTS.md`) ran it. On ENZYMES, 3 folds × 100 epochs,
-    /// mean validation accuracy 68.2 with the size term, 61.5 with CLS + mean; MUTAG 95.2 both. The
-    /// readout's last layer starts at 0.1 × Kaiming, as ET's preset (`readout_init_gain`): MUTAG's
-    /// leak-free test accuracy over 3 × 10 folds 81.4 against 82.1 with Kaiming (fold seeds 0–2),
-    /// within their spread; at fold seed 0 alone a zero start gave 78.6 (Kaiming 85.6). Those
-    /// figures were measured with a linear readout; the readout is now ET's MLP with 64 hidden
-    /// units (`readout_hidden`), as in ET's preset: with the linear one CDAT under-fitted, its
-    /// training loss on Mutagenicity's fold 0 0.509 at epoch 70 against 0.469 with the MLP
-    /// (ET: 0.368); leak-free test accuracy, fold seed 0, ENZYMES 63.2 against 59.0, MUTAG over
-    /// 3 × 10 folds 81.6 against 81.4. Â's A′ projects the adjacency alone, as in ET's CPU
-    /// preset (`batching.dense_edge_features` off).
+    /// [`tu_cpu`]'s block with the papers' k = 15 and the readout of ET's `tu_cpu_k15`
+    /// (CLS, the mean of the node tokens and that mean amplified by ln(n + 1),
+    /// `Readout::ClsMeanSize`; not in the paper) by ET's MLP of 64 hidden units
+    /// (`readout_hidden`; a linear readout under-fits CDAT), its last layer started at 0.1 ×
+    /// Kaiming (`readout_init_gain`): the model of the TU table of the earlier presets. Â's A′
+    /// projects the adjacency alone (`batching.dense_edge_features` off), as in ET's CPU
+    /// preset (measured: `crates/basin-repro/RESULTS.md`, "The table of the earlier presets
+    /// (k = 15, `cls-mean-size`)", "Why CDAT fits more slowly than ET").
     pub fn tu_cpu_k15() -> GraphClassifierConfig {
         GraphClassifierConfig {
             block: block(32, 4, 8, 128, 2, paper_dynamics()),
@@ -231,12 +219,10 @@ pub mod graph {
     /// memories, λ = 1/1, no head mixing) in place of the paper's, at the same sizes, and
     /// everything else (dynamics, front end, readout) as it was: the switch that isolates
     /// CDAT's energy from its dynamics. At the CPU scale these are exactly ET's CPU terms.
-    /// `cdat-table1` runs it beside the paper's CDAT: with the paper's terms the CPU preset
-    /// fits slowly (Mutagenicity fold 0, training loss at epoch 70: 0.469; with these terms
-    /// 0.412; ET 0.368), and its trained LayerNorm gains shrink (0.12 and 0.03 against ET's
-    /// 0.69 and 0.81). Faster fitting did not mean higher test accuracy everywhere (leak-free
-    /// CV, paired with the paper's terms: Mutagenicity +1.25 ± 0.74, ENZYMES −1.17 ± 1.49,
-    /// MUTAG −1.65 ± 1.66 over 30 folds), so the paper's terms stay the default.
+    /// `cdat-table1` runs it beside the paper's CDAT: these terms fit faster, but not to higher
+    /// test accuracy everywhere, so the paper's terms stay the default (measured:
+    /// `crates/basin-repro/RESULTS.md`, "CDAT with the public code's terms", "Why CDAT fits
+    /// more slowly than ET").
     pub fn with_code_terms(
         cfg: &GraphClassifierConfig,
     ) -> Result<GraphClassifierConfig, TaskError> {
@@ -302,7 +288,7 @@ pub mod graph {
     }
 }
 
-/// Node anomaly detection (CDAT §2.2 of the spec; Tables 2, 8, 9).
+/// Node anomaly detection (CDAT §5.2, Appendix B.2; Tables 2, 8, 9).
 pub mod anomaly {
     use basin_core::controlled::{
         ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace, Drive,
@@ -400,13 +386,9 @@ pub mod anomaly {
 
     /// basin's model for tolokers, which Table 9 has no row for (not in the paper): Table 8's
     /// width, heads and ω₀ with α = 1, no noise and no dropout on the drive, chosen on
-    /// validation AUC at the 40 % split (seed 2, the whole graph each epoch, 200 epochs, Adam
-    /// at 10⁻³, one run each): Table 8's row 79.44 at 100 epochs, α = 1 81.57, α = 1 without
-    /// noise 81.82, α = 1 without noise or drive dropout 82.03. At Table 8's α = 0.1 and
-    /// ω₀ = 1 each step shrinks a token by 1 − α(1 + ω) = 0.8 before the drive, and training
-    /// was still improving at its last epochs. In `cdat-table2 --cpu` (2 runs of 200 epochs)
-    /// its test AUC was 70.89, 82.04 and 84.10 at 1 %, 40 % and 70 %, against the floor's
-    /// 70.68, 81.94 and 82.70.
+    /// validation AUC at the 40 % split. At Table 8's α = 0.1 and ω₀ = 1 each step shrinks a
+    /// token by 1 − α(1 + ω) = 0.8 before the drive (measured: `crates/basin-repro/RESULTS.md`,
+    /// "Node anomaly detection at CPU scale").
     pub fn tolokers() -> NodeAnomalyConfig {
         let dynamics = ControlledConfig {
             alpha: 1.0,
@@ -420,19 +402,19 @@ pub mod anomaly {
         cfg
     }
 
-    /// What the public anomaly code runs for a row (`research/cdat-spec.md` §2.2 steps 1–8 and
-    /// A1–A2, A4, A6–A8, A10, A13–A15) on a graph of `nodes` nodes: plain ET attention (head
-    /// width = D, W_Q, W_K ~ N(0, 0.01²)) with one learned divisor β from √D and logits clipped
-    /// to ±5 straight-through, ½relu² memories (K = 4·D), λ = 1/1, torch's per-feature layer
-    /// norm, n_layers − 1 = 1 shared step of the code's dynamics — α = 0.1 (hard-coded there;
-    /// the row's α, suppression and σ are parsed and never read), no noise, ω = c learned, W =
-    /// PᵀCP of rank 4 over node positions with a full core (P's columns are positions in the
-    /// sampled subgraph, A2), the layer output subtracted (ascent, A4) with dropout 0.1 on the
-    /// drive — then the separate output layer `layers_out` (dropout 0.1), `Linear(D → 2)`, self
-    /// loops, raw attributes, 5 % training subgraphs. Initialisations the code draws otherwise
-    /// (P ~ U(0, 1), C ~ N(0, 1/4), c ~ U(0, 1), the memories ~ U(±1/√D)) are basin's LeCun,
-    /// 1 and normal draws. The code's evaluation on each epoch's samples (A16) is the anomaly
-    /// protocol's `score = "reference-subsample"`.
+    /// What the public anomaly code runs for a row (the CDAT anomaly code's `cdat.py`,
+    /// `graph_transformer_layer.py` and `train.py`) on a graph of `nodes` nodes: plain ET attention
+    /// (head width = D, W_Q, W_K ~ N(0, 0.01²)) with one learned divisor β from √D and logits
+    /// clipped to ±5 straight-through, ½relu² memories (K = 4·D), λ = 1/1, torch's per-feature
+    /// layer norm, n_layers − 1 = 1 shared step of the code's dynamics — α = 0.1 (hard-coded there;
+    /// the row's α, suppression and σ are parsed and never read), no noise, ω = c learned, W = PᵀCP
+    /// of rank 4 over node positions with a full core (P's columns are positions in the sampled
+    /// subgraph), the layer output subtracted (ascent) with dropout 0.1 on the drive — then the
+    /// separate output layer `layers_out` (dropout 0.1), `Linear(D → 2)`, self loops, raw
+    /// attributes, 5 % training subgraphs. Initialisations the code draws otherwise
+    /// (P ~ U(0, 1), C ~ N(0, 1/4), c ~ U(0, 1), the memories ~ U(±1/√D)) are basin's LeCun, 1
+    /// and normal draws. The code's evaluation on each epoch's samples is the anomaly protocol's
+    /// `score = "reference-subsample"`.
     pub fn reference(row: Table9Row, nodes: i64) -> NodeAnomalyConfig {
         let d = row.hid;
         let dynamics = ControlledConfig {
@@ -496,7 +478,7 @@ pub mod anomaly {
     /// Parameters the reference allocates and counts (Table 13) beyond [`reference()`]'s: the
     /// unused per-node `pos_embedding` (`nodes × D`) and, in each of its `layers` ET layers
     /// (the shared one and `layers_out`), an unused output projection (D² + D), a second
-    /// LayerNorm (2D) and a second scalar (spec §2.4).
+    /// LayerNorm (2D) and a second scalar.
     pub fn reference_unused_parameters(nodes: i64, dim: i64, layers: i64) -> i64 {
         nodes * dim + layers * (dim * dim + dim + 2 * dim + 1)
     }

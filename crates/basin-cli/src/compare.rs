@@ -162,11 +162,11 @@ pub fn select(args: &SelectArgs) -> Result<()> {
             "candidates": args.candidates,
             "selected": selected,
         });
-        basin_core::checkpoint::write_atomic(
+        basin_core::fsio::write_atomic(
             &out.join("selection.json"),
             serde_json::to_string_pretty(&json)?.as_bytes(),
         )?;
-        basin_core::checkpoint::write_atomic(&out.join("selection.md"), md.as_bytes())?;
+        basin_core::fsio::write_atomic(&out.join("selection.md"), md.as_bytes())?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&selected)?);

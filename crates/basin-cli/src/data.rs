@@ -25,11 +25,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use basin_data::datadir::data_dir;
+use basin_data::fetch::{FetchEvent, FetchOptions, FetchOutcome};
+use basin_data::registry::{self, DatasetInfo, FileState, Presence};
 use basin_graph::cache::{DatasetPe, PeCache, PeLayout};
-use basin_graph::datadir::data_dir;
-use basin_graph::fetch::{FetchEvent, FetchOptions, FetchOutcome};
 use basin_graph::laplacian::{PeConfig, Solver};
-use basin_graph::registry::{self, DatasetInfo, FileState, Presence};
 use basin_graph::source::{Dataset, open};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -152,10 +152,10 @@ struct PeArgs {
 }
 
 /// Runs `basin data`.
-pub fn run(args: &Args) -> Result<()> {
+pub fn run(args: &Args, quiet: bool) -> Result<()> {
     match &args.command {
         DataCommand::List(a) => list(a),
-        DataCommand::Fetch(a) => fetch(a),
+        DataCommand::Fetch(a) => fetch(a, quiet),
         DataCommand::Verify(a) => verify(a),
         DataCommand::Inspect(a) => inspect(a),
         DataCommand::Pe(a) => pe(a),
@@ -269,7 +269,7 @@ fn fetch_progress(quiet: bool) -> impl FnMut(FetchEvent) {
     }
 }
 
-fn fetch(a: &FetchArgs) -> Result<()> {
+fn fetch(a: &FetchArgs, quiet: bool) -> Result<()> {
     let dir = data_dir(a.data_dir.as_deref());
     let infos: Vec<&DatasetInfo> = if a.names.iter().any(|n| n == "all") {
         registry::datasets().iter().collect()
@@ -277,7 +277,7 @@ fn fetch(a: &FetchArgs) -> Result<()> {
         a.names
             .iter()
             .map(|n| registry::get(n))
-            .collect::<basin_graph::Result<_>>()?
+            .collect::<basin_data::Result<_>>()?
     };
     let opts = FetchOptions {
         mirror: a.mirror.clone(),
@@ -285,8 +285,8 @@ fn fetch(a: &FetchArgs) -> Result<()> {
     };
     let mut failed = Vec::new();
     for info in infos {
-        let mut progress = fetch_progress(basin_train::runner::quiet());
-        match basin_graph::fetch::fetch(info, &dir, &opts, &mut progress) {
+        let mut progress = fetch_progress(quiet);
+        match basin_data::fetch::fetch(info, &dir, &opts, &mut progress) {
             Ok(FetchOutcome::Generated) => {
                 println!("{}: generated on use; nothing to fetch", info.name)
             }
@@ -334,7 +334,7 @@ fn verify(a: &VerifyArgs) -> Result<()> {
         a.names
             .iter()
             .map(|n| registry::get(n))
-            .collect::<basin_graph::Result<_>>()?
+            .collect::<basin_data::Result<_>>()?
     } else {
         registry::datasets()
             .iter()

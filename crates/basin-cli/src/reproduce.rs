@@ -5,18 +5,24 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use basin_core::device::DeviceChoice;
-use basin_repro::{Context, Overrides, Preset};
+use basin_repro::{Context, Overrides, Preset, Reproduction};
 
 /// Arguments of `basin reproduce`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The table, e.g. `et-table1` (`--list` shows them all); `table14` names a table that only
-    /// one paper has, and a name several papers share (`table1`) is refused with their ids.
+    /// The table, e.g. `et-table1` (`--list` shows them all); `table14` names the table of the
+    /// one paper that has it; a number several papers share (`table1`) runs each paper's, and
+    /// `all` every table, each into OUT/<id>/ with OUT/index.md over them.
     #[arg(required_unless_present = "list")]
     table: Option<String>,
-    /// List the tables: id, presets, datasets, what each is.
+    /// List the tables: id, what each is, its presets with their recorded wall time, and its
+    /// datasets present and missing in the data directory.
     #[arg(long)]
     list: bool,
+    /// With a name several tables share (`table1`, `all`): only these papers (`et`, `cdat`,
+    /// `sfi`, `hopfield`) or ids (repeatable).
+    #[arg(long, value_name = "PAPER")]
+    only: Vec<String>,
     /// Minutes-long smoke version (tiny subsets, one or two epochs): checks the whole path, not
     /// the model.
     #[arg(long, conflicts_with_all = ["cpu", "paper"])]
@@ -25,13 +31,14 @@ pub struct Args {
     #[arg(long, conflicts_with = "paper")]
     cpu: bool,
     /// The paper's protocol and models (meant for a GPU). Without --quick, --cpu or --paper a
-    /// table runs its first preset (`--list` shows which).
+    /// table runs --paper where a CUDA device is present and --cpu otherwise (the choice is
+    /// printed first and written into the report).
     #[arg(long)]
     paper: bool,
     /// Data directory (default: BASIN_DATA_DIR, else ~/.cache/basin/data).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Output directory (default: reports/<table>).
+    /// Output directory (default: reports/<table>, or reports/ for several tables).
     #[arg(long)]
     out: Option<PathBuf>,
     /// cpu, cuda or auto (default: BASIN_DEVICE, else auto).
@@ -76,7 +83,7 @@ pub struct Args {
     /// (cross-validation folds, anomaly and fixed-split seeds); a table without them (the MIL
     /// grid, the timing tables) runs whole in every shard.
     #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
-    shard: Option<basin_train::runner::Shard>,
+    shard: Option<basin_train::context::Shard>,
     /// Train the table's runs in N local processes at once, each its own `--shard i/N` with the
     /// cores divided among them, then write the report: what N `--shard` commands and one
     /// without would do, in one command. For the tables whose training all keeps records (the
@@ -90,19 +97,76 @@ pub struct Args {
     jobs: Option<u64>,
 }
 
-fn list() {
-    println!("tables (`basin reproduce <id>`; the first preset is the default):");
+/// The explicit preset flag, if one was given.
+fn explicit(args: &Args) -> Option<Preset> {
+    if args.quick {
+        Some(Preset::Quick)
+    } else if args.cpu {
+        Some(Preset::Cpu)
+    } else if args.paper {
+        Some(Preset::Paper)
+    } else {
+        None
+    }
+}
+
+/// The preset `table` runs and why: the flag given, else the machine's.
+fn preset_of(table: &dyn Reproduction, args: &Args, cuda: bool) -> (Preset, String) {
+    match explicit(args) {
+        Some(p) => (p, format!("{} given", p.flag())),
+        None => Preset::for_machine(table, cuda),
+    }
+}
+
+/// What the datasets of `table` are in `data_dir`: `present`, `missing` and the names.
+fn presence(table: &dyn Reproduction, data_dir: &std::path::Path) -> (Vec<String>, Vec<String>) {
+    let (mut present, mut missing) = (Vec::new(), Vec::new());
+    for d in table.datasets() {
+        match basin_data::registry::find(d) {
+            Some(info) if info.location(data_dir).exists() || info.files.is_empty() => {
+                present.push(d.to_string())
+            }
+            Some(_) => missing.push(d.to_string()),
+            None => present.push(format!("{d} (generated or read by the table)")),
+        }
+    }
+    (present, missing)
+}
+
+/// The recorded wall time of `table` at `preset` on a two-core machine, in words.
+fn recorded_time(table: &dyn Reproduction, preset: Preset) -> String {
+    match basin_repro::report::recorded_seconds(table.id(), preset) {
+        Some(s) if s >= 5400.0 => format!("about {:.1} h", s / 3600.0),
+        Some(s) if s >= 90.0 => format!("about {:.0} min", s / 60.0),
+        Some(s) => format!("about {s:.0} s"),
+        None => "not recorded".into(),
+    }
+}
+
+fn list(data_dir: &std::path::Path) {
+    println!(
+        "tables (`basin reproduce <id>`, `table1` for every paper's Table 1, `all`); data from {}; times as recorded on a 2-core CPU machine (crates/basin-repro/RESULTS.md, data/timings.toml):",
+        data_dir.display()
+    );
     for t in basin_repro::registry() {
-        let presets: Vec<&str> = t.presets().iter().map(|p| p.flag()).collect();
         println!("  {:<16} {}", t.id(), t.title());
-        println!(
-            "  {:<16}   presets {}; paper: {}",
-            "",
-            presets.join(" "),
-            t.paper()
-        );
-        if !t.datasets().is_empty() {
-            println!("  {:<16}   datasets {}", "", t.datasets().join(", "));
+        let times: Vec<String> = t
+            .presets()
+            .iter()
+            .map(|&p| format!("{} {}", p.flag(), recorded_time(t, p)))
+            .collect();
+        println!("  {:<16}   presets: {}", "", times.join("; "));
+        println!("  {:<16}   paper: {}", "", t.paper());
+        let (present, missing) = presence(t, data_dir);
+        if !present.is_empty() {
+            println!("  {:<16}   datasets present: {}", "", present.join(", "));
+        }
+        if !missing.is_empty() {
+            println!(
+                "  {:<16}   datasets missing: {} (`basin data fetch NAME`)",
+                "",
+                missing.join(", ")
+            );
         }
         if t.shards() {
             println!("  {:<16}   --jobs N: its runs in N processes at once", "");
@@ -110,22 +174,59 @@ fn list() {
     }
 }
 
-pub fn run(args: &Args) -> Result<()> {
-    let Some(id) = args.table.as_deref().filter(|_| !args.list) else {
-        list();
+pub fn run(args: &Args, quiet: bool) -> Result<()> {
+    let command_started = std::time::Instant::now();
+    let data_dir = basin_data::datadir::data_dir(args.data_dir.as_deref());
+    let Some(name) = args.table.as_deref().filter(|_| !args.list) else {
+        list(&data_dir);
         return Ok(());
     };
-    let table = basin_repro::find(id)?;
+    let tables = basin_repro::tables(name, &args.only)?;
+    let device = crate::device(args.device)?;
+    let cuda = matches!(device, tch::Device::Cuda(_));
+    if tables.len() > 1 {
+        if args.jobs.is_some() || args.shard.is_some() {
+            bail!("--jobs and --shard run one table; name one of them");
+        }
+        let out = args.out.clone().unwrap_or_else(|| PathBuf::from("reports"));
+        println!("{} tables into {}:", tables.len(), out.display());
+        for t in &tables {
+            let (preset, why) = preset_of(*t, args, cuda);
+            let (_, missing) = presence(*t, &data_dir);
+            println!(
+                "  {:<14} {} ({why}); {}; {}",
+                t.id(),
+                preset.flag(),
+                if missing.is_empty() {
+                    "every dataset present".to_owned()
+                } else {
+                    format!("missing {}", missing.join(", "))
+                },
+                recorded_time(*t, preset),
+            );
+        }
+        let ctx = context(
+            args,
+            quiet,
+            data_dir,
+            out.clone(),
+            device,
+            Preset::Quick,
+            command_started,
+        );
+        let index = basin_repro::reproduce_all(&tables, &ctx, |t| preset_of(t, args, cuda))?;
+        for e in &index {
+            match &e.error {
+                Some(why) => println!("{}: failed: {why}", e.id),
+                None => println!("{}: {} ({:.0} s)", e.id, e.report, e.seconds),
+            }
+        }
+        println!("index: {}", out.join("index.md").display());
+        return Ok(());
+    }
+    let table = tables[0];
     let id = table.id();
-    let preset = if args.quick {
-        Preset::Quick
-    } else if args.cpu {
-        Preset::Cpu
-    } else if args.paper {
-        Preset::Paper
-    } else {
-        table.presets()[0]
-    };
+    let (preset, reason) = preset_of(table, args, cuda);
     if let Some(n) = args.jobs.filter(|&n| n > 1) {
         if !table.shards() {
             let which: Vec<&str> = basin_repro::registry()
@@ -147,42 +248,35 @@ pub fn run(args: &Args) -> Result<()> {
             &crate::without_jobs(std::env::args_os().skip(1)),
         )?;
     }
-    let device = crate::device(args.device)?;
-    let ctx = Context {
-        data_dir: basin_graph::datadir::data_dir(args.data_dir.as_deref()),
-        out: args
-            .out
+    let mut ctx = context(
+        args,
+        quiet,
+        data_dir,
+        args.out
             .clone()
             .unwrap_or_else(|| PathBuf::from("reports").join(id)),
         device,
         preset,
-        overrides: Overrides {
-            epochs: args.epochs,
-            datasets: args.dataset.clone(),
-            train_images: args.train_images,
-            repeats: args.repeats.map(|r| r as usize),
-            selection: args.selection,
-            inner_folds: args.inner_folds.map(|k| k as usize),
-            ema: args.ema,
-        },
-    };
+        command_started,
+    );
+    ctx.preset_reason = reason;
     println!(
-        "{id} ({}) on {} (data: {}) → {}",
+        "{id} ({}, {}) on {} (data: {}; {}) → {}",
         preset.flag(),
+        ctx.preset_reason,
         ctx.device_name(),
         ctx.data_dir.display(),
+        recorded_time(table, preset),
         ctx.out.display()
     );
-    basin_train::runner::set_shard(args.shard);
     let report = basin_repro::reproduce(id, &ctx)?;
     if report.ran == 0 && !table.datasets().is_empty() {
         // The report's list of what was not found and why (a shard writes no report).
-        let why: Vec<&str> = report
-            .markdown
-            .lines()
-            .skip_while(|l| !l.starts_with("Datasets not run"))
-            .skip(1)
-            .take_while(|l| l.starts_with("- "))
+        let why: Vec<String> = report.json["missing"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m.as_str().map(|m| format!("- {m}")))
             .collect();
         bail!(
             "no dataset could be loaded from {}:\n{}",
@@ -202,4 +296,31 @@ pub fn run(args: &Args) -> Result<()> {
     }
     println!("wrote {}", ctx.out.join("report.md").display());
     Ok(())
+}
+
+/// The context of a run of `basin reproduce` from its flags.
+fn context(
+    args: &Args,
+    quiet: bool,
+    data_dir: PathBuf,
+    out: PathBuf,
+    device: tch::Device,
+    preset: Preset,
+    command_started: std::time::Instant,
+) -> Context {
+    Context {
+        overrides: Overrides {
+            epochs: args.epochs,
+            datasets: args.dataset.clone(),
+            train_images: args.train_images,
+            repeats: args.repeats.map(|r| r as usize),
+            selection: args.selection,
+            inner_folds: args.inner_folds.map(|k| k as usize),
+            ema: args.ema,
+        },
+        shard: args.shard,
+        progress: !quiet,
+        command_started,
+        ..Context::new(data_dir, out, device, preset)
+    }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use basin_core::device::DeviceChoice;
 use basin_repro::runs::{self, EXAMPLES, RunSpec};
+use basin_tasks::run::RunOptions;
 
 /// Arguments of `basin train`.
 #[derive(clap::Args)]
@@ -38,7 +39,7 @@ pub struct TrainArgs {
     /// processes or machines can share one --out; then run the same command without --shard:
     /// it reads the finished runs and writes the report.
     #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
-    shard: Option<basin_train::runner::Shard>,
+    shard: Option<basin_train::context::Shard>,
     /// Train the protocol's runs (folds, seeds) in N local processes at once, each its own
     /// `--shard i/N` with the cores divided among them, then write the report: what N `--shard`
     /// commands and one without would do, in one command. Runs are independent, so on a
@@ -72,7 +73,7 @@ pub struct EvalArgs {
     device: Option<DeviceChoice>,
 }
 
-pub fn train(args: &TrainArgs) -> Result<()> {
+pub fn train(args: &TrainArgs, quiet: bool) -> Result<()> {
     if let Some(name) = &args.example {
         if name == "list" {
             for (n, what) in EXAMPLES {
@@ -112,18 +113,27 @@ pub fn train(args: &TrainArgs) -> Result<()> {
         // One GPU per local rank, as torchrun's LOCAL_RANK means.
         device = tch::Device::Cuda(g.env().local_rank);
     }
-    let data = basin_graph::datadir::data_dir(args.data_dir.as_deref());
+    let data = basin_data::datadir::data_dir(args.data_dir.as_deref());
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    basin_train::runner::set_shard(args.shard);
-    let outcome = runs::train(&spec, Some(&data), &args.out, device).map_err(|e| match e {
+    let mut opts = RunOptions::new(&args.out, device);
+    opts.data_dir = Some(data);
+    opts.shard = args.shard;
+    opts.progress = !quiet;
+    let outcome = spec.train(&opts).map_err(|e| {
         // The protocol or the dataset does not fit the task: name the run file it came from.
-        basin_repro::ReproError::Config { field, message }
-            if field == "protocol" || field == "data" || field == "architecture" =>
-        {
+        let (field, message) = match &e {
+            basin_repro::ReproError::Config { field, message }
+            | basin_repro::ReproError::Task(basin_tasks::TaskError::Config { field, message }) => {
+                (field.clone(), message.clone())
+            }
+            _ => return e,
+        };
+        if ["protocol", "data", "architecture"].contains(&field.as_str()) {
             basin_repro::ReproError::config(format!("{}: {field}", config.display()), message)
+        } else {
+            e
         }
-        other => other,
     })?;
     if let Some(g) = group {
         // No rank leaves (closing rank 0's rendezvous store) before all are done.
@@ -154,7 +164,7 @@ pub fn train(args: &TrainArgs) -> Result<()> {
 
 pub fn eval(args: &EvalArgs) -> Result<()> {
     let device = crate::device(args.device)?;
-    let data = basin_graph::datadir::data_dir(args.data_dir.as_deref());
+    let data = basin_data::datadir::data_dir(args.data_dir.as_deref());
     let outcome = runs::eval(&args.run, Some(&data), device)?;
     for (dir, m) in &outcome.runs {
         println!("{dir}: {}", show(m));

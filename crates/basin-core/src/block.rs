@@ -116,12 +116,11 @@ impl BlockConfig {
         Ok(())
     }
 
-    /// The `heads` parameter of the first term that has one: the H of the per-head `[B, H, N, N]`
-    /// bias and scale a [`Structure`] hands to the terms.
+    /// The heads of the first term with per-head structure ([`TermParams::heads`]: the
+    /// attention terms): the H of the `[B, H, N, N]` bias and scale a [`Structure`] hands to the
+    /// terms. A term whose own parameters merely name a `heads` field does not count.
     pub fn heads(&self) -> Option<i64> {
-        self.terms
-            .iter()
-            .find_map(|t| t.params.get("heads").and_then(toml::Value::as_integer))
+        self.terms.iter().find_map(TermConfig::heads)
     }
 
     /// The parameters of the first term of kind `T`, if the block has one.

@@ -15,13 +15,13 @@
 //! The parameters live under the model's shared path (`ctx.shared`), so every block of a model
 //! uses one W and one ω, as the reference does. Along the descent the storage functional of
 //! eq. 6, `V = E + ∫((1+ω)x − Wx)ᵀ ġ ds`, does not increase for any W and ω as long as the layer
-//! norm's γ ≥ 0 (Theorem 3.3; `research/cdat-spec.md` §1.6); E itself may rise. Each step
+//! norm's γ ≥ 0 (Theorem 3.3, Appendix E.2); E itself may rise. Each step
 //! reports V's increment beyond E by the trapezoid rule (see [`Dynamics::storage_increment`]).
 //!
 //! The energy contract holds terms of g only: the decay, the damping and W are terms of x, so
 //! they belong to the dynamics.
 //!
-//! `drive = "reference-ascent"` is the public anomaly code's step (`research/cdat-spec.md` A4):
+//! `drive = "reference-ascent"` is the public anomaly code's step (CDAT's `cdat.py`):
 //! its layer returns `o = g + dropout(−∂E/∂g)` and the update subtracts it,
 //! `x⁺ = x + α [ W(x) − (1 + ω) x − g + dropout(∂E/∂g) ]`, which **ascends** E and adds a
 //! `−α g` residual; no dissipation certificate holds for it (V is still recorded, without a
@@ -120,7 +120,7 @@ pub enum Drive {
     /// `−∂E/∂g`: descend the energy (eq. 4).
     #[default]
     Descend,
-    /// `−g + ∂E/∂g`: the anomaly reference's subtracted layer output (ascends E; A4). The
+    /// `−g + ∂E/∂g`: the anomaly reference's subtracted layer output (ascends E). The
     /// residual `−g` needs [`StepContext::g`], which the block passes (without it, none).
     ReferenceAscent,
 }

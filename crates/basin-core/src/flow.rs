@@ -7,7 +7,7 @@
 //! attentions of the tokens; rows are queries/sinks, columns keys/sources). With `λ = 0` and
 //! the constraint `Z𝟏 = 𝟏` the minimiser is `softmax(S)` (eq. 5): ordinary attention.
 //!
-//! Solvers ([`FlowSolver`]; the specification `research/sfi-spec.md` §2 gives the reasons):
+//! Solvers ([`FlowSolver`]):
 //! - `prox-bb` (default): the paper's proximal iteration (eq. 10), unrolled for `iters` steps so
 //!   gradients reach S and F, with three corrections of printing errors, each a documented
 //!   default: the prox is the weighted soft-threshold `sign(Y)·max(|Y| − tλF, 0)` (the printed
@@ -18,7 +18,7 @@
 //!   the safe step is taken, so the energy never rises over the iterations.
 //! - `exact-penalized` / `exact-constrained`: the closed-form minimiser of eq. 9 (or of eq. 8,
 //!   α → ∞), found per row like sparsemax: `z_j = w_j·max(μ − τ_j, 0)` with `w = 1/R`,
-//!   `τ = λF`; differentiable through μ on its support (spec §1.4).
+//!   `τ = λF`; differentiable through μ on its support.
 //! - `dense`: `softmax(S)` (DFi-Former, λ = 0).
 //!
 //! Padded tokens (by `mask`) neither send nor receive flow: their rows and columns are zero.
@@ -60,7 +60,7 @@ pub enum StepRule {
 pub struct FlowConfig {
     /// Solver.
     pub solver: FlowSolver,
-    /// Unrolled iterations of `prox-bb` (the paper does not say; spec S4: 10).
+    /// Unrolled iterations of `prox-bb` (the paper does not say; 10).
     pub iters: usize,
     /// Penalty α of the flow-conservation term (every preset of the paper: 0.1).
     pub alpha: f64,
@@ -237,8 +237,8 @@ fn prox_bb(
     };
     record(&z);
     let mut g = grad(&z);
-    // The true 1/L of H, per problem (spec S3); an empty graph (n = 0) counts as one token,
-    // so that its step stays finite.
+    // The true 1/L = 1/(max R + α n) of H, per problem; an empty graph (n = 0) counts as one
+    // token, so that its step stays finite.
     let rmax = r.amax(&[2i64, 3][..], true);
     let mut t = (rmax + n.clamp_min(1.0) * alpha).reciprocal();
     let t0 = t.shallow_clone();

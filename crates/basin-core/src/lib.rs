@@ -43,6 +43,7 @@ pub mod dynamics;
 pub mod energy;
 pub mod error;
 pub mod flow;
+pub mod fsio;
 pub mod hopfield;
 pub mod init;
 pub mod norm;

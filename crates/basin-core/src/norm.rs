@@ -6,7 +6,7 @@
 //! the energy (eq. 7–8).
 //!
 //! `per_feature_gain = true` gives torch's `LayerNorm` instead (a gain per feature), as the
-//! CDAT anomaly reference code uses (`research/cdat-spec.md` A13): it is not the gradient of any
+//! CDAT anomaly reference code uses (`graph_transformer_layer.py`): it is not the gradient of any
 //! Lagrangian, so the descent then has no energy guarantee.
 //!
 //! [`BatchNorm1d`] is PyTorch's batch norm over rows, for the message-passing ports (GIN,

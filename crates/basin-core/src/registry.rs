@@ -59,6 +59,11 @@ pub trait TermParams: Serialize + DeserializeOwned {
     }
     /// Creates the term's parameters under `ctx.path`; `name` is the term's name in traces.
     fn build(&self, ctx: &BuildContext, name: &str) -> Result<Box<dyn Energy>>;
+    /// The number of attention heads H, for a term whose structure is per head (the `[B, H,
+    /// N, N]` bias or scale a [`crate::Structure`] hands to the terms); `None` for the others.
+    fn heads(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// The parameters of a dynamics as written in a config file (see [`TermParams`]); register
@@ -92,6 +97,7 @@ pub struct TermKind {
     pub about: &'static str,
     validate: ValidateFn,
     build: BuildTermFn,
+    heads: fn(&toml::Table) -> Option<i64>,
 }
 
 /// A registered dynamics kind.
@@ -129,6 +135,10 @@ fn build_term<T: TermParams>(
     p.build(ctx, name)
 }
 
+fn heads_of<T: TermParams>(params: &toml::Table) -> Option<i64> {
+    parse::<T>(params, "").ok().and_then(|p| p.heads())
+}
+
 fn validate_dynamics<T: DynamicsParams>(params: &toml::Table, field: &str) -> Result<()> {
     parse::<T>(params, field)?.validate(field)
 }
@@ -155,6 +165,7 @@ impl TermKind {
             about: T::ABOUT,
             validate: validate_term::<T>,
             build: build_term::<T>,
+            heads: heads_of::<T>,
         }
     }
 }
@@ -262,18 +273,22 @@ pub struct TermConfig {
     /// The kind's own parameters.
     #[serde(flatten)]
     pub params: toml::Table,
+    /// Why the parameters given to [`TermConfig::new`] could not be written as TOML (an integer
+    /// above `i64::MAX`, say); [`TermConfig::validate`] refuses the term with it.
+    #[serde(skip)]
+    unrepresentable: Option<String>,
 }
 
 impl TermConfig {
     /// The term `params` (of a registered kind) with its default name and weight 1.
     pub fn new<T: TermParams>(params: &T) -> Self {
+        let table = table_of(params);
         Self {
             kind: T::KIND.to_owned(),
             name: None,
             weight: 1.0,
-            // Serialising a plain config struct to TOML cannot fail for the built-in terms; an
-            // unrepresentable one is reported when the block is validated.
-            params: table_of(params).unwrap_or_default(),
+            params: table.as_ref().cloned().unwrap_or_default(),
+            unrepresentable: table.err().map(|e| e.to_string()),
         }
     }
 
@@ -322,6 +337,15 @@ impl TermConfig {
 
     /// Checks the kind, the parameters and the weight; `field` is the config path.
     pub fn validate(&self, field: &str) -> Result<()> {
+        if let Some(why) = &self.unrepresentable {
+            return Err(CoreError::config(
+                field,
+                format!(
+                    "the `{}` parameters cannot be written to a config: {why}",
+                    self.kind
+                ),
+            ));
+        }
         if !self.weight.is_finite() {
             return Err(CoreError::config(
                 format!("{field}.weight"),
@@ -329,6 +353,14 @@ impl TermConfig {
             ));
         }
         (term_kind(&self.kind, field)?.validate)(&self.params, field)
+    }
+
+    /// The term's number of attention heads, if its kind has per-head structure
+    /// ([`TermParams::heads`]); `None` for other kinds and unknown ones.
+    pub fn heads(&self) -> Option<i64> {
+        term_kind(&self.kind, "")
+            .ok()
+            .and_then(|k| (k.heads)(&self.params))
     }
 
     /// Builds the term with its parameters under `ctx.path / name`.
@@ -358,14 +390,20 @@ pub struct DynamicsConfig {
     /// The kind's own parameters.
     #[serde(flatten)]
     pub params: toml::Table,
+    /// Why the parameters given to [`DynamicsConfig::new`] could not be written as TOML;
+    /// [`DynamicsConfig::validate`] refuses the dynamics with it.
+    #[serde(skip)]
+    unrepresentable: Option<String>,
 }
 
 impl DynamicsConfig {
     /// The dynamics `params` of a registered kind.
     pub fn new<T: DynamicsParams>(params: &T) -> Self {
+        let table = table_of(params);
         Self {
             kind: T::KIND.to_owned(),
-            params: table_of(params).unwrap_or_default(),
+            params: table.as_ref().cloned().unwrap_or_default(),
+            unrepresentable: table.err().map(|e| e.to_string()),
         }
     }
 
@@ -398,6 +436,15 @@ impl DynamicsConfig {
 
     /// Checks the kind and the parameters; `field` is the config path.
     pub fn validate(&self, field: &str) -> Result<()> {
+        if let Some(why) = &self.unrepresentable {
+            return Err(CoreError::config(
+                field,
+                format!(
+                    "the `{}` parameters cannot be written to a config: {why}",
+                    self.kind
+                ),
+            ));
+        }
         (dynamics_kind(&self.kind, field)?.validate)(&self.params, field)
     }
 

@@ -17,6 +17,67 @@
 //!   `--shard i/N` copies the same way (folds in parallel, no group).
 //!
 //! On CUDA tensors go through the host (Gloo on CPU): this build has no NCCL backend.
+//!
+//! # Training on several processes or machines
+//!
+//!
+//! The one mini-batch loop of basin-train runs data-parallel whenever the process belongs to a
+//! group, for every task and family: each rank takes its contiguous shard of every global batch
+//! (the run file's `batch` is the global batch), the batch loss is reduced across ranks before
+//! `backward`, and gradients are averaged (each rank weighted by its share of the batch, in 25 MiB
+//! buckets, as PyTorch's DDP) before the optimiser. For losses that are means over items, two ranks
+//! take exactly the single process's steps (tested: the records of `--nproc 2` equal those of one
+//! process to float32 rounding). Rank 0 alone writes records, checkpoints and reports; a restarted
+//! job resumes every rank from rank 0's checkpoint (the output directory must be shared). What
+//! stays per rank: dropout and Langevin noise (rank r draws from its own stream), BatchNorm
+//! statistics (as DDP without SyncBatchNorm); validation runs whole on every rank.
+//!
+//! ```sh
+//! # N processes on this machine (Gloo on 127.0.0.1), like `torchrun --standalone`:
+//! basin train run.toml --nproc 2
+//! # several machines: any launcher that sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+//! torchrun --nnodes 2 --nproc-per-node 1 --node-rank $NODE --master-addr node0 \
+//!          --master-port 29500 --no-python basin train run.toml --out /shared/run
+//! # SLURM: one task per rank
+//! srun --ntasks 8 bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS \
+//!      MASTER_ADDR=$(scontrol show hostnames $SLURM_NODELIST | head -1) MASTER_PORT=29500 \
+//!      basin train run.toml --out /shared/run'
+//! ```
+//!
+//! Cross-validation has a coarser, communication-free kind of parallelism: its folds are
+//! independent. `--shard I/N` (on `basin train` and `basin reproduce`) makes a process train only
+//! run r of each protocol where r mod N = I (folds, anomaly seeds, fixed-split seeds; fold f of every
+//! model lands in the same shard, so shards can compare models fold by fold). N processes, on one
+//! machine or several, share one `--out`; each writes its runs' records and checkpoints and no
+//! report. The same command run once more without `--shard` reads every finished run (nothing is
+//! trained again) and writes the report, exactly as one process would have (tested on a
+//! cross-validation: the records are equal).
+//!
+//! On one machine `--jobs N` does all of that in one command: N processes, each its own shard
+//! with the cores divided among them (one thread each on N cores), then the report (tested: the
+//! records equal one process's at the same thread count). `basin train` takes it for any run file;
+//! `basin reproduce` for the tables whose training all keeps records (the TU and anomaly tables,
+//! marked in `--list`), and refuses it for the others, which every shard would run again whole.
+//!
+//! ```sh
+//! # DD's ten folds on two cores, one thread each, then the report:
+//! basin reproduce et-table2 --cpu --dataset DD --out dd --jobs 2
+//! # the same by hand (or across machines sharing dd/):
+//! OMP_NUM_THREADS=1 basin reproduce et-table2 --cpu --dataset DD --out dd --shard 0/2 &
+//! OMP_NUM_THREADS=1 basin reproduce et-table2 --cpu --dataset DD --out dd --shard 1/2 &
+//! wait && basin reproduce et-table2 --cpu --dataset DD --out dd
+//! ```
+//!
+//! Under torchrun the ranks join the agent's store (`TORCHELASTIC_USE_AGENT_STORE`), as PyTorch's
+//! do. `GLOO_SOCKET_IFNAME` picks the network interface, `BASIN_DIST_TIMEOUT` (seconds, default 300)
+//! bounds the rendezvous and every collective: a rank that dies makes the others fail with an error
+//! naming the collective (a closed connection is seen at once), never hang, and `--nproc` stops the
+//! remaining ranks when one fails. On CUDA each rank takes GPU `LOCAL_RANK`; gradients are reduced
+//! through the host over Gloo (this build has no NCCL backend). The Gloo backend needs gloo's
+//! headers at build time (`libgloo-dev`; `cargo xtask setup` installs it when run as root, else
+//! says how): without them basin builds and trains in one process, and `--nproc` explains what is
+//! missing. `cargo run --release -p basin-benches --bin allreduce` times the gradient all-reduce of
+//! the ET ImageNet, ET graph and SFi-Former presets at 2 and 4 ranks.
 
 mod ffi;
 pub mod launch;

@@ -203,10 +203,9 @@ pub mod anomaly {
     }
 
     /// The model for datasets Table 6 does not list: Y = 64, K = 128, T = 2, H = 1, without the
-    /// per-node positional embeddings (the reference code's choice). Chosen on validation AUC
-    /// on Tolokers at 40 % (100 epochs, one run): T = 1 gave 0.787, T = 2 0.805 (with the
-    /// embeddings, which then memorised the training nodes: training loss 10⁻⁴ and validation
-    /// AUC down to 0.69 after epoch 45), T = 2 without them 0.815.
+    /// per-node positional embeddings (the reference code's choice; with them the model
+    /// memorises the training nodes). Chosen on validation AUC on Tolokers at 40 % (measured:
+    /// `crates/basin-repro/RESULTS.md`, "Node anomaly detection at CPU scale").
     pub fn default_model() -> NodeAnomalyConfig {
         NodeAnomalyConfig {
             positional: false,
@@ -241,47 +240,25 @@ pub mod graph {
     /// A CPU-scale version: D = 32, 4 heads of 8, K = 128, 2 blocks × 2 steps, the reference
     /// notebooks' α = 0.1, k = 8 Laplacian eigenvectors (`BatchConfig::tu_cpu`) and a readout
     /// of the CLS token and the node tokens' mean, ln(n + 1)·mean, standard deviation and
-    /// maximum (`Readout::ClsMoments`, PNA's aggregators; not in the paper) by an MLP. Leak-free
-    /// test accuracy at the TU tables' CPU protocol (fold seed 0 unless said), paired against
-    /// the no-graph baseline of the same folds: MUTAG 86.17 over 3 × 10 folds (+0.89 ± 1.48),
-    /// ENZYMES 66.33 (+8.67 ± 1.63), PROTEINS 75.03 over 3 × 10 folds (−0.54 ± 0.51), NCI1
-    /// 75.84 (+3.75 ± 1.31), Mutagenicity 78.56 (+3.34 ± 0.80), DD 76.14 (+0.25 ± 1.58), each
-    /// in the dense masked form; the preset now attends over the edges (the same model, another
-    /// rounding), which trained PROTEINS' 30 folds again to 75.36 (−0.21 ± 0.41).
-    /// [`tu_cpu_k15`], with the papers' k = 15 and a mean readout, was below that baseline on
-    /// MUTAG (−2.68 ± 1.36), and k = 8 with the mean readout on PROTEINS (−1.34 ± 0.44 over
-    /// 30 folds). The std and max are what a mean readout misses: at these few small steps the
-    /// tokens stay close to a linear encoding of the node labels, and a logistic regression on
-    /// pooled labels gains 2.4 points on PROTEINS from them (`crates/basin-repro/RESULTS.md`,
-    /// "Fewer Laplacian eigenvectors"). With the descent stopped (α = 10⁻⁹) MUTAG falls to
-    /// 83.15 (the descent is worth +3.02 ± 1.49) and ENZYMES stays at 66.17 (its gain is the front
-    /// end's; `crates/basin-repro/RESULTS.md`, "What the descent contributes").
+    /// maximum (`Readout::ClsMoments`, PNA's aggregators; not in the paper) by an MLP, with
+    /// attention over the edges (the same model). The std and max are what a mean readout
+    /// misses: at these few small steps the tokens stay close to a linear encoding of the node
+    /// labels (measured: `crates/basin-repro/RESULTS.md`, "The presets now: k = 8 and the
+    /// moments readout", "Fewer Laplacian eigenvectors", "What the descent contributes").
     pub fn tu_cpu() -> GraphClassifierConfig {
         tu_cpu_k15().with_tu_cpu_front_end()
     }
 
-    /// The CPU preset before [`tu_cpu`] took k = 8 and the moments readout: its block and
-    /// training with the papers' k = 15 and a readout of the CLS token, the mean of the node
-    /// tokens and that mean amplified by ln(n + 1) (`Readout::ClsMeanSize`, not in the paper).
-    /// The earlier presets' TU table (`crates/basin-repro/RESULTS.md`) ran it. Why α = 0.1: at
-    /// Table 9's α = 0.01 and this size each step moves a token by about 10⁻⁴ of its energy, the
-    /// blocks are close to the identity and the CLS token carries little of the graph
-    /// (`research/observations.md`). On ENZYMES, 3 folds × 60 epochs, CLS alone gave 36.1 % test
-    /// accuracy, CLS + mean 47.8 %; 3 folds × 100 epochs, mean validation accuracy with the size
-    /// term 71.1 and 68.9 (fold seeds 42 and 7) against 67.4 and 63.7 without it, PROTEINS 79.9 and
-    /// 81.9 against 79.5 and 79.5, MUTAG 92.9 against 95.2 (one validation graph in 42). The
-    /// readout is an MLP with 64 hidden units (`readout_hidden`, not in the paper): at fold seed 42
-    /// it raised mean validation accuracy to 73.3 on ENZYMES (linear: 71.1), 80.3 on PROTEINS
-    /// (79.9) and 95.2 on MUTAG (92.9). The readout's last layer starts at 0.1 × Kaiming
-    /// (`readout_init_gain`, not in the paper), so the untrained preset starts within 0.05 of ln C
-    /// (Kaiming's: 2.8–3.1 on ENZYMES, ln 6 = 1.79; 0.55–2.15 on MUTAG and PROTEINS, ln 2 = 0.69).
-    /// Leak-free test accuracy, fold seed 0, against Kaiming: ENZYMES 62.2 (63.0), PROTEINS
-    /// 74.8 (75.2), MUTAG over 3 × 10 folds 82.3 (82.8), each within the spread of fold seeds
-    /// but all lower; a zero start measured 60.3, 73.1 and 82.3. Â's A′ projects the
-    /// adjacency, not the edge features as [`tu_paper`] does: with MUTAG's and Mutagenicity's
-    /// bond types (`batching.dense_edge_features = true`) leak-free test accuracy fell from
-    /// 82.4 to 78.4 on MUTAG (3 × 10 folds, −4.0 ± 1.8 paired) and from 78.9 to 77.3 on
-    /// Mutagenicity (fold seed 0, −1.6 ± 0.9), the training losses unchanged.
+    /// [`tu_cpu`]'s block and training with the papers' k = 15 and a readout of the CLS token,
+    /// the mean of the node tokens and that mean amplified by ln(n + 1) (`Readout::ClsMeanSize`,
+    /// not in the paper): the model of the TU table of the earlier presets. α = 0.1, not Table 9's
+    /// 0.01: at 0.01 and this size each step moves a token by about 10⁻⁴ of its energy, so the
+    /// blocks are close to the identity and the CLS token carries little of the graph. The
+    /// readout is an MLP with 64 hidden units (`readout_hidden`, not in the paper) whose last
+    /// layer starts at 0.1 × Kaiming (`readout_init_gain`), so the untrained model starts near
+    /// loss ln C. Â's A′ projects the adjacency, not the edge features as [`tu_paper`] does
+    /// (measured: `crates/basin-repro/RESULTS.md`, "The table of the earlier presets (k = 15,
+    /// `cls-mean-size`)", "Against the no-graph baseline and GIN; more pilots").
     pub fn tu_cpu_k15() -> GraphClassifierConfig {
         let mut cfg = model(32, 4, 8, 128, 2, 2);
         cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.02);
@@ -291,7 +268,7 @@ pub mod graph {
         cfg
     }
 
-    /// What the graph reference notebooks run (reference-implementations §2): Table 9's model
+    /// What the graph reference notebooks run (the public ET graph code): Table 9's model
     /// with the H × H head mixing, Â multiplying every pair, α = 0.1, noise in evaluation too,
     /// sink padding, per-entry sign flips, raw attributes and 10 outputs for every TU set (the
     /// parameter count of DD is then the reference's 1,064,834).

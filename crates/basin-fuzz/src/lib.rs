@@ -12,7 +12,7 @@
 //! announcing 10¹⁹ bytes cannot take the machine's memory.
 //!
 //! `cargo xtask fuzz --inputs N` runs every target (the binary `basin-fuzz`); `cargo xtask
-//! test` runs a short deterministic pass (`tests/short.rs`).
+//! test` runs a short deterministic pass (`tests/it/short.rs`).
 
 pub mod alloc;
 pub mod targets;

@@ -38,7 +38,7 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     basin_fuzz::alloc::set_bound(args.bound_mib << 20);
-    let data = basin_graph::datadir::data_dir(args.data_dir.as_deref());
+    let data = basin_data::datadir::data_dir(args.data_dir.as_deref());
     let data = data.is_dir().then_some(data);
     if data.is_none() {
         eprintln!("no benchmark data directory: seeding with the built-in files only");
@@ -74,7 +74,7 @@ fn main() -> anyhow::Result<()> {
     let table = basin_fuzz::table(&rows);
     println!("{table}");
     if let Some(out) = &args.out {
-        basin_core::checkpoint::write_atomic(out, table.as_bytes())
+        basin_core::fsio::write_atomic(out, table.as_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
     }
     if panics > 0 {

@@ -9,7 +9,8 @@ Versions used for the numbers in the report: Python 3.11, numpy 2.4.6, scipy 1.1
 threads as numpy's default). No randomness.
 
 Run: /tmp/venv/bin/python crates/basin-graph/scripts/scipy_pe_loop.py [NCI1 DD ...]
-(data from $BASIN_DATA_DIR, default ../shared/data relative to the workspace root).
+(data from $BASIN_DATA_DIR, a relative path taken from the workspace root, else the user cache
+$XDG_CACHE_HOME/basin/data or ~/.cache/basin/data: the rule of crates/basin-data/src/datadir.rs).
 """
 import os
 import statistics
@@ -22,7 +23,8 @@ import scipy.linalg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "../../.."))
-DATA = os.environ.get("BASIN_DATA_DIR", "../shared/data")
+DATA = os.environ.get("BASIN_DATA_DIR") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "basin", "data")
 if not os.path.isabs(DATA):
     DATA = os.path.join(ROOT, DATA)
 K = 15

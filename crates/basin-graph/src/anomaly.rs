@@ -17,7 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
-use crate::types::{Csr, Graph, NodeDataset};
+use crate::{Csr, Graph, NodeDataset};
 
 /// Planted-anomaly graph settings.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
-//! Batching graphs into padded dense arrays for graph-level models (ET Appendix D, the graph
-//! ET reference's `batchify`/`get_adjs`, reference-implementations §2.5).
+//! Batching graphs into padded dense arrays for graph-level models (ET Appendix D, the public
+//! ET graph code's `batchify`/`get_adjs` in `tools.py`).
 //!
 //! Layout of one batch of `B` graphs padded to `N` real-node slots (`N` = the batch's largest
 //! graph, capped at [`BatchConfig::max_nodes`]): `N' = N + 1` tokens with CLS in slot 0, real
@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
 use crate::laplacian::{LaplacianPe, PeConfig, SignFlip, laplacian_pe, reference_sink_pe};
-use crate::types::{Csr, Graph, GraphDataset};
+use crate::{Csr, Graph, GraphDataset};
 
 /// What happens to a graph above the node cap.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,9 +165,8 @@ impl BatchConfig {
     }
 
     /// The front end of ET's and CDAT's CPU presets: [`Self::et_graph`] with k = 8 Laplacian
-    /// eigenvectors in place of the papers' 15. At the CPU scale 8 scored 3–4 points above 15
-    /// on MUTAG (whose graphs have 10–28 nodes, so 15 reaches their highest frequencies) and 3
-    /// on ENZYMES for ET (`crates/basin-repro/RESULTS.md`, "Fewer Laplacian
+    /// eigenvectors in place of the papers' 15, which reach the highest frequencies of MUTAG's
+    /// graphs of 10–28 nodes (measured: `crates/basin-repro/RESULTS.md`, "Fewer Laplacian
     /// eigenvectors").
     pub fn tu_cpu() -> Self {
         let mut cfg = Self::et_graph();

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::Csr;
 use crate::error::{GraphError, Result};
 use crate::laplacian::{LaplacianPe, PeConfig, laplacian_pe_many};
 use crate::npz::{NpzReader, NpzWriter};
-use crate::types::Csr;
 
 /// Version of the encoding algorithm; bump it when results change so old caches are ignored.
 const ALGORITHM: &str = "basin-graph laplacian-pe v1";

@@ -103,38 +103,9 @@ pub enum GraphError {
         /// Why it is invalid.
         message: String,
     },
-    /// A registered dataset is not in the data directory.
-    #[error("dataset `{name}` not found at {looked}; {hint}", looked = looked.display())]
-    MissingDataset {
-        /// The dataset's registered name.
-        name: String,
-        /// Where it was looked for.
-        looked: PathBuf,
-        /// How to get it.
-        hint: String,
-    },
-    /// A download failed.
-    #[error("fetching {dataset}{at}: {message}", at = if url.is_empty() { String::new() } else { format!(" from {url}") })]
-    Fetch {
-        /// The dataset or file.
-        dataset: String,
-        /// The source.
-        url: String,
-        /// What went wrong.
-        message: String,
-    },
-    /// A downloaded or present file is not the one the manifest records.
-    #[error("{file} (from {source_url}): expected {expected}, got {found}; nothing was written")]
-    Checksum {
-        /// The file, relative to the data directory.
-        file: String,
-        /// Where it came from.
-        source_url: String,
-        /// What the manifest records.
-        expected: String,
-        /// What arrived.
-        found: String,
-    },
+    /// From finding, fetching or verifying a dataset (basin-data).
+    #[error(transparent)]
+    Data(#[from] basin_data::DataError),
     /// A numerical routine did not converge.
     #[error("{what} did not converge: {message}")]
     NoConvergence {

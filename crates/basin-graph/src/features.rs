@@ -9,8 +9,8 @@
 use ndarray::{Array2, ArrayView1, Axis};
 use serde::{Deserialize, Serialize};
 
+use crate::GraphDataset;
 use crate::batch::GraphBatch;
-use crate::types::GraphDataset;
 
 /// How node attributes enter a model.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -33,9 +33,9 @@ use rand::{Rng, RngExt};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::Csr;
 use crate::error::{GraphError, Result};
 use crate::lobpcg::{Constraints, LobpcgConfig, NormalizedLaplacian, lobpcg};
-use crate::types::Csr;
 
 /// Which eigensolver to use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,10 +91,9 @@ impl SignFlip {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PeConfig {
-    /// Number of eigenvectors (ET graph: 15). On MUTAG's graphs of 10–28 nodes, 8 scored about
-    /// 3 points above 15 for ET and 2 for CDAT at CPU scale (`crates/basin-repro/RESULTS.md`,
-    /// "Fewer Laplacian eigenvectors"); the CPU presets take 8 (`BatchConfig::tu_cpu`), the
-    /// paper presets 15.
+    /// Number of eigenvectors (ET graph: 15). The CPU presets take 8 (`BatchConfig::tu_cpu`),
+    /// the paper presets 15 (measured: `crates/basin-repro/RESULTS.md`, "Fewer Laplacian
+    /// eigenvectors").
     pub k: usize,
     /// Use the CLS-augmented adjacency (row/column 0 = CLS; ET eq. 23).
     pub cls: bool,
@@ -467,7 +466,7 @@ pub fn laplacian_pe_many(adjs: &[&Csr], cfg: &PeConfig) -> Result<Vec<LaplacianP
 }
 
 /// The graph ET reference's encoding of a graph padded to `padded` nodes with sink nodes
-/// (`tools_utils.py`, reference-implementations §2.5): `Ã` is `[padded + 1]²` with a full CLS
+/// (`tools_utils.py`): `Ã` is `[padded + 1]²` with a full CLS
 /// row and column, the real adjacency, and padded rows joined to CLS and every real node
 /// (columns not, so `Ã` is asymmetric); `L = I − D^{-1/2} Ã D^{-1/2}` with row-sum degrees,
 /// symmetrised as `(L + Lᵀ)/2` (what `jnp.linalg.eigh` does), columns 1..=k of its

@@ -1,7 +1,8 @@
 //! Graph data and preprocessing for basin; pure Rust, no libtorch, so its tests run in seconds.
 //!
-//! - [`types`]: CSR graphs with node/edge features and labels, graph-level and node-level
-//!   datasets, conversions to and from petgraph and sprs;
+//! - [`csr`]: the CSR adjacency and its operations, conversions to and from petgraph, sprs
+//!   and PyG's edge index ([`csr::convert`]); [`graph`]: a graph with node/edge features and
+//!   labels; [`dataset`]: graph-level and node-level datasets and their statistics;
 //! - loaders, each returning a [`GraphError`] that names the file, the line and what was
 //!   expected: [`tu`] (TU text format), [`mat`] (CARE-GNN `.mat` fraud graphs), [`npz`] (node
 //!   anomaly graphs), [`lrgb`] (Peptides-func with its official split);
@@ -12,10 +13,8 @@
 //!   masks, neighbour CSR), [`sample`] (induced-subgraph and neighbour sampling), [`split`]
 //!   (seeded stratified splits with a hash), [`cache`] (preprocessed results on disk),
 //!   [`features`] (attribute scaling fitted on training items only);
-//! - [`registry`]: every dataset basin reads, by name (`data/datasets.toml`: files, sha256,
-//!   public URL, licence, citation); [`fetch`] downloads and verifies one into the data
-//!   directory; [`source`] opens a dataset by path or by name ([`datadir`]: the one rule for
-//!   where the data directory is);
+//! - [`source`]: opens a graph dataset by path or by registered name (where datasets are and
+//!   how they are fetched is basin-data's: `basin_data::registry`, `basin_data::datadir`);
 //! - [`mil`]: multiple-instance bags (the Hopfield MIL benchmarks: CSV and PRTools files).
 //!
 //! The arrays it produces are handed to basin-core by the model crates; this crate never
@@ -44,10 +43,11 @@
 pub mod anomaly;
 pub mod batch;
 pub mod cache;
-pub mod datadir;
+pub mod csr;
+pub mod dataset;
 pub mod error;
 pub mod features;
-pub mod fetch;
+pub mod graph;
 pub mod laplacian;
 pub mod lobpcg;
 pub mod lrgb;
@@ -56,17 +56,15 @@ pub mod mil;
 pub mod npz;
 mod partial_eigh;
 pub mod posenc;
-pub mod registry;
 pub mod sample;
 pub mod sbm;
 pub mod source;
 pub mod split;
 mod text;
 pub mod tu;
-pub mod types;
 
+pub use csr::Csr;
+pub use dataset::{DatasetStats, GraphDataset, LinkTargets, NodeDataset, Relation, Targets};
 pub use error::{GraphError, Result};
+pub use graph::Graph;
 pub use split::{KFoldConfig, Split, SplitConfig, stratified_kfold, stratified_split};
-pub use types::{
-    Csr, DatasetStats, Graph, GraphDataset, LinkTargets, NodeDataset, Relation, Targets,
-};

@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use crate::error::{GraphError, Result};
 use crate::npz::NpzReader;
 use crate::split::Split;
-use crate::types::{Csr, Graph, GraphDataset, LinkTargets, Targets};
+use crate::{Csr, Graph, GraphDataset, LinkTargets, Targets};
 
 /// Peptides-func's npz inside its folder.
 pub const PEPTIDES_FUNC_NPZ: &str = "peptides-func.npz";

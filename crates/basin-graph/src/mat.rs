@@ -6,7 +6,8 @@
 //! header whose last two bytes give the byte order, then tagged data elements. Numeric and
 //! sparse arrays are decoded; other classes (cells, structs, chars, objects) are listed but
 //! not decoded. Written here rather than taken from a crate because the one pure-Rust reader
-//! with sparse support rejects scipy's header text (research/rust-ecosystem.md §3).
+//! with sparse support (`matrw`) rejects scipy's header text: it requires the text to begin
+//! `MATLAB 5.0 MAT-file, `, which the format leaves free.
 //!
 //! Amazon's first 3305 nodes are unlabelled (CARE-GNN `train.py`: "0-3304 are unlabeled
 //! nodes"; DGL's docs); [`FraudConfig::amazon`] leaves them out of `labelled`, which BWGNN's
@@ -21,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
 use crate::npz::NodeLoadOptions;
-use crate::types::{Csr, Graph, NodeDataset, Relation};
+use crate::{Csr, Graph, NodeDataset, Relation};
 
 /// The most values a sparse matrix is densified to (2²⁷ `f32`, 512 MiB; the largest real
 /// case, YelpChi's features, is 45,954 × 32).

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
 use crate::split::Split;
-use crate::types::{Csr, Graph, NodeDataset};
+use crate::{Csr, Graph, NodeDataset};
 
 /// An array read from an npz: its shape and its values in C (row-major) order.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,4 +1,4 @@
-//! Positional and structural statistics of the GraphGPS family (`research/sfi-spec.md` §3.3),
+//! Positional and structural statistics of the GraphGPS family (SFi-Former's input encoders),
 //! precomputed once per graph:
 //!
 //! - [`gps_laplacian`]: the LapPE statistics of the GPS code (`posenc_stats.py`): eigenpairs of
@@ -17,9 +17,9 @@ use faer::Mat;
 use ndarray::Array2;
 use rayon::prelude::*;
 
+use crate::Csr;
 use crate::error::Result;
 use crate::laplacian::{dense_eigh, orient};
-use crate::types::Csr;
 
 /// A graph's LapPE statistics: `vectors` `[n, k]` and `values` `[k]`, NaN past the graph's
 /// `n` frequencies.

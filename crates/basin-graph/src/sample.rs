@@ -2,8 +2,7 @@
 //!
 //! - [`induced_by_ratio`]: a uniform draw of a fraction of the nodes (of a pool, e.g. the
 //!   labelled ones) and the subgraph they induce, optionally with self loops — the per-epoch
-//!   5 % subgraph of the ET/CDAT anomaly code (`main_subsample.py`, reference-implementations
-//!   §3.4).
+//!   5 % subgraph of the ET/CDAT anomaly code (`main_subsample.py`).
 //! - [`sample_neighbours`]: GraphSAGE/DGL-style neighbour sampling from seed nodes with one
 //!   fan-out per hop (each node expanded once, at the hop that discovers it; at most `fanout`
 //!   distinct neighbours drawn without replacement, all of them when it has fewer).
@@ -15,7 +14,7 @@ use rand::seq::index::sample;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
-use crate::types::{Csr, Graph};
+use crate::{Csr, Graph};
 
 /// A sampled subgraph: `graph` over local ids, local `i` is global `nodes[i]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,7 +74,7 @@ fn check_ratio(ratio: f64) -> Result<()> {
     }
 }
 
-/// The CDAT/ET anomaly code's per-epoch sample (`research/cdat-spec.md` §2.2 step 2): from
+/// The CDAT/ET anomaly code's per-epoch sample (ET's `main_subsample.py`, kept by CDAT): from
 /// each part (training, validation, test nodes) `⌊ratio · len⌋` nodes (at least one) without
 /// replacement, concatenated part after part in that order, and the subgraph they induce with
 /// a self loop on every node. Positions in the subgraph follow that order; the second value

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
 use crate::split::Split;
-use crate::types::{Csr, Graph, GraphDataset, Targets};
+use crate::{Csr, Graph, GraphDataset, Targets};
 
 /// Parameters of an unbalanced stochastic block model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

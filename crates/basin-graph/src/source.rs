@@ -2,7 +2,7 @@
 //!
 //! A path is read by its shape: a folder with `peptides-func.npz` is Peptides-func, another
 //! folder a TU dataset, a `.mat` file a CARE-GNN fraud graph, an `.npz` a node-anomaly graph.
-//! A name is looked up in the [`crate::registry`] and found under the data directory
+//! A name is looked up in `basin_data::registry` and found under the data directory
 //! (`--data-dir`, else `BASIN_DATA_DIR`, else the user cache) where the registry puts it
 //! (`tu/MUTAG`, `anomaly/reddit.npz`, `anomaly/YelpChi.mat`, `lrgb/peptides-functional`);
 //! any other TU folder under `tu/` opens by its name too; `pattern`, `cluster` and `planted`
@@ -15,10 +15,11 @@ use crate::error::{GraphError, Result};
 use crate::lrgb::LrgbSet;
 use crate::mat::{FraudConfig, load_fraud_mat};
 use crate::npz::{NodeLoadOptions, load_anomaly_npz};
-use crate::registry::{self, DataKind, DatasetInfo};
 use crate::sbm::{ClusterConfig, PatternConfig, generate_cluster, generate_pattern};
 use crate::tu::load_tu;
-use crate::types::{Csr, DatasetStats, GraphDataset, NodeDataset};
+use crate::{Csr, DatasetStats, GraphDataset, NodeDataset};
+use basin_data::registry::{DataKind, DatasetInfo};
+use basin_data::source::{Source, resolve};
 
 /// A loaded dataset of either level.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,19 +89,16 @@ pub fn open_path(path: &Path) -> Result<Dataset> {
     }
 }
 
-/// Opens `spec`: an existing path, else a registered name ([`crate::registry`]) under the data
+/// Opens `spec`: an existing path, else a registered name (`basin_data::registry`) under the data
 /// directory (`data_dir`, else `BASIN_DATA_DIR`, else the user cache), else any TU folder
 /// `tu/<spec>` there (case-insensitive). A registered dataset that is missing is an error that
 /// names where it was looked for and the `basin data fetch` command that gets it.
 pub fn open(spec: &str, data_dir: Option<&Path>) -> Result<Dataset> {
-    let as_path = Path::new(spec);
-    if as_path.exists() {
-        return open_path(as_path);
-    }
-    let dir = crate::datadir::data_dir(data_dir);
-    if let Some(info) = registry::find(spec) {
-        return open_registered(info, &dir);
-    }
+    let dir = match resolve(spec, data_dir) {
+        Source::Path(path) => return open_path(&path),
+        Source::Registered { info, data_dir } => return open_registered(info, &data_dir),
+        Source::Unknown { data_dir, .. } => data_dir,
+    };
     // An unregistered TU folder, case-insensitively.
     let tu = dir.join("tu");
     let found = std::fs::read_dir(&tu).ok().and_then(|entries| {
@@ -155,14 +153,16 @@ pub fn open_registered(info: &DatasetInfo, data_dir: &Path) -> Result<Dataset> {
         DataKind::Tu | DataKind::AnomalyNpz | DataKind::FraudMat => {
             open_path(&info.require(data_dir)?)
         }
-        DataKind::IdxImages | DataKind::ImageTar | DataKind::MilCsv | DataKind::MilFte => {
-            Err(GraphError::invalid(
-                "dataset",
-                format!(
-                    "`{}` is not a graph dataset ({:?}); graph commands read TU, anomaly, fraud and LRGB sets",
-                    info.name, info.kind
-                ),
-            ))
-        }
+        DataKind::IdxImages
+        | DataKind::ImageTar
+        | DataKind::ImageFolder
+        | DataKind::MilCsv
+        | DataKind::MilFte => Err(GraphError::invalid(
+            "dataset",
+            format!(
+                "`{}` is not a graph dataset ({:?}); graph commands read TU, anomaly, fraud and LRGB sets",
+                info.name, info.kind
+            ),
+        )),
     }
 }

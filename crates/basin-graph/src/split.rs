@@ -2,7 +2,7 @@
 //!
 //! - [`stratified_split`]: the BWGNN/ET/CDAT anomaly protocol — a stratified `train_ratio`
 //!   draw, then the rest split stratified into validation and test with test = 0.67 of the rest
-//!   (val:test ≈ 1:2), both with a fixed seed (BWGNN `main.py`; reference-implementations §5).
+//!   (val:test ≈ 1:2), both with a fixed seed (BWGNN's `main.py`).
 //! - [`stratified_kfold`]: stratified k-fold cross-validation whose test folds partition the
 //!   data, each with an inner stratified validation split of its training part (leak-free model
 //!   selection for the TU protocol).
@@ -35,6 +35,24 @@ pub struct Split {
 }
 
 impl Split {
+    /// The first `n[0]`, `n[1]`, `n[2]` items of a seeded shuffle of each part (all of a part
+    /// when its `n` is `None`): a smaller split of a published one, every part drawn at random.
+    pub fn subset(&self, n: [Option<usize>; 3], seed: u64) -> Split {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut take = |part: &[u32], n: Option<usize>| {
+            let mut v = part.to_vec();
+            if let Some(n) = n {
+                v.shuffle(&mut rng);
+                v.truncate(n);
+            }
+            v
+        };
+        let train = take(&self.train, n[0]);
+        let val = take(&self.val, n[1]);
+        let test = take(&self.test, n[2]);
+        Split::new(train, val, test)
+    }
+
     /// A split from three id lists (each sorted here), with its hash.
     pub fn new(mut train: Vec<u32>, mut val: Vec<u32>, mut test: Vec<u32>) -> Self {
         train.sort_unstable();

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
 use crate::text::{Table, parse_table, read};
-use crate::types::{Csr, Graph, GraphDataset, Targets};
+use crate::{Csr, Graph, GraphDataset, Targets};
 
 /// Which optional TU files become features.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -24,6 +24,9 @@ pub enum ImageError {
         /// What is wrong and what was expected.
         what: String,
     },
+    /// From finding a dataset (basin-data).
+    #[error(transparent)]
+    Data(#[from] basin_data::DataError),
     /// An argument is out of range (a patch size that does not divide the image, …).
     #[error("{what}: {message}")]
     Invalid {

@@ -5,7 +5,8 @@
 //! - [`set::ImageSet`]: 8-bit images with labels, in memory.
 //! - Loaders: [`idx`] (MNIST / Fashion-MNIST, gzipped or not), [`folder`] (JPEG/PNG files in
 //!   class sub-folders, from a directory or a tar archive such as CIFAR-10's). Malformed or
-//!   truncated files give errors that name the file.
+//!   truncated files give errors that name the file; [`source::open`] opens both splits of a
+//!   dataset by path or by registered name.
 //! - [`transform`]: per-channel normalisation and the seeded augmentations of ET Table 4.
 //! - [`patch::Grid`]: patchify / unpatchify, exact round trip.
 //! - [`mask::MaskStrategy`]: k random patches, the paper's masked/visible-but-scored mix, blocks.
@@ -19,6 +20,7 @@ pub mod idx;
 pub mod mask;
 pub mod patch;
 pub mod set;
+pub mod source;
 pub mod synthetic;
 pub mod transform;
 

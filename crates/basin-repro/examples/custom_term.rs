@@ -6,7 +6,8 @@
 //! autograd. `basin_core::register_term!` makes `kind = "projection"` work in every config
 //! file of every task.
 //!
-//! Run it: `cargo run --release -p basin-repro --example custom_term` (about a minute on two
+//! It needs only basin-core (the term) and basin-tasks (the task and its run loop). Run it:
+//! `cargo run --release -p basin-repro --example custom_term` (about a minute on two
 //! cores). It writes a tiny TU-format dataset (rings and stars, told apart only by structure)
 //! into a temporary folder, trains on it with a block of `attention` + `projection`, and prints
 //! the cross-validated accuracy.
@@ -15,7 +16,9 @@ use std::path::Path;
 
 use basin_core::registry::{BuildContext, TermParams};
 use basin_core::{Energy, Structure};
-use basin_repro::runs::{RunOutcome, RunSpec, train};
+use basin_tasks::graph_classification::GraphRun;
+use basin_tasks::run::{RunOptions, RunOutcome, train};
+use basin_tasks::task::Task;
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
@@ -90,7 +93,6 @@ basin_core::register_term!(ProjectionConfig);
 
 /// The run file: a graph classifier whose blocks are energy attention plus the new term.
 pub const RUN_FILE: &str = r#"
-task = "graph-classification"
 data = "SHAPES"
 
 [architecture]
@@ -168,10 +170,11 @@ pub fn write_shapes(dir: &Path, graphs: usize) -> std::io::Result<()> {
 /// Writes the dataset under `work/tu`, trains the run file into `work/run` on the CPU.
 pub fn run(work: &Path) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     write_shapes(&work.join("tu"), 90)?;
-    let spec = RunSpec::parse(RUN_FILE, "custom_term.rs")?;
-    let out = work.join("run");
-    std::fs::create_dir_all(&out)?;
-    Ok(train(&spec, Some(work), &out, tch::Device::Cpu)?)
+    let run: GraphRun = toml::from_str(RUN_FILE)?;
+    run.validate()?;
+    let mut opts = RunOptions::new(work.join("run"), tch::Device::Cpu);
+    opts.data_dir = Some(work.to_path_buf());
+    Ok(train(&run, &opts, |_| false)?)
 }
 
 #[allow(dead_code)]

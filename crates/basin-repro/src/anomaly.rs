@@ -7,14 +7,14 @@
 use std::path::Path;
 use std::time::Instant;
 
+use basin_data::registry::{self, DataKind};
 use basin_graph::mat::{FraudConfig, load_fraud_mat};
 use basin_graph::npz::{NodeLoadOptions, load_anomaly_npz};
-use basin_graph::registry::{self, DataKind};
 use basin_graph::{NodeDataset, SplitConfig};
 use basin_tasks::baselines::{MlpConfig, NeighbourMeanLearner};
 use basin_tasks::node_anomaly::{NodeAnomalyConfig, NodeAnomalyLearner};
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{AnomalyProtocol, ProtocolReport, ScoreMode};
+use basin_train::protocol::{AnomalyProtocol, AnomalyTargets, Protocol, ProtocolReport, ScoreMode};
 use basin_train::runner::TrainConfig;
 use serde::{Deserialize, Serialize};
 
@@ -94,7 +94,7 @@ impl TableModel {
 
 /// One model at one dataset and ratio.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ModelResult {
+pub struct AnomalyModelRuns {
     /// The model's name.
     pub model: String,
     /// Its configuration.
@@ -115,7 +115,7 @@ pub struct AnomalyResult {
     /// Training ratio.
     pub ratio: f64,
     /// Each model.
-    pub models: Vec<ModelResult>,
+    pub models: Vec<AnomalyModelRuns>,
     /// The floor on the same split.
     pub floor: ProtocolReport,
     /// The runs' training time in seconds (models and floor), read from their records.
@@ -124,7 +124,7 @@ pub struct AnomalyResult {
 
 impl AnomalyResult {
     /// The model `name`'s results.
-    pub fn model(&self, name: &str) -> Option<&ModelResult> {
+    pub fn model(&self, name: &str) -> Option<&AnomalyModelRuns> {
         self.models.iter().find(|m| m.model == name)
     }
 
@@ -147,7 +147,6 @@ pub fn run(
     ctx: &Context,
     missing: &mut Missing,
 ) -> Result<Vec<AnomalyResult>> {
-    let device = ctx.device_name();
     let mut results = Vec::new();
     for name in &opts.datasets {
         let data = match load(name, &ctx.data_dir) {
@@ -190,9 +189,10 @@ pub fn run(
                     ..protocol.clone()
                 };
                 let report = protocol.run(
-                    &format!("{tag} {model}"),
-                    &data.labelled,
-                    &is_anomaly,
+                    AnomalyTargets {
+                        labelled: &data.labelled,
+                        is_anomaly: &is_anomaly,
+                    },
                     |run| {
                         Ok(NodeAnomalyLearner::for_run(
                             &data,
@@ -208,20 +208,24 @@ pub fn run(
                         }
                         Ok(())
                     },
-                    Some(&out),
-                    &device,
+                    &ctx.runs(format!("{tag} {model}"), &out),
                 )?;
-                report::plot_energy(
-                    &out.join("energy.png"),
-                    &format!("{tag}, {model}: energy (and V) per step (run 0, selected model)"),
-                    &energy,
-                )?;
+                if ctx.reports() {
+                    report::plot_energy(
+                        &out.join("energy.png"),
+                        &format!(
+                            "{tag}, {model}: {} per step (run 0, selected model)",
+                            report::energy_words(&energy)
+                        ),
+                        &energy,
+                    )?;
+                }
                 tracing::info!(
                     "{tag} {model}: macro-F1 {}, AUC {}",
                     report.show("test_macro_f1", 100.0),
                     report.show("test_auc", 100.0)
                 );
-                done.push(ModelResult {
+                done.push(AnomalyModelRuns {
                     model,
                     config: cfg,
                     score,
@@ -241,9 +245,10 @@ pub fn run(
                 ..protocol.clone()
             }
             .run(
-                &format!("{tag} floor"),
-                &data.labelled,
-                &is_anomaly,
+                AnomalyTargets {
+                    labelled: &data.labelled,
+                    is_anomaly: &is_anomaly,
+                },
                 |run| {
                     Ok(NeighbourMeanLearner::new(
                         &data,
@@ -254,8 +259,7 @@ pub fn run(
                     )?)
                 },
                 |_, _| Ok(()),
-                None,
-                &device,
+                &ctx.runs(format!("{tag} floor"), &ctx.out).writing_to(None),
             )?;
             tracing::info!(
                 "{tag} floor: macro-F1 {}, AUC {}",
@@ -308,4 +312,113 @@ pub fn curves_markdown(results: &[AnomalyResult]) -> String {
         }
     }
     md
+}
+
+/// A row of a paper's anomaly table: a dataset at a training ratio, and each published model's
+/// macro-F1 and AUC (`[mean, std]`).
+#[derive(Clone, Debug)]
+pub struct PaperRow {
+    /// Dataset.
+    pub dataset: String,
+    /// Training ratio.
+    pub ratio: f64,
+    /// Model name → (macro-F1, AUC).
+    pub models: Vec<(String, [f64; 2], [f64; 2])>,
+}
+
+impl PaperRow {
+    /// The key rows are found by ([`report::ratio_key`]).
+    pub fn key(&self) -> String {
+        report::ratio_key(&self.dataset, self.ratio)
+    }
+}
+
+/// An extra column of an anomaly table: its name and its cell for a result.
+pub type Column<'a> = (&'a str, &'a dyn Fn(&AnomalyResult) -> String);
+
+/// The results table ET's and CDAT's anomaly reports share: for each dataset and ratio the
+/// paper's models (F1 / AUC), each of `ours` (macro-F1, AUC), the floor, `extra` columns and the
+/// runs' time; a paper row at one of `ratios` that did not run says "not run". Also the headline
+/// cells: the first of `ours`'s AUC beside the paper's, per row.
+pub fn results_table(
+    results: &[AnomalyResult],
+    paper: &[PaperRow],
+    ours: &[&str],
+    ratios: &[f64],
+    extra: &[Column],
+) -> (String, Vec<report::Headline>) {
+    let published: Vec<String> = paper
+        .first()
+        .map(|r| r.models.iter().map(|(m, _, _)| m.clone()).collect())
+        .unwrap_or_default();
+    let mut header = vec!["dataset".to_owned(), "train".to_owned()];
+    header.extend(published.iter().map(|m| format!("paper {m} F1 / AUC")));
+    for m in ours {
+        header.push(format!("{m} macro-F1"));
+        header.push(format!("{m} AUC"));
+    }
+    header.extend(["floor macro-F1".to_owned(), "floor AUC".to_owned()]);
+    header.extend(extra.iter().map(|(name, _)| name.to_string()));
+    header.push("wall (s)".into());
+    let mut t = report::Table::new(header);
+    let mut headline = Vec::new();
+    let published_cells = |row: Option<&PaperRow>| -> Vec<String> {
+        published
+            .iter()
+            .map(|m| {
+                row.and_then(|r| r.models.iter().find(|(n, _, _)| n == m))
+                    .map_or("–".into(), |(_, f, a)| {
+                        format!("{:.1} / {:.1}", f[0], a[0])
+                    })
+            })
+            .collect()
+    };
+    for r in results {
+        let p = report::find_row(
+            paper,
+            &report::ratio_key(&r.dataset, r.ratio),
+            PaperRow::key,
+        );
+        let mut cells = vec![r.dataset.clone(), format!("{:.0} %", r.ratio * 100.0)];
+        cells.extend(published_cells(p));
+        for m in ours {
+            for metric in ["test_macro_f1", "test_auc"] {
+                cells.push(
+                    r.model(m)
+                        .map_or("–".into(), |m| m.report.show(metric, 100.0)),
+                );
+            }
+        }
+        cells.push(r.floor.show("test_macro_f1", 100.0));
+        cells.push(r.floor.show("test_auc", 100.0));
+        cells.extend(extra.iter().map(|(_, cell)| cell(r)));
+        cells.push(format!("{:.0}", r.seconds));
+        t.row(cells);
+        if let Some(first) = ours.first().and_then(|m| r.model(m)) {
+            let paper_auc = p.and_then(|p| {
+                p.models
+                    .iter()
+                    .find(|(n, _, _)| n == &first.model)
+                    .map(|(_, _, a)| format!("{:.1}", a[0]))
+            });
+            headline.push(report::Headline::new(
+                format!("{} {:.0} % {} AUC", r.dataset, r.ratio * 100.0, first.model),
+                first.report.show("test_auc", 100.0),
+                paper_auc,
+            ));
+        }
+    }
+    for row in paper {
+        let ran = results.iter().any(|r| r.dataset == row.dataset);
+        let asked = ratios
+            .iter()
+            .any(|&x| report::ratio_key(&row.dataset, x) == row.key());
+        if !ran && asked {
+            let mut cells = vec![row.dataset.clone(), format!("{:.0} %", row.ratio * 100.0)];
+            cells.extend(published_cells(Some(row)));
+            cells.push("not run".into());
+            t.row(cells);
+        }
+    }
+    (t.to_markdown(), headline)
 }

@@ -20,8 +20,10 @@ use basin_image::{Augment, MaskStrategy, Normalize};
 use basin_tasks::image_completion::{
     ImageCompletion, ImageCompletionConfig, ImageLearner, ImageLoss, PatchBatchOnDevice,
 };
+use basin_train::context::RunContext;
 use basin_train::optim::OptimConfig;
-use basin_train::runner::{Runner, TrainConfig, Validation};
+use basin_train::protocol::PlannedRun;
+use basin_train::runner::{TrainConfig, Validation};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
@@ -141,22 +143,22 @@ pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary
     println!(
         "basin demo: fitting an ET block (D = 32, 2 heads, 128 memories, T = 8) on striped 16×16 patterns…"
     );
-    let runner = Runner {
-        name: "demo".into(),
-        train: TrainConfig {
-            epochs: opts.epochs,
-            optim: OptimConfig {
-                lr: 3e-3,
-                ..OptimConfig::default()
-            },
-            ..TrainConfig::default()
+    let run = PlannedRun::new(
+        "demo",
+        basin_graph::Split::new(ids(&train), ids(&val), ids(&test)),
+        opts.seed,
+    );
+    let train_config = TrainConfig {
+        epochs: opts.epochs,
+        optim: OptimConfig {
+            lr: 3e-3,
+            ..OptimConfig::default()
         },
-        seed: opts.seed,
-        dir: None,
-        device: basin_core::device::describe(device),
-        config: serde_json::json!({}),
-        progress: true,
+        ..TrainConfig::default()
     };
+    let runner = RunContext::new("basin")
+        .with_device_label(basin_core::device::describe(device))
+        .runner(&run, train_config, serde_json::json!({}));
     let eval_seed = opts.seed.wrapping_add(1_000_003);
     let record = runner.fit(
         &mut learner,
@@ -275,7 +277,7 @@ pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary
     let json: PathBuf = out.join("demo.json");
     let text = serde_json::to_string_pretty(&summary)
         .map_err(|e| ReproError::config("demo.json", e.to_string()))?;
-    basin_core::checkpoint::write_atomic(&json, text.as_bytes())?;
+    basin_core::fsio::write_atomic(&json, text.as_bytes())?;
     println!(
         "\nwrote {}, {} and {} ({:.1} s in all)",
         energy_png.display(),
@@ -284,4 +286,9 @@ pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary
         summary.total_seconds
     );
     Ok(summary)
+}
+
+/// Items as the split's `u32` ids.
+fn ids(items: &[usize]) -> Vec<u32> {
+    items.iter().map(|&i| i as u32).collect()
 }

@@ -29,13 +29,14 @@
 //! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
 
 use std::path::PathBuf;
+use std::time::Instant;
 
+use basin_train::context::{RunContext, Shard};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
 pub mod anomaly;
 pub mod demo;
-pub mod image;
 pub mod report;
 pub mod runs;
 pub mod tu;
@@ -87,6 +88,9 @@ pub enum ReproError {
     /// From a task.
     #[error(transparent)]
     Task(#[from] basin_tasks::TaskError),
+    /// From finding a dataset.
+    #[error(transparent)]
+    Data(#[from] basin_data::DataError),
     /// From graph data.
     #[error(transparent)]
     Graph(#[from] basin_graph::GraphError),
@@ -127,6 +131,34 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// The preset `table` runs without a preset flag: the paper's where a CUDA device is
+    /// present, the CPU scale otherwise (or, where the table lacks that one, its first), with
+    /// the reason in words.
+    pub fn for_machine(table: &dyn Reproduction, cuda: bool) -> (Self, String) {
+        let wanted = if cuda { Self::Paper } else { Self::Cpu };
+        let why = if cuda {
+            "a CUDA device is present"
+        } else {
+            "no CUDA device"
+        };
+        if table.presets().contains(&wanted) {
+            return (
+                wanted,
+                format!("{} chosen for this machine ({why})", wanted.flag()),
+            );
+        }
+        let first = table.presets()[0];
+        (
+            first,
+            format!(
+                "{} chosen for this machine ({why}; {} has no {})",
+                first.flag(),
+                table.id(),
+                wanted.flag()
+            ),
+        )
+    }
+
     /// The flag that selects it.
     pub fn flag(self) -> &'static str {
         match self {
@@ -204,12 +236,54 @@ pub struct Context {
     pub preset: Preset,
     /// Flags that change the preset.
     pub overrides: Overrides,
+    /// This process's share of the runs (`--shard`); a sharded process writes no report.
+    pub shard: Option<Shard>,
+    /// Show progress bars.
+    pub progress: bool,
+    /// Why this preset runs (`chosen for this machine: no CUDA device`, `--cpu given`), printed
+    /// first and written into the report.
+    pub preset_reason: String,
+    /// When the whole command started (before any `--jobs` shard), for the report's footer.
+    pub command_started: Instant,
+    /// When this pass of the table started.
+    pub pass_started: Instant,
 }
 
 impl Context {
+    /// A context writing to `out` with the preset's defaults: every run, progress shown.
+    pub fn new(data_dir: PathBuf, out: PathBuf, device: Device, preset: Preset) -> Self {
+        Self {
+            data_dir,
+            out,
+            device,
+            preset,
+            overrides: Overrides::default(),
+            shard: None,
+            progress: true,
+            preset_reason: format!("{} given", preset.flag()),
+            command_started: Instant::now(),
+            pass_started: Instant::now(),
+        }
+    }
+
     /// The device as the reports name it.
     pub fn device_name(&self) -> String {
         basin_core::device::describe(self.device)
+    }
+
+    /// The context of a protocol's runs named `name`, writing under `dir` (the device, the
+    /// shard and progress are this one's).
+    pub fn runs(&self, name: impl Into<String>, dir: impl Into<PathBuf>) -> RunContext {
+        RunContext::new(name)
+            .with_out(dir)
+            .with_device_label(self.device_name())
+            .with_shard(self.shard)
+            .with_progress(self.progress)
+    }
+
+    /// Whether this process holds every run, and so writes reports and plots.
+    pub fn reports(&self) -> bool {
+        self.shard.is_none()
     }
 }
 
@@ -219,7 +293,7 @@ pub trait Reproduction: Sync {
     fn id(&self) -> &'static str;
     /// One line on what it is.
     fn title(&self) -> &'static str;
-    /// The paper (file under `../shared/papers` or its citation).
+    /// The paper (the paper's name and the section or table).
     fn paper(&self) -> &'static str;
     /// The datasets it looks for.
     fn datasets(&self) -> &'static [&'static str];
@@ -297,6 +371,46 @@ pub fn find(id: &str) -> Result<&'static dyn Reproduction> {
     }
 }
 
+/// The tables `name` stands for, in the registry's order (ET, CDAT, SFi-Former, the Hopfield
+/// slides): `all`, one table's id, or a number several papers share (`table1`: each paper's
+/// Table 1); `only` (paper prefixes such as `et`, or full ids) narrows them.
+pub fn tables(name: &str, only: &[String]) -> Result<Vec<&'static dyn Reproduction>> {
+    let mut found: Vec<&'static dyn Reproduction> = if name == "all" {
+        registry()
+    } else if let Some(t) = registry().into_iter().find(|r| r.id() == name) {
+        vec![t]
+    } else {
+        let shared: Vec<&'static dyn Reproduction> = registry()
+            .into_iter()
+            .filter(|r| r.id().split_once('-').is_some_and(|(_, rest)| rest == name))
+            .collect();
+        if shared.is_empty() {
+            find(name)?;
+        }
+        shared
+    };
+    if !only.is_empty() {
+        let keep = |t: &&dyn Reproduction| {
+            let paper = t.id().split_once('-').map_or(t.id(), |(p, _)| p);
+            only.iter().any(|o| o == paper || o == t.id())
+        };
+        let all = found.clone();
+        found.retain(keep);
+        if found.is_empty() {
+            let ids: Vec<&str> = all.iter().map(|t| t.id()).collect();
+            return Err(ReproError::config(
+                "--only",
+                format!(
+                    "{} leaves none of {}; name a paper (et, cdat, sfi, hopfield) or an id",
+                    only.join(", "),
+                    ids.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(found)
+}
+
 /// Checks the context against what `table` takes: a preset it has, overrides it accepts
 /// (refused with a message, never silently ignored).
 pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
@@ -344,16 +458,144 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
 }
 
 /// Checks, runs and writes `ctx.out/report.md` and `report.json` for table `id`. A sharded
-/// process ([`basin_train::runner::Shard`]) trains its runs and writes no report: the same
-/// command run again without a shard reads every finished run and writes it.
+/// process ([`Context::shard`]) trains its runs and writes no report: the same command run
+/// again without a shard reads every finished run and writes it.
 pub fn reproduce(id: &str, ctx: &Context) -> Result<Report> {
     let table = find(id)?;
     check(table, ctx)?;
-    let report = table.run(ctx)?;
-    if basin_train::runner::shard().is_none() {
+    let mut report = table.run(ctx)?;
+    // The preset and why it ran, under the title; the whole command's time at the end.
+    let note = format!("Preset: {} ({}).\n\n", ctx.preset.flag(), ctx.preset_reason);
+    report.markdown = match report.markdown.split_once("\n\n") {
+        Some((title, rest)) => format!("{title}\n\n{note}{rest}"),
+        None => format!("{note}{}", report.markdown),
+    };
+    let command = ctx.command_started.elapsed().as_secs_f64();
+    report.markdown.push_str(&format!(
+        "\nThe whole command took {command:.0} s of wall time.\n"
+    ));
+    if let Some(o) = report.json.as_object_mut() {
+        o.insert("preset".into(), serde_json::json!(ctx.preset));
+        o.insert("preset_reason".into(), ctx.preset_reason.clone().into());
+        o.insert("command_seconds".into(), command.into());
+        o.insert(
+            "headline".into(),
+            serde_json::to_value(&report.headline).unwrap_or_default(),
+        );
+    }
+    if ctx.reports() {
         report.write(&ctx.out)?;
     }
     Ok(report)
+}
+
+/// One line of `index.md`: a table that ran (or failed) and its headline cells.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexEntry {
+    /// The table's id.
+    pub id: String,
+    /// Its title.
+    pub title: String,
+    /// The preset it ran.
+    pub preset: Preset,
+    /// Datasets (or parts) that ran.
+    pub ran: usize,
+    /// Its headline cells beside the paper's.
+    pub headline: Vec<report::Headline>,
+    /// Its report, relative to the index.
+    pub report: String,
+    /// Why it did not finish, if it did not.
+    pub error: Option<String>,
+    /// Its wall time in seconds (this pass).
+    pub seconds: f64,
+}
+
+/// Runs every table of `tables`, each into `ctx.out/<id>/` at the preset `preset_of` gives it
+/// (and the reason), then writes `ctx.out/index.md` and `index.json`: one line per table with
+/// its headline cells and a link to its report. A table that fails is listed with why; the
+/// others still run. Finished runs are read back, so the same command resumes.
+pub fn reproduce_all(
+    tables: &[&'static dyn Reproduction],
+    ctx: &Context,
+    preset_of: impl Fn(&dyn Reproduction) -> (Preset, String),
+) -> Result<Vec<IndexEntry>> {
+    let mut index = Vec::new();
+    for &table in tables {
+        let (preset, reason) = preset_of(table);
+        let one = Context {
+            out: ctx.out.join(table.id()),
+            preset,
+            preset_reason: reason,
+            pass_started: Instant::now(),
+            ..ctx.clone()
+        };
+        tracing::info!("{}: {} ({})", table.id(), preset.flag(), one.preset_reason);
+        let result = reproduce(table.id(), &one);
+        let seconds = one.pass_started.elapsed().as_secs_f64();
+        let (ran, headline, error) = match result {
+            Ok(r) => (r.ran, r.headline, None),
+            Err(e) => {
+                tracing::warn!("{}: {e}", table.id());
+                (0, Vec::new(), Some(e.to_string()))
+            }
+        };
+        index.push(IndexEntry {
+            id: table.id().into(),
+            title: table.title().into(),
+            preset,
+            ran,
+            headline,
+            report: format!("{}/report.md", table.id()),
+            error,
+            seconds,
+        });
+    }
+    if ctx.reports() {
+        write_index(&ctx.out, &index)?;
+    }
+    Ok(index)
+}
+
+/// `index.md` and `index.json` under `out`.
+fn write_index(out: &std::path::Path, index: &[IndexEntry]) -> Result<()> {
+    let mut t = report::Table::new([
+        "table",
+        "preset",
+        "ran",
+        "headline (ours / paper)",
+        "wall (s)",
+        "report",
+    ]);
+    for e in index {
+        let cells: Vec<String> = e
+            .headline
+            .iter()
+            .map(|h| match &h.paper {
+                Some(p) => format!("{} {} / {p}", h.what, h.ours),
+                None => format!("{} {}", h.what, h.ours),
+            })
+            .collect();
+        let ran = match &e.error {
+            Some(why) => format!("failed: {why}"),
+            None if e.ran == 0 => "nothing (data absent: see its report)".into(),
+            None => e.ran.to_string(),
+        };
+        t.row([
+            format!("`{}` {}", e.id, e.title),
+            e.preset.flag().into(),
+            ran,
+            cells.join("; "),
+            format!("{:.0}", e.seconds),
+            format!("[report]({})", e.report),
+        ]);
+    }
+    let md = format!("# basin reproductions\n\n{}", t.to_markdown());
+    std::fs::create_dir_all(out).map_err(|e| basin_core::CoreError::io(out, e))?;
+    basin_core::fsio::write_atomic(&out.join("index.md"), md.as_bytes())?;
+    let json = serde_json::to_string_pretty(index)
+        .map_err(|e| ReproError::config("index.json", format!("cannot serialise: {e}")))?;
+    basin_core::fsio::write_atomic(&out.join("index.json"), json.as_bytes())?;
+    Ok(())
 }
 
 /// The datasets a table runs: those `--dataset` names (in the table's spelling), else the

@@ -1,6 +1,9 @@
-//! What every table's report repeats: the paper's numbers from `data/papers/*.toml`, the
-//! preset banner, the datasets that could not be run and where to get them, energy plots, and
-//! the two files written at the end (`report.md` for people, `report.json` for programs).
+//! What every table's report repeats, written once: the paper's numbers from
+//! `data/papers/*.toml` and their rows found by key ([`paper`], [`find_row`]), Markdown tables
+//! ([`Table`]), the preset banner, the datasets that could not be run and where to get them
+//! ([`Missing`]), the footer with the device and the times ([`footer`]), the headline cells an
+//! index shows ([`Headline`]), energy plots, and the two files written at the end (`report.md`
+//! for people, `report.json` for programs).
 
 use std::path::Path;
 
@@ -71,6 +74,21 @@ const PAPERS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The recorded wall times of the tables' commands (`data/timings.toml`).
+const TIMINGS: &str = include_str!("../../../data/timings.toml");
+
+/// The recorded wall time in seconds of table `id` at `preset` on a 2-core CPU machine, if it
+/// was timed (`data/timings.toml`).
+pub fn recorded_seconds(id: &str, preset: Preset) -> Option<f64> {
+    let table: toml::Table = toml::from_str(TIMINGS).ok()?;
+    let key = preset.flag().trim_start_matches('-');
+    table
+        .get(id)?
+        .get(key)?
+        .as_float()
+        .or_else(|| table.get(id)?.get(key)?.as_integer().map(|s| s as f64))
+}
+
 /// The paper's numbers of table `id` (`data/papers/<id>.toml`), parsed as `T`.
 pub fn paper<T: DeserializeOwned>(id: &str) -> Result<T> {
     let file = format!("data/papers/{id}.toml");
@@ -82,6 +100,28 @@ pub fn paper<T: DeserializeOwned>(id: &str) -> Result<T> {
     toml::from_str(text).map_err(|e| ReproError::config(file, e.to_string()))
 }
 
+/// One cell of a table worth seeing in an index: what it is, ours, and the paper's.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Headline {
+    /// What the cell is (`reddit 40 % ET AUC`).
+    pub what: String,
+    /// Ours, as the report prints it.
+    pub ours: String,
+    /// The paper's, where it has the cell.
+    pub paper: Option<String>,
+}
+
+impl Headline {
+    /// A cell `what`: ours beside the paper's.
+    pub fn new(what: impl Into<String>, ours: impl Into<String>, paper: Option<String>) -> Self {
+        Self {
+            what: what.into(),
+            ours: ours.into(),
+            paper,
+        }
+    }
+}
+
 /// A finished table: Markdown for people, JSON for programs, and how many datasets ran.
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -91,6 +131,8 @@ pub struct Report {
     pub json: serde_json::Value,
     /// Datasets (or parts) that ran; 0 means nothing could be loaded.
     pub ran: usize,
+    /// The cells an index shows of this table (the first few of its main table).
+    pub headline: Vec<Headline>,
 }
 
 impl Report {
@@ -102,18 +144,109 @@ impl Report {
             markdown,
             json,
             ran,
+            headline: Vec::new(),
         })
+    }
+
+    /// The same report with the cells an index shows.
+    pub fn with_headline(mut self, headline: Vec<Headline>) -> Self {
+        self.headline = headline;
+        self
     }
 
     /// Writes `report.md` and `report.json` into `out`, each atomically.
     pub fn write(&self, out: &Path) -> Result<()> {
         std::fs::create_dir_all(out).map_err(|e| basin_core::CoreError::io(out, e))?;
-        basin_core::checkpoint::write_atomic(&out.join("report.md"), self.markdown.as_bytes())?;
+        basin_core::fsio::write_atomic(&out.join("report.md"), self.markdown.as_bytes())?;
         let text = serde_json::to_string_pretty(&self.json)
             .map_err(|e| ReproError::config("report.json", format!("cannot serialise: {e}")))?;
-        basin_core::checkpoint::write_atomic(&out.join("report.json"), text.as_bytes())?;
+        basin_core::fsio::write_atomic(&out.join("report.json"), text.as_bytes())?;
         Ok(())
     }
+}
+
+/// A Markdown table: a header and rows of cells, each row as wide as the header (missing cells
+/// are blank, extra ones an error of the caller's, dropped).
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column names.
+    pub fn new<S: ToString>(header: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            header: header.into_iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Appends a row.
+    pub fn row<S: ToString>(&mut self, cells: impl IntoIterator<Item = S>) -> &mut Self {
+        let mut row: Vec<String> = cells.into_iter().map(|c| c.to_string()).collect();
+        row.resize(self.header.len(), String::new());
+        self.rows.push(row);
+        self
+    }
+
+    /// The rows so far.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether no row was added.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The table as Markdown, ending with a newline (`|` inside a cell escaped).
+    pub fn to_markdown(&self) -> String {
+        let line = |cells: &[String]| {
+            let cells: Vec<String> = cells.iter().map(|c| c.replace('|', "\\|")).collect();
+            format!("| {} |\n", cells.join(" | "))
+        };
+        let mut md = line(&self.header);
+        md.push_str(&format!("|{}\n", "---|".repeat(self.header.len())));
+        for r in &self.rows {
+            md.push_str(&line(r));
+        }
+        md
+    }
+}
+
+/// The row of a paper table whose key is `key` (a dataset name, or a dataset and a training
+/// ratio as [`ratio_key`] writes it).
+pub fn find_row<'a, R>(rows: &'a [R], key: &str, key_of: impl Fn(&R) -> String) -> Option<&'a R> {
+    rows.iter().find(|r| key_of(r) == key)
+}
+
+/// `dataset@<percent>`: a dataset at a training ratio, the key the anomaly tables' rows are
+/// found by (ratios compared as whole tenths of a percent, never as floats).
+pub fn ratio_key(dataset: &str, ratio: f64) -> String {
+    format!("{dataset}@{}", (ratio * 1000.0).round() as i64)
+}
+
+/// `mean ± std` of a published pair.
+pub fn pair(v: [f64; 2]) -> String {
+    format!("{:.1} ± {:.1}", v[0], v[1])
+}
+
+/// The footer every report ends with: the device, this pass's wall time, and, where the table
+/// trained through runs that keep records, their recorded training time (a run read back
+/// counts the time it took when trained, so a resumed or sharded table reports what its runs
+/// cost, not the seconds it took to read them). The whole command's time is added by
+/// [`crate::reproduce`].
+pub fn footer(ctx: &crate::Context, run_seconds: Option<f64>, extra: &str) -> String {
+    let runs = run_seconds.map_or(String::new(), |s| {
+        format!("; the runs' recorded training time {s:.0} s")
+    });
+    format!(
+        "\nDevice: {}. This pass {:.0} s{runs}.{}{extra}\n",
+        ctx.device_name(),
+        ctx.pass_started.elapsed().as_secs_f64(),
+        if extra.is_empty() { "" } else { " " }
+    )
 }
 
 /// The line every quick or CPU-scale report starts with, so nobody mistakes it for the paper's
@@ -157,12 +290,9 @@ pub fn plot_energy(path: &Path, title: &str, energy: &[(String, Vec<f64>)]) -> R
     plot_curves(path, title, "step", energy)
 }
 
-/// Plots each curve in its own panel against `x` (e.g. `epoch`); nothing without curves, and
-/// nothing in a sharded process (it sees only its share of the runs; the unsharded run plots).
+/// Plots each curve in its own panel against `x` (e.g. `epoch`); nothing without curves. A
+/// sharded process, which sees only its share of the runs, does not call it.
 pub fn plot_curves(path: &Path, title: &str, x: &str, curves: &[(String, Vec<f64>)]) -> Result<()> {
-    if basin_train::runner::shard().is_some() {
-        return Ok(());
-    }
     let series: Vec<Series> = curves
         .iter()
         .filter(|(_, v)| !v.is_empty())
@@ -173,6 +303,36 @@ pub fn plot_curves(path: &Path, title: &str, x: &str, curves: &[(String, Vec<f64
     }
     line_panels(path, title, x, &series)
         .map_err(|e| ReproError::config(path.display().to_string(), e.to_string()))
+}
+
+/// Curves meant to be compared (models, training beside validation) on one axis with a legend
+/// against `x`; nothing without curves.
+pub fn plot_compared(
+    path: &Path,
+    title: &str,
+    x: &str,
+    curves: &[(String, Vec<f64>)],
+) -> Result<()> {
+    let series: Vec<Series> = curves
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(n, v)| Series::new(n.clone(), v.clone()))
+        .collect();
+    if series.is_empty() {
+        return Ok(());
+    }
+    basin_train::plot::line_chart(path, title, x, &series)
+        .map_err(|e| ReproError::config(path.display().to_string(), e.to_string()))
+}
+
+/// `energy`, or `energy and V` where the curves include a storage functional (CDAT's
+/// controlled dynamics): what an energy plot's title names.
+pub fn energy_words(curves: &[(String, Vec<f64>)]) -> &'static str {
+    if curves.iter().any(|(n, _)| n.ends_with(" V")) {
+        "energy and V"
+    } else {
+        "energy"
+    }
 }
 
 /// Energy per step in total and per term, one panel each.

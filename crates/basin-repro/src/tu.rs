@@ -7,22 +7,20 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use basin_core::init::DenseInit;
-use basin_core::{Activation, AttentionConfig, HopfieldConfig, Langevin, VmfAttentionConfig};
 use basin_graph::laplacian::LaplacianPe;
 use basin_graph::tu::load_tu;
 use basin_graph::{GraphDataset, KFoldConfig};
 use basin_tasks::baselines::{GinConfig, GinLearner, MlpConfig, PooledFeaturesLearner};
 use basin_tasks::graph_classification::{
-    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, Readout, SPARSE_MEAN_NODES,
-    dataset_pe, graph_classes, large_graphs,
+    AdjacencyMode, GraphClassifierConfig, GraphClassifierLearner, SPARSE_MEAN_NODES, dataset_pe,
+    graph_classes, large_graphs,
 };
 use basin_train::TrainError;
 use basin_train::compare::Paired;
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{
-    CodeCrossValidation, CrossValidation, EtPaperProtocol, Metric, PlannedRun, ProtocolReport,
-    Selection,
+    CodeCrossValidation, CrossValidation, EtPaperProtocol, Metric, PlannedRun, Protocol,
+    ProtocolReport, Selection, nothing_after,
 };
 use basin_train::runner::TrainConfig;
 use basin_train::schedule::{Schedule, Unit};
@@ -100,7 +98,7 @@ pub struct TuOptions {
 
 /// One model on one dataset.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ModelResult {
+pub struct TuModelRuns {
     /// The model's name.
     pub model: String,
     /// Leak-free cross-validation.
@@ -122,7 +120,7 @@ pub struct TuResult {
     /// Graphs.
     pub graphs: usize,
     /// Each model.
-    pub models: Vec<ModelResult>,
+    pub models: Vec<TuModelRuns>,
     /// The no-graph baseline under the same cross-validation.
     pub pooled: Option<ProtocolReport>,
     /// GIN under the same cross-validation.
@@ -134,7 +132,7 @@ pub struct TuResult {
 
 impl TuResult {
     /// The model `name`'s results.
-    pub fn model(&self, name: &str) -> Option<&ModelResult> {
+    pub fn model(&self, name: &str) -> Option<&TuModelRuns> {
         self.models.iter().find(|m| m.model == name)
     }
 }
@@ -150,97 +148,11 @@ pub fn cv_folds(folds: usize) -> KFoldConfig {
     }
 }
 
-/// A model's description for a report, read from its config.
-pub fn describe(model: &GraphClassifierConfig) -> String {
-    let b = &model.block;
-    let (attention, heads, head_dim) = b
-        .term::<AttentionConfig>()
-        .map(|a| ("energy attention", a.heads, a.head_dim))
-        .or_else(|| {
-            b.term::<VmfAttentionConfig>()
-                .map(|a| ("vMF attention", a.heads, a.head_dim))
-        })
-        .unwrap_or(("no attention", 0, 0));
-    let hop = b.term::<HopfieldConfig>();
-    let memory = match hop.as_ref().map(|h| h.activation) {
-        Some(Activation::Relu) => "½relu² memories",
-        Some(Activation::Rectified) => "rectified memories",
-        Some(Activation::Power) => "relu-power memories",
-        Some(Activation::Exp) => "exponential memories",
-        Some(Activation::Softmax) => "softmax memories",
-        None => "no memories",
-    };
-    let noise = b
-        .dynamics
-        .params::<Langevin>()
-        .map(|l| format!(", Langevin σ = {}", l.sigma))
-        .unwrap_or_default();
-    let seen = match model.readout {
-        Readout::Cls => "CLS",
-        Readout::ClsMean => "CLS ‖ mean of the nodes",
-        Readout::ClsMeanSize => "CLS ‖ mean ‖ ln(n + 1)·mean",
-        Readout::ClsMoments => "CLS ‖ mean ‖ ln(n + 1)·mean ‖ std ‖ max",
-        Readout::Nodes => "every node",
-    };
-    let seen = if model.readout_initial {
-        format!("{seen}, of the final and the initial tokens,")
-    } else {
-        seen.to_string()
-    };
-    let seen = if model.readout_degrees {
-        format!("{seen} ‖ ln(1 + ·) of n and the degrees' mean, std and max")
-    } else {
-        seen
-    };
-    let head = match model.readout_hidden {
-        Some(h) => format!("an MLP (hidden {h})"),
-        None => "a linear map".into(),
-    };
-    let init = match model.dense_init {
-        DenseInit::Tch => "Kaiming",
-        DenseInit::Torch => "PyTorch's",
-        DenseInit::Flax => "lecun-normal",
-    };
-    let dense = match model.dense_init {
-        DenseInit::Tch => String::new(),
-        _ => format!(", dense layers started {init} (`dense_init`)"),
-    };
-    let start = match model.readout_init_gain {
-        1.0 => dense,
-        0.0 => format!("{dense}, last layer started at zero"),
-        g => format!("{dense}, last layer started at {g} × {init}"),
-    };
-    let degree = model
-        .degree_encoding
-        .map(|m| format!(", degree encoding (degrees ≥ {m} share one)"))
-        .unwrap_or_default();
-    let edges = if model.batching.dense_edge_features && model.adjacency != AdjacencyMode::MaskOnly
-    {
-        ", Â's A′ from the edge features where the dataset has them"
-    } else {
-        ""
-    };
-    let over = if model.sparse_attention {
-        " over the edges"
-    } else {
-        ""
-    };
-    format!(
-        "D = {}, {attention} {heads} × {head_dim}{over}, K = {} {memory}, {} blocks × {} steps of `{}` dynamics (α = {}{noise}){degree}{edges}; readout of {seen} by {head}{start}",
-        b.dim,
-        hop.as_ref().map_or(0, |h| h.memories),
-        model.blocks,
-        b.steps,
-        b.dynamics.kind,
-        b.dynamics.alpha().unwrap_or(f64::NAN),
-    )
-}
-
-/// The training loss at each epoch, averaged over a protocol's runs; under inner folds (where
-/// each fold trains for its own number of epochs) over the inner runs, which train the whole
-/// schedule.
-pub fn mean_train_loss(report: &ProtocolReport) -> Vec<f64> {
-    if let Some(inner) = report.inner_curves.get("train_loss") {
+/// The mean over a report's runs of the per-epoch metric `key` (`train_loss`, `val_loss`), as
+/// long as its shortest run; under inner folds the inner runs' mean training loss, the curve the
+/// epoch counts were chosen on.
+pub fn mean_curve(report: &ProtocolReport, key: &str) -> Vec<f64> {
+    if let Some(inner) = report.inner_curves.get(key) {
         return inner.clone();
     }
     let epochs = report
@@ -249,16 +161,29 @@ pub fn mean_train_loss(report: &ProtocolReport) -> Vec<f64> {
         .map(|r| r.epochs.len())
         .min()
         .unwrap_or(0);
-    (0..epochs)
+    let curve: Vec<f64> = (0..epochs)
         .map(|e| {
             let v: Vec<f64> = report
                 .runs
                 .iter()
-                .filter_map(|r| r.epochs[e].metrics.get("train_loss").copied())
+                .filter_map(|r| r.epochs[e].metrics.get(key).copied())
                 .collect();
             v.iter().sum::<f64>() / v.len().max(1) as f64
         })
-        .collect()
+        .collect();
+    if curve.iter().all(|v| v.is_finite()) {
+        curve
+    } else {
+        Vec::new()
+    }
+}
+
+/// `name training` and `name validation`: a model's mean loss curves, for one axis.
+fn loss_curves(name: &str, report: &ProtocolReport) -> Vec<(String, Vec<f64>)> {
+    vec![
+        (format!("{name} training"), mean_curve(report, "train_loss")),
+        (format!("{name} validation"), mean_curve(report, "val_loss")),
+    ]
 }
 
 /// The Markdown paragraph that says what was run.
@@ -287,7 +212,7 @@ pub fn protocol_note(opts: &TuOptions) -> String {
     }
     if opts.et_paper_repeats > 0 {
         md.push_str(&format!(
-            " **et-paper** — the ET reference's procedure (reference-implementations §2.6): one model trained on every graph, then {} repeats of scoring subsets of those same graphs; these are training-set accuracies, listed because they are how the ET (and CDAT) papers' TU numbers were produced, not as a cross-validation.",
+            " **et-paper** — the ET reference's procedure (the public ET graph code's `eval_nfold`): one model trained on every graph, then {} repeats of scoring subsets of those same graphs; these are training-set accuracies, listed because they are how the ET (and CDAT) papers' TU numbers were produced, not as a cross-validation.",
             opts.et_paper_repeats
         ));
     }
@@ -317,7 +242,7 @@ pub fn protocol_note(opts: &TuOptions) -> String {
     ));
     md.push_str("\n\nModels:\n");
     for m in &opts.models {
-        md.push_str(&format!("- **{}**: {}.\n", m.name, describe(&m.config)));
+        md.push_str(&format!("- **{}**: {}.\n", m.name, m.config.describe()));
     }
     md
 }
@@ -345,12 +270,11 @@ fn maker<'a>(
 /// directory: each model's CV, the baselines on the same folds, then each model's et-paper and
 /// code-cv procedures; writes run records, `<dataset>/<model>/energy.png` and `<dataset>/loss.png`.
 pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec<TuResult>> {
-    let device = ctx.device_name();
     let mut results = Vec::new();
     for name in &opts.datasets {
         let dir = ctx.data_dir.join("tu").join(name);
         if !dir.is_dir() {
-            match basin_graph::registry::find(name) {
+            match basin_data::registry::find(name) {
                 Some(info) => missing.push(name, info.missing(&ctx.data_dir)),
                 None => missing.push(
                     name,
@@ -390,7 +314,6 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             };
             let mut energy = Vec::new();
             let cv = cv_protocol.run(
-                &format!("{name} {}", m.name),
                 &target,
                 make,
                 |_, learner| {
@@ -399,21 +322,23 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                     }
                     Ok(())
                 },
-                Some(&out.join("cv")),
-                &device,
+                &ctx.runs(format!("{name} {}", m.name), out.join("cv")),
             )?;
-            report::plot_energy(
-                &out.join("energy.png"),
-                &format!(
-                    "{name}, {}: energy (and V) per step (CV fold 0, selected model)",
-                    m.name
-                ),
-                &energy,
-            )?;
+            if ctx.reports() {
+                report::plot_energy(
+                    &out.join("energy.png"),
+                    &format!(
+                        "{name}, {}: {} per step (CV fold 0, selected model)",
+                        m.name,
+                        report::energy_words(&energy)
+                    ),
+                    &energy,
+                )?;
+            }
             tracing::info!("{name} {}: CV {}", m.name, cv.show("test_accuracy", 100.0));
-            losses.push((m.name.clone(), mean_train_loss(&cv)));
+            losses.extend(loss_curves(&m.name, &cv));
             protocol = Some(cv_protocol);
-            models.push(ModelResult {
+            models.push(TuModelRuns {
                 model: m.name.clone(),
                 cv,
                 et_paper: None,
@@ -434,7 +359,6 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 ..protocol
             };
             let p = baseline.run(
-                &format!("{name} no-graph"),
                 &target,
                 |run: &PlannedRun| {
                     Ok(PooledFeaturesLearner::new(
@@ -446,11 +370,12 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                     )?)
                 },
                 |_, _| Ok(()),
-                Some(&ctx.out.join(name).join("baseline-pooled")),
-                &device,
+                &ctx.runs(
+                    format!("{name} no-graph"),
+                    ctx.out.join(name).join("baseline-pooled"),
+                ),
             )?;
             let g = baseline.run(
-                &format!("{name} GIN"),
                 &target,
                 |run: &PlannedRun| {
                     Ok(GinLearner::new(
@@ -462,16 +387,18 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                     )?)
                 },
                 |_, _| Ok(()),
-                Some(&ctx.out.join(name).join("baseline-gin")),
-                &device,
+                &ctx.runs(
+                    format!("{name} GIN"),
+                    ctx.out.join(name).join("baseline-gin"),
+                ),
             )?;
             tracing::info!(
                 "{name}: no-graph {}, GIN {}",
                 p.show("test_accuracy", 100.0),
                 g.show("test_accuracy", 100.0)
             );
-            losses.push(("no-graph MLP".into(), mean_train_loss(&p)));
-            losses.push(("GIN".into(), mean_train_loss(&g)));
+            losses.extend(loss_curves("no-graph MLP", &p));
+            losses.extend(loss_curves("GIN", &g));
             pooled = Some(p);
             gin = Some(g);
         }
@@ -490,11 +417,10 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                         train: train.clone(),
                     }
                     .run(
-                        &format!("{name} {}", m.name),
                         &target,
                         make,
-                        Some(&out),
-                        &device,
+                        nothing_after,
+                        &ctx.runs(format!("{name} {}", m.name), &out),
                     )?,
                 )
             } else {
@@ -508,11 +434,10 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                         train,
                     }
                     .run(
-                        &format!("{name} {}", m.name),
                         &target,
                         make,
-                        Some(&out),
-                        &device,
+                        nothing_after,
+                        &ctx.runs(format!("{name} {}", m.name), &out),
                     )?,
                 )
             } else {
@@ -528,12 +453,16 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             result.et_paper = et_paper;
             result.code_cv = code_cv;
         }
-        report::plot_curves(
-            &ctx.out.join(name).join("loss.png"),
-            &format!("{name}: training loss per epoch (mean over folds)"),
-            "epoch",
-            &losses,
-        )?;
+        if ctx.reports() {
+            report::plot_compared(
+                &ctx.out.join(name).join("loss.png"),
+                &format!(
+                    "{name}: cross-entropy per epoch, mean over folds (training with label smoothing)"
+                ),
+                "epoch",
+                &losses,
+            )?;
+        }
         let reports = models
             .iter()
             .flat_map(|m| [Some(&m.cv), m.et_paper.as_ref(), m.code_cv.as_ref()])
@@ -568,9 +497,9 @@ pub fn for_dataset(config: &GraphClassifierConfig, data: &GraphDataset) -> Graph
 /// paper's 100 (Table 10).
 pub const CPU_EPOCHS: usize = 100;
 
-/// Peak learning rate of the CPU-scale TU runs. The CPU models (D = 32) fitted ENZYMES slowly at
-/// the papers' 1e-3: on 3-fold pilots of 100 epochs the best validation accuracy rose from 61.5 %
-/// to 70.4 % (ET) and from 57.8 % to 64.5 % (CDAT) at 3e-3; 6e-3 gave CDAT 63.7 %.
+/// Peak learning rate of the CPU-scale TU runs: the CPU models (D = 32) fit ENZYMES slowly at
+/// the papers' 1e-3 (measured: `crates/basin-repro/RESULTS.md`, "The table of the earlier
+/// presets (k = 15, `cls-mean-size`)").
 pub const CPU_LR: f64 = 3e-3;
 
 /// The TU tables' training: AdamW as the ET graph reference (β₂ 0.99, weight decay 0.05,
@@ -614,7 +543,7 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
                 r.dataset,
                 m.model,
                 report::curve_ends(&m.energy),
-                report::curve_ends(&[(String::new(), mean_train_loss(&m.cv))]).trim(),
+                report::curve_ends(&[(String::new(), mean_curve(&m.cv, "train_loss"))]).trim(),
                 r.dataset,
                 m.model,
                 r.dataset
@@ -701,6 +630,29 @@ pub fn paired_markdown(rows: &[PairedRow]) -> String {
     md
 }
 
+/// The headline cells of a TU table: each model's cross-validated accuracy per dataset beside
+/// `paper(dataset, model)` (the papers' numbers come from their training-set procedure, and
+/// are labelled so).
+pub fn headline(
+    results: &[TuResult],
+    models: &[&str],
+    paper: impl Fn(&str, &str) -> Option<f64>,
+) -> Vec<report::Headline> {
+    let mut cells = Vec::new();
+    for r in results {
+        for &name in models {
+            if let Some(m) = r.model(name) {
+                cells.push(report::Headline::new(
+                    format!("{} {name} CV accuracy", r.dataset),
+                    show(Some(&m.cv), "test_accuracy"),
+                    paper(&r.dataset, name).map(|p| format!("{p:.1} (training-set procedure)")),
+                ));
+            }
+        }
+    }
+    cells
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -708,15 +660,16 @@ mod tests {
     /// A report names the readout its model ran with, not only the block.
     #[test]
     fn the_model_line_names_the_readout() {
-        let cpu = describe(&GraphClassifierConfig {
+        let cpu = GraphClassifierConfig {
             readout_init_gain: 0.0,
             ..basin_et::graph::tu_cpu()
-        });
+        }
+        .describe();
         assert!(
             cpu.ends_with("readout of CLS ‖ mean ‖ ln(n + 1)·mean ‖ std ‖ max by an MLP (hidden 64), last layer started at zero"),
             "{cpu}"
         );
-        let paper = describe(&basin_et::graph::tu_paper());
+        let paper = basin_et::graph::tu_paper().describe();
         assert!(paper.ends_with("readout of CLS by a linear map"), "{paper}");
         // Whether Â's A′ reads the edge features: the paper preset does, the CPU one does not.
         let edges = "A′ from the edge features";

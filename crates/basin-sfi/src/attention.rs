@@ -1,12 +1,12 @@
 //! The global-attention branch of an SFi-GPS layer: multi-head sparse-flow attention enhanced by
-//! the adjacency (SFi-Former eq. 11; `research/sfi-spec.md` §4.1),
+//! the adjacency (SFi-Former §4.2, eq. 11),
 //!
 //! `a = (1+γ)⁻¹ · concat_h[(Ã + γ·Z^h) V^h] W_O + b_O`,
 //!
 //! with `Z^h` the sparse flow of [`basin_core::flow`] between resistances `R = softmax(−QKᵀ/√d_k)`
-//! and frictions `F = softmax(Q̃K̃ᵀ/√d_k)` (a second attention, spec S10), λ = λ*/N* (N* the
+//! and frictions `F = softmax(Q̃K̃ᵀ/√d_k)` (a second attention), λ = λ*/N* (N* the
 //! batch's largest graph, as the paper's Table 3 states), and Ã = D̂^{-1/2}(A+I)D̂^{-1/2}. Rows are
-//! queries (the reviewers' reading of the printed orientation, spec S9). DFi-Former is the same
+//! queries (the reviewers' reading of the printed orientation). DFi-Former is the same
 //! layer with the `dense` solver (softmax, no friction branch used). The residual, dropout and
 //! BatchNorm of the GPS layer wrap this branch outside.
 
@@ -15,7 +15,7 @@ use basin_core::init::{self, DenseInit};
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
-/// How the adjacency enters (the ablations of Table 3, spec S22).
+/// How the adjacency enters (the ablations of Table 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Adjacency {
@@ -27,7 +27,7 @@ pub enum Adjacency {
     Only,
 }
 
-/// How λ is scaled from λ* (spec S8).
+/// How λ is scaled from λ* (Table 3's caption: λ = λ*/N*).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LambdaNorm {
@@ -48,7 +48,7 @@ pub struct SfiAttentionConfig {
     pub dim: i64,
     /// Heads H.
     pub heads: i64,
-    /// Head width d_k (the GPS code: d, spec S11).
+    /// Head width d_k (the paper's code: d, as its parameter counts imply).
     pub head_dim: i64,
     /// The flow solver (`dense` for DFi-Former).
     pub flow: FlowConfig,
@@ -58,9 +58,9 @@ pub struct SfiAttentionConfig {
     pub lambda_norm: LambdaNorm,
     /// How Ã enters.
     pub adjacency: Adjacency,
-    /// Initial γ (one scalar per layer, unconstrained; spec S14: 1.0).
+    /// Initial γ (one scalar per layer, unconstrained; the paper gives no value: 1.0).
     pub gamma_init: f64,
-    /// Dropout on the flows `Z` in training (spec S17; the GPS presets: 0.5).
+    /// Dropout on the flows `Z` (not on Ã) in training (the GPS presets: 0.5).
     pub attn_dropout: f64,
     /// Start the query, key, value and output maps as PyTorch's `nn.MultiheadAttention` does
     /// (`basin_core::init::multihead_attention`: the joint input projection Xavier-uniform,

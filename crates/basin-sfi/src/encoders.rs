@@ -1,18 +1,18 @@
-//! Input encoders of the GPS family (`research/sfi-spec.md` §3.3).
+//! Input encoders of the GPS family (the GraphGPS code's `graphgps/encoder/`).
 //!
 //! [`ColumnEmbedding`] with [`ATOM_VOCAB`] / [`BOND_VOCAB`]: OGB's atom and bond encoders (a sum
 //! of one embedding per integer column; Peptides-func).
 //!
 //! [`LapPe`]: the GraphGPS Laplacian positional encoder. Each node's `k` frequencies are pairs
-//! (eigenvector entry, eigenvalue); a DeepSet (`Linear(2, 2p) → ReLU → Linear(2p, p) → ReLU`,
-//! 624 parameters at p = 16) embeds each pair, frequencies missing for small graphs (NaN) are
-//! zeroed, and the pairs are summed, so the encoding does not depend on the order of the
-//! frequencies. In training, each eigenvector index gets one random sign shared by every node
-//! of the batch (the GPS code's augmentation, spec S30); [`LapSignFlip::PerGraph`] draws the
-//! signs for each graph apart. [`PeModel::Transformer`] replaces the
-//! DeepSet with GraphGPS's other choice: `Linear(2, p)`, then PyTorch `TransformerEncoderLayer`s
-//! over each node's frequencies (post-norm, feed-forward width 2048, dropout 0.1, the missing
-//! frequencies masked out as keys), then the same masked sum.
+//! (eigenvector entry, eigenvalue); a DeepSet (`Linear(2, 2p) → ReLU → Linear(2p, p) → ReLU`, 624
+//! parameters at p = 16) embeds each pair, frequencies missing for small graphs (NaN) are zeroed,
+//! and the pairs are summed, so the encoding does not depend on the order of the frequencies. In
+//! training, each eigenvector index gets one random sign shared by every node of the batch (the GPS
+//! code's augmentation, `laplace_pos_encoder.py`); [`LapSignFlip::PerGraph`] draws the signs for
+//! each graph apart. [`PeModel::Transformer`] replaces the DeepSet with GraphGPS's other choice:
+//! `Linear(2, p)`, then PyTorch `TransformerEncoderLayer`s over each node's frequencies (post-norm,
+//! feed-forward width 2048, dropout 0.1, the missing frequencies masked out as keys), then the same
+//! masked sum.
 
 use basin_core::init::{self, DenseInit};
 use serde::{Deserialize, Serialize};
@@ -34,7 +34,7 @@ pub enum PeModel {
     },
 }
 
-/// Who shares a training sign flip of the eigenvectors (spec S30).
+/// Who shares a training sign flip of the eigenvectors.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LapSignFlip {
@@ -194,7 +194,7 @@ impl LapPe {
 }
 
 /// OGB's atom features (Peptides-func's 9 integer columns): vocabulary of each column, as the
-/// exact parameter counts of the GPS models imply (spec §3.3).
+/// exact parameter counts of the GPS models imply.
 pub const ATOM_VOCAB: [i64; 9] = [119, 5, 12, 12, 10, 6, 6, 2, 2];
 /// OGB's bond features (3 integer columns).
 pub const BOND_VOCAB: [i64; 3] = [5, 6, 2];
@@ -257,7 +257,7 @@ impl ColumnEmbedding {
 
 /// EquivStable LapPE (`equivstable_laplace_pos_encoder.py`): `p = Linear(k, d)` of the
 /// eigenvector entries (NaN → 0), used only inside the GatedGCN gates; no sign flips (only a
-/// global flip of every column leaves the gates' distances unchanged, spec §3.3).
+/// global flip of every column leaves the gates' distances unchanged).
 #[derive(Debug)]
 pub struct EsLapPe {
     linear: nn::Linear,

@@ -1,5 +1,5 @@
 //! GatedGCN (Bresson & Laurent 2017), the local message-passing branch of the GPS layers that
-//! SFi-Former uses (the GraphGPS code's `GatedGCNLayer`; `research/sfi-spec.md` §3.2). For an
+//! SFi-Former uses (the GraphGPS code's `GatedGCNLayer`, `gatedgcn_layer.py`). For an
 //! edge j → i:
 //!
 //! - `ê_ij = D h_i + E h_j + C e_ij`,  `σ_ij = sigmoid(ê_ij)`;

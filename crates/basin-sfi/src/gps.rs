@@ -1,4 +1,4 @@
-//! One SFi-GPS layer (`research/sfi-spec.md` §4.1; the GraphGPS layer with its global attention
+//! One SFi-GPS layer (SFi-Former §4.2; the GraphGPS layer with its global attention
 //! replaced by eq. 11):
 //!
 //! ```text

@@ -2,20 +2,20 @@
 //! scored follows the dataset's targets:
 //!
 //! - multi-label graphs (Peptides-func): one row of sigmoid scores per graph, the masked BCE of
-//!   LRGB (spec §3.5), scored by mean AP ([`Targets::Labels`]);
+//!   LRGB, scored by mean AP ([`TargetView::Labels`]);
 //! - node classes (PATTERN, CLUSTER): one row of class probabilities per node, the GPS
-//!   per-batch weighted cross-entropy, one output for two classes (spec S31), scored by
-//!   `accuracy_SBM` ([`Targets::PerNode`]);
+//!   per-batch weighted cross-entropy, one output for two classes
+//!   (`weighted_cross_entropy.py`), scored by `accuracy_SBM` ([`TargetView::PerNode`]);
 //! - graph classes: softmax rows per graph, cross-entropy;
 //! - real-valued graph targets (Peptides-struct): one row of predictions per graph, the L1 loss
 //!   of GraphGPS's config (`loss_fun: l1`), scored by MAE over every target
-//!   ([`Targets::Labels`], [`basin_train::Metric::Mae`]);
+//!   ([`TargetView::Labels`], [`basin_train::Metric::Mae`]);
 //! - links (PCQM-Contact; GraphGPS `inductive_edge` with `edge_decoding: dot`): node-level
 //!   outputs of the model's width (the head is GraphGym's `Linear(d, d)` post-MP layer), a pair's
 //!   score is the dot product of its two nodes, trained by BCE on the file's labelled pairs
 //!   (GraphGym's `cross_entropy` for one output; the published runs resample negatives each
 //!   epoch, this trains on the pairs as stored), scored by MRR over each graph's positive links
-//!   against every other node of the graph ([`Targets::Ranking`]).
+//!   against every other node of the graph ([`TargetView::Ranking`]).
 //!
 //! The positional statistics (LapPE eigenpairs, RWSE) are computed once per dataset
 //! ([`GpsData::new`], in parallel) and shared by every run.
@@ -26,7 +26,7 @@ use basin_graph::GraphDataset;
 use basin_graph::posenc::{GpsLaplacian, gps_laplacian_many, rwse_many};
 use basin_train::TrainError;
 use basin_train::loss::{batch_weighted_cross_entropy, cross_entropy, masked_bce_with_logits};
-use basin_train::protocol::Targets;
+use basin_train::protocol::TargetView;
 use basin_train::runner::{Learner, Scores, StepOutput};
 use ndarray::Array2;
 use rand_chacha::ChaCha8Rng;
@@ -74,7 +74,7 @@ pub struct GpsData {
     pub rwse: Option<Vec<Array2<f32>>>,
     /// The task.
     pub task: TaskKind,
-    /// Per item: a class per node, or the label vector (for [`Targets`]).
+    /// Per item: a class per node, or the label vector (for [`TargetView`]).
     rows: Vec<Vec<f64>>,
     /// Per item: its class (graph classes).
     classes: Vec<f64>,
@@ -145,12 +145,12 @@ impl GpsData {
     }
 
     /// What the protocol scores each item against.
-    pub fn targets(&self) -> Targets<'_> {
+    pub fn targets(&self) -> TargetView<'_> {
         match self.task {
-            TaskKind::GraphClasses(_) => Targets::PerItem(&self.classes),
-            TaskKind::MultiLabel(_) | TaskKind::Regression(_) => Targets::Labels(&self.rows),
-            TaskKind::Links => Targets::Ranking(&self.positives),
-            TaskKind::NodeClasses(_) => Targets::PerNode(&self.rows),
+            TaskKind::GraphClasses(_) => TargetView::PerItem(&self.classes),
+            TaskKind::MultiLabel(_) | TaskKind::Regression(_) => TargetView::Labels(&self.rows),
+            TaskKind::Links => TargetView::Ranking(&self.positives),
+            TaskKind::NodeClasses(_) => TargetView::PerNode(&self.rows),
         }
     }
 

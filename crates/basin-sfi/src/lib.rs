@@ -12,6 +12,7 @@
 //! - [`learner`]: the model on a graph dataset (Peptides-func multi-label, PATTERN/CLUSTER node
 //!   classes) for basin-train's protocols.
 //! - [`presets`]: the published configurations (GraphGPS, SFi Tables 5/6) and CPU-scale ones.
+//! - [`task`]: the model as a run file names it (`task = "gps"`, a `basin_tasks::task::Task`).
 //!
 //! Every dense layer and batch norm starts as PyTorch starts them
 //! (`basin_core::init::DenseInit::Torch`, `basin_core::norm::BatchNorm1d`), as the GraphGPS and
@@ -28,3 +29,4 @@ pub mod gps;
 pub mod learner;
 pub mod model;
 pub mod presets;
+pub mod task;

@@ -1,4 +1,5 @@
-//! The whole GPS-family model (`research/sfi-spec.md` §3.3–3.4, §4.2): input encoders, a stack
+//! The whole GPS-family model (SFi-Former §4, Tables 5 and 6, on the GraphGPS code's encoders
+//! and GraphGym heads): input encoders, a stack
 //! of [`GpsLayer`]s and a GraphGym head. One model serves GraphGPS (Transformer branch), DFi-Former
 //! (`dense` flow with the adjacency), SFi-Former (`prox-bb` flow) and the MPNN alone (no global
 //! branch): they differ in [`GpsConfig`] only.
@@ -10,8 +11,8 @@
 //! - Edges: OGB bond columns, real columns through a Linear, or one learned vector for every
 //!   edge (`DummyEdge`).
 //! - Head: GraphGym's MLP, `(layers − 1) × [Linear(d, d) → ReLU → row-wise L2 normalisation]`
-//!   then `Linear(d, out)` (spec S32), on the mean of each graph's nodes or on every node.
-//!   Binary targets have one output (spec §3.4).
+//!   then `Linear(d, out)`, on the mean of each graph's nodes or on every node.
+//!   Binary targets have one output (GraphGym's `dim_out = 1`).
 
 use basin_core::init::DenseInit;
 use serde::{Deserialize, Serialize};
@@ -144,7 +145,7 @@ pub struct GpsModelConfig {
     pub level: Level,
     /// Head depth (GraphGym `layers_post_mp`).
     pub head_layers: usize,
-    /// Row-wise L2 normalisation after each hidden head layer (GraphGym's default, S32).
+    /// Row-wise L2 normalisation after each hidden head layer (GraphGym's default, `has_l2norm`).
     pub head_l2norm: bool,
     /// Items per optimiser step.
     pub batch: usize,

@@ -5,6 +5,9 @@
 //! in the task's config, or prebuilt [`basin_core::EnergyBlock`]s for code users — plus presets;
 //! the task owns encoding, structure, readout and loss.
 //!
+//! - [`task`]: the [`task::Task`] contract, a task as its run file names it; each task module
+//!   below implements it (and basin-sfi's GPS model); [`run`] trains any task's run file
+//!   into a directory and scores it again (`basin train`, `basin eval`).
 //! - [`graph_classification`]: graph classification with a CLS token, Laplacian encodings and
 //!   the parameterised adjacency of ET eq. 23–25 (ET Section 5; CDAT's graph model).
 //! - [`node_anomaly`]: node anomaly detection with neighbour-restricted attention on sparse
@@ -16,14 +19,17 @@
 //! - [`baselines`]: what every report sets beside the energy models on the same splits — a
 //!   no-graph baseline (pooled node features → MLP), GIN, and the node-anomaly floor (features
 //!   and neighbour means → MLP).
-//! - [`testing`]: what learners' tests share (toy datasets, a trained classifier's accuracy,
-//!   the check that size buckets change no answer).
+//! - `testing` (feature `testing`, for test builds): what learners' tests share (toy
+//!   datasets, a trained classifier's accuracy, the check that size buckets change no answer).
 
 pub mod bag_classification;
 pub mod baselines;
 pub mod graph_classification;
 pub mod image_completion;
 pub mod node_anomaly;
+pub mod run;
+pub mod task;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 /// Errors of basin-tasks.
@@ -78,6 +84,17 @@ impl From<TaskError> for basin_train::TrainError {
 
 /// The result type of basin-tasks.
 pub type Result<T, E = TaskError> = std::result::Result<T, E>;
+
+/// A core config error with `prefix.` in front of its field.
+pub(crate) fn prefix_field(prefix: &str, e: basin_core::CoreError) -> TaskError {
+    match e {
+        basin_core::CoreError::Config { field, message } => TaskError::Config {
+            field: format!("{prefix}.{field}"),
+            message,
+        },
+        other => other.into(),
+    }
+}
 
 /// `[n]` int64 indices on `device`.
 pub(crate) fn index_tensor(items: &[usize], device: tch::Device) -> tch::Tensor {

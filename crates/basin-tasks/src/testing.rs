@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use basin_graph::{Csr, Graph, GraphDataset, Split, Targets};
+use basin_train::context::RunContext;
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{FixedSplitProtocol, Metric};
+use basin_train::protocol::{FixedSplitProtocol, Metric, Protocol, PublishedSplit};
 use basin_train::runner::{Learner, TrainConfig};
 use rand::SeedableRng;
 use tch::Device;
@@ -163,9 +164,10 @@ pub fn graph_classifier_accuracy(
     };
     let report = protocol
         .run(
-            &data.name,
-            split,
-            &target,
+            PublishedSplit {
+                split,
+                target: (&target).into(),
+            },
             |run| {
                 Ok(GraphClassifierLearner::new(
                     data.clone(),
@@ -177,8 +179,7 @@ pub fn graph_classifier_accuracy(
                 )?)
             },
             |_, _| Ok(()),
-            None,
-            "cpu",
+            &RunContext::new(&data.name),
         )
         .expect("training");
     report.aggregate["test_accuracy"].0

@@ -11,10 +11,13 @@
 //!   BCE of ET eq. 12/22, MSE/MAE, masked patch MSE.
 //! - [`metrics`]: accuracy, macro-F1, ROC-AUC, AP, balanced accuracy, MAE and the anomaly
 //!   threshold sweep, in f64 with scikit-learn's semantics.
+//! - [`context`]: [`context::RunContext`], where and how a protocol's runs train (output,
+//!   device, shard, progress).
 //! - [`runner`]: the shared epoch loop — validation-based selection, test once at the end,
 //!   checkpoints after every epoch and exact resume, NaN/Inf guards, progress bars.
-//! - [`protocol`]: the anomaly protocol of BWGNN/ET/CDAT, leak-free k-fold cross-validation,
-//!   the ET paper's own TU procedure (`et-paper`), fixed splits.
+//! - [`protocol`]: the [`protocol::Protocol`] contract and the papers' protocols: the anomaly
+//!   protocol of BWGNN/ET/CDAT, leak-free k-fold cross-validation, fixed splits, masked image
+//!   completion, nested selection, and the reference codes' own procedures under their names.
 //! - [`compare`]: two models on the same splits, paired split by split (mean difference ±
 //!   standard error, wins / ties / losses).
 //! - [`select`]: a hyperparameter chosen per split among candidates' runs on the same folds, by
@@ -24,6 +27,7 @@
 //! - [`plot`]: energy curves and image grids as PNG.
 
 pub mod compare;
+pub mod context;
 pub mod ema;
 pub mod image_metrics;
 pub mod loss;

@@ -82,7 +82,7 @@ pub fn masked_bce_with_logits(logits: &Tensor, targets: &Tensor) -> Tensor {
 /// `w_c = (V − n_c)/V` for `V` targets of which `n_c` are of class `c`. Multi-class logits
 /// `[V, C]`: PyTorch's weighted mean `Σ w_{y_i} ℓ_i / Σ w_{y_i}`. Binary logits `[V, 1]`: the
 /// GPS code's `binary_cross_entropy_with_logits(weight = w[y])`, which divides by `V`, not by
-/// `Σ w` (`research/sfi-spec.md` S31).
+/// `Σ w` (`weighted_cross_entropy.py`).
 pub fn batch_weighted_cross_entropy(logits: &Tensor, targets: &Tensor) -> Tensor {
     let kind = logits.kind();
     let v = targets.size()[0].max(1) as f64;

@@ -1,7 +1,7 @@
 //! Evaluation metrics in f64 with scikit-learn's semantics (the papers report sklearn numbers).
 //!
 //! Pure Rust on slices: no tensors, so they can be checked against sklearn values exactly
-//! (`tests/metrics.rs` reads a fixture written by `tests/fixtures/metrics/gen.py`).
+//! (`tests/it/metrics.rs` reads a fixture written by `tests/fixtures/metrics/gen.py`).
 
 /// Why a metric is undefined for the given input.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -363,7 +363,7 @@ pub fn mean_average_precision(
 }
 
 /// benchmarking-gnns' `accuracy_SBM` over a whole split (the GNN Benchmark's "weighted
-/// accuracy", `research/sfi-spec.md` §3.6): the confusion matrix over the union of true and
+/// accuracy", SFi-Former Table 2's "Accuracy"): the confusion matrix over the union of true and
 /// predicted classes, and the mean of its rows' recalls, a row without true labels counting 0.
 /// Equal to [`balanced_accuracy`] unless a class is predicted that never occurs.
 pub fn accuracy_sbm(y_true: &[i64], y_pred: &[i64]) -> Result<f64, MetricError> {

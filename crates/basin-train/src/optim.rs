@@ -142,8 +142,9 @@ pub struct StepStats {
 ///
 /// The moments of all parameters live in two flat buffers and the Adam arithmetic runs once
 /// over all of them (a multi-tensor step, as PyTorch's `foreach` AdamW), element for element the
-/// same operations as a per-tensor loop, which took ~15 small operations per parameter tensor
-/// (on an H100 a small graph model spent a quarter of its epoch there).
+/// same operations as a per-tensor loop, which launches ~15 small operations per parameter
+/// tensor (measured: `crates/basin-repro/RESULTS.md`, "On an NVIDIA H100 80GB HBM3
+/// (2026-11-27)").
 pub struct AdamW {
     cfg: OptimConfig,
     params: Vec<(String, Tensor)>,

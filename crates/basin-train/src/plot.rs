@@ -65,8 +65,23 @@ fn write_png(path: &Path, width: u32, height: u32, rgb: Vec<u8>) -> Result<(), P
         image::ImageFormat::Png,
     )
     .map_err(draw_err)?;
-    basin_core::checkpoint::write_atomic(path, &bytes)?;
+    basin_core::fsio::write_atomic(path, &bytes)?;
     Ok(())
+}
+
+/// How many x labels an axis of whole steps or epochs `0..=x_max` asks for: every one up to
+/// ten, so that the chosen spacing is a whole number.
+fn whole_ticks(x_max: f64) -> usize {
+    (x_max as usize + 1).min(11)
+}
+
+/// A whole step or epoch as its label; nothing between them (there is no step 0.2).
+fn whole_label(x: &f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        String::new()
+    }
 }
 
 const COLOURS: [RGBColor; 6] = [
@@ -127,13 +142,8 @@ pub fn line_panels(
             chart
                 .configure_mesh()
                 .x_desc(x_label)
-                .x_label_formatter(&|x| {
-                    if x.fract() == 0.0 {
-                        format!("{x:.0}")
-                    } else {
-                        format!("{x:.1}")
-                    }
-                })
+                .x_labels(whole_ticks(x_max))
+                .x_label_formatter(&whole_label)
                 .label_style((font(), 13))
                 .axis_desc_style((font(), 14))
                 .draw()
@@ -209,6 +219,8 @@ pub fn line_chart(
         chart
             .configure_mesh()
             .x_desc(x_label)
+            .x_labels(whole_ticks(x_max))
+            .x_label_formatter(&whole_label)
             .label_style((font(), 13))
             .axis_desc_style((font(), 14))
             .draw()

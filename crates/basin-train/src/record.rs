@@ -140,11 +140,8 @@ impl RunRecord {
     pub fn write(&self, path: &Path) -> Result<(), TrainError> {
         let json = serde_json::to_string_pretty(self)
             .map_err(|e| TrainError::State(format!("cannot serialise the run record: {e}")))?;
-        basin_core::checkpoint::write_atomic(path, json.as_bytes())?;
-        basin_core::checkpoint::write_atomic(
-            &path.with_extension("csv"),
-            self.epochs_csv().as_bytes(),
-        )?;
+        basin_core::fsio::write_atomic(path, json.as_bytes())?;
+        basin_core::fsio::write_atomic(&path.with_extension("csv"), self.epochs_csv().as_bytes())?;
         Ok(())
     }
 

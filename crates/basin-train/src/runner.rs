@@ -168,6 +168,20 @@ pub trait Learner {
     fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
         recorded.clone()
     }
+    /// Metrics of `items` that the model computes itself, where one row of scores per item does
+    /// not say it: masked image completion scores its reconstructions under the masks of
+    /// `mask_seeds` (`mse`, `psnr`, `ssim`, …), the image protocol's validation and test
+    /// ([`crate::protocol::ImageProtocol`]). The default has none: an error.
+    fn reconstruction(
+        &mut self,
+        items: &[usize],
+        mask_seeds: &[u64],
+    ) -> Result<BTreeMap<String, f64>, TrainError> {
+        let _ = (items, mask_seeds);
+        Err(TrainError::State(
+            "this learner is scored by `predict`, not by its reconstructions".into(),
+        ))
+    }
 }
 
 /// `recorded` read as a `C` and written out again: a field added to `C` since the record was
@@ -458,90 +472,6 @@ pub fn epoch_seed(seed: u64, epoch: usize) -> u64 {
     z ^ (z >> 31)
 }
 
-static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Silences every progress bar and per-epoch line of this process (`basin --quiet`).
-pub fn set_quiet(quiet: bool) {
-    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// Whether [`set_quiet`] silenced progress.
-pub fn quiet() -> bool {
-    QUIET.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// One of `count` processes that share a command's runs (`basin train|reproduce … --shard
-/// index/count`): run `i` of each protocol's plan (folds, seeds) is trained by the process
-/// with `index = i mod count`, so the processes fill one output directory without touching
-/// each other's runs, and each model's folds line up across shards for the paired comparisons.
-/// Reports are left to a last unsharded run of the same command, which reads the finished runs
-/// instead of training them.
-/// A process-wide setting, not a protocol field: where a run is trained does not change it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shard {
-    /// This process's shard, `0..count`.
-    pub index: usize,
-    /// How many processes share the runs.
-    pub count: usize,
-}
-
-impl Shard {
-    /// Whether run `i` of a plan belongs to this shard.
-    pub fn owns(&self, i: usize) -> bool {
-        i % self.count == self.index
-    }
-}
-
-impl std::fmt::Display for Shard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.index, self.count)
-    }
-}
-
-impl std::str::FromStr for Shard {
-    type Err = TrainError;
-
-    /// `I/N` with `0 ≤ I < N`.
-    fn from_str(s: &str) -> Result<Self, TrainError> {
-        let bad = |m: &str| TrainError::Config {
-            field: "shard".into(),
-            message: format!("`{s}`: {m}"),
-        };
-        let (i, n) = s
-            .split_once('/')
-            .ok_or_else(|| bad("expected INDEX/COUNT, e.g. 0/2"))?;
-        let parse = |v: &str| {
-            v.trim()
-                .parse::<usize>()
-                .map_err(|_| bad("INDEX and COUNT must be whole numbers"))
-        };
-        let (index, count) = (parse(i)?, parse(n)?);
-        if count == 0 || index >= count {
-            return Err(bad(
-                "INDEX must be below COUNT (shards 0/2 and 1/2 split the runs in two)",
-            ));
-        }
-        Ok(Self { index, count })
-    }
-}
-
-static SHARD: std::sync::Mutex<Option<Shard>> = std::sync::Mutex::new(None);
-
-/// Makes this process train only its shard's runs (`None`: every run, the default).
-pub fn set_shard(shard: Option<Shard>) {
-    *SHARD.lock().unwrap_or_else(|e| e.into_inner()) = shard;
-}
-
-/// The shard set by [`set_shard`], if any.
-pub fn shard() -> Option<Shard> {
-    *SHARD.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Whether this process trains run `i` of a plan (always, unless sharded).
-pub fn owns_run(i: usize) -> bool {
-    shard().is_none_or(|s| s.owns(i))
-}
-
 fn named(prefix: &str, vs: &VarStore) -> Vec<(String, Tensor)> {
     let mut v: Vec<(String, Tensor)> = vs
         .variables()
@@ -647,7 +577,7 @@ impl Runner {
         }
         let mut best: Option<(Validation, Vec<(String, Tensor)>)> = None;
         if let (Some(dir), 0) = (&self.dir, rank) {
-            basin_core::checkpoint::remove_stale_temporaries(dir);
+            basin_core::fsio::remove_stale_temporaries(dir);
         }
         let mut ema = self.train.ema.map(|d| Ema::new(learner.vars(), d));
         if let Some(resumed) = self.resume(learner, &mut opt, ema.as_mut(), &record)? {
@@ -678,7 +608,7 @@ impl Runner {
             }
         }
         let prior_wall = record.wall_seconds;
-        let show = self.progress && !quiet() && rank == 0;
+        let show = self.progress && rank == 0;
         let bar = if show {
             ProgressBar::new(self.train.epochs as u64)
         } else {

@@ -5,8 +5,6 @@
 //! paper's CDAT, the row "CDAT-code" runs what the public code runs
 //! (`basin_cdat::anomaly::reference`), evaluated its way (`score = "reference-subsample"`).
 
-use std::time::Instant;
-
 use basin_cdat::anomaly::{TABLE8, model, reference, table9, tolokers};
 use basin_tasks::baselines::MlpConfig;
 use basin_train::protocol::ScoreMode;
@@ -94,7 +92,6 @@ impl Reproduction for CdatTable2 {
             opts.epochs = e;
         }
         let preset = ctx.preset;
-        let started = Instant::now();
         let paper: PaperTable = report::paper("cdat-table2")?;
         let mut missing = Missing::default();
         let results = anomaly::run(
@@ -122,67 +119,39 @@ impl Reproduction for CdatTable2 {
             ctx,
             &mut missing,
         )?;
+        let rows: Vec<anomaly::PaperRow> = paper
+            .rows
+            .iter()
+            .map(|r| anomaly::PaperRow {
+                dataset: r.dataset.clone(),
+                ratio: r.ratio,
+                models: vec![
+                    ("CDAT".into(), r.cdat_f1, r.cdat_auc),
+                    ("ET".into(), r.et_f1, r.et_auc),
+                ],
+            })
+            .collect();
+        let (table, headline) =
+            anomaly::results_table(&results, &rows, &["CDAT", CODE, "ET"], &opts.ratios, &[]);
         let mut md = String::from("# CDAT Table 2 — node anomaly detection\n\n");
         md.push_str(&report::banner(
             ctx.preset,
             &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
         ));
         md.push_str(&anomaly::protocol_note(&opts));
-        md.push_str("Models: **CDAT** — Table 9's row for the dataset and ratio (on tolokers, which Table 9 lacks, basin's row chosen on validation AUC, `basin_cdat::anomaly::tolokers`: α = 1, no noise, no dropout on the drive; Table 8's defaults elsewhere): T = 2 controlled steps of vMF attention over each node's neighbours and K = 4·D rectified memories, W of rank 4 over features, ω₀ = the suppression coefficient, α and σ as tuned, dropout 0.1 on the energy drive (Appendix B.2; none on tolokers), no positional embedding, read out as ET's task does; 5 % training subgraphs per epoch at paper scale, the whole graph below it. **CDAT-code** — what the public code runs for the row (`basin_cdat::anomaly::reference`; `research/cdat-spec.md` §2.2): plain attention with one divisor and logits clipped at ±5, ½relu² memories, per-feature layer norm, one shared step that ascends E (α = 0.1: the code ignores the row's α, s and σ), W over node positions, an output layer, Linear(D → 2), raw attributes, self loops; every epoch on a subgraph of 5 % of the training, validation and test nodes, scored as the code scores: training-mode scores of that epoch's validation and test samples (`reference-subsample`). **ET** — ET's default anomaly model (Y = 64, K = 128, T = 2, H = 1, no positional embedding).\n\n");
-        md.push_str("| dataset | train | paper CDAT F1 / AUC | paper ET F1 / AUC | CDAT macro-F1 | CDAT AUC | CDAT-code macro-F1 | CDAT-code AUC | ET macro-F1 | ET AUC | floor macro-F1 | floor AUC | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for r in &results {
-            let p = paper
-                .rows
-                .iter()
-                .find(|p| p.dataset == r.dataset && (p.ratio - r.ratio).abs() < 1e-9);
-            let pair = |f: [f64; 2], a: [f64; 2]| format!("{:.1} / {:.1}", f[0], a[0]);
-            let show = |name: &str, metric: &str| {
-                r.model(name)
-                    .map_or("–".into(), |m| m.report.show(metric, 100.0))
-            };
-            md.push_str(&format!(
-                "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |\n",
-                r.dataset,
-                r.ratio * 100.0,
-                p.map_or("–".into(), |p| pair(p.cdat_f1, p.cdat_auc)),
-                p.map_or("–".into(), |p| pair(p.et_f1, p.et_auc)),
-                show("CDAT", "test_macro_f1"),
-                show("CDAT", "test_auc"),
-                show(CODE, "test_macro_f1"),
-                show(CODE, "test_auc"),
-                show("ET", "test_macro_f1"),
-                show("ET", "test_auc"),
-                r.floor.show("test_macro_f1", 100.0),
-                r.floor.show("test_auc", 100.0),
-                r.seconds
-            ));
-        }
-        for row in &paper.rows {
-            if !results.iter().any(|r| r.dataset == row.dataset) {
-                md.push_str(&format!(
-                    "| {} | {:.0} % | {:.1} / {:.1} | {:.1} / {:.1} | not run | | | | | | | | |\n",
-                    row.dataset,
-                    row.ratio * 100.0,
-                    row.cdat_f1[0],
-                    row.cdat_auc[0],
-                    row.et_f1[0],
-                    row.et_auc[0]
-                ));
-            }
-        }
+        md.push_str("Models: **CDAT** — Table 9's row for the dataset and ratio (on tolokers, which Table 9 lacks, basin's row chosen on validation AUC, `basin_cdat::anomaly::tolokers`: α = 1, no noise, no dropout on the drive; Table 8's defaults elsewhere): T = 2 controlled steps of vMF attention over each node's neighbours and K = 4·D rectified memories, W of rank 4 over features, ω₀ = the suppression coefficient, α and σ as tuned, dropout 0.1 on the energy drive (Appendix B.2; none on tolokers), no positional embedding, read out as ET's task does; 5 % training subgraphs per epoch at paper scale, the whole graph below it. **CDAT-code** — what the public code runs for the row (`basin_cdat::anomaly::reference`): plain attention with one divisor and logits clipped at ±5, ½relu² memories, per-feature layer norm, one shared step that ascends E (α = 0.1: the code ignores the row's α, s and σ), W over node positions, an output layer, Linear(D → 2), raw attributes, self loops; every epoch on a subgraph of 5 % of the training, validation and test nodes, scored as the code scores: training-mode scores of that epoch's validation and test samples (`reference-subsample`). **ET** — ET's default anomaly model (Y = 64, K = 128, T = 2, H = 1, no positional embedding).\n\n");
+        md.push_str(&table);
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy and storage functional V of the whole graph per step (run 0's selected model):\n");
         md.push_str(&anomaly::curves_markdown(&results));
-        md.push_str(&format!(
-            "\nDevice: {}. Wall time {:.0} s.\n",
-            ctx.device_name(),
-            started.elapsed().as_secs_f64()
-        ));
+        let seconds: f64 = results.iter().map(|r| r.seconds).sum();
+        md.push_str(&report::footer(ctx, Some(seconds), ""));
         let ran = results.len();
-        Report::new(
+        Ok(Report::new(
             md,
             &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
             ran,
-        )
+        )?
+        .with_headline(headline))
     }
 }

@@ -6,11 +6,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use basin_graph::Split;
 use basin_graph::tu::load_tu;
 use basin_tasks::baselines::{GraphTransformerConfig, GraphTransformerLearner};
 use basin_tasks::graph_classification::{GraphClassifierLearner, dataset_pe};
+use basin_train::context::RunContext;
 use basin_train::metrics::mean_std;
-use basin_train::runner::{Learner, Runner, TrainConfig, Validation};
+use basin_train::protocol::PlannedRun;
+use basin_train::runner::{Learner, TrainConfig, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, Report};
@@ -52,7 +55,7 @@ fn learner_costs<L: Learner>(
     items: &[usize],
     batch: usize,
     runs: usize,
-    device: &str,
+    device_label: &str,
 ) -> Result<Cost> {
     let (mut inference, mut training, mut params) = (Vec::new(), Vec::new(), 0);
     for r in 0..runs {
@@ -69,18 +72,19 @@ fn learner_costs<L: Learner>(
         learner.predict(&first)?;
         basin_core::device::synchronize(learner.vars().device());
         inference.push(t0.elapsed().as_secs_f64() * 1e3);
-        let runner = Runner {
-            name: format!("{name}/run-{r}"),
-            train: TrainConfig {
-                epochs: 1,
-                ..TrainConfig::default()
-            },
-            seed: r as u64,
-            dir: None,
-            device: device.into(),
-            config: serde_json::Value::Null,
-            progress: false,
+        let run = PlannedRun::new(
+            format!("run-{r}"),
+            Split::new(Vec::new(), Vec::new(), Vec::new()),
+            r as u64,
+        );
+        let one_epoch = TrainConfig {
+            epochs: 1,
+            ..TrainConfig::default()
         };
+        let runner = RunContext::new(name)
+            .with_device_label(device_label)
+            .with_progress(false)
+            .runner(&run, one_epoch, serde_json::Value::Null);
         let record = runner.fit(
             &mut learner,
             items,
@@ -118,7 +122,6 @@ impl Reproduction for CdatTable4 {
         &[Override::Dataset]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let started = Instant::now();
         let paper: PaperTable = report::paper("cdat-table4")?;
         let candidates = match ctx.preset {
             Preset::Quick => selected(self, ctx, &["MUTAG"]),
@@ -236,10 +239,8 @@ impl Reproduction for CdatTable4 {
                 c.params
             ));
         }
-        md.push_str(&format!(
-            "\nThe paper's times are on an unstated GPU; compare ratios, not values. Wall time {:.0} s.\n",
-            started.elapsed().as_secs_f64()
-        ));
+        md.push_str("\nThe paper's times are on an unstated GPU; compare ratios, not values.\n");
+        md.push_str(&report::footer(ctx, None, ""));
         Report::new(
             md,
             &serde_json::json!({ "dataset": name, "batch": batch, "runs": runs, "costs": costs }),

@@ -5,8 +5,6 @@
 //! - `cdat-table3` (Table 3): the rank of W = PᵀCP (none, 1, 2, 4, 8, 16, full) on DD and NCI1;
 //! - `cdat-table11` (Table 11): without mutual excitation (W), without self-inhibition, full.
 
-use std::time::Instant;
-
 use basin_tasks::baselines::{GinConfig, MlpConfig};
 use basin_tasks::graph_classification::GraphClassifierConfig;
 use basin_train::protocol::Selection;
@@ -158,7 +156,6 @@ impl Reproduction for CdatTable1 {
             Preset::Quick => 3,
         };
         opts.code_cv_folds = opts.folds;
-        let started = Instant::now();
         let paper: Table1Paper = report::paper("cdat-table1")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
@@ -169,7 +166,7 @@ impl Reproduction for CdatTable1 {
             &format!("{} folds, {} epochs", opts.folds, opts.epochs),
         ));
         md.push_str(&tu::protocol_note(&opts));
-        md.push_str(&format!("\n`{CODE_TERMS}` is CDAT with the public code's energy terms (ET's attention, ½relu² memories, λ = 1/1; spec A8–A10) under the same dynamics and front end.\n"));
+        md.push_str(&format!("\n`{CODE_TERMS}` is CDAT with the public code's energy terms (ET's attention, ½relu² memories, λ = 1/1) under the same dynamics and front end.\n"));
         md.push_str("\nThe paper's CDAT and ET columns are of the magnitude of the ET reference's training-set procedure (ET 99.8 on ENZYMES); compare them with the et-paper columns, and the models with each other and with the baselines under CV.\n\n");
         md.push_str("| dataset | graphs | paper CDAT | paper ET | CDAT, CV | CDAT code-terms, CV | ET, CV | no-graph, CV | GIN, CV | CDAT, code-cv | ET, code-cv | CDAT, et-paper | ET, et-paper | runs (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         for row in &paper.rows {
@@ -204,17 +201,22 @@ impl Reproduction for CdatTable1 {
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n");
         md.push_str(&tu::curves_markdown(&results));
-        md.push_str(&format!(
-            "\nDevice: {}. Wall time {:.0} s.\n",
-            ctx.device_name(),
-            started.elapsed().as_secs_f64()
+        md.push_str(&report::footer(
+            ctx,
+            Some(results.iter().map(|r| r.seconds).sum()),
+            "",
         ));
         let ran = results.len();
-        Report::new(
+        let headline = tu::headline(&results, &["CDAT", "ET"], |d, m| {
+            let row = report::find_row(&paper.rows, d, |r| r.dataset.clone())?;
+            Some(if m == "CDAT" { row.cdat[0] } else { row.et[0] })
+        });
+        Ok(Report::new(
             md,
             &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
             ran,
-        )
+        )?
+        .with_headline(headline))
     }
 }
 
@@ -304,7 +306,6 @@ impl Reproduction for CdatTable3 {
             opts.epochs = ctx.overrides.epochs.unwrap_or(20);
         }
         opts.baseline_epochs = 0;
-        let started = Instant::now();
         let paper: Table3Paper = report::paper("cdat-table3")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
@@ -349,10 +350,10 @@ impl Reproduction for CdatTable3 {
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy, V and training loss per model:\n");
         md.push_str(&tu::curves_markdown(&results));
-        md.push_str(&format!(
-            "\nDevice: {}. Wall time {:.0} s.\n",
-            ctx.device_name(),
-            started.elapsed().as_secs_f64()
+        md.push_str(&report::footer(
+            ctx,
+            Some(results.iter().map(|r| r.seconds).sum()),
+            "",
         ));
         let ran = results.len();
         Report::new(
@@ -433,7 +434,6 @@ impl Reproduction for CdatTable11 {
         let names = selected(self, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
-        let started = Instant::now();
         let paper: Table11Paper = report::paper("cdat-table11")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
@@ -482,10 +482,10 @@ impl Reproduction for CdatTable11 {
         md.push('\n');
         md.push_str(&missing.to_markdown());
         md.push_str(&tu::curves_markdown(&results));
-        md.push_str(&format!(
-            "\nDevice: {}. Wall time {:.0} s.\n",
-            ctx.device_name(),
-            started.elapsed().as_secs_f64()
+        md.push_str(&report::footer(
+            ctx,
+            Some(results.iter().map(|r| r.seconds).sum()),
+            "",
         ));
         let ran = results.len();
         Report::new(

@@ -12,7 +12,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use basin_image::ImageSet;
-use basin_tasks::image_completion::{ImageCompletionConfig, ImageLearner};
+use basin_tasks::image_completion::{ImageCompletionConfig, ImageLearner, ImageRun, draw};
+use basin_tasks::task::Task;
+use basin_train::protocol::{ImageProtocol, Protocol};
 use basin_train::record::RunRecord;
 use serde::{Deserialize, Serialize};
 
@@ -100,7 +102,7 @@ impl ImageDataset {
 
     /// Train and test splits from the data directory.
     pub fn load(self, data_dir: &Path) -> Result<(ImageSet, ImageSet)> {
-        crate::image::load_images(self.name(), data_dir)
+        Ok(basin_image::source::open(self.name(), Some(data_dir))?)
     }
 
     /// The CPU-scale model of this dataset.
@@ -142,8 +144,8 @@ pub struct Table14Options {
 
 impl Table14Options {
     /// The draws, training and scoring of each ablation.
-    pub fn protocol(&self) -> crate::image::ImageProtocol {
-        crate::image::ImageProtocol {
+    pub fn protocol(&self) -> ImageProtocol {
+        ImageProtocol {
             train_images: self.train_images,
             val_images: self.val_images,
             test_images: self.test_images,
@@ -238,37 +240,37 @@ pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
             }
         };
         let protocol = opts.protocol();
-        let d = crate::image::draw(&train_all, &test_all, &protocol);
+        let d = draw(&train_all, &test_all, &protocol);
         let mut base = ds.config();
         base.block.steps = opts.steps;
         for ablation in &opts.ablations {
-            let cfg = basin_et::image::ablation(&base, ablation)?;
+            let run = ImageRun {
+                data: ds.name().into(),
+                architecture: basin_et::image::ablation(&base, ablation)?,
+                protocol: protocol.clone(),
+            };
             let dir = out.join(ds.name()).join(ablation);
-            let config = serde_json::json!({
-                "model": cfg,
-                "mask": crate::image::mask_of(&cfg),
-                "options": opts,
-                "normalize": d.normalize,
-                "drawn": d.drawn,
-            });
-            let (learner, record) = crate::image::fit(
-                &format!("{}/{ablation}", ds.name()),
-                &cfg,
-                &d,
-                &protocol,
-                &dir,
-                device,
-                ctx.device_name(),
-                config,
+            let title = format!("ET {ablation} on {}", ds.name());
+            let mut params = 0;
+            let report = protocol.run(
+                run.targets(&d),
+                |r| Ok(run.learner(&d, r, device)?),
+                |r, learner| {
+                    params = block_params(learner);
+                    let run_dir = dir.join(&r.dir);
+                    let terms = run.figures(&d, learner, r, &run_dir)?;
+                    report::plot_terms(
+                        &run_dir.join("energy.png"),
+                        &format!("{title}: energy per step (one test image)"),
+                        &terms,
+                    )
+                    .map_err(basin_train::TrainError::learner)
+                },
+                &ctx.runs(format!("{}/{ablation}", ds.name()), &dir),
             )?;
-            crate::image::pictures(
-                &learner,
-                &d,
-                &protocol,
-                &dir,
-                &format!("ET {ablation} on {}", ds.name()),
-            )?;
-            let params = block_params(&learner);
+            let Some(record) = report.runs.into_iter().next() else {
+                continue;
+            };
             tracing::info!(
                 "{}/{ablation}: test MSE {:.4}, PSNR {:.2}, SSIM {:.3}",
                 ds.name(),

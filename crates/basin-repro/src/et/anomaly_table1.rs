@@ -10,8 +10,6 @@
 //! and T-Social ship as DGL binary graphs, which are not read; Reddit and Tolokers (not in the
 //! paper) from their npz files.
 
-use std::time::Instant;
-
 use basin_core::{AttentionConfig, HopfieldConfig};
 use basin_et::anomaly::{Table6Row, default_model, table6};
 use basin_tasks::baselines::MlpConfig;
@@ -76,10 +74,9 @@ struct PaperTable {
 }
 
 /// The options of a preset: the paper's protocol (ratios 1 % and 40 %, 5 runs of 100 epochs
-/// at lr 1e-3; for a GPU), CPU scale (2 runs of 100 epochs; an epoch of a one-step model over
-/// Tolokers took 1.2 s on two cores — `benches/models.rs`; the default takes two steps), or
-/// the CI smoke run (1 run of 3 epochs). The floor runs 200 full-batch steps in every preset
-/// but `quick`.
+/// at lr 1e-3; for a GPU), CPU scale (2 runs of 100 epochs; timed by `benches/models.rs`:
+/// `benches/RESULTS.md`, "The dense step on two CPU cores"), or the CI smoke run (1 run of 3
+/// epochs). The floor runs 200 full-batch steps in every preset but `quick`.
 pub fn options(preset: Preset) -> AnomalyOptions {
     let paper = AnomalyOptions {
         datasets: DATASETS.iter().map(|s| s.to_string()).collect(),
@@ -122,19 +119,34 @@ fn table6_of(cfg: &NodeAnomalyConfig) -> String {
     )
 }
 
+impl PaperTable {
+    /// The rows in the shared form of the anomaly tables (ET and BWGNN per row).
+    fn rows(&self) -> Vec<anomaly::PaperRow> {
+        self.rows
+            .iter()
+            .map(|r| anomaly::PaperRow {
+                dataset: r.dataset.clone(),
+                ratio: r.ratio,
+                models: vec![
+                    ("ET".into(), r.et_f1, r.et_auc),
+                    ("BWGNN".into(), r.bwgnn_f1, r.bwgnn_auc),
+                ],
+            })
+            .collect()
+    }
+}
+
 /// Runs Table 1 with `opts`: ET with Table 6's row where the paper has the dataset, the
 /// defaults otherwise.
 pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
-    let started = Instant::now();
     let paper: PaperTable = report::paper("et-table1")?;
     let mut missing = Missing::default();
     let results = anomaly::run(
         opts,
         |dataset, ratio, _| {
-            let row = paper
-                .rows
-                .iter()
-                .find(|r| r.dataset == dataset && (r.ratio - ratio).abs() < 1e-9);
+            let row = report::find_row(&paper.rows, &report::ratio_key(dataset, ratio), |r| {
+                report::ratio_key(&r.dataset, r.ratio)
+            });
             vec![anomaly::TableModel::new(
                 "ET",
                 row.map_or_else(default_model, |r| table6(r.table6)),
@@ -143,30 +155,17 @@ pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
         ctx,
         &mut missing,
     )?;
-    let md = markdown(
-        &paper,
+    let ykth = |r: &AnomalyResult| {
+        r.model("ET")
+            .map_or(String::new(), |m| table6_of(&m.config))
+    };
+    let (table, headline) = anomaly::results_table(
         &results,
-        &missing,
-        opts,
-        ctx,
-        started.elapsed().as_secs_f64(),
+        &paper.rows(),
+        &["ET"],
+        &opts.ratios,
+        &[("Y, K, T, H", &ykth)],
     );
-    let ran = results.len();
-    Report::new(
-        md,
-        &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-        ran,
-    )
-}
-
-fn markdown(
-    paper: &PaperTable,
-    results: &[AnomalyResult],
-    missing: &Missing,
-    opts: &AnomalyOptions,
-    ctx: &Context,
-    seconds: f64,
-) -> String {
     let mut md = String::from("# ET Table 1 — node anomaly detection\n\n");
     md.push_str(&report::banner(
         ctx.preset,
@@ -174,48 +173,21 @@ fn markdown(
     ));
     md.push_str(&anomaly::protocol_note(opts));
     md.push_str("Model: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset (D = Y, α = 1), `basin_et::anomaly::default_model` otherwise (Y = 64, K = 128, T = 2, H = 1, without positional embeddings); paper switches (positional embeddings on for Table 6's rows, no added self loops, evaluation-mode scores after the step).\n\n");
-    md.push_str("| dataset | train | paper ET macro-F1 | ours macro-F1 | floor macro-F1 | paper ET AUC | ours AUC | floor AUC | BWGNN F1 / AUC (paper) | Y, K, T, H | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for r in results {
-        let Some(et) = r.model("ET") else { continue };
-        let p = paper
-            .rows
-            .iter()
-            .find(|p| p.dataset == r.dataset && (p.ratio - r.ratio).abs() < 1e-9);
-        let pair = |v: Option<[f64; 2]>| {
-            v.map_or("–".to_owned(), |v| format!("{:.1} ± {:.1}", v[0], v[1]))
-        };
-        md.push_str(&format!(
-            "| {} | {:.0} % | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |\n",
-            r.dataset,
-            r.ratio * 100.0,
-            pair(p.map(|p| p.et_f1)),
-            et.report.show("test_macro_f1", 100.0),
-            r.floor.show("test_macro_f1", 100.0),
-            pair(p.map(|p| p.et_auc)),
-            et.report.show("test_auc", 100.0),
-            r.floor.show("test_auc", 100.0),
-            p.map_or("–".to_owned(), |p| format!(
-                "{:.1} / {:.1}",
-                p.bwgnn_f1[0], p.bwgnn_auc[0]
-            )),
-            table6_of(&et.config),
-            r.seconds
-        ));
-    }
-    for row in &paper.rows {
-        if !results.iter().any(|r| r.dataset == row.dataset)
-            && opts.ratios.iter().any(|&x| (x - row.ratio).abs() < 1e-9)
-        {
-            md.push_str(&format!("| {} | {:.0} % | {:.1} ± {:.1} | not run | – | {:.1} ± {:.1} | not run | – | {:.1} / {:.1} | | |\n", row.dataset, row.ratio * 100.0, row.et_f1[0], row.et_f1[1], row.et_auc[0], row.et_auc[1], row.bwgnn_f1[0], row.bwgnn_auc[0]));
-        }
-    }
+    md.push_str(&table);
     md.push_str(&missing.to_markdown());
     md.push_str("\nEnergy of the whole graph per descent step, run 0's selected model in evaluation mode:\n");
-    md.push_str(&anomaly::curves_markdown(results));
-    md.push_str(&format!(
-        "\nDevice: {}. Wall time {:.0} s. Run records under `<dataset>-<ratio>pct/ET/run-<r>/`.\n",
-        ctx.device_name(),
-        seconds
+    md.push_str(&anomaly::curves_markdown(&results));
+    let seconds: f64 = results.iter().map(|r| r.seconds).sum();
+    md.push_str(&report::footer(
+        ctx,
+        Some(seconds),
+        "Run records under `<dataset>-<ratio>pct/ET/run-<r>/`.",
     ));
-    md
+    let ran = results.len();
+    Ok(Report::new(
+        md,
+        &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
+        ran,
+    )?
+    .with_headline(headline))
 }

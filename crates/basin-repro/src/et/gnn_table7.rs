@@ -11,7 +11,7 @@ use basin_sfi::learner::GpsData;
 use basin_sfi::presets::{self, Dataset, Variant};
 use basin_tasks::graph_classification::{GraphClassifierLearner, dataset_pe};
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{FixedSplitProtocol, Metric, PlannedRun};
+use basin_train::protocol::{FixedSplitProtocol, Metric, PlannedRun, Protocol, PublishedSplit};
 use basin_train::runner::TrainConfig;
 use basin_train::schedule::{Schedule, Unit};
 use serde::Deserialize;
@@ -83,7 +83,6 @@ impl Reproduction for EtTable7 {
         &[Override::Epochs, Override::Dataset]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let started = Instant::now();
         let paper: PaperTable = report::paper("et-table7")?;
         let runs = if ctx.preset == Preset::Paper { 4 } else { 1 };
         let mut et_cfg = match ctx.preset {
@@ -142,9 +141,10 @@ impl Reproduction for EtTable7 {
                 )?)
             };
             let et = protocol.run(
-                &format!("{name}/ET"),
-                &split,
-                gps_data.targets(),
+                PublishedSplit {
+                    split: &split,
+                    target: (gps_data.targets()),
+                },
                 make,
                 |_, l| {
                     parameters = basin_train::runner::Learner::vars(l)
@@ -154,8 +154,7 @@ impl Reproduction for EtTable7 {
                         .sum();
                     Ok(())
                 },
-                Some(&ctx.out.join(&name).join("et")),
-                &ctx.device_name(),
+                &ctx.runs(format!("{name}/ET"), ctx.out.join(&name).join("et")),
             )?;
             let et_seconds = t0.elapsed().as_secs_f64();
             // Baselines from the SFi front end, on the same graphs and split.
@@ -234,11 +233,7 @@ impl Reproduction for EtTable7 {
             .collect();
         md.push_str(&others.join("; "));
         md.push_str(" (PATTERN / CLUSTER, %).\n\nChance: PATTERN 50 %, CLUSTER 16.7 %; the no-graph row is the bar a graph model must clear.\n");
-        md.push_str(&format!(
-            "\nDevice: {}. Wall time {:.0} s.\n",
-            ctx.device_name(),
-            started.elapsed().as_secs_f64()
-        ));
+        md.push_str(&report::footer(ctx, None, ""));
         Report::new(
             md,
             &serde_json::json!({ "et_config": et_cfg, "datasets": json }),

@@ -4,8 +4,6 @@
 //! same graphs — training-set accuracies), beside the paper's numbers and two baselines on the
 //! same folds (see [`crate::tu`]).
 
-use std::time::Instant;
-
 use basin_tasks::baselines::{GinConfig, MlpConfig};
 use basin_train::protocol::Selection;
 use serde::Deserialize;
@@ -86,9 +84,8 @@ struct PaperTable {
 ///   epochs.
 /// - `cpu` (about an hour on two cores): MUTAG and ENZYMES, 10 folds of 100 epochs at peak lr
 ///   3e-3 ([`tu::CPU_LR`]) of the CPU model (`basin_et::graph::tu_cpu`), 10 et-paper repeats.
-///   (One training epoch over 1,827 NCI1 graphs took 1.5 s with the CPU model and 9.9 s with
-///   Table 9's on two cores — `benches/compare.py --epoch` — so the full table, Table 9's model
-///   on every set, is for a GPU; `--dataset` adds the others.)
+///   Table 9's model trains several times slower, so the full table is for a GPU (measured:
+///   `benches/RESULTS.md`, "The dense step on two CPU cores"); `--dataset` adds the others.
 /// - `quick` (CI): MUTAG and ENZYMES, 3 folds, 2 epochs, 5 et-paper repeats.
 pub fn options(preset: Preset) -> TuOptions {
     let paper = TuOptions {
@@ -140,7 +137,6 @@ pub fn options(preset: Preset) -> TuOptions {
 
 /// Runs Table 2 with `opts` (its first model is ET's column).
 pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
-    let started = Instant::now();
     let paper: PaperTable = report::paper("et-table2")?;
     let mut missing = Missing::default();
     let results = tu::run(opts, ctx, &mut missing)?;
@@ -191,15 +187,19 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
     md.push_str(&missing.to_markdown());
     md.push_str("\nEnergy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode) and the training loss:\n");
     md.push_str(&tu::curves_markdown(&results));
-    md.push_str(&format!(
-        "\nDevice: {}. Wall time {:.0} s.\n",
-        ctx.device_name(),
-        started.elapsed().as_secs_f64()
+    md.push_str(&report::footer(
+        ctx,
+        Some(results.iter().map(|r| r.seconds).sum()),
+        "",
     ));
     let ran = results.len();
-    Report::new(
+    let headline = tu::headline(&results, &[et], |d, _| {
+        report::find_row(&paper.rows, d, |r| r.dataset.clone()).map(|r| r.accuracy)
+    });
+    Ok(Report::new(
         md,
         &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
         ran,
-    )
+    )?
+    .with_headline(headline))
 }

@@ -10,7 +10,9 @@ use basin_graph::KFoldConfig;
 use basin_graph::mil::{load_csv, load_prtools_zip};
 use basin_tasks::bag_classification::{BagClassifierConfig, BagClassifierLearner};
 use basin_train::optim::OptimConfig;
-use basin_train::protocol::{EpochChoice, Metric, NestedCrossValidation, ProtocolReport};
+use basin_train::protocol::{
+    EpochChoice, GridSearch, Metric, NestedCrossValidation, Protocol, ProtocolReport, nothing_after,
+};
 use basin_train::runner::TrainConfig;
 use serde::Deserialize;
 
@@ -73,7 +75,7 @@ struct PaperTable {
     rows: Vec<PaperRow>,
 }
 
-/// The `--cpu` search: the earlier two candidates (widths 32 and 64, four heads, dropout 0 and
+/// The `--cpu` search: two base candidates (widths 32 and 64, four heads, dropout 0 and
 /// 0.5), then the axes of the Hopfield paper's MIL search at CPU size: width {32, 128} × the
 /// pooling's β {0.1, 1, 10} × bag dropout {0, 0.75} (eight heads of width 16), and the
 /// learning rate {1e-4, 1e-2} at width 128, β 1, bag dropout 0.75. Sixteen candidates.
@@ -116,7 +118,7 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
         },
         inner_folds: 2,
         repeats: if quick { 1 } else { 3 },
-        metric: Metric::RocAuc,
+        metric: Metric::Auc,
         train: TrainConfig {
             epochs: ctx.overrides.epochs.unwrap_or(if quick { 5 } else { 40 }),
             // AdamW with the reference MIL script's decay and clipping.
@@ -178,7 +180,7 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
             let fetch = if ["tiger", "fox", "elephant"].contains(&name) {
                 "fox-tiger-elephant".to_owned()
             } else {
-                basin_graph::registry::find(&name.replace('_', "-"))
+                basin_data::registry::find(&name.replace('_', "-"))
                     .map_or_else(|| name.to_owned(), |d| d.name.clone())
             };
             missing.push(
@@ -202,20 +204,23 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
             .map(|&l| f64::from(u8::from(l)))
             .collect();
         let d = data.clone();
-        let report = protocol.run(
-            name,
+        let search = GridSearch {
+            protocol: &protocol,
+            grid: &grid,
+        };
+        let report = search.run(
             &target,
-            &grid,
-            |c, train, seed| {
+            |run| {
                 Ok(BagClassifierLearner::new(
                     d.clone(),
-                    c,
-                    train,
-                    seed,
+                    search.candidate(run),
+                    &run.train(),
+                    run.seed,
                     ctx.device,
                 )?)
             },
-            &ctx.device_name(),
+            nothing_after,
+            &ctx.runs(name, &ctx.out),
         )?;
         let over_repeats = report.show("test_auc_over_repeats", 100.0);
         let over_folds = report.show("test_auc", 100.0);

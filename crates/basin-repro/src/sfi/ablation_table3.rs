@@ -1,9 +1,7 @@
 //! `sfi-table3`: SFi-Former Table 3, the ablations on Peptides-func — λ* ∈ {0.5, 1, 2, 5},
 //! α ∈ {0.01, 0.1, 0.5, 1} and the attention (SP + Ã, SP alone, Ã alone) — beside GPS and the
 //! model that ignores the graph, on the same split and seeds. The share of zero flows should
-//! grow with λ* (the ℓ1 weight); the paper's AP ordering is weak evidence (spec S28).
-
-use std::time::Instant;
+//! grow with λ* (the ℓ1 weight); the paper's AP ordering is weak evidence.
 
 use basin_sfi::presets::Variant;
 use basin_train::protocol::Metric;
@@ -55,7 +53,7 @@ fn models(paper: &PaperTable, preset: Preset, epochs: Option<usize>) -> Vec<Mode
         })
         .collect();
     if preset == Preset::Cpu && epochs.is_none() {
-        // The CPU scale of the ablation: 15 epochs per row (research/sfi-spec.md §10).
+        // The CPU scale of the ablation: 15 epochs per row.
         with_epochs(&mut rows, Some(15));
     }
     with_epochs(&mut rows, epochs);
@@ -84,7 +82,6 @@ impl Reproduction for SfiTable3 {
         &[Override::Epochs]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let started = Instant::now();
         let paper: PaperTable = report::paper("sfi-table3")?;
         let rows = models(&paper, ctx.preset, ctx.overrides.epochs);
         let plan = RunPlan {
@@ -129,11 +126,7 @@ impl Reproduction for SfiTable3 {
         }
         md.push_str(ZERO_NOTE);
         md.push_str(&missing.to_markdown());
-        md.push_str(&format!(
-            "\nDevice: {}. Wall time {:.0} s.\n",
-            ctx.device_name(),
-            started.elapsed().as_secs_f64()
-        ));
+        md.push_str(&report::footer(ctx, None, ""));
         let ran = usize::from(!results.is_empty());
         Report::new(
             md,

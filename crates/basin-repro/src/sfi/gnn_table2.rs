@@ -125,7 +125,6 @@ impl Reproduction for SfiTable2 {
         &[Override::Epochs, Override::Dataset]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let started = Instant::now();
         let paper: PaperTable = report::paper("sfi-table2")?;
         let plan = RunPlan {
             runs: if ctx.preset == Preset::Paper { 4 } else { 1 },
@@ -226,11 +225,7 @@ impl Reproduction for SfiTable2 {
         md.push_str(&format!(
             "\nChance: PATTERN 50 %, CLUSTER 16.7 % (weighted accuracy); the no-graph row is the bar a graph model must clear.\n{figures}"
         ));
-        md.push_str(&format!(
-            "\nDevice: {}. Wall time {:.0} s.\n",
-            ctx.device_name(),
-            started.elapsed().as_secs_f64()
-        ));
+        md.push_str(&report::footer(ctx, None, ""));
         let ran = all.len();
         let json: Vec<_> = all
             .iter()

@@ -6,13 +6,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use basin_graph::{Split, registry};
+use basin_data::registry;
+use basin_graph::Split;
 use basin_sfi::learner::GpsData;
 use basin_sfi::presets::{self, Dataset, Variant};
 use basin_train::protocol::Metric;
 use serde::Deserialize;
 
-use super::{ModelSpec, RunPlan, gap_figure, no_graph, row_cells, run_rows, subset};
+use super::{ModelSpec, RunPlan, gap_figure, no_graph, row_cells, run_rows};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Override, Preset, ReproError, Reproduction, Result};
 
@@ -135,7 +136,7 @@ pub(crate) fn load(
             "no official split (splits_random_stratified_peptide.json)",
         )
     })?;
-    let split = subset(&official, sizes(ctx.preset), 0);
+    let split = official.subset(sizes(ctx.preset), 0);
     let k = models
         .iter()
         .map(|r| r.config.pe.frequencies())
@@ -170,7 +171,6 @@ impl Reproduction for SfiTable1 {
         &[Override::Epochs]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let started = Instant::now();
         let paper: PaperTable = report::paper("sfi-table1")?;
         let rows = models(ctx.preset, ctx.overrides.epochs);
         let plan = RunPlan {
@@ -230,16 +230,24 @@ impl Reproduction for SfiTable1 {
             &results,
         )?);
         md.push_str(&missing.to_markdown());
-        md.push_str(&format!(
-            "\nDevice: {}. Wall time {:.0} s.\n",
-            ctx.device_name(),
-            started.elapsed().as_secs_f64()
-        ));
+        md.push_str(&report::footer(ctx, None, ""));
         let ran = usize::from(!results.is_empty());
-        Report::new(
+        let headline = results
+            .iter()
+            .map(|r| {
+                let p = report::find_row(&paper.rows, &r.model, |p| p.model.clone());
+                report::Headline::new(
+                    format!("Peptides-func {} AP", r.model),
+                    r.show("test_ap", 100.0),
+                    p.map(|p| format!("{:.2}", p.value[0] * 100.0)),
+                )
+            })
+            .collect();
+        Ok(Report::new(
             md,
             &serde_json::json!({ "plan": plan, "models": rows, "results": results, "missing": missing }),
             ran,
-        )
+        )?
+        .with_headline(headline))
     }
 }

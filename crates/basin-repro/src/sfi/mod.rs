@@ -2,7 +2,7 @@
 //! published split and seeds ([`run_rows`]), beside the model that ignores the graph (the same
 //! encoders and head with no GPS layer and no positional encoding: pooled node features for
 //! graph targets, each node's own features for node targets), and the train − test gap curves
-//! (`research/sfi-spec.md` Fig. 3).
+//! (SFi-Former Fig. 3).
 
 pub mod ablation_table3;
 pub mod gnn_table2;
@@ -18,7 +18,7 @@ use basin_core::flow::FlowSolver;
 use basin_graph::Split;
 use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_sfi::model::{GpsModelConfig, PosEnc};
-use basin_train::protocol::{FixedSplitProtocol, Metric, ProtocolReport};
+use basin_train::protocol::{FixedSplitProtocol, Metric, Protocol, ProtocolReport, PublishedSplit};
 use basin_train::runner::{TrainConfig, warm_start};
 use serde::Serialize;
 
@@ -130,7 +130,6 @@ pub fn run_rows(
     plan: &RunPlan,
 ) -> Result<Vec<RowResult>> {
     let mut rows = Vec::new();
-    let device = ctx.device_name();
     let mut dirs: Vec<(String, std::path::PathBuf)> = Vec::new();
     for (i, spec) in models.iter().enumerate() {
         let started = Instant::now();
@@ -173,11 +172,7 @@ pub fn run_rows(
             train: spec.train.clone(),
             curves: plan.curves,
         };
-        let report = protocol.run(
-            &format!("{dataset}/{}", spec.name),
-            split,
-            data.targets(),
-            |run| {
+        let report = protocol.run(PublishedSplit { split, target: (data.targets()) }, |run| {
                 let learner = GpsLearner::new(data.clone(), &spec.config, run.seed, ctx.device)?;
                 if let Some(src) = &source {
                     let ckpt = src.join(&run.dir).join("checkpoint.safetensors");
@@ -190,8 +185,7 @@ pub fn run_rows(
                     }
                 }
                 Ok(learner)
-            },
-            |run, learner| {
+            }, |run, learner| {
                 parameters = learner.parameters();
                 if run.dir == "run-0" {
                     zero_share = learner.zero_share(&test)?;
@@ -204,10 +198,7 @@ pub fn run_rows(
                     }
                 }
                 Ok(())
-            },
-            Some(&dir),
-            &device,
-        )?;
+            }, &ctx.runs(format!("{dataset}/{}", spec.name), &dir))?;
         let gap = gap_curve(&report);
         rows.push(RowResult {
             model: spec.name.clone(),
@@ -290,26 +281,6 @@ pub fn row_cells(r: &RowResult, key: &str, scale: f64) -> String {
             .map_or("–".into(), |z| format!("{:.1} %", z * 100.0)),
         r.seconds
     )
-}
-
-/// The first `n[0]`, `n[1]`, `n[2]` items of a seeded shuffle of each part of `split` (all of a
-/// part when its `n` is `None`): the CPU and quick scales' subsets of a published split.
-pub fn subset(split: &Split, n: [Option<usize>; 3], seed: u64) -> Split {
-    use rand::SeedableRng;
-    use rand::seq::SliceRandom;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let mut take = |part: &[u32], n: Option<usize>| {
-        let mut v = part.to_vec();
-        if let Some(n) = n {
-            v.shuffle(&mut rng);
-            v.truncate(n);
-        }
-        v
-    };
-    let train = take(&split.train, n[0]);
-    let val = take(&split.val, n[1]);
-    let test = take(&split.test, n[2]);
-    Split::new(train, val, test)
 }
 
 /// Mean ± population s.d. over runs of `key` at each run's selected epoch.
@@ -411,7 +382,7 @@ pub fn solver_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
 /// can read but the shared data lacks: their loaders are `basin_graph::lrgb`).
 pub(crate) fn absent_sets(ctx: &Context, names: &[&str], missing: &mut Missing) -> Result<()> {
     for name in names {
-        let info = basin_graph::registry::get(name)?;
+        let info = basin_data::registry::get(name)?;
         if !info.location(&ctx.data_dir).exists() {
             missing.push(info.name.as_str(), info.missing(&ctx.data_dir));
         }

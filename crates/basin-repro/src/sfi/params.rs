@@ -1,9 +1,8 @@
 //! `sfi-params`: the parameter counts of every model of SFi Tables 5 and 6, built
-//! (`basin_sfi::presets::PaperModel`) and counted, beside the printed `#params`. The spec's
-//! finding (§4.3): the printed counts are the built model plus 2d + 1 parameters per layer that
-//! nothing in the text identifies; this report shows it column by column.
-
-use std::time::Instant;
+//! (`basin_sfi::presets::PaperModel`) and counted, beside the printed `#params`. What one
+//! per-layer formula fitted to them finds: the printed counts are the built model plus 2d + 1
+//! parameters per layer that nothing in the text identifies; this report shows it column by
+//! column.
 
 use basin_sfi::model::GpsModel;
 use basin_sfi::presets::PaperModel;
@@ -72,11 +71,10 @@ impl Reproduction for SfiParams {
     fn accepts(&self) -> &'static [crate::Override] {
         &[]
     }
-    fn run(&self, _ctx: &Context) -> Result<Report> {
-        let started = Instant::now();
+    fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("sfi-params")?;
         let mut md = String::from("# SFi-Former Tables 5/6 — parameter counts\n\n");
-        md.push_str("Each model is built from `basin_sfi::presets::PaperModel` (no data needed) and its trainable parameters counted. `L(2d + 1)` is what the spec finds unidentified in the printed counts (§4.3): a built model that matches `paper − L(2d + 1)` has every identified part right.\n\n");
+        md.push_str("Each model is built from `basin_sfi::presets::PaperModel` (no data needed) and its trainable parameters counted. `L(2d + 1)` is what nothing in the paper's text identifies in the printed counts: a built model that matches `paper − L(2d + 1)` has every identified part right.\n\n");
         md.push_str("| model | L × d | paper #params | built | paper − built | L(2d + 1) | matches |\n|---|---|---|---|---|---|---|\n");
         let mut rows = Vec::new();
         for p in &paper.rows {
@@ -84,7 +82,7 @@ impl Reproduction for SfiParams {
             let unidentified = p.layers * (2 * p.dim + 1);
             let (diff, verdict) = match built {
                 Some(b) if p.params - b == unidentified => (format!("{}", p.params - b), "yes"),
-                Some(b) => (format!("{}", p.params - b), "no (spec S25)"),
+                Some(b) => (format!("{}", p.params - b), "no (fits no configuration)"),
                 None => ("–".into(), "not built (edge head)"),
             };
             md.push_str(&format!(
@@ -102,10 +100,7 @@ impl Reproduction for SfiParams {
                 unidentified,
             });
         }
-        md.push_str(&format!(
-            "\nWall time {:.1} s.\n",
-            started.elapsed().as_secs_f64()
-        ));
+        md.push_str(&report::footer(ctx, None, ""));
         Report::new(md, &serde_json::json!({ "rows": rows }), 1)
     }
 }

@@ -1,11 +1,11 @@
 //! `sfi-table4`: SFi-Former Table 4's dataset statistics for the sets that are here —
 //! Peptides-func as read, PATTERN and CLUSTER as generated at their published sizes — beside the
 //! printed values. Table 4 counts Peptides-func's edges directed (both directions of a bond) and
-//! the SBM sets' undirected (`research/sfi-spec.md` §5.2), so both counts are shown.
+//! the SBM sets' undirected, so both counts are shown.
 
 use std::time::Instant;
 
-use basin_graph::registry;
+use basin_data::registry;
 use basin_sfi::presets::Dataset;
 
 use super::gnn_table2::generate;
@@ -43,7 +43,6 @@ impl Reproduction for SfiTable4 {
         &[]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let started = Instant::now();
         let mut md = String::from("# SFi-Former Table 4 — dataset statistics\n\n");
         md.push_str(&report::banner(
             ctx.preset,
@@ -84,12 +83,9 @@ impl Reproduction for SfiTable4 {
             ));
             stats.push(s);
         }
-        md.push_str("\nThe paper's PATTERN/CLUSTER edge counts are undirected and its Peptides-func count directed (two entries per bond); the regenerated SBM sets match the published distribution, not the published draws (expected, spec §5.2: CLUSTER ≈ 117.0 nodes and 2,145 undirected edges; PATTERN's depend on the drawn pattern sizes).\n");
+        md.push_str("\nThe paper's PATTERN/CLUSTER edge counts are undirected and its Peptides-func count directed (two entries per bond); the regenerated SBM sets match the published distribution, not the published draws (expected from 3,000 simulated graphs: CLUSTER ≈ 117.0 nodes and 2,145 undirected edges; PATTERN's depend on the drawn pattern sizes).\n");
         md.push_str(&missing.to_markdown());
-        md.push_str(&format!(
-            "\nWall time {:.1} s.\n",
-            started.elapsed().as_secs_f64()
-        ));
+        md.push_str(&report::footer(ctx, None, ""));
         let ran = stats.len();
         Report::new(
             md,

@@ -275,6 +275,16 @@ impl Learner for ImageLearner {
         }
     }
 
+    /// The masked-patch MSE, its spreads, PSNR and SSIM of `items` over `mask_seeds`
+    /// ([`ImageLearner::evaluate`], keys as [`summary`] names them).
+    fn reconstruction(
+        &mut self,
+        items: &[usize],
+        mask_seeds: &[u64],
+    ) -> std::result::Result<BTreeMap<String, f64>, TrainError> {
+        Ok(summary("", &self.evaluate(items, mask_seeds)?))
+    }
+
     /// One row per image: its masked-patch MSE under the fixed evaluation masks.
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let mut rows = Vec::with_capacity(items.len());

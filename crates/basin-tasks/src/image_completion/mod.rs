@@ -1,5 +1,5 @@
 //! Masked image completion with one recurrent energy block (ET Section 3, Appendix B;
-//! reference-implementations §1).
+//! the public ET image code, `bhoov/energy-transformer-jax`).
 //!
 //! Patches are encoded by one affine map, masked patches are replaced by a learned MASK token,
 //! a learned position bias is added to every token (after an optional learned CLS token), and
@@ -21,11 +21,15 @@ use basin_core::init::DenseInit;
 use basin_core::{BlockConfig, EnergyBlock, Structure, Trace, TraceOptions};
 use basin_image::PatchBatch;
 
-use crate::graph_classification::prefix_field;
+use crate::prefix_field;
 use crate::{Result, TaskError};
 
+mod draw;
 mod learner;
+mod task;
+pub use draw::{Drawn, draw, mask_of};
 pub use learner::{ImageLearner, Reconstruction, summary};
+pub use task::ImageRun;
 
 /// The training loss on the scored patches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,8 +69,8 @@ pub struct ImageCompletionConfig {
     /// so that memory holds one step's (T = 12 at the ImageNet size) for about one more
     /// forward pass of time. The gradients are the same. Default off.
     pub recompute: bool,
-    /// How the patch encoder and decoder start: `tch` (the default, every result recorded
-    /// before this switch) or `flax` as the ET reference code (JAX) starts its `nn.Dense`
+    /// How the patch encoder and decoder start: `tch` (the default, as every run recorded
+    /// without this field) or `flax` as the ET reference code (JAX) starts its `nn.Dense`
     /// layers (`basin_core::init`).
     pub dense_init: DenseInit,
 }

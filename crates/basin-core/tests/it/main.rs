@@ -1,0 +1,18 @@
+//! The integration tests of `basin-core`, one binary: each module is what used to be a file of
+//! its own under `tests/` (one link instead of one per file).
+#![allow(clippy::unwrap_used)]
+
+mod checkpoint;
+mod common;
+mod controlled;
+mod custom_term;
+mod descent;
+mod device;
+mod flow;
+mod gradients;
+mod hopfield;
+mod init;
+mod norm;
+mod registry;
+mod structure;
+mod training;

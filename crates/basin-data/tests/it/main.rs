@@ -1,0 +1,4 @@
+//! The integration tests of `basin-data`, one binary.
+#![allow(clippy::unwrap_used)]
+
+mod fetch;

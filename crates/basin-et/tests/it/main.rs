@@ -1,0 +1,8 @@
+//! The integration tests of `basin-et`, one binary: each module is what used to be a file of
+//! its own under `tests/` (one link instead of one per file).
+#![allow(clippy::unwrap_used)]
+
+mod anomaly;
+mod graph;
+mod graph_properties;
+mod image;

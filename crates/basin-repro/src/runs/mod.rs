@@ -1,0 +1,248 @@
+//! Run files (`basin train`, `basin eval`): a dispatcher over every task that implements
+//! `basin_tasks::task::Task`. A run file names the task, the dataset, the model and the
+//! protocol:
+//!
+//! ```toml
+//! task = "graph-classification"   # or "node-anomaly", "image-completion", "gps"
+//! data = "MUTAG"                  # a name under the data directory, or a path
+//! [architecture]                  # the task's model config
+//! blocks = 2
+//! [architecture.block]            # the energy block: any registered terms and dynamics
+//! dim = 32
+//! [[architecture.block.terms]]
+//! kind = "attention"
+//! heads = 4
+//! [protocol]                      # the task's protocol
+//! repeats = 1
+//! ```
+//!
+//! [`RunSpec`] reads one ([`sets`]: `--set` overrides first), and trains or re-scores it
+//! through `basin_tasks::run`; [`examples`] prints complete ones. The tasks are listed once,
+//! in [`TASKS`].
+
+use std::any::Any;
+use std::path::Path;
+
+use basin_sfi::task::GpsRun;
+use basin_tasks::graph_classification::GraphRun;
+use basin_tasks::image_completion::ImageRun;
+use basin_tasks::node_anomaly::AnomalyRun;
+use basin_tasks::run::{self, RunOptions, to_toml};
+use basin_tasks::task::Task;
+use serde::Deserialize;
+use tch::Device;
+
+pub use basin_tasks::run::RunOutcome;
+pub use examples::{EXAMPLES, example};
+pub use sets::apply_sets;
+
+use crate::{ReproError, Result};
+
+pub mod examples;
+pub mod sets;
+#[cfg(test)]
+mod tests;
+
+/// A run file of one task, behind the dispatcher.
+trait RunFile: std::fmt::Debug + Send + Sync {
+    fn task(&self) -> &'static str;
+    fn data(&self) -> &str;
+    fn validate(&self) -> basin_tasks::Result<()>;
+    fn to_toml(&self) -> Result<String>;
+    fn train(&self, opts: &RunOptions) -> Result<RunOutcome>;
+    fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome>;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Task + Send + Sync + 'static> RunFile for T {
+    fn task(&self) -> &'static str {
+        T::NAME
+    }
+    fn data(&self) -> &str {
+        self.data_name()
+    }
+    fn validate(&self) -> basin_tasks::Result<()> {
+        Task::validate(self)
+    }
+    fn to_toml(&self) -> Result<String> {
+        Ok(to_toml(self)?)
+    }
+    fn train(&self, opts: &RunOptions) -> Result<RunOutcome> {
+        Ok(run::train(self, opts, |old| {
+            same_run_but_repeats(old, self)
+        })?)
+    }
+    fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome> {
+        Ok(run::eval(self, out, data_dir, device)?)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Whether the run file `old` found in a directory is `new` but for `protocol.repeats`: a
+/// cross-validation fold's run leaves that number out of its identity, so the finished folds
+/// are read back and only the new repeats train (the run file is rewritten).
+fn same_run_but_repeats<T: Task>(old: &str, new: &T) -> bool {
+    let Ok(old) = parse_as::<T>(old) else {
+        return false;
+    };
+    let strip = |t: &T| {
+        let mut v = serde_json::to_value(t).ok()?;
+        v.get_mut("protocol")?.as_object_mut()?.remove("repeats");
+        Some(v)
+    };
+    matches!((strip(&old), strip(new)), (Some(a), Some(b)) if a == b)
+}
+
+/// A task the run files know: its name and how its file is read.
+pub struct TaskEntry {
+    /// `task = "…"`.
+    pub name: &'static str,
+    parse: fn(&str) -> std::result::Result<Box<dyn RunFile>, toml::de::Error>,
+}
+
+const fn entry<T: Task + Send + Sync + 'static>() -> TaskEntry {
+    TaskEntry {
+        name: T::NAME,
+        parse: |text| Ok(Box::new(parse_as::<T>(text)?)),
+    }
+}
+
+/// Every task a run file may name: the only list there is.
+pub const TASKS: &[TaskEntry] = &[
+    entry::<AnomalyRun>(),
+    entry::<GraphRun>(),
+    entry::<ImageRun>(),
+    entry::<GpsRun>(),
+];
+
+fn parse_as<T: Task>(fields: &str) -> std::result::Result<T, toml::de::Error> {
+    toml::from_str(&without_task_line(fields))
+}
+
+/// The text with its `task = …` line blanked (its bytes kept, so that lines and columns of
+/// errors stay where they were).
+fn without_task_line(text: &str) -> String {
+    #[derive(Deserialize)]
+    struct Named {
+        task: toml::Spanned<String>,
+    }
+    let Ok(named) = toml::from_str::<Named>(text) else {
+        return text.to_owned();
+    };
+    let span = named.task.span();
+    let start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[span.end..]
+        .find('\n')
+        .map_or(text.len(), |i| span.end + i);
+    let blank: String = text[start..end]
+        .chars()
+        .map(|c| if c == '\t' { c } else { ' ' })
+        .collect();
+    format!("{}{blank}{}", &text[..start], &text[end..])
+}
+
+/// What `basin train` runs: the run file of one task.
+#[derive(Debug)]
+pub struct RunSpec(Box<dyn RunFile>);
+
+impl RunSpec {
+    /// The complete example run file `name` (see [`EXAMPLES`]), as TOML.
+    pub fn example(name: &str) -> Result<String> {
+        example(name)
+    }
+
+    /// Parses a run file; errors name the file and the field.
+    pub fn read(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| basin_core::CoreError::io(path, e))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Reads a run file with `sets` applied over it (`basin train --set KEY=VALUE`, see
+    /// [`apply_sets`]); errors name the file, and the override where one is at fault.
+    pub fn read_with(path: &Path, sets: &[String]) -> Result<Self> {
+        if sets.is_empty() {
+            return Self::read(path);
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| basin_core::CoreError::io(path, e))?;
+        let file = format!("{} (with --set {})", path.display(), sets.join(", --set "));
+        Self::parse(&apply_sets(&text, sets, &file)?, &file)
+    }
+
+    /// Parses run-file text (`file` names it in errors) and checks the model and protocol.
+    /// The task's fields are read from the text itself, so that a wrong type (`k = -3`) names
+    /// its line and field.
+    pub fn parse(text: &str, file: &str) -> Result<Self> {
+        #[derive(Deserialize)]
+        struct Named {
+            task: String,
+        }
+        let err =
+            |e: toml::de::Error| ReproError::config(file, e.to_string().trim_end().to_owned());
+        let named: Named = toml::from_str(text).map_err(err)?;
+        let Some(task) = TASKS.iter().find(|t| t.name == named.task) else {
+            let known: Vec<String> = TASKS.iter().map(|t| format!("`{}`", t.name)).collect();
+            return Err(ReproError::config(
+                format!("{file}: task"),
+                format!(
+                    "unknown task `{}`; expected one of {}",
+                    named.task,
+                    known.join(", ")
+                ),
+            ));
+        };
+        let parsed = (task.parse)(text).map_err(err)?;
+        parsed
+            .validate()
+            .map_err(|e| ReproError::config(file, e.to_string()))?;
+        Ok(Self(parsed))
+    }
+
+    /// The task's name.
+    pub fn task(&self) -> &'static str {
+        self.0.task()
+    }
+
+    /// `<task> on <data>`.
+    pub fn title(&self) -> String {
+        format!("{} on {}", self.0.task(), self.0.data())
+    }
+
+    /// The run file as `T`, if it is one.
+    pub fn get<T: Task + 'static>(&self) -> Option<&T> {
+        self.0.as_any().downcast_ref::<T>()
+    }
+
+    /// The run file as TOML.
+    pub fn to_toml(&self) -> Result<String> {
+        self.0.to_toml()
+    }
+
+    /// Trains as the file says (see `basin_tasks::run::train`).
+    pub fn train(&self, opts: &RunOptions) -> Result<RunOutcome> {
+        self.0.train(opts)
+    }
+
+    /// Scores every trained run under `out` again (see `basin_tasks::run::eval`).
+    pub fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome> {
+        self.0.eval(out, data_dir, device)
+    }
+}
+
+/// Trains `spec` into `out` with every run and progress shown.
+pub fn train(
+    spec: &RunSpec,
+    data_dir: Option<&Path>,
+    out: &Path,
+    device: Device,
+) -> Result<RunOutcome> {
+    let mut opts = RunOptions::new(out, device);
+    opts.data_dir = data_dir.map(Path::to_path_buf);
+    spec.train(&opts)
+}
+
+/// Reads `out/run.toml` and scores every trained run there again.
+pub fn eval(out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome> {
+    RunSpec::read(&out.join("run.toml"))?.eval(out, data_dir, device)
+}

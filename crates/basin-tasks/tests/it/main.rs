@@ -1,0 +1,7 @@
+//! The integration tests of `basin-tasks`, one binary: each module is what used to be a file of
+//! its own under `tests/` (one link instead of one per file).
+#![allow(clippy::unwrap_used)]
+
+mod bag_classification;
+mod baselines;
+mod task;

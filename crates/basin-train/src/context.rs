@@ -1,0 +1,163 @@
+//! Where and how a protocol's runs train: [`RunContext`] names the evaluation, its output
+//! directory, the device's description, the process's [`Shard`] of the runs and whether
+//! progress is shown. Every protocol takes one, and builds each run's [`Runner`] from it, so no
+//! setting of a command lives in process-wide state.
+
+use std::path::{Path, PathBuf};
+
+use crate::TrainError;
+use crate::protocol::PlannedRun;
+use crate::runner::{Runner, TrainConfig};
+
+/// One of `count` processes that share a command's runs (`basin train|reproduce … --shard
+/// index/count`): run `i` of each protocol's plan (folds, seeds) is trained by the process
+/// with `index = i mod count`, so the processes fill one output directory without touching
+/// each other's runs, and each model's folds line up across shards for the paired comparisons.
+/// Reports are left to a last unsharded run of the same command, which reads the finished runs
+/// instead of training them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This process's shard, `0..count`.
+    pub index: usize,
+    /// How many processes share the runs.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Whether run `i` of a plan belongs to this shard.
+    pub fn owns(&self, i: usize) -> bool {
+        i % self.count == self.index
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl std::str::FromStr for Shard {
+    type Err = TrainError;
+
+    /// `I/N` with `0 ≤ I < N`.
+    fn from_str(s: &str) -> Result<Self, TrainError> {
+        let bad = |m: &str| TrainError::Config {
+            field: "shard".into(),
+            message: format!("`{s}`: {m}"),
+        };
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| bad("expected INDEX/COUNT, e.g. 0/2"))?;
+        let parse = |v: &str| {
+            v.trim()
+                .parse::<usize>()
+                .map_err(|_| bad("INDEX and COUNT must be whole numbers"))
+        };
+        let (index, count) = (parse(i)?, parse(n)?);
+        if count == 0 || index >= count {
+            return Err(bad(
+                "INDEX must be below COUNT (shards 0/2 and 1/2 split the runs in two)",
+            ));
+        }
+        Ok(Self { index, count })
+    }
+}
+
+/// What a protocol's runs are trained under.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunContext {
+    /// What is evaluated (dataset, model), the prefix of every run's name.
+    pub name: String,
+    /// Where each run writes its record and checkpoints (`out/<run dir>`); without one nothing
+    /// is written and a crash loses the runs.
+    pub out: Option<PathBuf>,
+    /// The device as records name it (`basin_core::device::describe`).
+    pub device_label: String,
+    /// This process's share of the runs (`None`: all of them).
+    pub shard: Option<Shard>,
+    /// Show progress bars (hidden anyway when stderr is not a terminal).
+    pub progress: bool,
+}
+
+impl RunContext {
+    /// A context named `name` that writes nothing, on the CPU's label, unsharded, with progress.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            out: None,
+            device_label: "cpu".into(),
+            shard: None,
+            progress: true,
+        }
+    }
+
+    /// The same context writing under `out`.
+    pub fn with_out(mut self, out: impl Into<PathBuf>) -> Self {
+        self.out = Some(out.into());
+        self
+    }
+
+    /// The same context with the device named `label`.
+    pub fn with_device_label(mut self, label: impl Into<String>) -> Self {
+        self.device_label = label.into();
+        self
+    }
+
+    /// The same context with progress shown or not.
+    pub fn with_progress(mut self, progress: bool) -> Self {
+        self.progress = progress;
+        self
+    }
+
+    /// The same context training only `shard`'s runs.
+    pub fn with_shard(mut self, shard: Option<Shard>) -> Self {
+        self.shard = shard;
+        self
+    }
+
+    /// A context for a part of this one: named `name/part`, writing under `out/part`.
+    pub fn part(&self, part: &str) -> Self {
+        Self {
+            name: format!("{}/{part}", self.name),
+            out: self.out.as_ref().map(|o| o.join(part)),
+            ..self.clone()
+        }
+    }
+
+    /// The same context with its output directory replaced (`None`: nothing written).
+    pub fn writing_to(&self, out: Option<&Path>) -> Self {
+        Self {
+            out: out.map(Path::to_path_buf),
+            ..self.clone()
+        }
+    }
+
+    /// Whether this process trains run `i` of a plan (always, unless sharded).
+    pub fn owns(&self, i: usize) -> bool {
+        self.shard.is_none_or(|s| s.owns(i))
+    }
+
+    /// Whether this process holds every run, and so writes reports and plots.
+    pub fn reports(&self) -> bool {
+        self.shard.is_none()
+    }
+
+    /// The runner of `run`: its name `name/<dir>`, its directory `out/<dir>`, its seed, the
+    /// training `train` and the identity `config` recorded with it.
+    pub fn runner(
+        &self,
+        run: &PlannedRun,
+        train: TrainConfig,
+        config: serde_json::Value,
+    ) -> Runner {
+        Runner {
+            name: format!("{}/{}", self.name, run.dir),
+            train,
+            seed: run.seed,
+            dir: self.out.as_ref().map(|o| o.join(&run.dir)),
+            device: self.device_label.clone(),
+            config,
+            progress: self.progress,
+        }
+    }
+}

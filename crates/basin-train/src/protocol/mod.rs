@@ -1,0 +1,263 @@
+//! The papers' evaluation protocols, each behind one contract, [`Protocol`]: it plans its runs
+//! (splits and seeds, known before anything trains) and runs them under a
+//! [`RunContext`], owning its splits and its model selection so that an evaluation cannot leak
+//! by accident.
+//!
+//! | protocol | module | what |
+//! |---|---|---|
+//! | [`AnomalyProtocol`] | [`anomaly`] | node anomaly detection as in BWGNN/ET/CDAT: one stratified split with a fixed seed, val:test 1:2, the threshold swept on validation, the best-validation epoch |
+//! | [`CrossValidation`] | [`cross_validation`] | stratified k-fold with selection on an inner validation split (or on inner folds), repeated with seeds |
+//! | [`FixedSplitProtocol`] | [`fixed_split`] | a published train/val/test split (GNN Benchmark, LRGB) |
+//! | [`EtPaperProtocol`], [`CodeCrossValidation`] | [`reference`] | the ET paper's own TU procedure (training-set accuracies, labelled so) and the CDAT code's k-fold, under their own names |
+//! | [`GridSearch`] over [`NestedCrossValidation`] | [`nested`] | hyperparameters chosen inside each outer training part (the Hopfield MIL protocol) |
+//! | [`ImageProtocol`] | [`image`] | masked image completion on seeded draws, test over several masking seeds |
+//!
+//! What they score with lives beside them: [`metric`] (the metric of a run file and what the
+//! items are scored against) and [`selection`] (how a run's epoch is chosen).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use basin_graph::Split;
+use serde::{Deserialize, Serialize};
+
+use crate::TrainError;
+use crate::context::RunContext;
+use crate::metrics;
+use crate::record::RunRecord;
+use crate::runner::Learner;
+
+pub mod anomaly;
+pub mod cross_validation;
+mod fit;
+pub mod fixed_split;
+pub mod image;
+pub mod metric;
+pub mod nested;
+pub mod reference;
+pub mod selection;
+
+pub use anomaly::{
+    AnomalyProtocol, AnomalyTargets, ScoreMode, anomaly_metrics, recorded_threshold,
+};
+pub use cross_validation::CrossValidation;
+pub use fixed_split::{FixedSplitProtocol, PublishedSplit};
+pub use image::{ImageProtocol, ImageTargets};
+pub use metric::{Metric, TargetView};
+pub use nested::{Candidate, EpochChoice, GridSearch, NestedCrossValidation};
+pub use reference::{CodeCrossValidation, EtPaperProtocol};
+pub use selection::Selection;
+
+/// An evaluation protocol: the runs it plans for what the items are scored against, and how it
+/// trains and scores each of them. `make` builds a fresh learner for a planned run (it may fit
+/// feature statistics on the run's training items only); `finished` sees it trained, with its
+/// selected weights restored; each run writes under `ctx.out/<run dir>` and this process trains
+/// only the runs its shard owns.
+pub trait Protocol: Serialize {
+    /// What the items are scored against (classes, anomaly labels, a published split, …).
+    type Targets<'a>: Copy;
+
+    /// Its name in reports (`cross-validation`, `anomaly`, …).
+    fn kind(&self) -> &'static str;
+
+    /// Checks what needs no data; errors name the field under `field` (e.g. `protocol`).
+    fn validate(&self, field: &str) -> Result<(), TrainError>;
+
+    /// The runs, known before anything trains: `basin eval` gets the same list to find each run
+    /// again.
+    fn plan(&self, targets: Self::Targets<'_>) -> Result<Vec<PlannedRun>, TrainError>;
+
+    /// Trains and scores the planned runs this process owns; the report of those runs.
+    fn run<L: Learner>(
+        &self,
+        targets: Self::Targets<'_>,
+        make: impl FnMut(&PlannedRun) -> Result<L, TrainError>,
+        finished: impl FnMut(&PlannedRun, &mut L) -> Result<(), TrainError>,
+        ctx: &RunContext,
+    ) -> Result<ProtocolReport, TrainError>;
+}
+
+/// A `finished` callback for [`Protocol::run`] that does nothing.
+pub fn nothing_after<L>(_: &PlannedRun, _: &mut L) -> Result<(), TrainError> {
+    Ok(())
+}
+
+pub(crate) fn ids(v: &[u32]) -> Vec<usize> {
+    v.iter().map(|&i| i as usize).collect()
+}
+
+pub(crate) fn graph_err(e: basin_graph::GraphError) -> TrainError {
+    field_err("split")(e)
+}
+
+/// A split error named as the protocol field it comes from.
+pub(crate) fn field_err(field: &'static str) -> impl Fn(basin_graph::GraphError) -> TrainError {
+    move |e| TrainError::Config {
+        field: field.into(),
+        message: e.to_string(),
+    }
+}
+
+/// A protocol's configuration as JSON, the identity its runs record.
+pub(crate) fn config_of(p: &impl Serialize) -> Result<serde_json::Value, TrainError> {
+    serde_json::to_value(p).map_err(|e| TrainError::State(e.to_string()))
+}
+
+/// Mean ± std (population) of each summary metric over runs.
+pub type Aggregate = BTreeMap<String, (f64, f64)>;
+
+/// One run (or fold) of a protocol, known before anything trains: the directory it writes
+/// under the protocol's output directory, its split and its model seed. `make` gets it to
+/// build the learner, `basin eval` gets the same list to find each run again; the directory
+/// names exist only here.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedRun {
+    /// Directory under the protocol's output, e.g. `repeat-0/fold-3` or `run-1`.
+    pub dir: String,
+    /// Train / validation / test items.
+    pub split: Split,
+    /// Model seed.
+    pub seed: u64,
+    /// The grid candidate the run trains ([`GridSearch`]); `None` elsewhere.
+    pub candidate: Option<usize>,
+}
+
+impl PlannedRun {
+    /// A run of no grid candidate.
+    pub fn new(dir: impl Into<String>, split: Split, seed: u64) -> Self {
+        Self {
+            dir: dir.into(),
+            split,
+            seed,
+            candidate: None,
+        }
+    }
+
+    /// The training items as indices.
+    pub fn train(&self) -> Vec<usize> {
+        ids(&self.split.train)
+    }
+
+    /// The validation items as indices.
+    pub fn val(&self) -> Vec<usize> {
+        ids(&self.split.val)
+    }
+
+    /// The test items as indices.
+    pub fn test(&self) -> Vec<usize> {
+        ids(&self.split.test)
+    }
+}
+
+/// The result of a protocol: every run's record and the aggregate.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProtocolReport {
+    /// Protocol name ([`Protocol::kind`]).
+    pub protocol: String,
+    /// What was evaluated (dataset, model).
+    pub name: String,
+    /// Every run (or fold).
+    pub runs: Vec<RunRecord>,
+    /// Mean and population standard deviation of each summary metric over the runs.
+    pub aggregate: Aggregate,
+    /// Notes a reader must see beside the numbers (switches, caveats).
+    pub notes: Vec<String>,
+    /// Under [`CrossValidation::inner_folds`]: per epoch, the mean over every fold's inner runs
+    /// of each per-epoch metric they record (`train_loss`, `inner_test_<metric>`,
+    /// `inner_test_loss`), the curves the folds' epoch counts were chosen on; every inner run
+    /// trains the whole schedule. Empty otherwise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inner_curves: BTreeMap<String, Vec<f64>>,
+}
+
+impl ProtocolReport {
+    /// A report of `runs` (aggregate: mean ± std of each summary metric).
+    pub fn new(protocol: &str, name: &str, runs: Vec<RunRecord>, notes: Vec<String>) -> Self {
+        let mut keys: Vec<String> = runs
+            .iter()
+            .flat_map(|r| r.summary.keys().cloned())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        let aggregate = keys
+            .into_iter()
+            .map(|k| {
+                let vals: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| r.summary.get(&k).copied())
+                    .collect();
+                (k, metrics::mean_std(&vals))
+            })
+            .collect();
+        Self {
+            protocol: protocol.into(),
+            name: name.into(),
+            runs,
+            aggregate,
+            notes,
+            inner_curves: BTreeMap::new(),
+        }
+    }
+
+    /// The runs' training time in seconds, as their records keep it (a run read back counts
+    /// the time it took when trained); under inner folds a fold also counts its inner runs'.
+    pub fn seconds(&self) -> f64 {
+        self.runs
+            .iter()
+            .map(|r| r.wall_seconds + r.summary.get("inner_seconds").copied().unwrap_or(0.0))
+            .sum()
+    }
+
+    /// The mean and standard deviation of a metric, if the runs have it.
+    pub fn mean_std(&self, metric: &str) -> Option<(f64, f64)> {
+        self.aggregate.get(metric).copied()
+    }
+
+    /// `mean ± std` of a metric, scaled (e.g. by 100 for percentages).
+    pub fn show(&self, metric: &str, scale: f64) -> String {
+        match self.aggregate.get(metric) {
+            Some((m, s)) => format!("{:.2} ± {:.2}", m * scale, s * scale),
+            None => "–".into(),
+        }
+    }
+
+    /// A Markdown section: the aggregate table, the notes, and one row per run.
+    pub fn to_markdown(&self) -> String {
+        let mut md = format!(
+            "### {} — {}\n\n| metric | mean ± std |\n|---|---|\n",
+            self.name, self.protocol
+        );
+        for (k, (m, s)) in &self.aggregate {
+            md.push_str(&format!("| {k} | {m:.4} ± {s:.4} |\n"));
+        }
+        md.push('\n');
+        for n in &self.notes {
+            md.push_str(&format!("- {n}\n"));
+        }
+        md.push_str("\n| run | selected epoch | summary | wall (s) |\n|---|---|---|---|\n");
+        for r in &self.runs {
+            let summary: Vec<String> = r
+                .summary
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.4}"))
+                .collect();
+            let epoch = r.selected_epoch.map_or("–".into(), |e| e.to_string());
+            md.push_str(&format!(
+                "| {} | {epoch} | {} | {:.1} |\n",
+                r.name,
+                summary.join(", "),
+                r.wall_seconds
+            ));
+        }
+        md
+    }
+
+    /// Writes `report.json` into `dir`, atomically.
+    pub fn write_json(&self, dir: &Path) -> Result<PathBuf, TrainError> {
+        let path = dir.join("report.json");
+        let json = serde_json::to_string_pretty(self)
+            .map_err(|e| TrainError::State(format!("cannot serialise the report: {e}")))?;
+        basin_core::fsio::write_atomic(&path, json.as_bytes())?;
+        Ok(path)
+    }
+}
