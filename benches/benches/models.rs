@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use basin_core::{AttentionConfig, HopfieldConfig};
+use basin_core::{AttentionConfig, HopfieldMemoryConfig};
 use basin_graph::source::{Dataset, open};
 use basin_tasks::graph_classification::{
     GraphClassifierConfig, GraphClassifierLearner, dataset_pe,
@@ -51,7 +51,7 @@ fn cifar_bench_config() -> ImageCompletionConfig {
         })
         .expect("attention term");
     cfg.block
-        .edit_terms(|h: &mut HopfieldConfig| h.memories = 1024)
+        .edit_terms(|h: &mut HopfieldMemoryConfig| h.memories = 1024)
         .expect("hopfield term");
     cfg
 }

@@ -23,7 +23,7 @@ use basin_core::controlled::{
     ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace, Drive, OmegaMode,
 };
 use basin_core::{
-    Activation, AttentionConfig, BlockConfig, DynamicsConfig, HopfieldConfig, NormConfig,
+    Activation, AttentionConfig, BlockConfig, DynamicsConfig, HopfieldMemoryConfig, NormConfig,
     TermConfig, VmfAttentionConfig,
 };
 
@@ -54,10 +54,10 @@ pub fn block(
                 eps: 1e-12,
             })
             .weighted(LAMBDA.0),
-            TermConfig::new(&HopfieldConfig {
+            TermConfig::new(&HopfieldMemoryConfig {
                 memories,
                 activation: Activation::Rectified,
-                ..HopfieldConfig::default()
+                ..HopfieldMemoryConfig::default()
             })
             .weighted(LAMBDA.1),
         ],
@@ -80,10 +80,10 @@ pub fn code_terms(heads: i64, head_dim: i64, memories: i64, head_mixing: bool) -
             head_mixing,
             ..AttentionConfig::default()
         }),
-        TermConfig::new(&HopfieldConfig {
+        TermConfig::new(&HopfieldMemoryConfig {
             memories,
             activation: Activation::Relu,
-            ..HopfieldConfig::default()
+            ..HopfieldMemoryConfig::default()
         }),
     ]
 }
@@ -130,7 +130,7 @@ pub fn reference_dynamics() -> ControlledConfig {
 
 /// Graph classification (CDAT §5.1, Appendix B.3; Tables 1, 3, 10, 11, 14).
 pub mod graph {
-    use basin_core::{HopfieldConfig, VmfAttentionConfig};
+    use basin_core::{HopfieldMemoryConfig, VmfAttentionConfig};
     use basin_graph::batch::BatchConfig;
     use basin_graph::features::FeatureScaling;
     use basin_tasks::TaskError;
@@ -234,7 +234,7 @@ pub mod graph {
             .ok_or_else(|| missing("vmf-attention"))?;
         let hopfield = cfg
             .block
-            .term::<HopfieldConfig>()
+            .term::<HopfieldMemoryConfig>()
             .ok_or_else(|| missing("hopfield"))?;
         let mut c = cfg.clone();
         c.block.terms = code_terms(vmf.heads, vmf.head_dim, hopfield.memories, false);
@@ -296,7 +296,7 @@ pub mod anomaly {
     };
     use basin_core::init::DenseInit;
     use basin_core::{
-        Activation, AttentionConfig, BetaMode, BlockConfig, DynamicsConfig, HopfieldConfig,
+        Activation, AttentionConfig, BetaMode, BlockConfig, DynamicsConfig, HopfieldMemoryConfig,
         NormConfig, TermConfig,
     };
     use basin_graph::features::FeatureScaling;
@@ -453,10 +453,10 @@ pub mod anomaly {
                         beta_mode: BetaMode::SharedDivisor,
                         logit_clip: Some(5.0),
                     }),
-                    TermConfig::new(&HopfieldConfig {
+                    TermConfig::new(&HopfieldMemoryConfig {
                         memories: 4 * d,
                         activation: Activation::Relu,
-                        ..HopfieldConfig::default()
+                        ..HopfieldMemoryConfig::default()
                     }),
                 ],
                 dynamics: DynamicsConfig::new(&dynamics),

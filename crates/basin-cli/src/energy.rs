@@ -25,7 +25,7 @@ pub const INPUT_NAMES: [&str; 5] = ["x", "padding", "mask", "bias", "edge_index"
 /// Arguments of `basin energy`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Block config (TOML): dim, steps, [norm], [[terms]] (kind = a registered term), [dynamics]
+    /// Block config (TOML): dim, steps, `[norm]`, `[[terms]]` (kind = a registered term), `[dynamics]`
     /// (kind = a registered dynamics). `--kinds` lists the registered kinds.
     #[arg(long, required_unless_present = "kinds")]
     config: Option<PathBuf>,

@@ -12,7 +12,7 @@ use basin_repro::{Context, Overrides, Preset, Reproduction};
 pub struct Args {
     /// The table, e.g. `et-table1` (`--list` shows them all); `table14` names the table of the
     /// one paper that has it; a number several papers share (`table1`) runs each paper's, and
-    /// `all` every table, each into OUT/<id>/ with OUT/index.md over them.
+    /// `all` every table, each into `OUT/<id>/` with `OUT/index.md` over them.
     #[arg(required_unless_present = "list")]
     table: Option<String>,
     /// List the tables: id, what each is, its presets with their recorded wall time, and its
@@ -38,7 +38,7 @@ pub struct Args {
     /// Data directory (default: BASIN_DATA_DIR, else ~/.cache/basin/data).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Output directory (default: reports/<table>, or reports/ for several tables).
+    /// Output directory (default: `reports/<table>`, or `reports/` for several tables).
     #[arg(long)]
     out: Option<PathBuf>,
     /// cpu, cuda or auto (default: BASIN_DEVICE, else auto).

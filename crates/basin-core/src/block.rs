@@ -17,7 +17,7 @@ use crate::norm::{EnergyLayerNorm, NormConfig};
 use crate::registry::{DynamicsConfig, TermConfig, TermParams};
 use crate::structure::Structure;
 use crate::terms::attention::AttentionConfig;
-use crate::terms::hopfield_memory::HopfieldConfig;
+use crate::terms::hopfield_memory::HopfieldMemoryConfig;
 
 /// Configuration of an [`EnergyBlock`] (TOML or JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,9 +55,9 @@ impl BlockConfig {
                     head_dim,
                     ..AttentionConfig::default()
                 }),
-                TermConfig::new(&HopfieldConfig {
+                TermConfig::new(&HopfieldMemoryConfig {
                     memories,
-                    ..HopfieldConfig::default()
+                    ..HopfieldMemoryConfig::default()
                 }),
             ],
             dynamics: DynamicsConfig::gradient_flow(0.1),

@@ -65,4 +65,4 @@ pub use norm::{EnergyLayerNorm, NormConfig};
 pub use registry::{BuildContext, DynamicsConfig, DynamicsParams, TermConfig, TermParams};
 pub use structure::{Interaction, SparseEdges, Structure};
 pub use terms::attention::{AttentionConfig, BetaMode, EnergyAttention, VmfAttentionConfig};
-pub use terms::hopfield_memory::{Activation, HopfieldConfig, HopfieldEnergy};
+pub use terms::hopfield_memory::{Activation, HopfieldEnergy, HopfieldMemoryConfig};

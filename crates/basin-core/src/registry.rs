@@ -3,7 +3,7 @@
 //! A term is usable from TOML, and so from every task, once its parameter struct implements
 //! [`TermParams`] and one line registers it — in the term's own file, in any crate:
 //!
-//! ```ignore
+//! ```text
 //! #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 //! #[serde(default, deny_unknown_fields)]
 //! pub struct ProjectionConfig { pub width: i64 }

@@ -7,7 +7,7 @@
 //! half-written.
 //!
 //! Sources, first match wins:
-//! 1. `BASIN_DATA_MIRROR` (or [`FetchOptions::mirror`]): a copy of a basin data directory, as
+//! 1. `BASIN_DATA_MIRROR` (or `FetchOptions::mirror`): a copy of a basin data directory, as
 //!    an `http(s)://` URL prefix or a local folder; each file comes from
 //!    `<mirror>/<dataset path>/<file>`. This is how machines without internet get data, and
 //!    the only source of files that no public URL serves as they are (converted npz files).

@@ -12,7 +12,7 @@
 //!   all-reduced before the optimiser (see `basin_train::runner`).
 //! - [`broadcast_parameters`], [`all_reduce_gradients`]: DDP's two steps, the second bucketed
 //!   by size as DDP does (25 MiB buckets).
-//! - [`launch`]: starts N local ranks of a program with the right environment (`torchrun
+//! - [`mod@launch`]: starts N local ranks of a program with the right environment (`torchrun
 //!   --standalone`), and stops them all when one fails; [`launch_shards`] starts N independent
 //!   `--shard i/N` copies the same way (folds in parallel, no group).
 //!

@@ -16,7 +16,7 @@
 //! The reproductions of the paper's tables live in basin-repro.
 
 use basin_core::{
-    AttentionConfig, BlockConfig, DynamicsConfig, HopfieldConfig, NormConfig, TermConfig,
+    AttentionConfig, BlockConfig, DynamicsConfig, HopfieldMemoryConfig, NormConfig, TermConfig,
 };
 
 /// An ET block of width `dim`: `attention` (H heads of width Y) and a ReLU Hopfield memory with
@@ -34,9 +34,9 @@ pub fn block(
         norm: NormConfig::default(),
         terms: vec![
             TermConfig::new(&attention),
-            TermConfig::new(&HopfieldConfig {
+            TermConfig::new(&HopfieldMemoryConfig {
                 memories,
-                ..HopfieldConfig::default()
+                ..HopfieldMemoryConfig::default()
             }),
         ],
         dynamics,
@@ -46,7 +46,7 @@ pub fn block(
 /// Masked image completion (ET Section 3, Appendix B; Tables 4 and 14).
 pub mod image {
     use basin_core::init::DenseInit;
-    use basin_core::{AttentionConfig, DynamicsConfig, HopfieldConfig};
+    use basin_core::{AttentionConfig, DynamicsConfig, HopfieldMemoryConfig};
     use basin_tasks::TaskError;
     use basin_tasks::image_completion::{ImageCompletionConfig, ImageLoss};
 
@@ -142,7 +142,7 @@ pub mod image {
         c.block.terms.retain(|t| {
             if t.is::<AttentionConfig>() {
                 att
-            } else if t.is::<HopfieldConfig>() {
+            } else if t.is::<HopfieldMemoryConfig>() {
                 hn
             } else {
                 true
@@ -346,3 +346,9 @@ pub mod graph {
         }
     }
 }
+
+/// The workspace README, whose Rust example runs as this crate's doctest (so the README's
+/// three uses stay true as written).
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

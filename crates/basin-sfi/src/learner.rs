@@ -9,7 +9,7 @@
 //! - graph classes: softmax rows per graph, cross-entropy;
 //! - real-valued graph targets (Peptides-struct): one row of predictions per graph, the L1 loss
 //!   of GraphGPS's config (`loss_fun: l1`), scored by MAE over every target
-//!   ([`TargetView::Labels`], [`basin_train::Metric::Mae`]);
+//!   ([`TargetView::Labels`], [`basin_train::protocol::Metric::Mae`]);
 //! - links (PCQM-Contact; GraphGPS `inductive_edge` with `edge_decoding: dot`): node-level
 //!   outputs of the model's width (the head is GraphGym's `Linear(d, d)` post-MP layer), a pair's
 //!   score is the dot product of its two nodes, trained by BCE on the file's labelled pairs

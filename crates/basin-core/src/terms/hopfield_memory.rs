@@ -44,7 +44,7 @@ pub enum Activation {
 /// Configuration of a [`HopfieldEnergy`] term.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct HopfieldConfig {
+pub struct HopfieldMemoryConfig {
     /// Number of memories K (rows of ξ).
     pub memories: i64,
     /// The activation.
@@ -59,7 +59,7 @@ pub struct HopfieldConfig {
     pub init_std: f64,
 }
 
-impl Default for HopfieldConfig {
+impl Default for HopfieldMemoryConfig {
     fn default() -> Self {
         Self {
             memories: 64,
@@ -72,7 +72,7 @@ impl Default for HopfieldConfig {
     }
 }
 
-impl HopfieldConfig {
+impl HopfieldMemoryConfig {
     /// Checks the values; `field` is the config path used in errors.
     pub fn validate(&self, field: &str) -> Result<()> {
         if self.memories < 1 {
@@ -164,7 +164,7 @@ pub struct HopfieldEnergy {
 
 impl HopfieldEnergy {
     /// Creates ξ (and β where used) under `path` for tokens of width `dim`.
-    pub fn new(path: &nn::Path, dim: i64, cfg: &HopfieldConfig) -> Self {
+    pub fn new(path: &nn::Path, dim: i64, cfg: &HopfieldMemoryConfig) -> Self {
         let xi = path.var(
             "xi",
             &[cfg.memories, dim],
@@ -338,12 +338,12 @@ impl HopfieldEnergy {
     }
 }
 
-impl TermParams for HopfieldConfig {
+impl TermParams for HopfieldMemoryConfig {
     const KIND: &'static str = "hopfield";
     const ABOUT: &'static str = "Hopfield memory −Σ G(ξ·g) (ET eq. 5; relu, power, exp, softmax)";
 
     fn validate(&self, field: &str) -> Result<()> {
-        HopfieldConfig::validate(self, field)
+        HopfieldMemoryConfig::validate(self, field)
     }
 
     fn build(&self, ctx: &BuildContext, name: &str) -> Result<Box<dyn Energy>> {
@@ -352,4 +352,4 @@ impl TermParams for HopfieldConfig {
         ))
     }
 }
-crate::register_term!(HopfieldConfig);
+crate::register_term!(HopfieldMemoryConfig);

@@ -139,7 +139,7 @@ fn mismatched_checkpoint_lists_every_problem_and_changes_nothing() {
     // A model with more memories (xi has another shape) and no... same names otherwise.
     let mut other = cfg.clone();
     other.terms[1]
-        .edit(|h: &mut basin_core::HopfieldConfig| h.memories = 21)
+        .edit(|h: &mut basin_core::HopfieldMemoryConfig| h.memories = 21)
         .unwrap();
     other.terms[1].name = Some("memory".into());
     let (vs2, _) = block(&other);

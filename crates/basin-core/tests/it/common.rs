@@ -2,7 +2,8 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use basin_core::{
-    Activation, AttentionConfig, Energy, EnergyAttention, HopfieldConfig, HopfieldEnergy, Structure,
+    Activation, AttentionConfig, Energy, EnergyAttention, HopfieldEnergy, HopfieldMemoryConfig,
+    Structure,
 };
 use tch::{Device, Kind, Tensor, nn, nn::VarStore};
 
@@ -48,7 +49,7 @@ pub fn hopfield_at(
         Activation::Power => (None, Some(3.0)),
         Activation::Relu | Activation::Rectified => (None, None),
     };
-    let cfg = HopfieldConfig {
+    let cfg = HopfieldMemoryConfig {
         memories,
         activation,
         beta,

@@ -10,8 +10,8 @@ use basin_core::controlled::{
 use basin_core::testing::{max_rel_error, seeded};
 use basin_core::{Activation, Dynamics};
 use basin_core::{
-    BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig, StepContext, Structure, TermConfig,
-    TraceOptions,
+    BlockConfig, DynamicsConfig, EnergyBlock, HopfieldMemoryConfig, StepContext, Structure,
+    TermConfig, TraceOptions,
 };
 use tch::{Kind, Tensor, nn::VarStore};
 
@@ -282,11 +282,11 @@ fn cdat_block(vs: &VarStore, dim: i64, dynamics: ControlledConfig, steps: usize)
                 ..Default::default()
             })
             .weighted(0.5),
-            TermConfig::new(&HopfieldConfig {
+            TermConfig::new(&HopfieldMemoryConfig {
                 memories: 8,
                 activation: Activation::Rectified,
                 init_std: 0.5,
-                ..HopfieldConfig::default()
+                ..HopfieldMemoryConfig::default()
             })
             .weighted(0.5),
         ],
@@ -390,10 +390,10 @@ fn the_energy_can_rise_while_v_falls() {
                 dim: D,
                 steps: 40,
                 norm: Default::default(),
-                terms: vec![TermConfig::new(&HopfieldConfig {
+                terms: vec![TermConfig::new(&HopfieldMemoryConfig {
                     memories: 2,
                     activation: Activation::Rectified,
-                    ..HopfieldConfig::default()
+                    ..HopfieldMemoryConfig::default()
                 })],
                 dynamics: DynamicsConfig::new(&dynamics),
             };

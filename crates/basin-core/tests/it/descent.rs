@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use basin_core::{
-    Activation, AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldConfig,
+    Activation, AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldMemoryConfig,
     Structure, TraceOptions,
 };
 use tch::Kind;
@@ -12,7 +12,7 @@ fn block(vs: &tch::nn::VarStore, alpha: f64, softmax: bool) -> EnergyBlock {
     let mut cfg = BlockConfig::et(8, 2, 4, 16, 100);
     cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.3)
         .unwrap();
-    cfg.edit_terms(|h: &mut HopfieldConfig| {
+    cfg.edit_terms(|h: &mut HopfieldMemoryConfig| {
         h.init_std = 0.3;
         if softmax {
             h.activation = Activation::Softmax;

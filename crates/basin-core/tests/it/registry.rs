@@ -2,7 +2,7 @@
 //! them with parameters checked field by field, and unknown kinds or fields are named errors.
 
 use basin_core::registry::{dynamics_kinds, term_kinds};
-use basin_core::{AttentionConfig, BlockConfig, DynamicsConfig, HopfieldConfig, Langevin};
+use basin_core::{AttentionConfig, BlockConfig, DynamicsConfig, HopfieldMemoryConfig, Langevin};
 
 #[test]
 fn built_in_terms_and_dynamics_are_registered() {
@@ -45,7 +45,7 @@ fn a_block_file_names_terms_by_kind_with_name_and_weight() {
     assert_eq!(cfg.terms[1].weight, 0.5);
     let a: AttentionConfig = cfg.terms[0].params().unwrap();
     assert_eq!((a.heads, a.head_dim), (2, 4));
-    let h: HopfieldConfig = cfg.terms[1].params().unwrap();
+    let h: HopfieldMemoryConfig = cfg.terms[1].params().unwrap();
     assert_eq!(h.memories, 32);
     assert!(cfg.terms[1].params::<AttentionConfig>().is_err());
     let l: Langevin = cfg.dynamics.params().unwrap();
@@ -89,7 +89,7 @@ fn typed_edits_reach_only_their_kind() {
         .unwrap();
     let a: AttentionConfig = cfg.terms[0].params().unwrap();
     assert_eq!(a.heads, 3);
-    let h: HopfieldConfig = cfg.terms[1].params().unwrap();
+    let h: HopfieldMemoryConfig = cfg.terms[1].params().unwrap();
     assert_eq!(h.memories, 16);
     cfg.dynamics = DynamicsConfig::langevin(0.01, 0.02);
     cfg.dynamics

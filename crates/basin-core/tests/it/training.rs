@@ -6,8 +6,8 @@
 use crate::common::*;
 use basin_core::testing::{finite_difference, lock_generator, max_rel_error};
 use basin_core::{
-    AttentionConfig, BlockConfig, DynamicsConfig, Energy, EnergyBlock, EnergySum, HopfieldConfig,
-    Structure,
+    AttentionConfig, BlockConfig, DynamicsConfig, Energy, EnergyBlock, EnergySum,
+    HopfieldMemoryConfig, Structure,
 };
 use tch::{Kind, Tensor, nn::VarStore};
 
@@ -20,7 +20,7 @@ fn tiny_block(vs: &VarStore) -> EnergyBlock {
         a.learn_beta = true;
     })
     .unwrap();
-    cfg.edit_terms(|h: &mut HopfieldConfig| h.init_std = 0.5)
+    cfg.edit_terms(|h: &mut HopfieldMemoryConfig| h.init_std = 0.5)
         .unwrap();
     cfg.dynamics = DynamicsConfig::gradient_flow(0.3);
     EnergyBlock::new(&vs.root(), &cfg).unwrap()

@@ -4,13 +4,13 @@
 //!
 //! Protocol: [`basin_train::protocol::AnomalyProtocol`] — one stratified split with a fixed
 //! seed (BWGNN's), the rest split val:test = 1:2, the threshold swept on validation, the epoch
-//! with the best validation macro-F1 selected, test scored once. Model: [`EtAnomaly`] with the
+//! with the best validation macro-F1 selected, test scored once. Model: ET's `basin_tasks::node_anomaly` with the
 //! Table 6 hyperparameters where the paper gives them, the paper's defaults otherwise (the
 //! reference's switches off). Yelp and Amazon are read from CARE-GNN's `.mat` files; T-Finance
 //! and T-Social ship as DGL binary graphs, which are not read; Reddit and Tolokers (not in the
 //! paper) from their npz files.
 
-use basin_core::{AttentionConfig, HopfieldConfig};
+use basin_core::{AttentionConfig, HopfieldMemoryConfig};
 use basin_et::anomaly::{Table6Row, default_model, table6};
 use basin_tasks::baselines::MlpConfig;
 use basin_tasks::node_anomaly::NodeAnomalyConfig;
@@ -109,7 +109,7 @@ pub fn options(preset: Preset) -> AnomalyOptions {
 /// Y, K, T, H of a model config, as Table 6 lists them.
 fn table6_of(cfg: &NodeAnomalyConfig) -> String {
     let att = cfg.block.term::<AttentionConfig>();
-    let hop = cfg.block.term::<HopfieldConfig>();
+    let hop = cfg.block.term::<HopfieldMemoryConfig>();
     format!(
         "{}, {}, {}, {}",
         att.as_ref().map_or(0, |a| a.head_dim),

@@ -1,5 +1,5 @@
 //! What the SFi-Former tables share: every model of a table on one dataset, on the same
-//! published split and seeds ([`run_rows`]), beside the model that ignores the graph (the same
+//! published split and seeds (`run_rows`), beside the model that ignores the graph (the same
 //! encoders and head with no GPS layer and no positional encoding: pooled node features for
 //! graph targets, each node's own features for node targets), and the train − test gap curves
 //! (SFi-Former Fig. 3).

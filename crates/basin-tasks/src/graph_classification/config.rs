@@ -65,7 +65,7 @@ pub enum Readout {
     Nodes,
 }
 
-/// Configuration of a [`GraphClassifier`].
+/// Configuration of a [`GraphClassifier`](super::GraphClassifier).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GraphClassifierConfig {
@@ -103,7 +103,7 @@ pub struct GraphClassifierConfig {
     pub readout_initial: bool,
     /// The readout also sees four numbers about the graph's structure, each as ln(1 + ·): its
     /// node count and the mean, standard deviation and maximum of its nodes' degrees
-    /// ([`structure_statistics`]; not in the papers). Masked softmax attention averages over a
+    /// ([`structure_statistics`](super::structure_statistics); not in the papers). Masked softmax attention averages over a
     /// node's neighbours and cannot count them, while the pooled-feature baseline reads these
     /// counts directly. Off in the presets, as ET's CPU preset scores no higher with it
     /// (measured: `crates/basin-repro/RESULTS.md`, "What the pooled features carry on
@@ -180,7 +180,7 @@ impl GraphClassifierConfig {
     /// definition for both families: k = 8 Laplacian eigenvectors (`BatchConfig::tu_cpu`),
     /// [`Readout::ClsMoments`] (neither in the papers), and attention over the edges
     /// ([`Self::sparse_attention`], the same model): at this size it is the faster form on every
-    /// TU set here, not only on large graphs ([`SPARSE_MEAN_NODES`]) (measured:
+    /// TU set here, not only on large graphs ([`SPARSE_MEAN_NODES`](super::SPARSE_MEAN_NODES)) (measured:
     /// `crates/basin-repro/RESULTS.md`, "The presets now: k = 8 and the moments readout",
     /// "Attention over the edges in the CPU presets").
     pub fn with_tu_cpu_front_end(self) -> Self {

@@ -10,7 +10,7 @@ use crate::{Result, TaskError};
 /// Mean nodes per graph from which the TU tables run a dense-attention model over the edges
 /// (`sparse_attention`), the same model: of the TU sets here only DD (284 nodes on average) is
 /// above it. The papers' presets (D = 128, meant for a GPU) use the threshold; the CPU presets
-/// attend over the edges on every set ([`GraphClassifierConfig::with_tu_cpu_front_end`])
+/// attend over the edges on every set ([`GraphClassifierConfig::with_tu_cpu_front_end`](super::GraphClassifierConfig::with_tu_cpu_front_end))
 /// (measured: `crates/basin-repro/RESULTS.md`, "Attention over the edges in the CPU presets").
 pub const SPARSE_MEAN_NODES: f64 = 100.0;
 
@@ -22,7 +22,7 @@ pub fn large_graphs(data: &GraphDataset) -> bool {
 
 /// The encodings of every graph of a dataset as the batches see it (computed once, in
 /// parallel), if `batching` asks for them: a graph above the node cap is encoded cut to it, as
-/// [`make_batch`] would encode it (else every batch holding it would recompute its encoding:
+/// [`make_batch`](basin_graph::batch::make_batch) would encode it (else every batch holding it would recompute its encoding:
 /// DD has graphs of up to 5,748 nodes under a cap of 500).
 pub fn dataset_pe(data: &GraphDataset, batching: &BatchConfig) -> Result<Option<Vec<LaplacianPe>>> {
     match &batching.pe {

@@ -1,7 +1,7 @@
 //! The graph classifier's configuration in words, for reports.
 
 use basin_core::init::DenseInit;
-use basin_core::{Activation, AttentionConfig, HopfieldConfig, Langevin, VmfAttentionConfig};
+use basin_core::{Activation, AttentionConfig, HopfieldMemoryConfig, Langevin, VmfAttentionConfig};
 
 use super::{AdjacencyMode, GraphClassifierConfig, Readout};
 
@@ -18,7 +18,7 @@ impl GraphClassifierConfig {
                     .map(|a| ("vMF attention", a.heads, a.head_dim))
             })
             .unwrap_or(("no attention", 0, 0));
-        let hop = b.term::<HopfieldConfig>();
+        let hop = b.term::<HopfieldMemoryConfig>();
         let memory = match hop.as_ref().map(|h| h.activation) {
             Some(Activation::Relu) => "½relu² memories",
             Some(Activation::Rectified) => "rectified memories",

@@ -39,7 +39,7 @@ pub struct CrossValidation {
     /// k + 1 models. On small sets a validation split holds a handful of items (19 graphs of
     /// MUTAG), so its best epoch is noise and a model with a noisier curve is chosen later and
     /// worse; the mean over k inner test folds sees the whole training part. The MIL protocol
-    /// chooses its epochs this way ([`EpochChoice::InnerFolds`]). Test folds are never seen.
+    /// chooses its epochs this way ([`super::EpochChoice::InnerFolds`]). Test folds are never seen.
     #[serde(skip_serializing_if = "is_zero_usize")]
     pub inner_folds: usize,
 }

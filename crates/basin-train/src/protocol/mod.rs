@@ -8,7 +8,7 @@
 //! | [`AnomalyProtocol`] | [`anomaly`] | node anomaly detection as in BWGNN/ET/CDAT: one stratified split with a fixed seed, val:test 1:2, the threshold swept on validation, the best-validation epoch |
 //! | [`CrossValidation`] | [`cross_validation`] | stratified k-fold with selection on an inner validation split (or on inner folds), repeated with seeds |
 //! | [`FixedSplitProtocol`] | [`fixed_split`] | a published train/val/test split (GNN Benchmark, LRGB) |
-//! | [`EtPaperProtocol`], [`CodeCrossValidation`] | [`reference`] | the ET paper's own TU procedure (training-set accuracies, labelled so) and the CDAT code's k-fold, under their own names |
+//! | [`EtPaperProtocol`], [`CodeCrossValidation`] | [`mod@reference`] | the ET paper's own TU procedure (training-set accuracies, labelled so) and the CDAT code's k-fold, under their own names |
 //! | [`GridSearch`] over [`NestedCrossValidation`] | [`nested`] | hyperparameters chosen inside each outer training part (the Hopfield MIL protocol) |
 //! | [`ImageProtocol`] | [`image`] | masked image completion on seeded draws, test over several masking seeds |
 //!
