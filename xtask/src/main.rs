@@ -6,7 +6,8 @@
 //!   (`libgloo-dev`, installed with apt-get when run as root).
 //! - `test`: setup, `cargo fmt --check`, clippy with `-D warnings`, the single-ndarray check and
 //!   `cargo test --workspace`.
-//! - `demo`: setup, then `basin demo`.
+//! - `demo`: setup, then `basin demo`. Every command that builds (`test`, `demo`,
+//!   `reproduce`, `fuzz`, `bench`) runs the same set-up.
 //! - `reproduce <table> [flags]`: `basin reproduce` from a release build, flags passed on as
 //!   they are (the tables are the binary's registry: `reproduce --list`).
 //! - `bench`: setup, then the criterion benchmarks.
@@ -79,14 +80,12 @@ fn run(cli: Cli) -> Result<()> {
     let root = workspace_root();
     match cli.command {
         Task::Setup => {
-            let torch = setup::ensure(&root)?;
-            setup::ensure_gloo(&root);
+            let torch = set_up(&root)?;
             println!("libtorch ready: {}", torch.display());
             Ok(())
         }
         Task::Test => {
-            setup::ensure(&root)?;
-            setup::ensure_gloo(&root);
+            set_up(&root)?;
             cargo(&root, &["fmt", "--all", "--", "--check"])
                 .context("formatting differs: run `cargo fmt --all`")?;
             cargo(
@@ -110,7 +109,7 @@ fn run(cli: Cli) -> Result<()> {
             result
         }
         Task::Demo { out } => {
-            setup::ensure(&root)?;
+            set_up(&root)?;
             let out = out.to_string_lossy().into_owned();
             cargo(
                 &root,
@@ -130,7 +129,7 @@ fn run(cli: Cli) -> Result<()> {
             )
         }
         Task::Reproduce { args } => {
-            setup::ensure(&root)?;
+            set_up(&root)?;
             let mut cmd = vec![
                 "run",
                 "--release",
@@ -145,13 +144,13 @@ fn run(cli: Cli) -> Result<()> {
             cargo(&root, &cmd)
         }
         Task::Fuzz { args } => {
-            setup::ensure(&root)?;
+            set_up(&root)?;
             let mut cmd = vec!["run", "--release", "-p", "basin-fuzz", "--"];
             cmd.extend(args.iter().map(String::as_str));
             cargo(&root, &cmd)
         }
         Task::Bench { filter } => {
-            setup::ensure(&root)?;
+            set_up(&root)?;
             let mut args = vec!["bench", "-p", "basin-benches"];
             if let Some(f) = filter.as_deref() {
                 args.extend(["--", f]);
@@ -159,6 +158,14 @@ fn run(cli: Cli) -> Result<()> {
             cargo(&root, &args)
         }
     }
+}
+
+/// The one set-up every command that builds runs: libtorch and the gloo headers, so that every
+/// feature the README offers (data-parallel training included) works after any of them.
+fn set_up(root: &Path) -> Result<PathBuf> {
+    let torch = setup::ensure(root)?;
+    setup::ensure_gloo(root);
+    Ok(torch)
 }
 
 /// The workspace root (the parent of this crate's directory).

@@ -58,9 +58,9 @@ pub fn run(args: &Args) -> Result<()> {
         .map(|m| Paired::new(&a, &b, m).with_context(|| format!("metric `{m}`")))
         .collect::<Result<Vec<_>>>()?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&paired)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&paired)?);
     } else {
-        print!("{}", markdown(&args.a, &args.b, &a, &b, &paired));
+        crate::out!("{}", markdown(&args.a, &args.b, &a, &b, &paired));
     }
     Ok(())
 }
@@ -169,9 +169,9 @@ pub fn select(args: &SelectArgs) -> Result<()> {
         basin_core::fsio::write_atomic(&out.join("selection.md"), md.as_bytes())?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&selected)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&selected)?);
     } else {
-        print!("{md}");
+        crate::out!("{md}");
     }
     Ok(())
 }

@@ -177,7 +177,7 @@ fn megabytes(bytes: u64) -> String {
 
 fn list(a: &ListArgs) -> Result<()> {
     if a.markdown {
-        print!("{}", registry::markdown_table());
+        crate::out!("{}", registry::markdown_table());
         return Ok(());
     }
     let dir = data_dir(a.data_dir.as_deref());
@@ -202,13 +202,16 @@ fn list(a: &ListArgs) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    println!("data directory: {}\n", dir.display());
-    println!(
+    crate::outln!("data directory: {}\n", dir.display());
+    crate::outln!(
         "{:<20} {:<12} {:<10} {:>9}  where / how to get it",
-        "name", "kind", "status", "size"
+        "name",
+        "kind",
+        "status",
+        "size"
     );
     for d in registry::datasets() {
         let presence = d.presence(&dir);
@@ -218,7 +221,7 @@ fn list(a: &ListArgs) -> Result<()> {
             Presence::Partial => ("partial", d.fetch_command()),
             Presence::Missing => ("missing", d.fetch_command()),
         };
-        println!(
+        crate::outln!(
             "{:<20} {:<12} {:<10} {:>9}  {place}",
             d.name,
             d.kind.as_str(),
@@ -288,10 +291,10 @@ fn fetch(a: &FetchArgs, quiet: bool) -> Result<()> {
         let mut progress = fetch_progress(quiet);
         match basin_data::fetch::fetch(info, &dir, &opts, &mut progress) {
             Ok(FetchOutcome::Generated) => {
-                println!("{}: generated on use; nothing to fetch", info.name)
+                crate::outln!("{}: generated on use; nothing to fetch", info.name)
             }
             Ok(FetchOutcome::AlreadyPresent) => {
-                println!(
+                crate::outln!(
                     "{}: already present (checksums match where recorded)",
                     info.name
                 )
@@ -301,7 +304,7 @@ fn fetch(a: &FetchArgs, quiet: bool) -> Result<()> {
                 bytes,
                 unverified,
             }) => {
-                println!(
+                crate::outln!(
                     "{}: {} file(s), {} into {}",
                     info.name,
                     files.len(),
@@ -309,7 +312,7 @@ fn fetch(a: &FetchArgs, quiet: bool) -> Result<()> {
                     dir.join(&info.path).display()
                 );
                 for f in unverified {
-                    println!("  {f}: kept without a recorded checksum (unverified)");
+                    crate::outln!("  {f}: kept without a recorded checksum (unverified)");
                 }
             }
             Err(e) => {
@@ -344,7 +347,7 @@ fn verify(a: &VerifyArgs) -> Result<()> {
     let mut bad = 0;
     for info in infos {
         if info.presence(&dir) == Presence::Generated {
-            println!("{}: generated; nothing to verify", info.name);
+            crate::outln!("{}: generated; nothing to verify", info.name);
             continue;
         }
         let checks = info.verify(&dir)?;
@@ -371,14 +374,14 @@ fn verify(a: &VerifyArgs) -> Result<()> {
             } else {
                 String::new()
             };
-            println!("{}: ok ({ok} file(s) verified{extra})", info.name);
+            crate::outln!("{}: ok ({ok} file(s) verified{extra})", info.name);
         } else {
             bad += 1;
-            println!("{}: {} problem(s)", info.name, problems.len());
+            crate::outln!("{}: {} problem(s)", info.name, problems.len());
             for p in problems {
-                println!("{p}");
+                crate::outln!("{p}");
             }
-            println!("  (`{} --force` fetches it again)", info.fetch_command());
+            crate::outln!("  (`{} --force` fetches it again)", info.fetch_command());
         }
     }
     if bad > 0 {
@@ -392,7 +395,7 @@ fn verify(a: &VerifyArgs) -> Result<()> {
 
 fn inspect(a: &InspectArgs) -> Result<()> {
     let ds = load(&a.dataset, a.data_dir.as_ref())?;
-    println!("{}", serde_json::to_string_pretty(&ds.stats())?);
+    crate::outln!("{}", serde_json::to_string_pretty(&ds.stats())?);
     Ok(())
 }
 
@@ -458,6 +461,6 @@ fn pe(a: &PeArgs) -> Result<()> {
         "cached": cached,
         "seconds": seconds,
     });
-    println!("{}", serde_json::to_string_pretty(&summary)?);
+    crate::outln!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())
 }

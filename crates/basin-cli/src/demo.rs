@@ -35,6 +35,8 @@ pub fn run(args: &Args) -> Result<()> {
         masked: args.masked,
         ..DemoOptions::default()
     };
-    basin_repro::demo::run(&opts, &args.out, device)?;
+    basin_repro::demo::run(&opts, &args.out, device, &mut |line| {
+        crate::outln!("{line}")
+    })?;
     Ok(())
 }

@@ -136,13 +136,13 @@ fn structure(
 
 /// Prints the registered kinds.
 fn list_kinds() {
-    println!("energy terms ([[terms]] kind = …):");
+    crate::outln!("energy terms ([[terms]] kind = …):");
     for k in basin_core::registry::term_kinds() {
-        println!("  {:<16} {}", k.kind, k.about);
+        crate::outln!("  {:<16} {}", k.kind, k.about);
     }
-    println!("dynamics ([dynamics] kind = …):");
+    crate::outln!("dynamics ([dynamics] kind = …):");
     for k in basin_core::registry::dynamics_kinds() {
-        println!("  {:<16} {}", k.kind, k.about);
+        crate::outln!("  {:<16} {}", k.kind, k.about);
     }
 }
 
@@ -241,7 +241,7 @@ pub fn run(args: &Args) -> Result<()> {
     write_tensors(output, &out, Some(meta))?;
 
     print_table(&trace);
-    println!("wrote {}", output.display());
+    crate::outln!("wrote {}", output.display());
     Ok(())
 }
 
@@ -252,12 +252,12 @@ fn print_table(trace: &basin_core::Trace) {
     for (name, _) in &terms {
         header.push_str(&format!(" {name:>14}"));
     }
-    println!("{header}   (mean over the batch)");
+    crate::outln!("{header}   (mean over the batch)");
     for (t, e) in totals.iter().enumerate() {
         let mut line = format!("{t:>5} {e:>14.6}");
         for (_, v) in &terms {
             line.push_str(&format!(" {:>14.6}", v[t]));
         }
-        println!("{line}");
+        crate::outln!("{line}");
     }
 }

@@ -169,6 +169,58 @@
 //!
 //! GPU measurements: `crates/basin-repro/RESULTS.md`, "On an NVIDIA H100 80GB HBM3 (2026-11-27)".
 
+/// `println!` for the command's output: when its reader has gone (`basin data list | head -1`)
+/// the process ends quietly, as command-line tools do, instead of panicking on the closed pipe.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` with the same rule as [`outln!`].
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::write_out(format_args!($($arg)*))
+    };
+}
+
+/// Writes `args` to standard output; a closed pipe ends the process with success (its reader
+/// took what it wanted), any other write error with failure.
+pub(crate) fn write_out(args: std::fmt::Arguments) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: writing to standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// The hold on the output directory `out` this process takes before it writes
+/// (`basin_core::fsio::DirLock`: a second process into it is refused, naming this one), or
+/// none where its launcher holds it (a shard of `--jobs`, a rank of `--nproc`) or it is a rank
+/// other than 0 of an outside launcher's group.
+pub(crate) fn hold(
+    out: &std::path::Path,
+    shard: Option<basin_train::context::Shard>,
+) -> anyhow::Result<Option<basin_core::fsio::DirLock>> {
+    let launched = |var: &str| std::env::var_os(var).is_some();
+    if launched(basin_dist::launch::LAUNCHED_SHARD) || launched(basin_dist::launch::LAUNCHED_RANK) {
+        return Ok(None);
+    }
+    if std::env::var("RANK").is_ok_and(|r| r.trim() != "0") {
+        return Ok(None);
+    }
+    let part = shard.map_or("all".to_owned(), |s| {
+        format!("shard-{}-of-{}", s.index, s.count)
+    });
+    Ok(Some(basin_core::fsio::DirLock::acquire(out, &part)?))
+}
+
 mod compare;
 mod data;
 mod demo;
@@ -254,6 +306,15 @@ fn main() -> ExitCode {
     if let Some(revision) = option_env!("BASIN_GIT_REVISION") {
         basin_train::record::set_build_revision(revision);
     }
+    // SIGINT or SIGTERM: training stops at its next step (its finished epochs are saved); a
+    // second signal ends the process at once.
+    let _ = ctrlc::set_handler(|| {
+        if basin_train::interrupt::requested() {
+            std::process::exit(130);
+        }
+        basin_train::interrupt::request();
+        eprintln!("basin: stopping at the next training step (a second signal stops at once)");
+    });
     let result = match cli.command {
         Command::Energy(args) => energy::run(&args),
         Command::Demo(args) => demo::run(&args),
@@ -267,8 +328,14 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", error_chain(&e));
-            ExitCode::FAILURE
+            let message = error_chain(&e);
+            eprintln!("error: {message}");
+            if basin_train::interrupt::requested() {
+                // The conventional status of a process stopped by a signal it handled.
+                ExitCode::from(130)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

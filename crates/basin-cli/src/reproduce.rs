@@ -74,6 +74,10 @@ pub struct Args {
     /// included (TU tables): a smoother validation curve to choose the epoch on.
     #[arg(long, value_name = "DECAY", value_parser = crate::parse_decay)]
     ema: Option<f64>,
+    /// Retrain exactly the runs whose checkpoint or record cannot be read (truncated, corrupt)
+    /// and keep every finished one, instead of stopping at the first.
+    #[arg(long)]
+    restart_damaged: bool,
     /// Only this dataset (repeatable; `--list` shows each table's).
     #[arg(long)]
     dataset: Vec<String>,
@@ -144,32 +148,32 @@ fn recorded_time(table: &dyn Reproduction, preset: Preset) -> String {
 }
 
 fn list(data_dir: &std::path::Path) {
-    println!(
+    crate::outln!(
         "tables (`basin reproduce <id>`, `table1` for every paper's Table 1, `all`); data from {}; times as recorded on a 2-core CPU machine (crates/basin-repro/RESULTS.md, data/timings.toml):",
         data_dir.display()
     );
     for t in basin_repro::registry() {
-        println!("  {:<16} {}", t.id(), t.title());
+        crate::outln!("  {:<16} {}", t.id(), t.title());
         let times: Vec<String> = t
             .presets()
             .iter()
             .map(|&p| format!("{} {}", p.flag(), recorded_time(t, p)))
             .collect();
-        println!("  {:<16}   presets: {}", "", times.join("; "));
-        println!("  {:<16}   paper: {}", "", t.paper());
+        crate::outln!("  {:<16}   presets: {}", "", times.join("; "));
+        crate::outln!("  {:<16}   paper: {}", "", t.paper());
         let (present, missing) = presence(t, data_dir);
         if !present.is_empty() {
-            println!("  {:<16}   datasets present: {}", "", present.join(", "));
+            crate::outln!("  {:<16}   datasets present: {}", "", present.join(", "));
         }
         if !missing.is_empty() {
-            println!(
+            crate::outln!(
                 "  {:<16}   datasets missing: {} (`basin data fetch NAME`)",
                 "",
                 missing.join(", ")
             );
         }
         if t.shards() {
-            println!("  {:<16}   --jobs N: its runs in N processes at once", "");
+            crate::outln!("  {:<16}   --jobs N: its runs in N processes at once", "");
         }
     }
 }
@@ -189,11 +193,12 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
             bail!("--jobs and --shard run one table; name one of them");
         }
         let out = args.out.clone().unwrap_or_else(|| PathBuf::from("reports"));
-        println!("{} tables into {}:", tables.len(), out.display());
+        let _hold = crate::hold(&out, None)?;
+        crate::outln!("{} tables into {}:", tables.len(), out.display());
         for t in &tables {
             let (preset, why) = preset_of(*t, args, cuda);
             let (_, missing) = presence(*t, &data_dir);
-            println!(
+            crate::outln!(
                 "  {:<14} {} ({why}); {}; {}",
                 t.id(),
                 preset.flag(),
@@ -217,16 +222,22 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
         let index = basin_repro::reproduce_all(&tables, &ctx, |t| preset_of(t, args, cuda))?;
         for e in &index {
             match &e.error {
-                Some(why) => println!("{}: failed: {why}", e.id),
-                None => println!("{}: {} ({:.0} s)", e.id, e.report, e.seconds),
+                Some(why) => crate::outln!("{}: failed: {why}", e.id),
+                None => crate::outln!("{}: {} ({:.0} s)", e.id, e.report, e.seconds),
             }
         }
-        println!("index: {}", out.join("index.md").display());
+        crate::outln!("index: {}", out.join("index.md").display());
         return Ok(());
     }
     let table = tables[0];
     let id = table.id();
     let (preset, reason) = preset_of(table, args, cuda);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("reports").join(id));
+    // Held until the command ends: its `--jobs` shards write under it.
+    let _hold = crate::hold(&out, args.shard)?;
     if let Some(n) = args.jobs.filter(|&n| n > 1) {
         if !table.shards() {
             let which: Vec<&str> = basin_repro::registry()
@@ -248,19 +259,9 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
             &crate::without_jobs(std::env::args_os().skip(1)),
         )?;
     }
-    let mut ctx = context(
-        args,
-        quiet,
-        data_dir,
-        args.out
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("reports").join(id)),
-        device,
-        preset,
-        command_started,
-    );
+    let mut ctx = context(args, quiet, data_dir, out, device, preset, command_started);
     ctx.preset_reason = reason;
-    println!(
+    crate::outln!(
         "{id} ({}, {}) on {} (data: {}; {}) → {}",
         preset.flag(),
         ctx.preset_reason,
@@ -287,14 +288,14 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
     if let Some(s) = args.shard {
         // Under `--jobs` the launcher writes the report once every shard is done.
         if std::env::var_os(basin_dist::launch::LAUNCHED_SHARD).is_none() {
-            println!(
+            crate::outln!(
                 "shard {s}: its runs are in {}; once every shard is done, run this command again without --shard to write the report",
                 ctx.out.display()
             );
         }
         return Ok(());
     }
-    println!("wrote {}", ctx.out.join("report.md").display());
+    crate::outln!("wrote {}", ctx.out.join("report.md").display());
     Ok(())
 }
 
@@ -320,6 +321,7 @@ fn context(
         },
         shard: args.shard,
         progress: !quiet,
+        restart_damaged: args.restart_damaged,
         command_started,
         ..Context::new(data_dir, out, device, preset)
     }

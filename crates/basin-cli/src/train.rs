@@ -40,6 +40,10 @@ pub struct TrainArgs {
     /// it reads the finished runs and writes the report.
     #[arg(long, value_name = "I/N", value_parser = crate::parse_shard)]
     shard: Option<basin_train::context::Shard>,
+    /// Retrain exactly the runs whose checkpoint or record cannot be read (truncated, corrupt)
+    /// and keep every finished one, instead of stopping at the first.
+    #[arg(long)]
+    restart_damaged: bool,
     /// Train the protocol's runs (folds, seeds) in N local processes at once, each its own
     /// `--shard i/N` with the cores divided among them, then write the report: what N `--shard`
     /// commands and one without would do, in one command. Runs are independent, so on a
@@ -77,10 +81,10 @@ pub fn train(args: &TrainArgs, quiet: bool) -> Result<()> {
     if let Some(name) = &args.example {
         if name == "list" {
             for (n, what) in EXAMPLES {
-                println!("{n:<12} {what}");
+                crate::outln!("{n:<12} {what}");
             }
         } else {
-            print!("{}", RunSpec::example(name)?);
+            crate::out!("{}", RunSpec::example(name)?);
         }
         return Ok(());
     }
@@ -88,6 +92,8 @@ pub fn train(args: &TrainArgs, quiet: bool) -> Result<()> {
         bail!("give a run file (start from `basin train --example et-graph`)");
     };
     let spec = RunSpec::read_with(config, &args.sets)?;
+    // Held until the command ends: its launched shards and ranks write under it.
+    let _hold = crate::hold(&args.out, args.shard)?;
     if let Some(n) = args.nproc
         && std::env::var_os("WORLD_SIZE").is_none()
     {
@@ -120,6 +126,7 @@ pub fn train(args: &TrainArgs, quiet: bool) -> Result<()> {
     opts.data_dir = Some(data);
     opts.shard = args.shard;
     opts.progress = !quiet;
+    opts.restart_damaged = args.restart_damaged;
     let outcome = spec.train(&opts).map_err(|e| {
         // The protocol or the dataset does not fit the task: name the run file it came from.
         let (field, message) = match &e {
@@ -149,27 +156,28 @@ pub fn train(args: &TrainArgs, quiet: bool) -> Result<()> {
         return Ok(());
     }
     for (dir, m) in &outcome.runs {
-        println!("{dir}: {}", show(m));
+        crate::outln!("{dir}: {}", show(m));
     }
     if let Some(s) = args.shard {
-        println!(
+        crate::outln!(
             "shard {s}: its runs are in {}; once every shard is done, run this command again without --shard to write the report",
             args.out.display()
         );
         return Ok(());
     }
-    println!("report: {}", args.out.join("report.md").display());
+    crate::outln!("report: {}", args.out.join("report.md").display());
     Ok(())
 }
 
 pub fn eval(args: &EvalArgs) -> Result<()> {
     let device = crate::device(args.device)?;
+    let _hold = crate::hold(&args.run, None)?;
     let data = basin_data::datadir::data_dir(args.data_dir.as_deref());
     let outcome = runs::eval(&args.run, Some(&data), device)?;
     for (dir, m) in &outcome.runs {
-        println!("{dir}: {}", show(m));
+        crate::outln!("{dir}: {}", show(m));
     }
-    println!("written: {}", args.run.join("eval.md").display());
+    crate::outln!("written: {}", args.run.join("eval.md").display());
     Ok(())
 }
 

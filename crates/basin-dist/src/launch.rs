@@ -17,6 +17,10 @@ use crate::DistError;
 /// The variable [`launch_shards`] sets in each copy's environment.
 pub const LAUNCHED_SHARD: &str = "BASIN_LAUNCHED_SHARD";
 
+/// Set (to `1`) in the environment of every rank [`launch`] starts: the launcher holds what the
+/// command holds for all of them (its output directory's lock).
+pub const LAUNCHED_RANK: &str = "BASIN_LAUNCHED_RANK";
+
 /// A free TCP port on the loopback interface (released just before the ranks bind it).
 pub fn free_port() -> Result<u16, DistError> {
     let l = std::net::TcpListener::bind(("127.0.0.1", 0))
@@ -67,7 +71,8 @@ pub fn launch(
             .env("WORLD_SIZE", nproc.to_string())
             .env("LOCAL_WORLD_SIZE", nproc.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string());
+            .env("MASTER_PORT", port.to_string())
+            .env(LAUNCHED_RANK, "1");
     })
 }
 

@@ -114,7 +114,12 @@ pub fn model() -> ImageCompletionConfig {
 }
 
 /// Trains, evaluates and writes the pictures and `demo.json` into `out`.
-pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary> {
+pub fn run(
+    opts: &DemoOptions,
+    out: &Path,
+    device: Device,
+    say: &mut dyn FnMut(&str),
+) -> Result<DemoSummary> {
     let start = Instant::now();
     if !(1..16).contains(&opts.masked) {
         return Err(ReproError::config(
@@ -140,9 +145,9 @@ pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary
         64,
         device,
     )?;
-    println!(
+    say(&format!(
         "basin demo: fitting an ET block (D = 32, 2 heads, 128 memories, T = 8) on striped 16×16 patterns…"
-    );
+    ));
     let run = PlannedRun::new(
         "demo",
         basin_graph::Split::new(ids(&train), ids(&val), ids(&test)),
@@ -185,10 +190,10 @@ pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary
         .last()
         .and_then(|e| e.metrics.get("train_loss").copied())
         .unwrap_or(f64::NAN);
-    println!(
+    say(&format!(
         "trained {} epochs in {train_seconds:.1} s, final masked-patch MSE {final_train_loss:.4}",
         opts.epochs
-    );
+    ));
 
     // The test images under one set of masks: energy trace and baselines.
     let b = PatchBatchOnDevice::new(
@@ -220,11 +225,11 @@ pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary
         row.windows(2)
             .all(|w| w[1] <= w[0] + 1e-6 * w[0].abs().max(1.0))
     });
-    println!(
+    say(&format!(
         "\nenergy per step on {} masked test patterns (mean over images):",
         test.len()
-    );
-    println!(
+    ));
+    say(&format!(
         "{:>5} {:>12} {}",
         "step",
         "total",
@@ -232,19 +237,23 @@ pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary
             .iter()
             .map(|(n, _)| format!("{n:>12}"))
             .collect::<String>()
-    );
+    ));
     for (t, e) in totals.iter().enumerate() {
         let parts: String = terms
             .iter()
             .map(|(_, v)| format!("{:>12.4}", v[t]))
             .collect();
-        println!("{t:>5} {e:>12.4} {parts}");
+        say(&format!("{t:>5} {e:>12.4} {parts}"));
     }
-    println!("energy non-increasing along the descent for every image: {monotone}");
-    println!("\ncompletion of the masked patches (MSE in normalised pixels, lower is better):");
-    println!("  ET block            {mse:.4}");
-    println!("  predict the mean    {baseline_mean:.4}");
-    println!("  mean of visible     {baseline_visible:.4}");
+    say(&format!(
+        "energy non-increasing along the descent for every image: {monotone}"
+    ));
+    say(&format!(
+        "\ncompletion of the masked patches (MSE in normalised pixels, lower is better):"
+    ));
+    say(&format!("  ET block            {mse:.4}"));
+    say(&format!("  predict the mean    {baseline_mean:.4}"));
+    say(&format!("  mean of visible     {baseline_visible:.4}"));
 
     std::fs::create_dir_all(out).map_err(|e| basin_core::CoreError::io(out, e))?;
     let energy_png = out.join("energy.png");
@@ -278,13 +287,13 @@ pub fn run(opts: &DemoOptions, out: &Path, device: Device) -> Result<DemoSummary
     let text = serde_json::to_string_pretty(&summary)
         .map_err(|e| ReproError::config("demo.json", e.to_string()))?;
     basin_core::fsio::write_atomic(&json, text.as_bytes())?;
-    println!(
+    say(&format!(
         "\nwrote {}, {} and {} ({:.1} s in all)",
         energy_png.display(),
         completions_png.display(),
         json.display(),
         summary.total_seconds
-    );
+    ));
     Ok(summary)
 }
 

@@ -240,6 +240,8 @@ pub struct Context {
     pub shard: Option<Shard>,
     /// Show progress bars.
     pub progress: bool,
+    /// Retrain runs whose checkpoint cannot be read instead of stopping (`--restart-damaged`).
+    pub restart_damaged: bool,
     /// Why this preset runs (`chosen for this machine: no CUDA device`, `--cpu given`), printed
     /// first and written into the report.
     pub preset_reason: String,
@@ -260,6 +262,7 @@ impl Context {
             overrides: Overrides::default(),
             shard: None,
             progress: true,
+            restart_damaged: false,
             preset_reason: format!("{} given", preset.flag()),
             command_started: Instant::now(),
             pass_started: Instant::now(),
@@ -279,6 +282,7 @@ impl Context {
             .with_device_label(self.device_name())
             .with_shard(self.shard)
             .with_progress(self.progress)
+            .with_restart_damaged(self.restart_damaged)
     }
 
     /// Whether this process holds every run, and so writes reports and plots.

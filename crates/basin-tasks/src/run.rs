@@ -37,6 +37,9 @@ pub struct RunOptions {
     pub shard: Option<basin_train::context::Shard>,
     /// Show progress.
     pub progress: bool,
+    /// Retrain the runs whose checkpoint cannot be read instead of stopping
+    /// (`--restart-damaged`); every finished run is kept.
+    pub restart_damaged: bool,
 }
 
 impl RunOptions {
@@ -48,6 +51,7 @@ impl RunOptions {
             device,
             shard: None,
             progress: true,
+            restart_damaged: false,
         }
     }
 }
@@ -114,7 +118,8 @@ pub fn train<T: Task>(
         .with_out(out)
         .with_device_label(basin_core::device::describe(opts.device))
         .with_shard(opts.shard)
-        .with_progress(opts.progress);
+        .with_progress(opts.progress)
+        .with_restart_damaged(opts.restart_damaged);
     let mut energy = Vec::new();
     let report = run.protocol().run(
         targets,

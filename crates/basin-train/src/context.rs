@@ -77,6 +77,8 @@ pub struct RunContext {
     pub shard: Option<Shard>,
     /// Show progress bars (hidden anyway when stderr is not a terminal).
     pub progress: bool,
+    /// Retrain a run whose checkpoint cannot be read rather than stop (`--restart-damaged`).
+    pub restart_damaged: bool,
 }
 
 impl RunContext {
@@ -88,7 +90,14 @@ impl RunContext {
             device_label: "cpu".into(),
             shard: None,
             progress: true,
+            restart_damaged: false,
         }
+    }
+
+    /// The same context retraining damaged runs (or not).
+    pub fn with_restart_damaged(mut self, restart: bool) -> Self {
+        self.restart_damaged = restart;
+        self
     }
 
     /// The same context writing under `out`.
@@ -158,6 +167,7 @@ impl RunContext {
             device: self.device_label.clone(),
             config,
             progress: self.progress,
+            restart_damaged: self.restart_damaged,
         }
     }
 }

@@ -24,6 +24,19 @@ pub enum TrainError {
     /// A saved state (checkpoint, optimiser state) does not fit.
     #[error("{0}")]
     State(String),
+    /// A run's checkpoint or record cannot be read (truncated, corrupt): it is not another
+    /// run, and the message says how to go on.
+    #[error("{path}: {message}; this run's files are damaged: the same command with --restart-damaged retrains exactly the damaged runs and keeps every finished one (or remove {path} yourself)", path = path.display())]
+    Damaged {
+        /// The file that could not be read.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A stop was asked for (SIGINT, SIGTERM): the run stopped before a step, its finished
+    /// epochs saved.
+    #[error("interrupted: every finished epoch is saved, and the same command resumes the run")]
+    Interrupted,
     /// Two sets of runs cannot be paired (not the same folds, a run without its splits).
     #[error("{0}")]
     Unpaired(String),

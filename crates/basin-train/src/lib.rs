@@ -13,6 +13,7 @@
 //!   threshold sweep, in f64 with scikit-learn's semantics.
 //! - [`context`]: [`context::RunContext`], where and how a protocol's runs train (output,
 //!   device, shard, progress).
+//! - [`interrupt`]: a stop asked for by SIGINT or SIGTERM, honoured at the next step.
 //! - [`runner`]: the shared epoch loop — validation-based selection, test once at the end,
 //!   checkpoints after every epoch and exact resume, NaN/Inf guards, progress bars.
 //! - [`protocol`]: the [`protocol::Protocol`] contract and the papers' protocols: the anomaly
@@ -30,6 +31,7 @@ pub mod compare;
 pub mod context;
 pub mod ema;
 pub mod image_metrics;
+pub mod interrupt;
 pub mod loss;
 pub mod metrics;
 pub mod optim;

@@ -228,6 +228,9 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
     let mut pre_step_scores = None;
     let device = learner.vars().device();
     for batch in &batches {
+        if crate::interrupt::requested() {
+            return Err(TrainError::Interrupted);
+        }
         let items = match &group {
             Some(g) => &batch[basin_dist::shard(batch.len(), g.rank(), g.world_size())],
             None => batch.as_slice(),
@@ -459,6 +462,9 @@ pub struct Runner {
     pub config: serde_json::Value,
     /// Show a progress bar (it stays hidden when stderr is not a terminal).
     pub progress: bool,
+    /// Retrain from the start a run whose checkpoint cannot be read (truncated, corrupt)
+    /// instead of stopping with [`TrainError::Damaged`] (`--restart-damaged`).
+    pub restart_damaged: bool,
 }
 
 /// A per-epoch seed from the run seed (SplitMix64 of seed and epoch).
@@ -791,17 +797,31 @@ impl Runner {
         if !ckpt.exists() {
             return Ok(None);
         }
-        let (tensors, meta) = basin_core::checkpoint::read_file(&ckpt)?;
-        let parse = |key: &str| -> Result<&String, TrainError> {
-            meta.get(key).ok_or_else(|| {
-                TrainError::State(format!(
-                    "{}: no `{key}` in the checkpoint metadata",
-                    ckpt.display()
-                ))
-            })
+        // What cannot be read is damage, not another run: the run is retrained under
+        // `restart_damaged` (nothing has been loaded into the learner yet), and refused with the
+        // way on otherwise.
+        let read = || -> Result<_, TrainError> {
+            let (tensors, meta) = basin_core::checkpoint::read_file(&ckpt)?;
+            let entry = |key: &str| -> Result<String, TrainError> {
+                meta.get(key).cloned().ok_or_else(|| {
+                    TrainError::State(format!("no `{key}` in the checkpoint metadata"))
+                })
+            };
+            let record: RunRecord = serde_json::from_str(&entry("record")?)
+                .map_err(|e| TrainError::State(format!("bad record: {e}")))?;
+            let best: Option<Validation> = match meta.get("best") {
+                Some(b) => Some(
+                    serde_json::from_str(b)
+                        .map_err(|e| TrainError::State(format!("bad best-epoch entry: {e}")))?,
+                ),
+                None => None,
+            };
+            Ok((tensors, record, best))
         };
-        let record: RunRecord = serde_json::from_str(parse("record")?)
-            .map_err(|e| TrainError::State(format!("{}: bad record: {e}", ckpt.display())))?;
+        let (tensors, record, best_validation) = match read() {
+            Ok(read) => read,
+            Err(e) => return self.damaged(&ckpt, e),
+        };
         let there = as_identity(&record.config, &fresh.config);
         if there != fresh.config
             || record.seed != fresh.seed
@@ -838,11 +858,8 @@ impl Runner {
         if let Some(e) = ema {
             e.load_state(&map)?;
         }
-        let best = match meta.get("best") {
-            Some(b) => {
-                let v: Validation = serde_json::from_str(b).map_err(|e| {
-                    TrainError::State(format!("{}: bad best-epoch entry: {e}", ckpt.display()))
-                })?;
+        let best = match best_validation {
+            Some(v) => {
                 let weights = named("", learner.vars())
                     .into_iter()
                     .map(|(n, _)| {
@@ -857,6 +874,41 @@ impl Runner {
         };
         tracing::info!("resuming {} at epoch {}", self.name, record.epochs.len());
         Ok(Some((record, best)))
+    }
+
+    /// A checkpoint that cannot be read: under [`Runner::restart_damaged`] the run's files are
+    /// removed and it trains from the start (a line says so); otherwise the error names the
+    /// file and the way on.
+    #[allow(clippy::type_complexity)]
+    fn damaged(
+        &self,
+        checkpoint: &Path,
+        e: TrainError,
+    ) -> Result<Option<(RunRecord, Option<(Validation, Vec<(String, Tensor)>)>)>, TrainError> {
+        if !self.restart_damaged {
+            return Err(TrainError::Damaged {
+                path: checkpoint.to_path_buf(),
+                message: e.to_string(),
+            });
+        }
+        tracing::warn!(
+            "{}: {e}; retraining {} from its first epoch (--restart-damaged)",
+            checkpoint.display(),
+            self.name
+        );
+        if basin_dist::is_writer()
+            && let Some(dir) = &self.dir
+        {
+            for file in ["checkpoint.safetensors", "record.json", "record.csv"] {
+                let path = dir.join(file);
+                if let Err(e) = std::fs::remove_file(&path)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    return Err(TrainError::Io { path, source: e });
+                }
+            }
+        }
+        Ok(None)
     }
 }
 

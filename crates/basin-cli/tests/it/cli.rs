@@ -335,3 +335,32 @@ fn demo_learns_to_complete_patterns() {
     );
     assert_eq!(summary["energy_monotone"], serde_json::Value::Bool(true));
 }
+
+/// Every command that prints ends quietly when its reader has gone (`basin data list | head
+/// -1`): the read end of the pipe is closed before it writes a byte, and it still exits without
+/// a panic.
+#[test]
+fn printing_into_a_closed_pipe_is_not_a_panic() {
+    let data = crate::common::data_dir();
+    for args in [
+        vec!["data", "list"],
+        vec!["data", "list", "--markdown"],
+        vec!["reproduce", "--list"],
+        vec!["train", "--example", "list"],
+        vec!["train", "--example", "et-graph"],
+        vec!["energy", "--kinds"],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_basin"))
+            .args(&args)
+            .env("BASIN_DATA_DIR", &data)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(out.status.success(), "{args:?}: {:?} {err}", out.status);
+    }
+}

@@ -199,3 +199,61 @@ fn a_killed_and_restarted_reproduction_skips_finished_runs_and_ends_the_same() {
     kill_and_restart(&args, &killed, duration, 6, 14);
     same_records(&whole, &killed);
 }
+
+/// SIGTERM (and SIGINT, the same handler) stops a training within seconds with a line saying the
+/// same command resumes it, and resumed it ends with the records of a run never stopped.
+#[test]
+fn sigterm_stops_a_training_and_the_same_command_resumes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = basin(&["train", "--example", "et-anomaly"])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout)
+        .unwrap()
+        .replacen("data = \"tolokers\"", "data = \"planted\"", 1)
+        .replacen("epochs = 100", "epochs = 200", 1);
+    let run = tmp.path().join("run.toml");
+    std::fs::write(&run, text).unwrap();
+    let run = run.to_str().unwrap();
+    let whole = tmp.path().join("whole");
+    assert!(
+        basin(&["train", run, "--out", whole.to_str().unwrap()])
+            .status()
+            .unwrap()
+            .success()
+    );
+
+    let stopped = tmp.path().join("stopped");
+    let args = ["train", run, "--out", stopped.to_str().unwrap()];
+    let mut child = basin(&args).stderr(Stdio::piped()).spawn().unwrap();
+    // Once its first epoch is checkpointed, ask it to stop.
+    let first = stopped.join("run-0").join("checkpoint.safetensors");
+    let t0 = Instant::now();
+    while !first.exists() && t0.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(first.exists(), "no epoch was checkpointed");
+    let signalled = Instant::now();
+    let sent = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        signalled.elapsed() < Duration::from_secs(10),
+        "took {:?} to stop",
+        signalled.elapsed()
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("the same command resumes the run"), "{err}");
+    assert!(
+        !stopped.join("report.md").exists(),
+        "it did not stop before the end"
+    );
+
+    assert!(basin(&args).status().unwrap().success());
+    same_records(&whole, &stopped);
+}

@@ -829,3 +829,54 @@ fn select_chooses_per_fold_by_validation_and_its_runs_compare_as_one_model() {
     let (ok, _, err) = basin(&["select", &a]);
     assert!(!ok, "one candidate is refused: {err}");
 }
+
+/// Two trainings into one directory: the second is refused at once, naming the first's pid;
+/// once the first is killed (its hold left behind), the same command takes the hold over and
+/// finishes the run.
+#[test]
+fn a_second_process_into_one_directory_is_refused_and_a_dead_holder_taken_over() {
+    basin_data::require_data!("tu/MUTAG");
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tiny_run(
+        tmp.path(),
+        "et-graph",
+        &[("folds = 10", "folds = 3"), ("epochs = 100", "epochs = 30")],
+    );
+    let out = tmp.path().join("out");
+    let args = [
+        "train",
+        run.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let mut first = Command::new(env!("CARGO_BIN_EXE_basin"))
+        .args(args)
+        .env("BASIN_DEVICE", "cpu")
+        .env("BASIN_DATA_DIR", data_dir())
+        .env("OMP_NUM_THREADS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let hold = out.join(".basin-lock").join("all");
+    let t0 = std::time::Instant::now();
+    while !hold.exists() && t0.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(hold.exists(), "the first process took no hold");
+    let (ok, _, err) = basin(&args);
+    assert!(!ok, "the second process was let in");
+    assert!(
+        err.contains("another process is writing this directory")
+            && err.contains(&format!("pid {}", first.id())),
+        "{err}"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert!(hold.exists(), "a killed process leaves its hold behind");
+    let (ok, _, err) = basin(&args);
+    assert!(ok, "{err}");
+    assert!(err.contains("taking over the hold"), "{err}");
+    assert!(!hold.exists(), "the hold outlived its command");
+    assert!(out.join("report.md").is_file());
+}

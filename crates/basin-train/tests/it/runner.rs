@@ -168,6 +168,7 @@ fn runner(dir: Option<std::path::PathBuf>, epochs: usize) -> Runner {
         device: "cpu".into(),
         config: serde_json::json!({"model": "toy-mlp"}),
         progress: false,
+        restart_damaged: false,
     }
 }
 
@@ -464,4 +465,35 @@ fn validation_and_test_see_the_weights_average() {
     bad.train.ema = Some(1.0);
     let err = fit(&mut Toy::new(5), &bad).unwrap_err().to_string();
     assert!(err.contains("train.ema"), "{err}");
+}
+
+/// A truncated checkpoint stops the resume with the way on named; with `restart_damaged` the
+/// run trains again from its first epoch and ends with a straight run's record.
+#[test]
+fn a_damaged_checkpoint_names_the_way_on_and_restart_damaged_retrains_it() {
+    let _serial = basin_core::testing::lock_generator();
+    let straight_dir = tempfile::tempdir().unwrap();
+    let straight = fit(
+        &mut Toy::new(5),
+        &runner(Some(straight_dir.path().into()), 3),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    fit(&mut Toy::new(5), &runner(Some(dir.path().into()), 3)).unwrap();
+    let ckpt = dir.path().join("checkpoint.safetensors");
+    let bytes = std::fs::read(&ckpt).unwrap();
+    std::fs::write(&ckpt, &bytes[..bytes.len() / 3]).unwrap();
+    let err = fit(&mut Toy::new(5), &runner(Some(dir.path().into()), 3))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("checkpoint.safetensors") && err.contains("--restart-damaged"),
+        "{err}"
+    );
+    let restart = Runner {
+        restart_damaged: true,
+        ..runner(Some(dir.path().into()), 3)
+    };
+    let again = fit(&mut Toy::new(5), &restart).unwrap();
+    assert_eq!(again.without_timings(), straight.without_timings());
 }
