@@ -137,6 +137,7 @@ fn epoch_median<L: Learner>(learner: &mut L, train: &[usize], epochs: usize) -> 
         device: basin_core::device::describe(device()),
         config: serde_json::Value::Null,
         progress: false,
+        restart_damaged: false,
     };
     let record = runner
         .fit(

@@ -145,9 +145,9 @@ pub fn run(
         64,
         device,
     )?;
-    say(&format!(
-        "basin demo: fitting an ET block (D = 32, 2 heads, 128 memories, T = 8) on striped 16×16 patterns…"
-    ));
+    say(
+        "basin demo: fitting an ET block (D = 32, 2 heads, 128 memories, T = 8) on striped 16×16 patterns…",
+    );
     let run = PlannedRun::new(
         "demo",
         basin_graph::Split::new(ids(&train), ids(&val), ids(&test)),
@@ -248,9 +248,7 @@ pub fn run(
     say(&format!(
         "energy non-increasing along the descent for every image: {monotone}"
     ));
-    say(&format!(
-        "\ncompletion of the masked patches (MSE in normalised pixels, lower is better):"
-    ));
+    say("\ncompletion of the masked patches (MSE in normalised pixels, lower is better):");
     say(&format!("  ET block            {mse:.4}"));
     say(&format!("  predict the mean    {baseline_mean:.4}"));
     say(&format!("  mean of visible     {baseline_visible:.4}"));

@@ -226,7 +226,7 @@ fn sigterm_stops_a_training_and_the_same_command_resumes_it() {
 
     let stopped = tmp.path().join("stopped");
     let args = ["train", run, "--out", stopped.to_str().unwrap()];
-    let mut child = basin(&args).stderr(Stdio::piped()).spawn().unwrap();
+    let child = basin(&args).stderr(Stdio::piped()).spawn().unwrap();
     // Once its first epoch is checkpointed, ask it to stop.
     let first = stopped.join("run-0").join("checkpoint.safetensors");
     let t0 = Instant::now();

@@ -69,6 +69,7 @@ fn stripes_runner(name: &str, epochs: usize) -> Runner {
         device: "cpu".into(),
         config: serde_json::json!({}),
         progress: false,
+        restart_damaged: false,
     }
 }
 
