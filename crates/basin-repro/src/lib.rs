@@ -245,7 +245,7 @@ pub struct Context {
     /// Why this preset runs (`chosen for this machine: no CUDA device`, `--cpu given`), printed
     /// first and written into the report.
     pub preset_reason: String,
-    /// When the whole command started (before any `--jobs` shard), for the report's footer.
+    /// When the table's command started (before any `--jobs` shard), for the report's footer.
     pub command_started: Instant,
     /// When this pass of the table started.
     pub pass_started: Instant,
@@ -476,7 +476,7 @@ pub fn reproduce(id: &str, ctx: &Context) -> Result<Report> {
     };
     let command = ctx.command_started.elapsed().as_secs_f64();
     report.markdown.push_str(&format!(
-        "\nThe whole command took {command:.0} s of wall time.\n"
+        "\nThe command took {command:.0} s of wall time for this table, every pass and shard included.\n"
     ));
     if let Some(o) = report.json.as_object_mut() {
         o.insert("preset".into(), serde_json::json!(ctx.preset));
@@ -530,6 +530,8 @@ pub fn reproduce_all(
             out: ctx.out.join(table.id()),
             preset,
             preset_reason: reason,
+            // Each table's report times its own part of the command.
+            command_started: Instant::now(),
             pass_started: Instant::now(),
             ..ctx.clone()
         };

@@ -1,22 +1,27 @@
 //! Every reproduction runs end to end in its `--quick` form on the real data and writes its
-//! report (the numbers of a quick run mean nothing; the path is what is checked).
+//! report (the numbers of a quick run mean nothing; the path is what is checked). The checks
+//! read `report.json`, the report's form for programs, not the Markdown's phrasing.
 
+use std::path::Path;
 use std::process::Command;
+
+use serde_json::Value;
 
 use crate::common::data_dir;
 
-/// Runs a quick reproduction; `files` must exist in its output directory afterwards.
-fn reproduce(table: &str, extra: &[&str], files: &[&str]) -> String {
+/// Runs a quick reproduction into a fresh directory; `files` must exist there afterwards.
+/// Returns its `report.json`.
+fn reproduce(table: &str, extra: &[&str], files: &[&str]) -> Value {
     reproduce_in(tempfile::tempdir().unwrap().path(), table, extra, files)
 }
 
 /// The `report.json` a reproduction wrote into `out`.
-fn report_json(out: &std::path::Path) -> serde_json::Value {
+fn report_json(out: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
 }
 
 /// [`reproduce`] into `out`.
-fn reproduce_in(out: &std::path::Path, table: &str, extra: &[&str], files: &[&str]) -> String {
+fn reproduce_in(out: &Path, table: &str, extra: &[&str], files: &[&str]) -> Value {
     let mut args = vec![
         "reproduce",
         table,
@@ -44,17 +49,96 @@ fn reproduce_in(out: &std::path::Path, table: &str, extra: &[&str], files: &[&st
             p.display()
         );
     }
-    std::fs::read_to_string(out.join("report.md")).unwrap()
+    assert!(out.join("report.md").is_file(), "{table}: no report.md");
+    report_json(out)
+}
+
+/// The array under `key` of `v`.
+fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no array `{key}` in {v}"))
+}
+
+/// The first of `items` whose `field` is `value`.
+fn entry<'a>(items: &'a [Value], field: &str, value: &str) -> &'a Value {
+    items
+        .iter()
+        .find(|x| x[field] == value)
+        .unwrap_or_else(|| panic!("no `{field}` = {value:?} among {items:?}"))
+}
+
+/// The strings under `field` of each of `items`, in order.
+fn names<'a>(items: &'a [Value], field: &str) -> Vec<&'a str> {
+    items.iter().filter_map(|x| x[field].as_str()).collect()
+}
+
+/// The number at `v`, which must be finite.
+fn finite(v: &Value) -> f64 {
+    let x = v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"));
+    assert!(x.is_finite(), "{x}");
+    x
+}
+
+/// The headline cell `what` of a report: ours and the paper's.
+fn headline(report: &Value, what: &str) -> (String, Option<String>) {
+    let cell = entry(list(report, "headline"), "what", what);
+    (
+        cell["ours"].as_str().unwrap().to_owned(),
+        cell["paper"].as_str().map(str::to_owned),
+    )
+}
+
+/// Each paired comparison of `model` on `dataset` (`report.json`'s `paired`): the baseline and
+/// the number of pairs, which the wins, ties and losses must add up to.
+fn paired(report: &Value, dataset: &str, model: &str) -> Vec<(String, u64)> {
+    list(report, "paired")
+        .iter()
+        .filter(|p| p["dataset"] == dataset && p["model"] == model)
+        .map(|p| {
+            let q = &p["paired"];
+            let n = q["pairs"].as_u64().unwrap();
+            let count = |k: &str| q[k].as_u64().unwrap();
+            assert_eq!(count("wins") + count("ties") + count("losses"), n, "{q}");
+            (p["baseline"].as_str().unwrap().to_owned(), n)
+        })
+        .collect()
+}
+
+/// `(baseline, pairs)` for each of `baselines` with `n` pairs.
+fn each(baselines: &[&str], n: u64) -> Vec<(String, u64)> {
+    baselines.iter().map(|b| (b.to_string(), n)).collect()
+}
+
+/// The energy curves' names of a model entry.
+fn curves(model: &Value) -> Vec<&str> {
+    list(model, "energy")
+        .iter()
+        .filter_map(|c| c[0].as_str())
+        .collect()
 }
 
 #[test]
 fn et_table14_quick() {
     basin_data::require_data!("images/fashion-mnist");
-    let md = reproduce("et-table14", &["--dataset", "fashion-mnist"], &[]);
-    assert!(
-        md.contains("| ET-Full (Ours) |") && md.contains("fashion-mnist MSE"),
-        "{md}"
+    let json = reproduce("et-table14", &["--dataset", "fashion-mnist"], &[]);
+    let results = list(&json, "results");
+    assert!(results.iter().all(|r| r["dataset"] == "fashion-mnist"));
+    // Every ablation of the paper's table, in its order.
+    assert_eq!(
+        names(results, "ablation"),
+        ["full", "full+self", "nohn+self", "nohn", "noatt"]
     );
+    for r in results {
+        finite(&r["record"]["summary"]["test_mse"]);
+    }
+    // Without the Hopfield module, or without attention, the block is smaller.
+    let params = |a: &str| {
+        entry(results, "ablation", a)["block_params"]
+            .as_i64()
+            .unwrap()
+    };
+    assert!(params("nohn") < params("full") && params("noatt") < params("full"));
 }
 
 #[test]
@@ -69,39 +153,40 @@ fn et_table1_quick() {
             &["reddit-1pct/ET/energy.png", "reddit-40pct/ET/energy.png"],
         )
     };
-    let md = table1();
-    assert!(
-        md.contains("| reddit | 1 % |")
-            && md.contains("| reddit | 40 % |")
-            && md.contains("- reddit 40 % ET: homogeneous "),
-        "{md}"
-    );
+    let first = table1();
+    let at = |json: &Value, ratio: f64| -> Value {
+        list(json, "results")
+            .iter()
+            .find(|r| r["dataset"] == "reddit" && r["ratio"].as_f64() == Some(ratio))
+            .unwrap_or_else(|| panic!("no reddit row at {ratio}"))
+            .clone()
+    };
+    for ratio in [0.01, 0.4] {
+        let row = at(&first, ratio);
+        let et = entry(list(&row, "models"), "model", "ET");
+        assert_eq!(curves(et), ["homogeneous"]);
+        finite(&et["report"]["aggregate"]["test_auc"][0]);
+        finite(&row["floor"]["aggregate"]["test_auc"][0]);
+    }
+    let (ours, paper) = headline(&first, "reddit 40 % ET AUC");
+    assert!(ours.contains(" ± ") && paper.is_none(), "{ours} {paper:?}");
     // Run again into the same directory (as the report pass of `--jobs` does), the ET runs are
     // read back, and each row's wall time is still the runs' own training time, as their
     // records keep it, not the time of reading them back.
-    let first = report_json(out.path());
-    table1();
-    let again = report_json(out.path());
-    let walls = |row: &serde_json::Value| -> Vec<f64> {
-        row["models"]
-            .as_array()
-            .unwrap()
+    let again = table1();
+    let walls = |row: &Value| -> Vec<f64> {
+        list(row, "models")
             .iter()
             .map(|m| &m["report"])
             .chain([&row["floor"]])
-            .flat_map(|r| r["runs"].as_array().unwrap())
+            .flat_map(|r| list(r, "runs"))
             .map(|run| run["wall_seconds"].as_f64().unwrap())
             .collect()
     };
-    for (a, b) in first["results"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(again["results"].as_array().unwrap())
-    {
+    for (a, b) in list(&first, "results").iter().zip(list(&again, "results")) {
         // Read back: the same epochs and scores, and a record's time still covers the epochs
         // it trained (it also counts the retest, so it need not equal the first pass's).
-        let et_runs = |row: &serde_json::Value| row["models"][0]["report"]["runs"].clone();
+        let et_runs = |row: &Value| row["models"][0]["report"]["runs"].clone();
         for (x, y) in et_runs(a)
             .as_array()
             .unwrap()
@@ -110,8 +195,10 @@ fn et_table1_quick() {
         {
             assert_eq!(x["epochs"], y["epochs"]);
             assert_eq!(x["summary"], y["summary"]);
-            let epochs = y["epochs"].as_array().unwrap();
-            let trained: f64 = epochs.iter().map(|e| e["seconds"].as_f64().unwrap()).sum();
+            let trained: f64 = list(y, "epochs")
+                .iter()
+                .map(|e| e["seconds"].as_f64().unwrap())
+                .sum();
             let wall = y["wall_seconds"].as_f64().unwrap();
             assert!(trained > 0.0 && wall >= trained, "{wall} against {trained}");
         }
@@ -119,7 +206,7 @@ fn et_table1_quick() {
         let sum: f64 = runs.iter().sum();
         assert!((seconds - sum).abs() < 1e-6, "{seconds} against {runs:?}");
     }
-    let md = reproduce(
+    let json = reproduce(
         "cdat-table2",
         &["--dataset", "reddit"],
         &[
@@ -127,12 +214,17 @@ fn et_table1_quick() {
             "reddit-40pct/CDAT-code/run-0/record.json",
         ],
     );
-    assert!(
-        md.contains("| reddit | 40 % |")
-            && md.contains("homogeneous V")
-            && md.contains("CDAT-code AUC"),
-        "{md}"
-    );
+    let row = list(&json, "results")
+        .iter()
+        .find(|r| r["dataset"] == "reddit" && r["ratio"].as_f64() == Some(0.4))
+        .unwrap();
+    let models = list(row, "models");
+    assert_eq!(names(models, "model"), ["CDAT", "CDAT-code", "ET"]);
+    for m in ["CDAT", "CDAT-code"] {
+        let m = entry(models, "model", m);
+        assert_eq!(curves(m), ["homogeneous", "homogeneous V"]);
+        finite(&m["report"]["aggregate"]["test_auc"][0]);
+    }
 }
 
 #[test]
@@ -141,7 +233,7 @@ fn et_table2_quick() {
     // `--repeats` repeats the model's folds and the baselines' alike; so do `--selection` and
     // `--ema`.
     let out = tempfile::tempdir().unwrap();
-    let md = reproduce_in(
+    let json = reproduce_in(
         out.path(),
         "et-table2",
         &[
@@ -162,78 +254,49 @@ fn et_table2_quick() {
             "MUTAG/baseline-gin/repeat-1/fold-2/record.json",
         ],
     );
-    assert!(
-        md.contains("| MUTAG | 188 |")
-            && md.contains("3-fold cross-validation × 2 repeat(s)")
-            && md.contains("et-paper")
-            && md.contains("- MUTAG / ET: block 0")
-            && md.contains("ties to the earlier epoch (`--selection metric`)")
-            && md.contains("moving average of the weights (decay 0.9"),
-        "{md}"
+    let options = &json["options"];
+    assert_eq!(
+        (
+            &options["folds"],
+            &options["repeats"],
+            &options["selection"]
+        ),
+        (&Value::from(3), &Value::from(2), &Value::from("metric"))
     );
-    let gin = std::fs::read_to_string(
-        out.path()
-            .join("MUTAG/baseline-gin/repeat-1/fold-2/record.json"),
-    )
-    .unwrap();
+    let row = entry(list(&json, "results"), "dataset", "MUTAG");
+    assert_eq!(row["graphs"], 188);
+    let et = entry(list(row, "models"), "model", "ET");
+    assert_eq!(list(&et["cv"], "runs").len(), 6, "3 folds × 2 repeats");
+    assert_eq!(et["et_paper"]["protocol"], "et-paper");
+    assert_eq!(curves(et), ["block 0 E", "block 1 E"]);
+    for part in [&et["cv"], &row["gin"], &row["pooled"]] {
+        finite(&part["aggregate"]["test_accuracy"][0]);
+    }
+    let record = |dir: &str| -> Value {
+        let path = out.path().join(dir).join("repeat-1/fold-2/record.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let gin = record("MUTAG/baseline-gin");
+    let gin = gin.to_string();
+    for field in ["\"val_loss\"", "\"selection\":\"metric\"", "\"ema\":0.9"] {
+        assert!(gin.contains(field), "{field}: {gin}");
+    }
+    let et_record = record("MUTAG/ET/cv");
     assert!(
-        gin.contains("\"val_loss\"")
-            && gin.contains("\"selection\": \"metric\"")
-            && gin.contains("\"ema\": 0.9"),
-        "{gin}"
+        et_record.to_string().contains("\"ema\":0.9"),
+        "the model averages too: {et_record}"
     );
-    let et = std::fs::read_to_string(out.path().join("MUTAG/ET/cv/repeat-1/fold-2/record.json"))
-        .unwrap();
-    assert!(et.contains("\"ema\": 0.9"), "the model averages too: {et}");
     // Each model paired with both baselines fold by fold: 3 folds × 2 repeats = 6 pairs.
-    assert_eq!(paired_counts(&md, "| MUTAG | ET |"), [6, 6], "{md}");
-    assert_eq!(paired_counts(&md, "| MUTAG | GIN |"), [6], "{md}");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
-            .unwrap();
-    let rows: Vec<(String, String, u64)> = json["paired"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let s = |k: &str| r[k].as_str().unwrap().to_string();
-            (
-                s("model"),
-                s("baseline"),
-                r["paired"]["pairs"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    let want = [("ET", "no-graph"), ("ET", "GIN"), ("GIN", "no-graph")];
-    let want: Vec<(String, String, u64)> = want
-        .iter()
-        .map(|(m, b)| (m.to_string(), b.to_string(), 6))
-        .collect();
-    assert_eq!(rows, want);
-}
-
-/// Wins + ties + losses of each paired cell (`+1.00 ± 2.00 (w / t / l)`) of the row starting
-/// with `row`.
-fn paired_counts(md: &str, row: &str) -> Vec<usize> {
-    let line = md.lines().find(|l| l.starts_with(row)).unwrap_or_default();
-    line.split(" (")
-        .skip(1)
-        .map(|cell| {
-            cell.split(')')
-                .next()
-                .unwrap_or_default()
-                .split(" / ")
-                .map(|n| n.trim().parse::<usize>().unwrap_or(0))
-                .sum()
-        })
-        .collect()
+    assert_eq!(paired(&json, "MUTAG", "ET"), each(&["no-graph", "GIN"], 6));
+    assert_eq!(paired(&json, "MUTAG", "GIN"), each(&["no-graph"], 6));
+    assert_eq!(list(&json, "paired").len(), 3);
 }
 
 #[test]
 fn cdat_tables_quick() {
     basin_data::require_data!("tu/MUTAG");
     let out = tempfile::tempdir().unwrap();
-    let md = reproduce_in(
+    let json = reproduce_in(
         out.path(),
         "cdat-table1",
         &["--dataset", "MUTAG"],
@@ -250,86 +313,152 @@ fn cdat_tables_quick() {
         let p = out.path().join("MUTAG/CDAT code-terms").join(protocol);
         assert!(!p.exists(), "{} exists", p.display());
     }
-    assert!(
-        md.contains("K = 128 rectified memories") && md.contains("K = 128 ½relu² memories"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| MUTAG | 188 | 98.8 ± 0.3 | 96.6 ± 0.2 |")
-            && md.contains("- MUTAG / CDAT: block 0 E")
-            && md.contains("block 0 V")
-            && md.contains("ties to the lower cross-entropy"),
-        "{md}"
-    );
-    assert_eq!(paired_counts(&md, "| MUTAG | CDAT |"), [3, 3], "{md}");
-    assert_eq!(paired_counts(&md, "| MUTAG | ET |"), [3, 3], "{md}");
+    // CDAT's memory is the rectified Hopfield term; the code-terms variant's is ET's ½relu².
+    let memory = |model: &str| -> Value {
+        let m = entry(list(&json["options"], "models"), "name", model);
+        list(&m["config"]["block"], "terms")
+            .iter()
+            .find(|t| t["kind"] == "hopfield")
+            .unwrap()
+            .clone()
+    };
     assert_eq!(
-        paired_counts(&md, "| MUTAG | CDAT code-terms |"),
-        [3, 3],
-        "{md}"
+        (&memory("CDAT")["activation"], &memory("CDAT")["memories"]),
+        (&Value::from("rectified"), &Value::from(128))
     );
-    let md = reproduce("cdat-table4", &[], &[]);
-    assert!(
-        md.contains("| GT | 1.074 M |")
-            && md.contains("| CDAT | 1.060 M |")
-            && md.contains("**MUTAG**"),
-        "{md}"
+    assert_eq!(memory("CDAT code-terms")["activation"], "relu");
+    let row = entry(list(&json, "results"), "dataset", "MUTAG");
+    assert_eq!(row["graphs"], 188);
+    let models = list(row, "models");
+    let cdat = entry(models, "model", "CDAT");
+    assert_eq!(
+        curves(cdat),
+        ["block 0 E", "block 0 V", "block 1 E", "block 1 V"]
     );
-    let md = reproduce("cdat-table11", &[], &["MUTAG/full/energy.png"]);
-    assert!(
-        md.contains("| (w/o) Mutual Excitation | 83.09 |") && md.contains("ours MUTAG, CV"),
-        "{md}"
+    assert_eq!(json["options"]["selection"], "metric-then-loss");
+    // The paper's numbers beside ours: CDAT 98.8 and ET 96.6 on MUTAG.
+    for (model, paper) in [("CDAT", "98.8"), ("ET", "96.6")] {
+        let (_, published) = headline(&json, &format!("MUTAG {model} CV accuracy"));
+        assert!(
+            published.as_deref().is_some_and(|p| p.starts_with(paper)),
+            "{model}: {published:?}"
+        );
+    }
+    for model in ["CDAT", "ET", "CDAT code-terms"] {
+        assert_eq!(
+            paired(&json, "MUTAG", model),
+            each(&["no-graph", "GIN"], 3),
+            "{model}"
+        );
+    }
+    let json = reproduce("cdat-table4", &[], &[]);
+    assert_eq!(json["dataset"], "MUTAG");
+    let costs = list(&json, "costs");
+    assert_eq!(names(costs, "model"), ["GT", "ET", "CDAT"]);
+    for c in costs {
+        assert!(c["params"].as_i64().unwrap() > 0, "{c}");
+        finite(&c["inference_ms"][0]);
+        finite(&c["train_s_per_epoch"][0]);
+    }
+    let json = reproduce("cdat-table11", &[], &["MUTAG/full/energy.png"]);
+    let row = entry(list(&json, "results"), "dataset", "MUTAG");
+    let models = list(row, "models");
+    assert_eq!(
+        names(models, "model"),
+        ["no-excitation", "no-inhibition", "full"]
     );
+    for m in models {
+        finite(&m["cv"]["aggregate"]["test_accuracy"][0]);
+    }
 }
 
 #[test]
 fn sfi_tables_quick() {
-    let md = reproduce("sfi-table2", &[], &["pattern-gap.png", "cluster-gap.png"]);
-    for row in [
-        "| pattern | 40/10/10 | no graph (features → head) | – | 641 |",
-        "| pattern | 40/10/10 | GPS | 86.64 ± 0.11 (GraphGPS paper 86.69 ± 0.06) |",
-        "| cluster | 40/10/10 | SFi-Former | 78.28 ± 0.15 |",
-        // Started from DFi: only the friction branch is new, so the parameter count is SFi's.
-        "| pattern | 40/10/10 | SFi-Former+ | 86.78 ± 0.21 | 5091 |",
-    ] {
-        assert!(md.contains(row), "{row}\n{md}");
-    }
-    let md = reproduce("et-table7", &["--dataset", "pattern"], &[]);
-    assert!(
-        md.contains("| pattern | 40/10/10 | ET | 90.69 ± 0.01 | 13144 |")
-            && md.contains("| pattern | 40/10/10 | no graph (features → head) | – | 2305 |"),
-        "{md}"
+    let json = reproduce("sfi-table2", &[], &["pattern-gap.png", "cluster-gap.png"]);
+    let models = [
+        "no graph (features → head)",
+        "GatedGCN",
+        "GPS",
+        "DFi-Former",
+        "SFi-Former",
+        "SFi-Former+",
+    ];
+    let parameters = |dataset: &str, model: &str| -> i64 {
+        let d = entry(list(&json, "datasets"), "dataset", dataset);
+        assert_eq!(names(list(d, "results"), "model"), models);
+        entry(list(d, "results"), "model", model)["parameters"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(parameters("pattern", "no graph (features → head)"), 641);
+    // Started from DFi: only the friction branch is new, so the parameter count is SFi's.
+    assert_eq!(parameters("pattern", "SFi-Former+"), 5091);
+    assert_eq!(
+        parameters("pattern", "SFi-Former+"),
+        parameters("pattern", "SFi-Former")
     );
-    let md = reproduce("sfi-params", &[], &[]);
-    assert!(
-        md.contains("| PascalVoc | 8 × 68 | 1250805 | 1249709 | 1096 | 1096 | yes |")
-            && md.contains("| PeptidesFunc | 2 × 235 | 2929009 | 3707327 |"),
-        "{md}"
+    assert_eq!(
+        parameters("cluster", "SFi-Former+"),
+        parameters("cluster", "SFi-Former")
+    );
+    let json = reproduce("et-table7", &["--dataset", "pattern"], &[]);
+    let d = entry(list(&json, "datasets"), "dataset", "pattern");
+    finite(&d["et"]["aggregate"]["test_accuracy_sbm"][0]);
+    let no_graph = entry(list(d, "baselines"), "model", "no graph (features → head)");
+    assert_eq!(no_graph["parameters"], 2305);
+    let json = reproduce("sfi-params", &[], &[]);
+    let rows = list(&json, "rows");
+    let row = |m: &str| -> (Value, Value, Value) {
+        let r = entry(rows, "model", m);
+        (
+            r["paper"].clone(),
+            r["built"].clone(),
+            r["unidentified"].clone(),
+        )
+    };
+    assert_eq!(
+        row("pascal-voc"),
+        (1250805.into(), 1249709.into(), 1096.into())
+    );
+    assert_eq!(
+        (row("peptides-func").0, row("peptides-func").1),
+        (2929009.into(), 3707327.into())
     );
     basin_data::require_data!("lrgb/peptides-functional");
-    let md = reproduce("sfi-table4", &[], &[]);
-    assert!(
-        md.contains("| Peptides-func | 15535 | 15535 | 150.94 | 150.9 | 153.7 | 307.30 | 307.3 |")
-            && md.contains("| CLUSTER | 1400 | 12000 |"),
-        "{md}"
-    );
-    let md = reproduce("sfi-table1", &[], &["gap.png"]);
-    assert!(
-        md.contains("| SFi-Former | 69.62 ± 0.54 | 6751 |")
-            && md.contains("| SFi-Former+ | 70.24 ± 0.39 | 6751 |"),
-        "{md}"
-    );
+    let json = reproduce("sfi-table4", &[], &[]);
+    let stats = list(&json, "stats");
+    let peptides = entry(stats, "name", "peptides-func");
+    assert_eq!(peptides["graphs"], 15535);
+    assert!((finite(&peptides["avg_nodes"]) - 150.94).abs() < 0.01);
+    assert!((2.0 * finite(&peptides["avg_edges"]) - 307.30).abs() < 0.01);
+    assert_eq!(entry(stats, "name", "CLUSTER")["graphs"], 1400);
+    let json = reproduce("sfi-table1", &[], &["gap.png"]);
+    let results = list(&json, "results");
+    for (model, paper) in [("SFi-Former", "69.62"), ("SFi-Former+", "70.24")] {
+        assert_eq!(entry(results, "model", model)["parameters"], 6751);
+        let (_, published) = headline(&json, &format!("Peptides-func {model} AP"));
+        assert_eq!(published.as_deref(), Some(paper));
+    }
 }
 
 #[test]
 fn hopfield_reproductions_quick() {
-    let md = reproduce("hopfield-memory", &[], &["capacity.png"]);
-    assert!(
-        md.contains("Never rises for any of the four memories: **true**"),
-        "{md}"
-    );
+    let json = reproduce("hopfield-memory", &[], &["capacity.png"]);
+    assert_eq!(json["energy_monotone"], true);
     basin_data::require_data!("mil");
-    let md = reproduce("hopfield-mil", &[], &[]);
+    let out = tempfile::tempdir().unwrap();
+    let json = reproduce_in(out.path(), "hopfield-mil", &[], &[]);
+    let results = list(&json, "results");
+    assert_eq!(
+        names(results, "name"),
+        ["elephant", "ucsb_breast_cancer", "musk1"]
+    );
+    for r in results {
+        assert_eq!(r["protocol"], "nested-cross-validation");
+        finite(&r["aggregate"]["test_auc"][0]);
+    }
+    // The bag and instance counts of the data read (only the Markdown table states them).
+    let md = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(
         md.contains("| elephant | 200 | 1391 |") && md.contains("| musk1 | 92 | 476 |"),
         "{md}"
