@@ -601,8 +601,9 @@ pub fn paired_markdown(rows: &[PairedRow]) -> String {
         return String::new();
     }
     let mut md = String::from(
-        "\nPaired with the baselines, fold by fold (CV test accuracy, model − baseline, mean ± standard error over folds; wins / ties / losses):\n\n| dataset | model | model − no-graph | model − GIN |\n|---|---|---|---|\n",
+        "\nPaired with the baselines, fold by fold (CV test accuracy, model − baseline, mean ± standard error over folds; wins / ties / losses):\n\n",
     );
+    let mut t = report::Table::new(["dataset", "model", "model − no-graph", "model − GIN"]);
     let mut done = Vec::new();
     for row in rows {
         if done.contains(&(&row.dataset, &row.model)) {
@@ -619,14 +620,14 @@ pub fn paired_markdown(rows: &[PairedRow]) -> String {
                     (None, e) => format!("not paired: {}", e.as_deref().unwrap_or("?")),
                 })
         };
-        md.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
-            row.dataset,
-            row.model,
+        t.row([
+            row.dataset.clone(),
+            row.model.clone(),
             cell("no-graph"),
-            cell("GIN")
-        ));
+            cell("GIN"),
+        ]);
     }
+    md.push_str(&t.to_markdown());
     md
 }
 

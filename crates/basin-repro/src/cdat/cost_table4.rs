@@ -219,32 +219,52 @@ impl Reproduction for CdatTable4 {
             gt.heads,
             gt.ffn
         ));
-        md.push_str("| model | paper params | paper inference (ms/batch) | paper training (s/epoch) | ours params | ours inference (ms/batch) | ours training (s/epoch) |\n|---|---|---|---|---|---|---|\n");
+        let mut t = report::Table::new([
+            "model",
+            "paper params",
+            "paper inference (ms/batch)",
+            "paper training (s/epoch)",
+            "ours params",
+            "ours inference (ms/batch)",
+            "ours training (s/epoch)",
+        ]);
+        let mut headline = Vec::new();
         for c in &costs {
             let p = paper.rows.iter().find(|r| r.model == c.model);
             let (im, is) = mean_std(&c.inference_ms);
             let (tm, ts) = mean_std(&c.train_s_per_epoch);
-            md.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {im:.2} ± {is:.2} | {tm:.3} ± {ts:.3} |\n",
-                c.model,
+            t.row([
+                c.model.clone(),
                 p.map_or("–".into(), |p| p.params.clone()),
-                p.map_or("–".into(), |p| format!(
-                    "{:.2} ± {:.2}",
-                    p.inference_ms[0], p.inference_ms[1]
-                )),
-                p.map_or("–".into(), |p| format!(
-                    "{:.3} ± {:.3}",
-                    p.train_s_per_epoch[0], p.train_s_per_epoch[1]
-                )),
-                c.params
-            ));
+                p.map_or("–".into(), |p| {
+                    format!("{:.2} ± {:.2}", p.inference_ms[0], p.inference_ms[1])
+                }),
+                p.map_or("–".into(), |p| {
+                    format!(
+                        "{:.3} ± {:.3}",
+                        p.train_s_per_epoch[0], p.train_s_per_epoch[1]
+                    )
+                }),
+                c.params.to_string(),
+                format!("{im:.2} ± {is:.2}"),
+                format!("{tm:.3} ± {ts:.3}"),
+            ]);
+            if c.model == "CDAT" {
+                headline.push(report::Headline::new(
+                    "CDAT params",
+                    c.params.to_string(),
+                    p.map(|p| p.params.clone()),
+                ));
+            }
         }
+        md.push_str(&t.to_markdown());
         md.push_str("\nThe paper's times are on an unstated GPU; compare ratios, not values.\n");
         md.push_str(&report::footer(ctx, None, ""));
-        Report::new(
+        Ok(Report::new(
             md,
             &serde_json::json!({ "dataset": name, "batch": batch, "runs": runs, "costs": costs }),
             1,
-        )
+        )?
+        .with_headline(headline))
     }
 }

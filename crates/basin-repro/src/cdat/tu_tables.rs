@@ -168,17 +168,33 @@ impl Reproduction for CdatTable1 {
         md.push_str(&tu::protocol_note(&opts));
         md.push_str(&format!("\n`{CODE_TERMS}` is CDAT with the public code's energy terms (ET's attention, ½relu² memories, λ = 1/1) under the same dynamics and front end.\n"));
         md.push_str("\nThe paper's CDAT and ET columns are of the magnitude of the ET reference's training-set procedure (ET 99.8 on ENZYMES); compare them with the et-paper columns, and the models with each other and with the baselines under CV.\n\n");
-        md.push_str("| dataset | graphs | paper CDAT | paper ET | CDAT, CV | CDAT code-terms, CV | ET, CV | no-graph, CV | GIN, CV | CDAT, code-cv | ET, code-cv | CDAT, et-paper | ET, et-paper | runs (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        let mut t = report::Table::new([
+            "dataset",
+            "graphs",
+            "paper CDAT",
+            "paper ET",
+            "CDAT, CV",
+            "CDAT code-terms, CV",
+            "ET, CV",
+            "no-graph, CV",
+            "GIN, CV",
+            "CDAT, code-cv",
+            "ET, code-cv",
+            "CDAT, et-paper",
+            "ET, et-paper",
+            "runs (s)",
+        ]);
         for row in &paper.rows {
             let pc = format!("{:.1} ± {:.1}", row.cdat[0], row.cdat[1]);
             let pe = format!("{:.1} ± {:.1}", row.et[0], row.et[1]);
             match results.iter().find(|r| r.dataset == row.dataset) {
                 Some(r) => {
                     let (c, e) = (r.model("CDAT"), r.model("ET"));
-                    md.push_str(&format!(
-                        "| {} | {} | {pc} | {pe} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |\n",
-                        r.dataset,
-                        r.graphs,
+                    t.row([
+                        r.dataset.clone(),
+                        r.graphs.to_string(),
+                        pc,
+                        pe,
                         tu::show(c.map(|m| &m.cv), "test_accuracy"),
                         tu::show(r.model(CODE_TERMS).map(|m| &m.cv), "test_accuracy"),
                         tu::show(e.map(|m| &m.cv), "test_accuracy"),
@@ -188,15 +204,20 @@ impl Reproduction for CdatTable1 {
                         tu::show(e.and_then(|m| m.code_cv.as_ref()), "test_accuracy"),
                         tu::show(c.and_then(|m| m.et_paper.as_ref()), "et_paper_accuracy"),
                         tu::show(e.and_then(|m| m.et_paper.as_ref()), "et_paper_accuracy"),
-                        r.seconds
-                    ));
+                        format!("{:.0}", r.seconds),
+                    ]);
                 }
-                None => md.push_str(&format!(
-                    "| {} | – | {pc} | {pe} | not run | not run | not run | – | – | – | – | – | – | – |\n",
-                    row.dataset
-                )),
+                None => {
+                    t.row(
+                        [row.dataset.as_str(), "–", pc.as_str(), pe.as_str()]
+                            .into_iter()
+                            .chain(["not run"; 3])
+                            .chain(["–"; 7]),
+                    );
+                }
             }
         }
+        md.push_str(&t.to_markdown());
         md.push_str(&tu::paired_markdown(&paired));
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n");
@@ -321,32 +342,24 @@ impl Reproduction for CdatTable3 {
         ));
         md.push_str(&tu::protocol_note(&opts));
         md.push('\n');
-        let mut header = String::from("| rank | paper DD | paper NCI1 |");
-        let mut rule = String::from("|---|---|---|");
-        for r in &results {
-            header.push_str(&format!(" ours {}, CV |", r.dataset));
-            rule.push_str("---|");
-        }
-        md.push_str(&format!("{header}\n{rule}\n"));
+        let mut header = vec!["rank".to_owned(), "paper DD".into(), "paper NCI1".into()];
+        header.extend(results.iter().map(|r| format!("ours {}, CV", r.dataset)));
+        let mut t = report::Table::new(header);
         for (name, _) in RANKS {
             let p = paper.rows.iter().find(|r| r.rank == name);
-            let pair = |v: Option<[f64; 2]>| {
-                v.map_or("–".into(), |v| format!("{:.1} ± {:.1}", v[0], v[1]))
-            };
-            md.push_str(&format!(
-                "| {name} | {} | {} |",
+            let pair = |v: Option<[f64; 2]>| v.map_or("–".into(), report::pair);
+            let mut cells = vec![
+                name.to_owned(),
                 pair(p.map(|p| p.dd)),
-                pair(p.map(|p| p.nci1))
-            ));
-            for r in &results {
+                pair(p.map(|p| p.nci1)),
+            ];
+            cells.extend(results.iter().map(|r| {
                 let m = r.model(&format!("r={name}"));
-                md.push_str(&format!(
-                    " {} |",
-                    tu::show(m.map(|m| &m.cv), "test_accuracy")
-                ));
-            }
-            md.push('\n');
+                tu::show(m.map(|m| &m.cv), "test_accuracy")
+            }));
+            t.row(cells);
         }
+        md.push_str(&t.to_markdown());
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy, V and training loss per model:\n");
         md.push_str(&tu::curves_markdown(&results));
@@ -356,11 +369,30 @@ impl Reproduction for CdatTable3 {
             "",
         ));
         let ran = results.len();
-        Report::new(
+        // The full-rank model per dataset, beside the paper's where it has the dataset.
+        let full = paper.rows.iter().find(|r| r.rank == "full");
+        let headline = results
+            .iter()
+            .filter_map(|r| {
+                let m = r.model("r=full")?;
+                let p = full.and_then(|p| match r.dataset.as_str() {
+                    "DD" => Some(p.dd),
+                    "NCI1" => Some(p.nci1),
+                    _ => None,
+                });
+                Some(report::Headline::new(
+                    format!("{} full-rank W CV accuracy", r.dataset),
+                    tu::show(Some(&m.cv), "test_accuracy"),
+                    p.map(|p| format!("{:.1}", p[0])),
+                ))
+            })
+            .collect();
+        Ok(Report::new(
             md,
             &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
             ran,
-        )
+        )?
+        .with_headline(headline))
     }
 }
 
@@ -445,29 +477,23 @@ impl Reproduction for CdatTable11 {
         ));
         md.push_str(&tu::protocol_note(&opts));
         md.push_str("\nRows name the removed component. \"w/o self-inhibition\" drops the passive decay −x with the damping −ωx, as the code's commented-out variant does.\n\n");
-        md.push_str("| setting | paper DD | paper NCI1 | paper NCI109 | paper MUTAG |");
-        for r in &results {
-            md.push_str(&format!(" ours {}, CV |", r.dataset));
-        }
-        md.push_str("\n|---|---|---|---|---|");
-        for _ in &results {
-            md.push_str("---|");
-        }
-        md.push('\n');
+        let mut header: Vec<String> = ["setting", "paper DD", "paper NCI1", "paper NCI109"]
+            .into_iter()
+            .chain(["paper MUTAG"])
+            .map(String::from)
+            .collect();
+        header.extend(results.iter().map(|r| format!("ours {}, CV", r.dataset)));
+        let mut t = report::Table::new(header);
         for row in &paper.rows {
-            md.push_str(&format!(
-                "| {} | {:.2} | {:.2} | {:.2} | {:.2} |",
-                row.name, row.dd, row.nci1, row.nci109, row.mutag
-            ));
-            for r in &results {
+            let mut cells = vec![row.name.clone()];
+            cells.extend([row.dd, row.nci1, row.nci109, row.mutag].map(|v| format!("{v:.2}")));
+            cells.extend(results.iter().map(|r| {
                 let m = r.model(&row.ablation);
-                md.push_str(&format!(
-                    " {} |",
-                    tu::show(m.map(|m| &m.cv), "test_accuracy")
-                ));
-            }
-            md.push('\n');
+                tu::show(m.map(|m| &m.cv), "test_accuracy")
+            }));
+            t.row(cells);
         }
+        md.push_str(&t.to_markdown());
         md.push_str("\nBaselines on the same folds:");
         for r in &results {
             md.push_str(&format!(
@@ -488,10 +514,31 @@ impl Reproduction for CdatTable11 {
             "",
         ));
         let ran = results.len();
-        Report::new(
+        // The full model per dataset, beside the paper's.
+        let full = paper.rows.iter().find(|r| r.ablation == "full");
+        let headline = results
+            .iter()
+            .filter_map(|r| {
+                let m = r.model("full")?;
+                let p = full.and_then(|p| match r.dataset.as_str() {
+                    "DD" => Some(p.dd),
+                    "NCI1" => Some(p.nci1),
+                    "NCI109" => Some(p.nci109),
+                    "MUTAG" => Some(p.mutag),
+                    _ => None,
+                });
+                Some(report::Headline::new(
+                    format!("{} full CDAT CV accuracy", r.dataset),
+                    tu::show(Some(&m.cv), "test_accuracy"),
+                    p.map(|p| format!("{p:.2}")),
+                ))
+            })
+            .collect();
+        Ok(Report::new(
             md,
             &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
             ran,
-        )
+        )?
+        .with_headline(headline))
     }
 }

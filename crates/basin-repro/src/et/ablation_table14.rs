@@ -295,11 +295,32 @@ pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
         started.elapsed().as_secs_f64(),
     );
     let ran = results.len();
-    Report::new(
+    // The full model's test MSE per dataset, beside the paper's (on ImageNet-1k).
+    let full = paper.rows.iter().find(|r| r.ablation == "full");
+    let headline = results
+        .iter()
+        .filter(|r| r.ablation == "full")
+        .map(|r| {
+            report::Headline::new(
+                format!("{} ET-Full test MSE", r.dataset),
+                mse_cell(r),
+                full.map(|p| format!("{:.3} (IN1K)", p.mse)),
+            )
+        })
+        .collect();
+    Ok(Report::new(
         md,
         &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
         ran,
-    )
+    )?
+    .with_headline(headline))
+}
+
+/// A run's test MSE as the table prints it: mean ± the standard deviation over images.
+fn mse_cell(r: &AblationResult) -> String {
+    let s = &r.record.summary;
+    let g = |k: &str| s.get(k).copied().unwrap_or(f64::NAN);
+    format!("{:.3} ± {:.2}", g("test_mse"), g("test_mse_std_images"))
 }
 
 fn markdown(
@@ -330,27 +351,30 @@ fn markdown(
         d.dedup();
         d
     };
-    md.push_str("| model | ATTN | self | HN | paper params | paper MSE (IN1K) |");
+    let mut header: Vec<String> = ["model", "ATTN", "self", "HN", "paper params"]
+        .into_iter()
+        .chain(["paper MSE (IN1K)"])
+        .map(String::from)
+        .collect();
     for d in &datasets {
-        md.push_str(&format!(" {d} params | {d} MSE | {d} PSNR | {d} SSIM |"));
+        header.extend([
+            format!("{d} params"),
+            format!("{d} MSE"),
+            format!("{d} PSNR"),
+            format!("{d} SSIM"),
+        ]);
     }
-    md.push_str("\n|---|---|---|---|---|---|");
-    for _ in &datasets {
-        md.push_str("---|---|---|---|");
-    }
-    md.push('\n');
-    let tick = |b: bool| if b { "✓" } else { "✗" };
+    let mut t = report::Table::new(header);
+    let tick = |b: bool| if b { "✓" } else { "✗" }.to_owned();
     for row in &paper.rows {
-        md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.3} ± {:.2} |",
-            row.name,
+        let mut cells = vec![
+            row.name.clone(),
             tick(row.attention),
             tick(row.self_attention),
             tick(row.hopfield),
-            row.params,
-            row.mse,
-            row.std
-        ));
+            row.params.clone(),
+            format!("{:.3} ± {:.2}", row.mse, row.std),
+        ];
         for d in &datasets {
             match results
                 .iter()
@@ -359,20 +383,19 @@ fn markdown(
                 Some(r) => {
                     let s = &r.record.summary;
                     let g = |k: &str| s.get(k).copied().unwrap_or(f64::NAN);
-                    md.push_str(&format!(
-                        " {} | {:.3} ± {:.2} | {:.2} | {:.3} |",
+                    cells.extend([
                         fmt_params(r.block_params),
-                        g("test_mse"),
-                        g("test_mse_std_images"),
-                        g("test_psnr"),
-                        g("test_ssim")
-                    ));
+                        mse_cell(r),
+                        format!("{:.2}", g("test_psnr")),
+                        format!("{:.3}", g("test_ssim")),
+                    ]);
                 }
-                None => md.push_str(" – | – | – | – |"),
+                None => cells.extend(["–"; 4].map(String::from)),
             }
         }
-        md.push('\n');
+        t.row(cells);
     }
+    md.push_str(&t.to_markdown());
     md.push_str(&format!(
         "\nDevice: {}. Wall time: {:.0} s in all. Switches: defaults of the paper (no self-attention unless the row says so, masked MSE \
          loss, CLS token as the reference code). Optimiser: AdamW β = (0.9, 0.99), wd 0.05, clip 1.0, warm-up + cosine to peak lr {} \
@@ -381,22 +404,23 @@ fn markdown(
         seconds,
         opts.lr
     ));
-    md.push_str(
-        "| run | selected epoch | test MSE | ± seeds | wall (s) |\n|---|---|---|---|---|\n",
-    );
+    let mut t = report::Table::new(["run", "selected epoch", "test MSE", "± seeds", "wall (s)"]);
     for r in results {
         let s = &r.record.summary;
-        md.push_str(&format!(
-            "| {} | {} | {:.4} | {:.4} | {:.0} |\n",
-            r.record.name,
+        t.row([
+            r.record.name.clone(),
             r.record
                 .selected_epoch
                 .map_or("–".into(), |e| e.to_string()),
-            s.get("test_mse").copied().unwrap_or(f64::NAN),
-            s.get("test_mse_std_seeds").copied().unwrap_or(f64::NAN),
-            r.record.wall_seconds
-        ));
+            format!("{:.4}", s.get("test_mse").copied().unwrap_or(f64::NAN)),
+            format!(
+                "{:.4}",
+                s.get("test_mse_std_seeds").copied().unwrap_or(f64::NAN)
+            ),
+            format!("{:.0}", r.record.wall_seconds),
+        ]);
     }
+    md.push_str(&t.to_markdown());
     md.push_str("\nPictures per run: `<dataset>/<ablation>/reconstructions.png` (masked input / completed / original), `energy.png`, \
                  `dynamics.png` (tokens and each module's gradient decoded over the steps, Figure 4), `memories.png` (Hopfield memories \
                  decoded, Figure 5).\n");

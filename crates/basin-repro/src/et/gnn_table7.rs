@@ -102,7 +102,17 @@ impl Reproduction for EtTable7 {
             ),
         ));
         md.push_str("Protocol: the graphs of `sfi-table2` (published SBM parameters, seed 0, node features one-hot), the generator's train/val/test parts, the epoch of best validation `accuracy_SBM`, tested there (the paper reports 100 evaluations of the test set instead). **ET**: `basin_et::graph::gnn_benchmark_paper` (Table 11; \"depth 4, block_size 2\" read as 4 blocks × 2 steps) or `gnn_benchmark_cpu` (D = 32, 4 heads of 8, K = 128, 2 blocks × 2 steps, α = 0.1, σ = 0.005), Laplacian encodings k = 15, masked Â, every node token read out by one Linear, the per-batch class-weighted cross-entropy; AdamW β₂ = 0.99, weight decay 0.05, gradient centralisation, lr 10⁻³ held then cosine to 5·10⁻⁷. **no graph** and **GatedGCN**: the SFi tables' GPS front end at the same scale (`sfi-table2`'s rows).\n\n");
-        md.push_str("| dataset | graphs (train/val/test) | model | paper | parameters | accuracy (test) | accuracy (val, selected epoch) | wall (s) |\n|---|---|---|---|---|---|---|---|\n");
+        let mut t = report::Table::new([
+            "dataset",
+            "graphs (train/val/test)",
+            "model",
+            "paper",
+            "parameters",
+            "accuracy (test)",
+            "accuracy (val, selected epoch)",
+            "wall (s)",
+        ]);
+        let mut headline = Vec::new();
         let mut json = Vec::new();
         let mut ran = 0;
         for name in selected(self, ctx, DATASETS) {
@@ -191,39 +201,48 @@ impl Reproduction for EtTable7 {
             };
             let base = run_rows(ctx, &name, &raw_data, &split, &rows, &plan)?;
             let p = paper.rows.iter().find(|p| p.model == "ET");
-            let pcell = p.map_or("–".into(), |p| {
-                let v = if d == Dataset::Pattern {
+            let published = p.map(|p| {
+                if d == Dataset::Pattern {
                     p.pattern
                 } else {
                     p.cluster
-                };
-                format!("{:.2} ± {:.2}", v[0], v[1])
+                }
             });
+            let pcell = published.map_or("–".into(), |v| format!("{:.2} ± {:.2}", v[0], v[1]));
             let key = "accuracy_sbm";
-            md.push_str(&format!(
-                "| {name} | {}/{}/{} | ET | {pcell} | {parameters} | {} | {} | {et_seconds:.0} |\n",
-                sizes[0],
-                sizes[1],
-                sizes[2],
-                et.show(&format!("test_{key}"), 100.0),
+            let graphs = format!("{}/{}/{}", sizes[0], sizes[1], sizes[2]);
+            let et_test = et.show(&format!("test_{key}"), 100.0);
+            t.row([
+                name.clone(),
+                graphs.clone(),
+                "ET".into(),
+                pcell,
+                parameters.to_string(),
+                et_test.clone(),
                 selected_val(&et, &format!("val_{key}"), 100.0),
+                format!("{et_seconds:.0}"),
+            ]);
+            headline.push(report::Headline::new(
+                format!("{name} ET accuracy"),
+                et_test,
+                published.map(|v| format!("{:.2}", v[0])),
             ));
             for r in &base {
-                md.push_str(&format!(
-                    "| {name} | {}/{}/{} | {} | – | {} | {} | {} | {:.0} |\n",
-                    sizes[0],
-                    sizes[1],
-                    sizes[2],
-                    r.model,
-                    r.parameters,
+                t.row([
+                    name.clone(),
+                    graphs.clone(),
+                    r.model.clone(),
+                    "–".into(),
+                    r.parameters.to_string(),
                     r.show(&format!("test_{key}"), 100.0),
                     selected_val(&r.report, &format!("val_{key}"), 100.0),
-                    r.seconds
-                ));
+                    format!("{:.0}", r.seconds),
+                ]);
             }
             ran += 1;
             json.push(serde_json::json!({ "dataset": name, "et": et, "baselines": base }));
         }
+        md.push_str(&t.to_markdown());
         md.push_str("\nPaper rows not run here (other models): ");
         let others: Vec<String> = paper
             .rows
@@ -234,10 +253,11 @@ impl Reproduction for EtTable7 {
         md.push_str(&others.join("; "));
         md.push_str(" (PATTERN / CLUSTER, %).\n\nChance: PATTERN 50 %, CLUSTER 16.7 %; the no-graph row is the bar a graph model must clear.\n");
         md.push_str(&report::footer(ctx, None, ""));
-        Report::new(
+        Ok(Report::new(
             md,
             &serde_json::json!({ "et_config": et_cfg, "datasets": json }),
             ran,
-        )
+        )?
+        .with_headline(headline))
     }
 }

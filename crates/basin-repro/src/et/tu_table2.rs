@@ -153,22 +153,31 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
         ),
     ));
     md.push_str(&tu::protocol_note(opts));
-    md.push_str("\n| dataset | graphs | paper (ET) | ours: ET, CV accuracy | no-graph baseline, CV | GIN, CV | ours: ET, et-paper accuracy | runs (s) |\n|---|---|---|---|---|---|---|---|\n");
+    let mut t = report::Table::new([
+        "dataset",
+        "graphs",
+        "paper (ET)",
+        "ours: ET, CV accuracy",
+        "no-graph baseline, CV",
+        "GIN, CV",
+        "ours: ET, et-paper accuracy",
+        "runs (s)",
+    ]);
     for row in &paper.rows {
         let p = format!("{:.1} ± {:.1}", row.accuracy, row.std);
         match results.iter().find(|r| r.dataset == row.dataset) {
             Some(r) => {
                 let m = r.model(et);
-                md.push_str(&format!(
-                    "| {} | {} | {p} | {} | {} | {} | {} | {:.0} |\n",
-                    r.dataset,
-                    r.graphs,
+                t.row([
+                    r.dataset.clone(),
+                    r.graphs.to_string(),
+                    p,
                     tu::show(m.map(|m| &m.cv), "test_accuracy"),
                     tu::show(r.pooled.as_ref(), "test_accuracy"),
                     tu::show(r.gin.as_ref(), "test_accuracy"),
                     tu::show(m.and_then(|m| m.et_paper.as_ref()), "et_paper_accuracy"),
-                    r.seconds
-                ));
+                    format!("{:.0}", r.seconds),
+                ]);
             }
             None => {
                 let why = if opts.datasets.contains(&row.dataset) {
@@ -176,13 +185,21 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
                 } else {
                     "not selected"
                 };
-                md.push_str(&format!(
-                    "| {} | – | {p} | {why} | – | – | {why} | – |\n",
-                    row.dataset
-                ));
+                t.row([
+                    row.dataset.as_str(),
+                    "–",
+                    p.as_str(),
+                    why,
+                    "–",
+                    "–",
+                    why,
+                    "–",
+                ]);
             }
         }
     }
+    md.push('\n');
+    md.push_str(&t.to_markdown());
     md.push_str(&tu::paired_markdown(&paired));
     md.push_str(&missing.to_markdown());
     md.push_str("\nEnergy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode) and the training loss:\n");

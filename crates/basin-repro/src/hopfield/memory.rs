@@ -8,7 +8,7 @@ use std::time::Instant;
 use basin_train::plot::{Series, line_panels};
 
 use super::claims::{self as hopfield_demos, Memory};
-use crate::report::Report;
+use crate::report::{self, Report};
 use crate::{Context, Override, Preset, ReproError, Reproduction, Result};
 
 /// The Hopfield slides' claims.
@@ -68,10 +68,12 @@ pub fn run(ctx: &Context) -> Result<Report> {
         ],
     )
     .map_err(plot_err)?;
-    md.push_str("## Retrieval in one update (Theorem 4/5)\n\n20 patterns on a sphere of growing radius in d = 64, β = 1, query = pattern + N(0, 0.1²) noise; error after **one** update.\n\n| Δ | error |\n|---|---|\n");
+    md.push_str("## Retrieval in one update (Theorem 4/5)\n\n20 patterns on a sphere of growing radius in d = 64, β = 1, query = pattern + N(0, 0.1²) noise; error after **one** update.\n\n");
+    let mut t = report::Table::new(["Δ", "error"]);
     for (d, e) in &curve {
-        md.push_str(&format!("| {d:.2} | {e:.3e} |\n"));
+        t.row([format!("{d:.2}"), format!("{e:.3e}")]);
     }
+    md.push_str(&t.to_markdown());
     let n = curve.len();
     let slope = (log_err[n - 1] - log_err[n / 2]) / (curve[n - 1].0 - curve[n / 2].0)
         * std::f64::consts::LN_10;
@@ -92,7 +94,7 @@ pub fn run(ctx: &Context) -> Result<Report> {
         .filter(|&c| c > 0)
         .collect();
     let mut panels = Vec::new();
-    md.push_str(&format!("## Storage capacity (d = {d})\n\nFraction of patterns not retrieved from a query with 10 % of the bits flipped (binary) or noise of norm 0.2 (continuous, β = 32), against the number of stored patterns N:\n\n| N | N/d | classical | F = z³ | F = exp | continuous modern |\n|---|---|---|---|---|---|\n"));
+    md.push_str(&format!("## Storage capacity (d = {d})\n\nFraction of patterns not retrieved from a query with 10 % of the bits flipped (binary) or noise of norm 0.2 (continuous, β = 32), against the number of stored patterns N:\n\n"));
     let curves: Vec<(&str, Vec<(i64, f64)>)> = vec![
         (
             "classical",
@@ -111,13 +113,20 @@ pub fn run(ctx: &Context) -> Result<Report> {
             hopfield_demos::capacity(Memory::Modern(32.0), d, &counts, 0.2),
         ),
     ];
+    let mut t = report::Table::new([
+        "N",
+        "N/d",
+        "classical",
+        "F = z³",
+        "F = exp",
+        "continuous modern",
+    ]);
     for (i, &c) in counts.iter().enumerate() {
-        md.push_str(&format!("| {c} | {:.2} |", c as f64 / d as f64));
-        for (_, curve) in &curves {
-            md.push_str(&format!(" {:.2} |", curve[i].1));
-        }
-        md.push('\n');
+        let mut cells = vec![c.to_string(), format!("{:.2}", c as f64 / d as f64)];
+        cells.extend(curves.iter().map(|(_, curve)| format!("{:.2}", curve[i].1)));
+        t.row(cells);
     }
+    md.push_str(&t.to_markdown());
     for (name, curve) in &curves {
         panels.push(Series::new(
             format!("{name}: error vs N index"),
@@ -155,7 +164,12 @@ pub fn run(ctx: &Context) -> Result<Report> {
         started.elapsed().as_secs_f64(),
         basin_core::device::describe(tch::Device::Cpu)
     ));
-    Report::new(
+    let headline = vec![report::Headline::new(
+        "energy never rises (four memories)",
+        monotone.to_string(),
+        None,
+    )];
+    Ok(Report::new(
         md,
         &serde_json::json!({
             "one_update": curve,
@@ -166,5 +180,6 @@ pub fn run(ctx: &Context) -> Result<Report> {
             "energy": energies,
         }),
         1,
-    )
+    )?
+    .with_headline(headline))
 }

@@ -157,17 +157,23 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
             EpochChoice::ValidationSplit => "the final model's epoch picked on a 10 % validation split of the outer training part",
             EpochChoice::InnerFolds => "the epoch count chosen with the candidate (the peak of its mean inner-fold curve), the final model trained that many epochs on the whole outer training part",
         }, protocol.train.epochs));
-    md.push_str("| dataset | bags | instances | slides (Hopfield) | ours: AUC (mean ± std over repeats) | AUC (over folds) | wall (s) |\n|---|---|---|---|---|---|---|\n");
+    let mut t = report::Table::new([
+        "dataset",
+        "bags",
+        "instances",
+        "slides (Hopfield)",
+        "ours: AUC (mean ± std over repeats)",
+        "AUC (over folds)",
+        "wall (s)",
+    ]);
+    let mut headline = Vec::new();
     let mut missing = Missing::default();
     let mut ran = Vec::new();
     for name in datasets.iter().map(String::as_str) {
-        let slides = paper
-            .rows
-            .iter()
-            .find(|r| r.dataset == name)
-            .map_or("–".to_owned(), |r| {
-                format!("{:.2} ± {:.1}", r.value, r.std)
-            });
+        let row = paper.rows.iter().find(|r| r.dataset == name);
+        let slides = row.map_or("–".to_owned(), |r| {
+            format!("{:.2} ± {:.1}", r.value, r.std)
+        });
         // Fox, Tiger and Elephant come from the PRTools files in fte.zip (the slides' data);
         // the others from the CSVs.
         let zip = dir.join("fte.zip");
@@ -191,9 +197,7 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
                     zip.display()
                 ),
             );
-            md.push_str(&format!(
-                "| {name} | – | – | {slides} | not run | – | – |\n"
-            ));
+            t.row([name, "–", "–", &slides, "not run", "–", "–"]);
             continue;
         };
         let t0 = Instant::now();
@@ -224,52 +228,75 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
         )?;
         let over_repeats = report.show("test_auc_over_repeats", 100.0);
         let over_folds = report.show("test_auc", 100.0);
-        md.push_str(&format!(
-            "| {name} | {} | {} | {slides} | {over_repeats} | {over_folds} | {:.0} |\n",
-            data.bags.len(),
-            data.instances(),
-            t0.elapsed().as_secs_f64()
-        ));
+        t.row([
+            name.to_owned(),
+            data.bags.len().to_string(),
+            data.instances().to_string(),
+            slides.clone(),
+            over_repeats.clone(),
+            over_folds,
+            format!("{:.0}", t0.elapsed().as_secs_f64()),
+        ]);
         tracing::info!("{name}: AUC {over_repeats} (slides: {slides})");
+        headline.push(report::Headline::new(
+            format!("{name} AUC"),
+            over_repeats,
+            row.map(|r| format!("{:.2}", r.value)),
+        ));
         ran.push(report);
     }
+    md.push_str(&t.to_markdown());
     md.push_str(&candidates_table(&grid, &ran));
     md.push_str(&missing.to_markdown());
     md.push_str(&format!("\nThe slides do not state their metric or repeat count; compare with care. Wall time {:.0} s on {}.\n", started.elapsed().as_secs_f64(), ctx.device_name()));
     let count = ran.len();
-    Report::new(
+    Ok(Report::new(
         md,
         &serde_json::json!({ "protocol": protocol, "grid": grid, "results": ran, "missing": missing }),
         count,
-    )
+    )?
+    .with_headline(headline))
 }
 
 /// The grid, with how many outer folds of each dataset chose each candidate.
 fn candidates_table(grid: &[BagClassifierConfig], ran: &[ProtocolReport]) -> String {
-    let mut md =
-        String::from("\n| # | width | heads × head width | β | dropout | bag dropout | lr |");
-    for r in ran {
-        md.push_str(&format!(" chosen: {} |", r.name));
-    }
-    md.push_str(&format!("\n|{}\n", "---|".repeat(7 + ran.len())));
+    let mut header: Vec<String> = [
+        "#",
+        "width",
+        "heads × head width",
+        "β",
+        "dropout",
+        "bag dropout",
+        "lr",
+    ]
+    .map(String::from)
+    .into();
+    header.extend(ran.iter().map(|r| format!("chosen: {}", r.name)));
+    let mut t = report::Table::new(header);
     for (i, c) in grid.iter().enumerate() {
         let head = c.head_size.unwrap_or(c.embed / c.heads.max(1));
         let beta = c.beta.map_or(format!("1/√{head}"), |b| format!("{b}"));
         let lr = c.lr.map_or("1e-3".to_owned(), |l| format!("{l:e}"));
-        md.push_str(&format!(
-            "| {i} | {} | {} × {head} | {beta} | {} | {} | {lr} |",
-            c.embed, c.heads, c.dropout, c.bag_dropout
-        ));
-        for r in ran {
+        let mut cells = vec![
+            i.to_string(),
+            c.embed.to_string(),
+            format!("{} × {head}", c.heads),
+            beta,
+            c.dropout.to_string(),
+            c.bag_dropout.to_string(),
+            lr,
+        ];
+        cells.extend(ran.iter().map(|r| {
             let n = r
                 .runs
                 .iter()
                 .filter(|run| run.summary.get("chosen_candidate") == Some(&(i as f64)))
                 .count();
-            md.push_str(&format!(" {n} / {} |", r.runs.len()));
-        }
-        md.push('\n');
+            format!("{n} / {}", r.runs.len())
+        }));
+        t.row(cells);
     }
+    let mut md = format!("\n{}", t.to_markdown());
     let chosen: Vec<String> = ran
         .iter()
         .filter_map(|r| {

@@ -98,7 +98,18 @@ impl Reproduction for SfiTable3 {
             Some((data, split)) => run_rows(ctx, "peptides-func", &data, &split, &rows, &plan)?,
             None => Vec::new(),
         };
-        md.push_str("| model | λ* | α | attention | paper AP ×100 | parameters | AP ×100 (test) | AP ×100 (val, selected epoch) | zero flows | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        let mut t = report::Table::new([
+            "model",
+            "λ*",
+            "α",
+            "attention",
+            "paper AP ×100",
+            "parameters",
+            "AP ×100 (test)",
+            "AP ×100 (val, selected epoch)",
+            "zero flows",
+            "wall (s)",
+        ]);
         for m in &rows {
             let p = paper.rows.iter().find(|p| p.model == m.name);
             let a = &m.config.layer.attention;
@@ -118,20 +129,36 @@ impl Reproduction for SfiTable3 {
             let ours = results
                 .iter()
                 .find(|r| r.model == m.name)
-                .map_or("not run | | | | ".into(), |r| row_cells(r, "ap", 100.0));
-            md.push_str(&format!(
-                "| {} | {l} | {al} | {att} | {paper_cell} | {ours} |\n",
-                m.name
-            ));
+                .map_or(vec!["not run".into()], |r| row_cells(r, "ap", 100.0));
+            t.row(
+                [m.name.clone(), l, al, att, paper_cell]
+                    .into_iter()
+                    .chain(ours),
+            );
         }
+        md.push_str(&t.to_markdown());
         md.push_str(ZERO_NOTE);
         md.push_str(&missing.to_markdown());
         md.push_str(&report::footer(ctx, None, ""));
         let ran = usize::from(!results.is_empty());
-        Report::new(
+        // The full model (the paper's λ* = 1, α = 0.1, SP + Ã row).
+        let headline = results
+            .iter()
+            .filter(|r| r.model == "SFi-Former")
+            .map(|r| {
+                let p = report::find_row(&paper.rows, &r.model, |p| p.model.clone());
+                report::Headline::new(
+                    "Peptides-func SFi-Former AP",
+                    r.show("test_ap", 100.0),
+                    p.map(|p| format!("{:.2}", p.value[0] * 100.0)),
+                )
+            })
+            .collect();
+        Ok(Report::new(
             md,
             &serde_json::json!({ "plan": plan, "models": rows, "results": results, "missing": missing }),
             ran,
-        )
+        )?
+        .with_headline(headline))
     }
 }

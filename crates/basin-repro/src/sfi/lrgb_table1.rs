@@ -188,12 +188,19 @@ impl Reproduction for SfiTable1 {
         };
         super::absent_sets(ctx, OTHER_SETS, &mut missing)?;
         md.push_str("Protocol: the official stratified split (subsets as the banner says, drawn with seed 0), AdamW with gradient clipping at 1.0 and cosine decay after a linear warm-up (per epoch, from 10⁻⁶ of the peak, as GraphGPS), the epoch of best validation AP, AP averaged over the 10 functions (OGB `eval_ap`). Models: the configs of `basin_sfi::presets` (`paper`: GraphGPS's Peptides-func config for GPS and GatedGCN, SFi Table 5 for DFi/SFi; `cpu`: width 64, 2 layers, 2 heads, 5 unrolled iterations). The no-graph row has the GPS row's encoders and head and no layer: the mean of the atom embeddings → head. **SFi-Former+**: SFi-Former started from DFi-Former's selected weights of the same seed (its friction branch, which DFi lacks, from scratch), then trained on SFi's schedule.\n\n");
-        md.push_str("| model | paper AP ×100 | parameters | AP ×100 (test) | AP ×100 (val, selected epoch) | zero flows | wall (s) |\n|---|---|---|---|---|---|---|\n");
+        let mut t = report::Table::new([
+            "model",
+            "paper AP ×100",
+            "parameters",
+            "AP ×100 (test)",
+            "AP ×100 (val, selected epoch)",
+            "zero flows",
+            "wall (s)",
+        ]);
         for r in &results {
             let p = paper.rows.iter().find(|p| p.model == r.model);
-            md.push_str(&format!(
-                "| {} | {} | {} |\n",
-                r.model,
+            let mut cells = vec![
+                r.model.clone(),
                 p.map_or("–".into(), |p| {
                     let mut s = format!("{:.2} ± {:.2}", p.value[0] * 100.0, p.value[1] * 100.0);
                     if let Some(q) = p.published {
@@ -205,19 +212,20 @@ impl Reproduction for SfiTable1 {
                     }
                     s
                 }),
-                row_cells(r, "ap", 100.0)
-            ));
+            ];
+            cells.extend(row_cells(r, "ap", 100.0));
+            t.row(cells);
         }
         for p in &paper.rows {
             if !results.iter().any(|r| r.model == p.model) {
-                md.push_str(&format!(
-                    "| {} | {:.2} ± {:.2} | not run | | | | |\n",
-                    p.model,
-                    p.value[0] * 100.0,
-                    p.value[1] * 100.0
-                ));
+                t.row([
+                    p.model.clone(),
+                    format!("{:.2} ± {:.2}", p.value[0] * 100.0, p.value[1] * 100.0),
+                    "not run".into(),
+                ]);
             }
         }
+        md.push_str(&t.to_markdown());
         md.push_str(super::ZERO_NOTE);
         md.push_str("\nAn AP of a model that predicts each function's base rate is each function's positive share (≈ 0.2 averaged); the no-graph row is the bar a graph model must clear.\n");
         md.push_str(&gap_figure(

@@ -269,18 +269,17 @@ pub fn gap_figure(path: &Path, title: &str, rows: &[RowResult]) -> Result<String
     ))
 }
 
-/// The common columns of a results row: parameters, our test metric, validation, zero share,
+/// The common cells of a results row: parameters, our test metric, validation, zero share,
 /// wall time.
-pub fn row_cells(r: &RowResult, key: &str, scale: f64) -> String {
-    format!(
-        "{} | {} | {} | {} | {:.0}",
-        r.parameters,
+pub fn row_cells(r: &RowResult, key: &str, scale: f64) -> Vec<String> {
+    vec![
+        r.parameters.to_string(),
         r.show(&format!("test_{key}"), scale),
         selected_val(&r.report, &format!("val_{key}"), scale),
         r.zero_share
             .map_or("–".into(), |z| format!("{:.1} %", z * 100.0)),
-        r.seconds
-    )
+        format!("{:.0}", r.seconds),
+    ]
 }
 
 /// Mean ± population s.d. over runs of `key` at each run's selected epoch.

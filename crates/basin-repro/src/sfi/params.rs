@@ -75,7 +75,15 @@ impl Reproduction for SfiParams {
         let paper: PaperTable = report::paper("sfi-params")?;
         let mut md = String::from("# SFi-Former Tables 5/6 — parameter counts\n\n");
         md.push_str("Each model is built from `basin_sfi::presets::PaperModel` (no data needed) and its trainable parameters counted. `L(2d + 1)` is what nothing in the paper's text identifies in the printed counts: a built model that matches `paper − L(2d + 1)` has every identified part right.\n\n");
-        md.push_str("| model | L × d | paper #params | built | paper − built | L(2d + 1) | matches |\n|---|---|---|---|---|---|---|\n");
+        let mut t = report::Table::new([
+            "model",
+            "L × d",
+            "paper #params",
+            "built",
+            "paper − built",
+            "L(2d + 1)",
+            "matches",
+        ]);
         let mut rows = Vec::new();
         for p in &paper.rows {
             let built = count(p.model)?;
@@ -85,14 +93,15 @@ impl Reproduction for SfiParams {
                 Some(b) => (format!("{}", p.params - b), "no (fits no configuration)"),
                 None => ("–".into(), "not built (edge head)"),
             };
-            md.push_str(&format!(
-                "| {:?} | {} × {} | {} | {} | {diff} | {unidentified} | {verdict} |\n",
-                p.model,
-                p.layers,
-                p.dim,
-                p.params,
+            t.row([
+                format!("{:?}", p.model),
+                format!("{} × {}", p.layers, p.dim),
+                p.params.to_string(),
                 built.map_or("–".into(), |b| b.to_string()),
-            ));
+                diff,
+                unidentified.to_string(),
+                verdict.to_owned(),
+            ]);
             rows.push(Row {
                 model: p.model,
                 paper: p.params,
@@ -100,7 +109,18 @@ impl Reproduction for SfiParams {
                 unidentified,
             });
         }
+        md.push_str(&t.to_markdown());
         md.push_str(&report::footer(ctx, None, ""));
-        Report::new(md, &serde_json::json!({ "rows": rows }), 1)
+        // How many printed counts the built models explain (the table's "yes" rows).
+        let matching = rows
+            .iter()
+            .filter(|r| r.built.is_some_and(|b| r.paper - b == r.unidentified))
+            .count();
+        let headline = vec![report::Headline::new(
+            "models matching the paper's #params (built + L(2d + 1))",
+            format!("{matching}/{}", rows.len()),
+            None,
+        )];
+        Ok(Report::new(md, &serde_json::json!({ "rows": rows }), 1)?.with_headline(headline))
     }
 }
