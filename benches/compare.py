@@ -12,8 +12,8 @@ between minutes on a shared machine):
   3. the PyTorch anchor again;
   4. with --pe: `crates/basin-graph/scripts/scipy_pe_loop.py NCI1 DD` against the
      `laplacian_pe/*` criterion benchmarks;
-  5. with --epoch: one NCI1 training epoch of `basin train --example et-graph` (its default
-     size buckets, and one padded batch as the Python side pads) against
+  5. with --epoch: one NCI1 training epoch of `basin train --example et-graph` (in size
+     buckets, and in one padded batch as the Python side pads) against
      `benches/et_graph_epoch.py` (PyTorch + PyG), split by phase; `--epoch-model paper` runs
      Table 9's sizes on both sides instead of the example's CPU model;
   6. with --anomaly-epoch: tolokers training epochs of `basin train --example et-anomaly`
@@ -171,13 +171,16 @@ def epoch_sides(args, env, data, work):
             toml, n = re.subn(rf"^{key} = [\d.]+$", f"{key} = {value}", toml, flags=re.M)
             if n != 1:
                 sys.exit(f"compare: the et-graph example has {n} `{key}` lines, expected 1")
-    # basin as it runs by default (each batch in size buckets) and with one padded batch, as
-    # the Python side pads.
+    # basin with each batch in size buckets and with one padded batch (as the Python side pads;
+    # the default `size_buckets = "auto"` takes this one for attention over the edges).
     ours = {}
     for layout, buckets in [("buckets", "true"), ("one padded batch", "false")]:
         cfg = os.path.join(work, f"run-{buckets}.toml")
         with open(cfg, "w") as f:
-            f.write(re.sub(r"^size_buckets = \w+", f"size_buckets = {buckets}", toml, flags=re.M))
+            text, n = re.subn(r"^size_buckets = \S+", f"size_buckets = {buckets}", toml, flags=re.M)
+            if n != 1:
+                sys.exit(f"compare: the et-graph example has {n} `size_buckets` lines, expected 1")
+            f.write(text)
         out = os.path.join(work, f"run-{buckets}")
         run([basin, "train", cfg, "--out", out, "--data-dir", data, "--device", "cpu", "--quiet"], env)
         with open(os.path.join(out, "repeat-0", "fold-0", "record.json")) as f:

@@ -2,7 +2,8 @@
 //!
 //! - `et_step_dense/*`: one ET step (energy + gradient) at B=32, N=128, D=128, H=12, Y=64,
 //!   K=512: closed form vs autograd (one forward with a graph, then backward), and the
-//!   closed-form gradient alone (what a descent step computes). Target: closed form ≥ 2× faster.
+//!   closed-form gradient alone (what a descent step computes), on the explicit attention and
+//!   on the fused kernels (`_fused`). Target: closed form ≥ 2× faster.
 //! - `et_step_sparse`: the sparse form on a random graph of 100k nodes and 2M edges (D=64, H=2,
 //!   Y=32); the peak resident memory of one step is printed.
 //! - `train_step`: forward through T=4 steps of the dense block and backward, with the
@@ -12,6 +13,10 @@
 //! - `train_step_imagenet_T12_B*`: the ImageNet block (D = 768, K = 3072, N = 197, T = 12)
 //!   trained through the unrolled descent and with recomputed activations: time, and the
 //!   peak memory of each printed.
+//!
+//! - `attention_kernels/*`: the attention term's gradient without autograd (a descent step) at
+//!   B=32, N=128, D=128, H=12, Y=64, on the explicit form and on libtorch's fused attention
+//!   (`AttentionKernel`), all pairs but the diagonal, and with a quarter of the tokens padded.
 //!
 //! - `sparse_scaling`: one inference step on random graphs of 10⁴ … 10⁶ nodes (5·10⁶ with
 //!   `BASIN_BENCH_TSOCIAL=1`), 16 edges per node: time per edge and peak memory, printed.
@@ -79,6 +84,21 @@ fn dense_step(c: &mut Criterion) {
         b.iter_custom(|iters| {
             timed(dev, iters, || {
                 let _ = tch::no_grad(|| energy.grad(&block.norm.forward(&x), &s));
+            })
+        })
+    });
+    // The same step with the attention on libtorch's fused kernels (`kernel = "fused"`).
+    let mut fused_cfg = et_config(128, 12, 64, 512, 1);
+    fused_cfg
+        .edit_terms(|a: &mut AttentionConfig| {
+            a.kernel = basin_core::terms::attention::AttentionKernel::Fused
+        })
+        .expect("the ET block's attention term");
+    let fused = EnergyBlock::new(&(vs.root() / "fused"), &fused_cfg).expect("valid config");
+    group.bench_function("closed_form_grad_only_fused", |b| {
+        b.iter_custom(|iters| {
+            timed(dev, iters, || {
+                let _ = tch::no_grad(|| fused.energy.grad(&fused.norm.forward(&x), &s));
             })
         })
     });
@@ -315,9 +335,52 @@ fn train_step_recompute(c: &mut Criterion) {
     group.finish();
 }
 
+fn attention_kernels(c: &mut Criterion) {
+    use basin_core::terms::attention::AttentionKernel;
+    let dev = device();
+    tch::manual_seed(0);
+    let vs = VarStore::new(dev);
+    let cfg = AttentionConfig {
+        heads: 12,
+        head_dim: 64,
+        init_std: 0.02,
+        ..AttentionConfig::default()
+    };
+    let g = Tensor::randn([32, 128, 128], (Kind::Float, dev));
+    let padded = || {
+        let padding = Tensor::ones([32, 128], (Kind::Bool, dev));
+        let _ = padding.narrow(1, 96, 32).fill_(0);
+        Structure::full()
+            .with_padding(padding)
+            .expect("a [B, N] bool padding")
+    };
+    let mut group = c.benchmark_group(format!(
+        "attention_kernels_{}",
+        basin_core::device::describe(dev).replace(' ', "_")
+    ));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(10));
+    for kernel in [AttentionKernel::Explicit, AttentionKernel::Fused] {
+        let term = basin_core::EnergyAttention::new(&vs.root(), 128, &cfg).with_kernel(kernel);
+        for (name, s) in [("full", Structure::full()), ("padded", padded())] {
+            let label = format!("{}_{name}", format!("{kernel:?}").to_lowercase());
+            group.bench_function(label, |b| {
+                b.iter_custom(|iters| {
+                    timed(dev, iters, || {
+                        let _ = tch::no_grad(|| term.grad(&g, &s));
+                    })
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     dense_step,
+    attention_kernels,
     sparse_step,
     sparse_scaling,
     train_step,

@@ -11,6 +11,9 @@
 //!   the per-epoch median is printed — NCI1 under the Table 9 model and the CPU-scale one, DD
 //!   under the CPU-scale one with dense and with sparse attention, and Tolokers (full-batch, the
 //!   paper's default model). `BASIN_BENCH_EPOCHS=0` skips them.
+//! - `batching`: the same epoch timing for the choice `size_buckets = "auto"` makes: NCI1 and
+//!   ENZYMES under the CPU preset with attention over the edges and dense, each in size buckets
+//!   and in one padded batch (filter `batching` runs only these).
 //!
 //! Data: the data directory (`BASIN_DATA_DIR`, relative paths from the workspace root).
 
@@ -224,6 +227,53 @@ fn epochs() {
     );
 }
 
+/// Epoch medians of the CPU preset on NCI1 and ENZYMES, attention over the edges and dense,
+/// in size buckets and in one padded batch: the measurement behind `SizeBuckets::Auto`.
+fn batching() {
+    use basin_graph::batch::SizeBuckets;
+    let epochs: usize = std::env::var("BASIN_BENCH_EPOCHS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    if epochs == 0 {
+        return;
+    }
+    let dir = data_dir();
+    for set in ["NCI1", "ENZYMES"] {
+        let Ok(Dataset::Graphs(data)) = open(set, Some(&dir)) else {
+            panic!("{set} not found under the data directory");
+        };
+        let data = Arc::new(data);
+        let all: Vec<usize> = (0..data.graphs.len()).collect();
+        for sparse in [true, false] {
+            for buckets in [SizeBuckets::On, SizeBuckets::Off] {
+                let mut cfg = basin_et::graph::tu_cpu();
+                cfg.sparse_attention = sparse;
+                cfg.batching.size_buckets = buckets;
+                let pe = dataset_pe(&data, &cfg.batching)
+                    .expect("encodings")
+                    .map(Arc::new);
+                let mut learner =
+                    GraphClassifierLearner::new(data.clone(), pe, &cfg, &all, 0, device())
+                        .expect("learner");
+                let s = epoch_median(&mut learner, &all, epochs);
+                println!(
+                    "batching/{}_{}_{}: median {s:.3} s per epoch over {epochs} epochs ({} graphs, batch {})",
+                    set.to_lowercase(),
+                    if sparse { "edges" } else { "dense" },
+                    if buckets == SizeBuckets::On {
+                        "buckets"
+                    } else {
+                        "one_batch"
+                    },
+                    all.len(),
+                    cfg.batch
+                );
+            }
+        }
+    }
+}
+
 criterion_group!(benches, image, graph_inference);
 
 fn main() {
@@ -232,8 +282,13 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    if filter.iter().any(|f| f == "batching") {
+        batching();
+        return;
+    }
     if filter.is_empty() || filter.iter().any(|f| f.contains("epoch")) {
         epochs();
+        batching();
     }
     benches();
     criterion::Criterion::default()

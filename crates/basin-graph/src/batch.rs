@@ -75,11 +75,72 @@ pub struct BatchConfig {
     /// reference pads them), for datasets that have edge features: the graph classifier's A′
     /// (ET eq. 24) then projects them instead of the adjacency.
     pub dense_edge_features: bool,
-    /// Run each batch as [`size_buckets`] of graphs of similar size, each padded to its own
-    /// largest graph: what a model computes is unchanged (padding is masked), the padded work
-    /// is not (random NCI1 batches of 32 pad 30-node means to 71). Sink padding always runs
-    /// the whole batch: its encodings depend on the batch, which the reference pads as one.
-    pub size_buckets: bool,
+    /// Whether each batch runs as [`size_buckets`] of graphs of similar size, each padded to its
+    /// own largest graph: what a model computes is unchanged (padding is masked), the padded
+    /// work is not (random NCI1 batches of 32 pad 30-node means to 71). Sink padding always
+    /// runs the whole batch: its encodings depend on the batch, which the reference pads as one.
+    pub size_buckets: SizeBuckets,
+}
+
+/// Whether a batch of graphs runs in [`size_buckets`]: `true`, `false` or `"auto"` in a run file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SizeBuckets {
+    /// Buckets where they pay: when the model's attention is dense (`[B, H, N, N]`, padded
+    /// work quadratic in the padded size); one padded batch when it runs over the edge list,
+    /// where padding costs attention nothing and the buckets only add small batches (measured:
+    /// `benches/RESULTS.md`, "Size buckets or one padded batch").
+    #[default]
+    Auto,
+    /// Always in buckets.
+    On,
+    /// Always one padded batch.
+    Off,
+}
+
+impl SizeBuckets {
+    /// Whether batches are bucketed for a model whose attention is dense (`dense_attention`)
+    /// or runs over the edge list.
+    pub fn on(self, dense_attention: bool) -> bool {
+        match self {
+            Self::Auto => dense_attention,
+            Self::On => true,
+            Self::Off => false,
+        }
+    }
+}
+
+impl From<bool> for SizeBuckets {
+    fn from(on: bool) -> Self {
+        if on { Self::On } else { Self::Off }
+    }
+}
+
+impl Serialize for SizeBuckets {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Self::Auto => s.serialize_str("auto"),
+            Self::On => s.serialize_bool(true),
+            Self::Off => s.serialize_bool(false),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SizeBuckets {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Bool(bool),
+            Text(String),
+        }
+        match Repr::deserialize(d) {
+            Ok(Repr::Bool(on)) => Ok(on.into()),
+            Ok(Repr::Text(t)) if t == "auto" => Ok(Self::Auto),
+            _ => Err(serde::de::Error::custom(
+                "size_buckets must be true, false or \"auto\"",
+            )),
+        }
+    }
 }
 
 /// `Option<PeConfig>` as a run file writes it: a table, or `false` for none. (`#[serde(default)]`
@@ -160,7 +221,7 @@ impl BatchConfig {
             pe: Some(PeConfig::et_graph()),
             sign_flip: SignFlip::PerEigenvector,
             dense_edge_features: false,
-            size_buckets: true,
+            size_buckets: SizeBuckets::Auto,
         }
     }
 
@@ -184,15 +245,21 @@ impl BatchConfig {
             padding: PaddingMode::Sink,
             sign_flip: SignFlip::PerEntry,
             dense_edge_features: true,
-            size_buckets: false,
+            size_buckets: SizeBuckets::Off,
             ..Self::et_graph()
         }
     }
 
     /// `ids` (graphs of `dataset`) as the batches a model runs: [`size_buckets`] of the capped
-    /// token counts when `size_buckets` is on and padding is masked, else `ids` whole.
-    pub fn buckets(&self, dataset: &GraphDataset, ids: &[usize]) -> Vec<Vec<usize>> {
-        if !self.size_buckets || self.padding == PaddingMode::Sink {
+    /// token counts when [`BatchConfig::size_buckets`] is on for a model whose attention is
+    /// dense (`dense_attention`) or not and padding is masked, else `ids` whole.
+    pub fn buckets(
+        &self,
+        dataset: &GraphDataset,
+        ids: &[usize],
+        dense_attention: bool,
+    ) -> Vec<Vec<usize>> {
+        if !self.size_buckets.on(dense_attention) || self.padding == PaddingMode::Sink {
             return vec![ids.to_vec()];
         }
         let tokens: Vec<i64> = ids

@@ -734,7 +734,8 @@ impl Learner for GraphTransformerLearner {
     ) -> std::result::Result<StepOutput, TrainError> {
         // One forward per size bucket (as the graph classifier it is compared with).
         let (mut logits, mut y) = (Vec::new(), Vec::new());
-        for ids in self.cfg.batching.buckets(&self.data, items) {
+        // Its attention is dense (a masked `[B, H, N, N]` softmax).
+        for ids in self.cfg.batching.buckets(&self.data, items, true) {
             logits.push(self.logits(&ids, rng, true)?);
             y.extend(ids.iter().map(|&i| self.labels[i]));
         }
@@ -751,7 +752,7 @@ impl Learner for GraphTransformerLearner {
             (self.cfg.batch, self.cfg.batching.clone(), self.data.clone());
         crate::graph_classification::predict_in_buckets(
             &data,
-            &batching,
+            (&batching, true),
             items,
             batch,
             false,

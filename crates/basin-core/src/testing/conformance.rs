@@ -9,9 +9,10 @@
 //! On every kind of [`Structure`] — all pairs with and without the diagonal, a dense mask, a
 //! per-head bias with blocked pairs, a multiplicative per-head scale, a sparse edge list, and
 //! padding on dense and sparse forms — in float64 on the CPU:
-//! - the gradient (`grad`, and `energy_and_grad`'s) equals autograd's (relative 1e-8) and
-//!   central finite differences (1e-5), and is not identically zero;
-//! - `energy_and_grad`'s energy is `energy`;
+//! - the gradient (`grad`, and `energy_and_grad`'s, with autograd recording and without: a
+//!   term may take other kernels then) equals autograd's (relative 1e-8) and central finite
+//!   differences (1e-5), and is not identically zero;
+//! - `energy_and_grad`'s energy is `energy`, with autograd recording and without;
 //! - padded tokens change nothing: the energy and the real tokens' gradients are the same
 //!   whatever the padded tokens hold;
 //! - gradient flow on `x` through the energy layer norm, at a small step, never raises the
@@ -142,8 +143,16 @@ fn gradients(label: &str, name: &str, term: &dyn Energy, s: &Structure) {
     let g = Tensor::randn([B, N, D], F64);
     let (energy, closed) = term.energy_and_grad(&g, s);
     let grad = term.grad(&g, s);
+    // Without autograd recording (a descent in evaluation) a term may take other kernels.
+    let (energy_ng, closed_ng) = tch::no_grad(|| term.energy_and_grad(&g, s));
+    let grad_ng = tch::no_grad(|| term.grad(&g, s));
     let auto = autograd_grad(term, &g, s);
-    for (what, t) in [("energy_and_grad", &closed), ("grad", &grad)] {
+    for (what, t) in [
+        ("energy_and_grad", &closed),
+        ("grad", &grad),
+        ("energy_and_grad without autograd", &closed_ng),
+        ("grad without autograd", &grad_ng),
+    ] {
         let err = max_rel_error(t, &auto, 1e-12);
         assert!(
             err < 1e-8,
@@ -155,6 +164,19 @@ fn gradients(label: &str, name: &str, term: &dyn Energy, s: &Structure) {
         err_e < 1e-12,
         "{label} [{name}]: energy_and_grad's energy differs from energy ({err_e:e})"
     );
+    for (what, e) in [
+        ("energy_and_grad's energy without autograd", &energy_ng),
+        (
+            "energy without autograd",
+            &tch::no_grad(|| term.energy(&g, s)),
+        ),
+    ] {
+        let err = max_rel_error(e, &energy, 1e-12);
+        assert!(
+            err < 1e-10,
+            "{label} [{name}]: {what} differs from the energy with it ({err:e})"
+        );
+    }
     assert!(
         closed.abs().max().double_value(&[]) > 1e-6,
         "{label} [{name}]: the gradient is identically zero"

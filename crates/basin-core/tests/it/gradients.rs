@@ -220,6 +220,68 @@ fn attention_in_batch_chunks_equals_the_whole_batch() {
     }
 }
 
+/// The dense form on libtorch's fused attention kernels (what runs without autograd with
+/// `kernel = "fused"`): the conformance suite holds (its no-autograd checks are the fused
+/// path's), for plain and vMF attention and every β mode; and in float32 its energies and
+/// gradients equal the explicit form's to float rounding on the dense structures.
+#[test]
+fn attention_on_fused_kernels_equals_the_explicit_form() {
+    use basin_core::terms::attention::{AttentionKernel, BetaMode};
+    for unit in [false, true] {
+        conformance::energy_term("attention on fused kernels", 3, |path, dim| {
+            Box::new(plain_or_vmf(path, dim, 3, 4, unit).with_kernel(AttentionKernel::Fused))
+        });
+    }
+    for (beta_mode, learn_beta) in [
+        (BetaMode::PerHead, true),
+        (BetaMode::SharedDivisor, false),
+        (BetaMode::SharedDivisor, true),
+    ] {
+        conformance::energy_term("attention on fused kernels, β modes", 2, |path, dim| {
+            let cfg = AttentionConfig {
+                heads: 2,
+                head_dim: 3,
+                init_std: 0.4,
+                beta: Some(0.6),
+                learn_beta,
+                beta_mode,
+                kernel: AttentionKernel::Fused,
+                ..Default::default()
+            };
+            Box::new(EnergyAttention::new(path, dim, &cfg))
+        });
+    }
+    basin_core::testing::seeded(21, || {
+        let (b, n, d, h) = (4, 37, 24, 3);
+        for unit in [false, true] {
+            let vs = store();
+            let explicit =
+                plain_or_vmf(&vs.root(), d, h, 8, unit).with_kernel(AttentionKernel::Explicit);
+            let fused = plain_or_vmf(&(vs.root() / "same"), d, h, 8, unit);
+            tch::no_grad(|| {
+                fused.w_q.shallow_clone().copy_(&explicit.w_q);
+                fused.w_k.shallow_clone().copy_(&explicit.w_k);
+            });
+            let fused = fused.with_kernel(AttentionKernel::Fused);
+            let g = Tensor::randn([b, n, d], (tch::Kind::Float, tch::Device::Cpu)) * 3.0;
+            for (name, s) in conformance::structures(b, n, h) {
+                // The suite's biases are float64 (checked above, in the suite's own kind).
+                if s.is_sparse() || s.scale().is_some() || name.contains("bias") {
+                    continue;
+                }
+                let (e0, d0) = tch::no_grad(|| explicit.energy_and_grad(&g, &s));
+                let (e1, d1) = tch::no_grad(|| fused.energy_and_grad(&g, &s));
+                let err_e = max_rel_error(&e1, &e0, 1e-3);
+                let err_d = max_rel_error(&d1, &d0, 1e-3);
+                assert!(
+                    err_e < 1e-5 && err_d < 1e-4,
+                    "unit {unit} [{name}]: fused differs in float32 (energy {err_e:e}, gradient {err_d:e})"
+                );
+            }
+        }
+    });
+}
+
 /// The sparse form's two kernel families agree: with [`SparseKernels::Bags`] (sampled matmuls
 /// and weighted bags, what large graphs use) the conformance suite holds, and energy, gradient
 /// and the weights' gradients of a loss on the closed-form gradient (what training

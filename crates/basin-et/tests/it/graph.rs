@@ -161,12 +161,12 @@ fn size_buckets_change_neither_predictions_nor_losses() {
         // No Langevin noise and no sign flips: a training step is then deterministic.
         cfg.block.dynamics = basin_core::DynamicsConfig::gradient_flow(0.1);
         cfg.batching.sign_flip = basin_graph::laplacian::SignFlip::None;
-        let bucketed = cfg.batching.buckets(&data, &items);
+        let bucketed = cfg.batching.buckets(&data, &items, true);
         assert!(bucketed.len() > 1, "{readout:?}: the batch should split");
         let pe = dataset_pe(&data, &cfg.batching).unwrap().map(Arc::new);
         let rows = assert_bucket_layout_invariant(
             |size_buckets| {
-                cfg.batching.size_buckets = size_buckets;
+                cfg.batching.size_buckets = size_buckets.into();
                 GraphClassifierLearner::new(data.clone(), pe.clone(), &cfg, &items, 0, Device::Cpu)
                     .unwrap()
             },

@@ -2,7 +2,8 @@
 //! encodings), size buckets, neighbour CSR, and subgraph / neighbour sampling.
 
 use basin_graph::batch::{
-    BatchConfig, PaddingMode, Truncation, batch_indices, make_batch, neighbour_csr, size_buckets,
+    BatchConfig, PaddingMode, SizeBuckets, Truncation, batch_indices, make_batch, neighbour_csr,
+    size_buckets,
 };
 use basin_graph::laplacian::{
     PeConfig, SignFlip, laplacian_pe, laplacian_pe_many, reference_sink_pe,
@@ -432,25 +433,53 @@ fn a_batch_runs_in_size_buckets_only_with_masked_padding() {
     let ds = dataset(&[4, 300, 5, 280, 6]);
     let ids = [0, 1, 2, 3, 4];
     let masked = BatchConfig::et_graph();
-    let parts = masked.buckets(&ds, &ids);
-    assert_eq!(parts, vec![vec![0, 2, 4], vec![3, 1]]);
+    // `auto`: buckets for dense attention, one batch over the edge list.
+    assert_eq!(masked.size_buckets, SizeBuckets::Auto);
+    assert_eq!(
+        masked.buckets(&ds, &ids, true),
+        vec![vec![0, 2, 4], vec![3, 1]]
+    );
+    assert_eq!(masked.buckets(&ds, &ids, false), vec![ids.to_vec()]);
+    let on = BatchConfig {
+        size_buckets: SizeBuckets::On,
+        ..BatchConfig::et_graph()
+    };
+    assert_eq!(on.buckets(&ds, &ids, false).len(), 2);
     // The node cap bounds a graph's tokens: capped at 5, every graph is alike.
     let capped = BatchConfig {
         max_nodes: 5,
         ..BatchConfig::et_graph()
     };
-    assert_eq!(capped.buckets(&ds, &ids).len(), 1);
+    assert_eq!(capped.buckets(&ds, &ids, true).len(), 1);
     let off = BatchConfig {
-        size_buckets: false,
+        size_buckets: SizeBuckets::Off,
         ..BatchConfig::et_graph()
     };
-    assert_eq!(off.buckets(&ds, &ids), vec![ids.to_vec()]);
+    assert_eq!(off.buckets(&ds, &ids, true), vec![ids.to_vec()]);
     // Sink padding's encodings depend on the whole batch: never bucketed.
     let sink = BatchConfig {
-        size_buckets: true,
+        size_buckets: SizeBuckets::On,
         ..BatchConfig::et_graph_reference()
     };
-    assert_eq!(sink.buckets(&ds, &ids), vec![ids.to_vec()]);
+    assert_eq!(sink.buckets(&ds, &ids, true), vec![ids.to_vec()]);
+}
+
+/// `size_buckets` reads `true`, `false` and `"auto"` and writes them back; anything else is
+/// refused with the field's values.
+#[test]
+fn size_buckets_read_and_write_all_three_settings() {
+    for (text, want) in [
+        ("size_buckets = true", SizeBuckets::On),
+        ("size_buckets = false", SizeBuckets::Off),
+        ("size_buckets = \"auto\"", SizeBuckets::Auto),
+    ] {
+        let cfg: BatchConfig = toml::from_str(text).unwrap();
+        assert_eq!(cfg.size_buckets, want, "{text}");
+        let back: BatchConfig = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
+        assert_eq!(back.size_buckets, want);
+    }
+    let err = toml::from_str::<BatchConfig>("size_buckets = \"sometimes\"").unwrap_err();
+    assert!(err.to_string().contains("true, false or \"auto\""), "{err}");
 }
 
 /// A run file can switch the encodings off (`pe = false`; TOML has no null) and read back what

@@ -160,11 +160,11 @@ impl GraphClassifierLearner {
 }
 
 /// Class probabilities of `items` in their order, computed `batch` graphs at a time and, within
-/// those, per size bucket of `batching` by `probabilities(ids)` (rows in the order of `ids`: one
-/// per graph, or one per node when `nodes`).
+/// those, per size bucket of `batching` (for a model whose attention is dense or not) by
+/// `probabilities(ids)` (rows in the order of `ids`: one per graph, or one per node when `nodes`).
 pub(crate) fn predict_in_buckets(
     data: &GraphDataset,
-    batching: &BatchConfig,
+    (batching, dense_attention): (&BatchConfig, bool),
     items: &[usize],
     batch: usize,
     nodes: bool,
@@ -172,7 +172,7 @@ pub(crate) fn predict_in_buckets(
 ) -> std::result::Result<Scores, TrainError> {
     let mut rows: HashMap<usize, Vec<Vec<f64>>> = HashMap::with_capacity(items.len());
     for chunk in items.chunks(batch.max(1)) {
-        for ids in batching.buckets(data, chunk) {
+        for ids in batching.buckets(data, chunk, dense_attention) {
             let mut out = Scores::from_tensor(&probabilities(&ids)?)?.0.into_iter();
             for &i in &ids {
                 let n = if nodes {
@@ -214,7 +214,8 @@ impl Learner for GraphClassifierLearner {
     ) -> std::result::Result<StepOutput, TrainError> {
         // One forward per size bucket; the loss over their rows is the batch's.
         let (mut logits, mut ys, mut data) = (Vec::new(), Vec::new(), 0.0);
-        for ids in self.model.cfg.batching.buckets(&self.data, items) {
+        let dense = !self.model.cfg.sparse_attention;
+        for ids in self.model.cfg.batching.buckets(&self.data, items, dense) {
             let t0 = std::time::Instant::now();
             let (b, y) = self.batch(&ids, true, rng)?;
             basin_core::device::synchronize(self.vs.device());
@@ -235,7 +236,8 @@ impl Learner for GraphClassifierLearner {
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let nodes = matches!(self.labels, Labels::Nodes(_));
         let (batch, batching) = (self.model.cfg.batch, self.model.cfg.batching.clone());
-        predict_in_buckets(&self.data, &batching, items, batch, nodes, |ids| {
+        let dense = !self.model.cfg.sparse_attention;
+        predict_in_buckets(&self.data, (&batching, dense), items, batch, nodes, |ids| {
             let (b, _) = self.batch(ids, false, &mut rng)?;
             tch::no_grad(|| {
                 self.model

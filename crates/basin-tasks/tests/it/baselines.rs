@@ -233,11 +233,11 @@ fn the_graph_transformer_gives_the_same_answers_in_size_buckets() {
     };
     // No sign flips of the encodings: a training step is then deterministic.
     cfg.batching.sign_flip = basin_graph::laplacian::SignFlip::None;
-    assert!(cfg.batching.buckets(&data, &items).len() > 1);
+    assert!(cfg.batching.buckets(&data, &items, true).len() > 1);
     let pe = dataset_pe(&data, &cfg.batching).unwrap().map(Arc::new);
     let rows = assert_bucket_layout_invariant(
         |size_buckets| {
-            cfg.batching.size_buckets = size_buckets;
+            cfg.batching.size_buckets = size_buckets.into();
             GraphTransformerLearner::new(data.clone(), pe.clone(), &cfg, &items, 0, Device::Cpu)
                 .unwrap()
         },

@@ -21,14 +21,17 @@
 //! | file | what |
 //! |---|---|
 //! | `dense.rs` | the dense form: `[B, H, N, N]` logits in batch chunks, the masks and scales of a [`Structure`] |
+//! | `fused.rs` | the dense form on libtorch's fused attention kernels, without autograd ([`AttentionKernel`]) |
 //! | `sparse.rs` | the edge-list form: per-edge logits, segment log-sum-exp, the gradient's sums as gathers or bags ([`SparseKernels`]) |
 //! | `vmf.rs` | CDAT's von Mises–Fisher attention: unit queries and keys and the normalisation's Jacobian ([`VmfAttentionConfig`]) |
 
 mod dense;
+mod fused;
 mod sparse;
 mod vmf;
 
 pub use dense::CPU_CHUNK_BYTES;
+pub use fused::AttentionKernel;
 pub use sparse::{GATHER_BYTES, SparseKernels};
 use vmf::Unit;
 pub use vmf::VmfAttentionConfig;
@@ -66,6 +69,8 @@ pub struct AttentionConfig {
     pub beta_mode: BetaMode,
     /// Clip the logits `β_h A` to `[−c, c]`, straight-through (the CDAT anomaly code: 5).
     pub logit_clip: Option<f64>,
+    /// The dense form's kernels when no autograd graph is recorded (`"auto"`: by device).
+    pub kernel: AttentionKernel,
 }
 
 /// How the inverse temperatures are parameterised.
@@ -91,6 +96,7 @@ impl Default for AttentionConfig {
             head_mixing: false,
             beta_mode: BetaMode::PerHead,
             logit_clip: None,
+            kernel: AttentionKernel::Auto,
         }
     }
 }
@@ -165,6 +171,8 @@ pub struct EnergyAttention {
     chunk_bytes: i64,
     /// Which kernels the sparse form uses ([`SparseKernels`]).
     sparse_kernels: SparseKernels,
+    /// Which kernels the dense form uses without autograd ([`AttentionKernel`]).
+    kernel: AttentionKernel,
     name: String,
 }
 
@@ -213,6 +221,7 @@ impl EnergyAttention {
             head_mix,
             chunk_bytes: CPU_CHUNK_BYTES,
             sparse_kernels: SparseKernels::default(),
+            kernel: cfg.kernel,
             name: "attention".into(),
         }
     }
@@ -255,6 +264,13 @@ impl EnergyAttention {
     /// Sets the sparse form's kernels ([`SparseKernels::Auto`] by default).
     pub fn with_sparse_kernels(mut self, kernels: SparseKernels) -> Self {
         self.sparse_kernels = kernels;
+        self
+    }
+
+    /// Sets the dense form's kernels for calls without autograd ([`AttentionKernel::Auto`] by
+    /// default); energies and gradients agree to float rounding either way.
+    pub fn with_kernel(mut self, kernel: AttentionKernel) -> Self {
+        self.kernel = kernel;
         self
     }
 
@@ -401,7 +417,11 @@ impl Energy for EnergyAttention {
                 self.sparse_energy_from(&lse, g.size()[0])
             }
             None => {
-                let (q, k, _) = self.project_heads(&self.head_weights(), g);
+                let w = self.head_weights();
+                if !Self::records_graph(&w, g) && self.fused_applies(g, s) {
+                    return self.dense_fused(&w, g, s).0;
+                }
+                let (q, k, _) = self.project_heads(&w, g);
                 let energies = self.dense_chunks(g, &[&q, &k], s, |c, p| {
                     let logits = self.dense_logits(&c[0], &c[1], p);
                     self.energy_from_lse(&logits.logsumexp(-1, false), p.has.as_ref())
@@ -420,6 +440,9 @@ impl Energy for EnergyAttention {
         }
         let w = self.head_weights();
         if !Self::records_graph(&w, g) {
+            if self.fused_applies(g, s) {
+                return self.dense_fused(&w, g, s).1;
+            }
             return self.dense_tiled(&w, g, s, |_, _, _| ()).1;
         }
         let (q, k, unit) = self.project_heads(&w, g);
@@ -444,6 +467,9 @@ impl Energy for EnergyAttention {
         }
         let w = self.head_weights();
         if !Self::records_graph(&w, g) {
+            if self.fused_applies(g, s) {
+                return self.dense_fused(&w, g, s);
+            }
             let (energies, grad) = self.dense_tiled(&w, g, s, |logits, softmax, p| {
                 self.energy_from_lse(&Self::lse(logits, softmax), p.has.as_ref())
             });
