@@ -452,6 +452,7 @@ pub mod anomaly {
                         head_mixing: false,
                         beta_mode: BetaMode::SharedDivisor,
                         logit_clip: Some(5.0),
+                        ..AttentionConfig::default()
                     }),
                     TermConfig::new(&HopfieldMemoryConfig {
                         memories: 4 * d,
