@@ -8,7 +8,7 @@
 //!
 //! - [`image`]: masked image completion (Section 3; Tables 4 and 14), presets and the Table 14
 //!   ablations, for [`basin_tasks::image_completion`];
-//! - [`anomaly`]: node anomaly detection (Section 4; Table 6), for
+//! - [`anomaly`]: node anomaly detection (Section 4; Table 6) and the Table 13 ablations, for
 //!   [`basin_tasks::node_anomaly`];
 //! - [`graph`]: graph classification (Section 5; Table 9), for
 //!   [`basin_tasks::graph_classification`].
@@ -43,10 +43,26 @@ pub fn block(
     }
 }
 
+/// `block` with only the modules kept (ET Appendix F, Tables 13 and 14): the energy attention
+/// (ATT) if `attention`, the Hopfield memory (HN) if `hopfield`; other terms stay.
+pub fn keep_modules(block: &BlockConfig, attention: bool, hopfield: bool) -> BlockConfig {
+    let mut b = block.clone();
+    b.terms.retain(|t| {
+        if t.is::<AttentionConfig>() {
+            attention
+        } else if t.is::<HopfieldMemoryConfig>() {
+            hopfield
+        } else {
+            true
+        }
+    });
+    b
+}
+
 /// Masked image completion (ET Section 3, Appendix B; Tables 4 and 14).
 pub mod image {
     use basin_core::init::DenseInit;
-    use basin_core::{AttentionConfig, DynamicsConfig, HopfieldMemoryConfig};
+    use basin_core::{AttentionConfig, DynamicsConfig};
     use basin_tasks::TaskError;
     use basin_tasks::image_completion::{ImageCompletionConfig, ImageLoss};
 
@@ -137,18 +153,11 @@ pub mod image {
                 ));
             }
         };
-        let mut c = cfg.clone();
-        c.self_attention = selfatt;
-        c.block.terms.retain(|t| {
-            if t.is::<AttentionConfig>() {
-                att
-            } else if t.is::<HopfieldMemoryConfig>() {
-                hn
-            } else {
-                true
-            }
-        });
-        Ok(c)
+        Ok(ImageCompletionConfig {
+            self_attention: selfatt,
+            block: super::keep_modules(&cfg.block, att, hn),
+            ..cfg.clone()
+        })
     }
 }
 
@@ -200,6 +209,29 @@ pub mod anomaly {
             features: FeatureScaling::Standardize,
             ..NodeAnomalyConfig::default()
         }
+    }
+
+    /// The Table 13 ablations, in the paper's order: the attention alone, the Hopfield memory
+    /// alone, the full model.
+    pub const ABLATIONS: [&str; 3] = ["ATT-only", "HN-only", "ET"];
+
+    /// The Table 13 ablations of `cfg`, named as [`ABLATIONS`]: `ATT-only` (HN removed),
+    /// `HN-only` (ATT removed; each node then sees only its own features), `ET` (both).
+    pub fn ablations(cfg: &NodeAnomalyConfig) -> Vec<(&'static str, NodeAnomalyConfig)> {
+        [(true, false), (false, true), (true, true)]
+            .into_iter()
+            .zip(ABLATIONS)
+            .map(|((att, hn), name)| {
+                let block = super::keep_modules(&cfg.block, att, hn);
+                (
+                    name,
+                    NodeAnomalyConfig {
+                        block,
+                        ..cfg.clone()
+                    },
+                )
+            })
+            .collect()
     }
 
     /// The model for datasets Table 6 does not list: Y = 64, K = 128, T = 2, H = 1, without the

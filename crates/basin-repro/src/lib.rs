@@ -16,7 +16,9 @@
 //! | `et-table1` | [`et::anomaly_table1`]: node anomaly detection |
 //! | `et-table2` | [`et::tu_table2`]: TU graph classification |
 //! | `et-table7` | [`et::gnn_table7`]: PATTERN and CLUSTER node classification |
+//! | `et-table13` | [`et::ablation_table13`]: ATT and HN ablation of node anomaly detection |
 //! | `et-table14` | [`et::ablation_table14`]: module ablation of masked image completion |
+//! | `et-table15` | [`et::params_table15`]: parameters of ViT-Base, ALBERT ViT-Base and ET |
 //! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
 //! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
 //! | `cdat-table4` | [`cdat::cost_table4`]: parameters and time of GT, ET and CDAT |
@@ -43,9 +45,11 @@ pub mod tu;
 
 /// The Energy Transformer's tables.
 pub mod et {
+    pub mod ablation_table13;
     pub mod ablation_table14;
     pub mod anomaly_table1;
     pub mod gnn_table7;
+    pub mod params_table15;
     pub mod tu_table2;
 }
 
@@ -321,7 +325,9 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
     vec![
         &et::anomaly_table1::EtTable1,
         &et::tu_table2::EtTable2,
+        &et::ablation_table13::EtTable13,
         &et::ablation_table14::EtTable14,
+        &et::params_table15::EtTable15,
         &et::gnn_table7::EtTable7,
         &cdat::tu_tables::CdatTable1,
         &cdat::anomaly_table2::CdatTable2,

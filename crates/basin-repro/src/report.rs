@@ -29,6 +29,14 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/et-table2.toml"),
     ),
     (
+        "et-table13",
+        include_str!("../../../data/papers/et-table13.toml"),
+    ),
+    (
+        "et-table15",
+        include_str!("../../../data/papers/et-table15.toml"),
+    ),
+    (
         "et-table14",
         include_str!("../../../data/papers/et-table14.toml"),
     ),

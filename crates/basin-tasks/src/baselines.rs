@@ -32,6 +32,7 @@ use tch::nn::{self, Module, ModuleT};
 use tch::{Device, Kind, Tensor};
 
 use crate::graph_classification::graph_classes;
+use crate::transformer::{Transformer, TransformerConfig};
 use crate::{Result, TaskError, index_tensor};
 
 /// A two-layer MLP's size and regularisation.
@@ -552,22 +553,13 @@ impl Default for GraphTransformerConfig {
     }
 }
 
-struct TransformerLayer {
-    ln1: nn::LayerNorm,
-    qkv: nn::Linear,
-    out: nn::Linear,
-    ln2: nn::LayerNorm,
-    ff1: nn::Linear,
-    ff2: nn::Linear,
-}
-
 /// The graph transformer baseline.
 pub struct GraphTransformerLearner {
     vs: nn::VarStore,
     encoder: nn::Linear,
     cls: Tensor,
     pe_proj: Option<nn::Linear>,
-    layers: Vec<TransformerLayer>,
+    layers: Transformer,
     readout: nn::Linear,
     data: Arc<GraphDataset>,
     labels: Vec<i64>,
@@ -610,19 +602,17 @@ impl GraphTransformerLearner {
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let d = cfg.dim;
-        let layers = (0..cfg.layers)
-            .map(|l| {
-                let p = &root / format!("layer{l}");
-                TransformerLayer {
-                    ln1: nn::layer_norm(&p / "ln1", vec![d], Default::default()),
-                    qkv: nn::linear(&p / "qkv", d, 3 * d, Default::default()),
-                    out: nn::linear(&p / "out", d, d, Default::default()),
-                    ln2: nn::layer_norm(&p / "ln2", vec![d], Default::default()),
-                    ff1: nn::linear(&p / "ff1", d, cfg.ffn * d, Default::default()),
-                    ff2: nn::linear(&p / "ff2", cfg.ffn * d, d, Default::default()),
-                }
-            })
-            .collect();
+        let layers = Transformer::new(
+            &root,
+            &TransformerConfig {
+                dim: d,
+                heads: cfg.heads,
+                layers: cfg.layers,
+                ffn: cfg.ffn,
+                shared: false,
+                bias: true,
+            },
+        )?;
         Ok(Self {
             encoder: nn::linear(&root / "encoder", f, d, Default::default()),
             cls: root.var(
@@ -677,30 +667,12 @@ impl GraphTransformerLearner {
         if let (Some(proj), Some(pe)) = (&self.pe_proj, pe) {
             x = x + proj.forward(pe);
         }
-        let (bs, h, d) = (x.size()[0], self.cfg.heads, self.cfg.dim);
-        let y = d / h;
         // Each token attends its neighbours, the CLS token and itself; padded rows get no keys.
         let eye = Tensor::eye(n, (Kind::Bool, x.device())).unsqueeze(0);
         let allowed = (mask.logical_or(&eye)).logical_and(&padding.unsqueeze(1));
         let blocked = allowed.logical_not().unsqueeze(1); // [B, 1, N, N]
         let real = padding.to_kind(x.kind()).unsqueeze(-1);
-        for layer in &self.layers {
-            let qkv = layer
-                .qkv
-                .forward(&layer.ln1.forward(&x))
-                .view([bs, n, 3, h, y])
-                .permute([2, 0, 3, 1, 4]); // [3, B, H, N, Y]
-            let (q, k, v) = (qkv.get(0), qkv.get(1), qkv.get(2));
-            let scores =
-                (q.matmul(&k.transpose(-1, -2)) / (y as f64).sqrt()).masked_fill(&blocked, -1e9);
-            let att = scores.softmax(-1, scores.kind()).matmul(&v); // [B, H, N, Y]
-            let att = att.permute([0, 2, 1, 3]).reshape([bs, n, d]);
-            x = (&x + layer.out.forward(&att)) * &real;
-            let ff = layer
-                .ff2
-                .forward(&layer.ff1.forward(&layer.ln2.forward(&x)).gelu("none"));
-            x = (&x + ff) * &real;
-        }
+        let x = self.layers.forward(&x, Some(&blocked), Some(&real));
         Ok(self.readout.forward(&x.select(1, 0)))
     }
 

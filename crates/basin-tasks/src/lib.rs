@@ -19,6 +19,8 @@
 //! - [`baselines`]: what every report sets beside the energy models on the same splits — a
 //!   no-graph baseline (pooled node features → MLP), GIN, and the node-anomaly floor (features
 //!   and neighbour means → MLP).
+//! - [`transformer`]: the standard pre-norm softmax Transformer (ViT) the energy blocks are
+//!   compared with (the graph-transformer baseline, ET Table 15's ViT rows).
 //! - `testing` (feature `testing`, for test builds): what learners' tests share (toy
 //!   datasets, a trained classifier's accuracy, the check that size buckets change no answer).
 
@@ -31,6 +33,7 @@ pub mod run;
 pub mod task;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod transformer;
 
 /// Errors of basin-tasks.
 #[derive(Debug, thiserror::Error)]

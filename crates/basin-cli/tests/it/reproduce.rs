@@ -227,6 +227,47 @@ fn et_table1_quick() {
     }
 }
 
+/// ET Table 13: the three models of the ablation on the same split and runs, each with the
+/// modules its name says (one term without the other module, two for the full model).
+#[test]
+fn et_table13_quick() {
+    basin_data::require_data!("anomaly/reddit.npz");
+    let json = reproduce(
+        "et-table13",
+        &["--dataset", "reddit"],
+        &[
+            "reddit-40pct/HN-only/energy.png",
+            "reddit-1pct/ATT-only/energy.png",
+        ],
+    );
+    for row in list(&json, "results") {
+        let models = list(row, "models");
+        assert_eq!(names(models, "model"), ["ATT-only", "HN-only", "ET"]);
+        let terms = |m: &str| list(&entry(models, "model", m)["config"]["block"], "terms").len();
+        assert_eq!(
+            (terms("ATT-only"), terms("HN-only"), terms("ET")),
+            (1, 1, 2)
+        );
+        for m in models {
+            finite(&m["report"]["aggregate"]["test_auc"][0]);
+        }
+        finite(&row["floor"]["aggregate"]["test_auc"][0]);
+    }
+}
+
+/// ET Table 15: the built counts, without biases, and the cells that match the paper's.
+#[test]
+fn et_table15_counts() {
+    let json = reproduce("et-table15", &[], &[]);
+    let rows = list(&json, "rows");
+    let total = |m: &str| entry(rows, "model", m)["total"].as_i64().unwrap();
+    assert_eq!(total("ET"), 4_872_193);
+    assert_eq!(total("ALBERT ViT-Base"), 8_412_672);
+    assert_eq!(total("ViT-Base"), 86_286_336);
+    let (ours, paper) = headline(&json, "ET parameters, no biases");
+    assert_eq!((ours.as_str(), paper.as_deref()), ("4.87M", Some("4.87M")));
+}
+
 #[test]
 fn et_table2_quick() {
     basin_data::require_data!("tu/MUTAG");

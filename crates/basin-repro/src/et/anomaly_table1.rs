@@ -106,19 +106,6 @@ pub fn options(preset: Preset) -> AnomalyOptions {
     }
 }
 
-/// Y, K, T, H of a model config, as Table 6 lists them.
-fn table6_of(cfg: &NodeAnomalyConfig) -> String {
-    let att = cfg.block.term::<AttentionConfig>();
-    let hop = cfg.block.term::<HopfieldMemoryConfig>();
-    format!(
-        "{}, {}, {}, {}",
-        att.as_ref().map_or(0, |a| a.head_dim),
-        hop.map_or(0, |h| h.memories),
-        cfg.block.steps,
-        att.map_or(0, |a| a.heads)
-    )
-}
-
 impl PaperTable {
     /// The rows in the shared form of the anomaly tables (ET and BWGNN per row).
     fn rows(&self) -> Vec<anomaly::PaperRow> {
@@ -136,22 +123,40 @@ impl PaperTable {
     }
 }
 
+/// ET's model at a dataset and training ratio: Table 6's row where the paper has it, the
+/// defaults (`basin_et::anomaly::default_model`) otherwise.
+pub fn table6_models() -> Result<impl Fn(&str, f64) -> NodeAnomalyConfig> {
+    let paper: PaperTable = report::paper("et-table1")?;
+    Ok(move |dataset: &str, ratio: f64| {
+        report::find_row(&paper.rows, &report::ratio_key(dataset, ratio), |r| {
+            report::ratio_key(&r.dataset, r.ratio)
+        })
+        .map_or_else(default_model, |r| table6(r.table6))
+    })
+}
+
+/// Y, K, T, H of a model config, as Table 6 lists them (0 for a module it lacks).
+pub fn table6_of(cfg: &NodeAnomalyConfig) -> String {
+    let att = cfg.block.term::<AttentionConfig>();
+    let hop = cfg.block.term::<HopfieldMemoryConfig>();
+    format!(
+        "{}, {}, {}, {}",
+        att.as_ref().map_or(0, |a| a.head_dim),
+        hop.map_or(0, |h| h.memories),
+        cfg.block.steps,
+        att.map_or(0, |a| a.heads)
+    )
+}
+
 /// Runs Table 1 with `opts`: ET with Table 6's row where the paper has the dataset, the
 /// defaults otherwise.
 pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
     let paper: PaperTable = report::paper("et-table1")?;
     let mut missing = Missing::default();
+    let model_for = table6_models()?;
     let results = anomaly::run(
         opts,
-        |dataset, ratio, _| {
-            let row = report::find_row(&paper.rows, &report::ratio_key(dataset, ratio), |r| {
-                report::ratio_key(&r.dataset, r.ratio)
-            });
-            vec![anomaly::TableModel::new(
-                "ET",
-                row.map_or_else(default_model, |r| table6(r.table6)),
-            )]
-        },
+        |dataset, ratio, _| vec![anomaly::TableModel::new("ET", model_for(dataset, ratio))],
         ctx,
         &mut missing,
     )?;

@@ -1,0 +1,155 @@
+//! `et-table13`: the module ablation of ET on node anomaly detection (ET Appendix F.1,
+//! Table 13): the attention alone (HN removed), the Hopfield memory alone (ATT removed: each
+//! node then sees only its own features, a recurrent MLP) and the full model, each with
+//! Table 6's hyperparameters, on every anomaly graph found at 1 % and 40 % training, on the
+//! same split and runs as Table 1 ([`crate::anomaly`]), with the floor beside them.
+
+use basin_et::anomaly::{ABLATIONS, ablations};
+use serde::Deserialize;
+
+use crate::anomaly::{self, DATASETS, TableModel};
+use crate::et::anomaly_table1::{options, table6_models, table6_of};
+use crate::report::{self, Missing, Report};
+use crate::{Context, Override, Preset, Reproduction, Result, selected};
+
+/// ET Table 13.
+#[derive(Debug)]
+pub struct EtTable13;
+
+#[derive(Debug, Deserialize)]
+struct PaperRow {
+    dataset: String,
+    ratio: f64,
+    att_f1: [f64; 2],
+    hn_f1: [f64; 2],
+    et_f1: [f64; 2],
+    att_auc: [f64; 2],
+    hn_auc: [f64; 2],
+    et_auc: [f64; 2],
+}
+
+#[derive(Debug, Deserialize)]
+struct PaperTable {
+    rows: Vec<PaperRow>,
+}
+
+impl PaperTable {
+    /// The rows in the shared form of the anomaly tables, named as [`ABLATIONS`].
+    fn rows(&self) -> Vec<anomaly::PaperRow> {
+        self.rows
+            .iter()
+            .map(|r| anomaly::PaperRow {
+                dataset: r.dataset.clone(),
+                ratio: r.ratio,
+                models: vec![
+                    (ABLATIONS[0].into(), r.att_f1, r.att_auc),
+                    (ABLATIONS[1].into(), r.hn_f1, r.hn_auc),
+                    (ABLATIONS[2].into(), r.et_f1, r.et_auc),
+                ],
+            })
+            .collect()
+    }
+}
+
+impl Reproduction for EtTable13 {
+    fn id(&self) -> &'static str {
+        "et-table13"
+    }
+    fn title(&self) -> &'static str {
+        "ET Table 13: ATT-only, HN-only and full ET on node anomaly detection (macro-F1, AUC)"
+    }
+    fn paper(&self) -> &'static str {
+        "energy-transformer.txt, Appendix F.1, Table 13 (hyperparameters: Table 6)"
+    }
+    fn datasets(&self) -> &'static [&'static str] {
+        DATASETS
+    }
+    fn presets(&self) -> &'static [Preset] {
+        &[Preset::Paper, Preset::Cpu, Preset::Quick]
+    }
+    fn accepts(&self) -> &'static [Override] {
+        &[Override::Epochs, Override::Dataset]
+    }
+    fn shards(&self) -> bool {
+        true
+    }
+    fn run(&self, ctx: &Context) -> Result<Report> {
+        let mut opts = options(ctx.preset);
+        if let Some(e) = ctx.overrides.epochs {
+            opts.epochs = e;
+        }
+        opts.datasets = selected(self, ctx, DATASETS);
+        let paper: PaperTable = report::paper("et-table13")?;
+        let model_for = table6_models()?;
+        let mut missing = Missing::default();
+        let results = anomaly::run(
+            &opts,
+            |dataset, ratio, _| {
+                ablations(&model_for(dataset, ratio))
+                    .into_iter()
+                    .map(|(name, cfg)| TableModel::new(name, cfg))
+                    .collect()
+            },
+            ctx,
+            &mut missing,
+        )?;
+        let ykth = |r: &anomaly::AnomalyResult| {
+            r.model("ET")
+                .map_or(String::new(), |m| table6_of(&m.config))
+        };
+        // The drop of each ablation against the full model, macro-F1 and AUC (the paper's ▼).
+        let drops = |r: &anomaly::AnomalyResult| {
+            let mean = |m: &str, metric: &str| {
+                r.model(m)
+                    .and_then(|m| m.report.mean_std(metric))
+                    .map(|(mean, _)| mean * 100.0)
+            };
+            ABLATIONS[..2]
+                .iter()
+                .map(|m| {
+                    let d = |metric: &str| match (mean(m, metric), mean("ET", metric)) {
+                        (Some(a), Some(f)) => format!("{:+.1}", a - f),
+                        _ => "–".into(),
+                    };
+                    format!("{m} {} / {}", d("test_macro_f1"), d("test_auc"))
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let (table, headline) = anomaly::results_table(
+            &results,
+            &paper.rows(),
+            &ABLATIONS,
+            &opts.ratios,
+            &[
+                ("against full ET (F1 / AUC)", &drops),
+                ("Y, K, T, H", &ykth),
+            ],
+        );
+        let mut md =
+            String::from("# ET Table 13 — ATT and HN ablation, node anomaly detection\n\n");
+        md.push_str(&report::banner(
+            ctx.preset,
+            &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
+        ));
+        md.push_str(&anomaly::protocol_note(&opts));
+        md.push_str("Models: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset, `basin_et::anomaly::default_model` otherwise (as `et-table1`); **ATT-only** drops the Hopfield memory, **HN-only** drops the energy attention (`basin_et::anomaly::ablations`), everything else — encoder, norm, readout, steps, optimiser — unchanged. The paper's columns are its Table 13 (its full model is Table 1's ET).\n\n");
+        md.push_str(&table);
+        md.push_str(&missing.to_markdown());
+        md.push_str("\nEnergy of the whole graph per descent step, run 0's selected model in evaluation mode:\n");
+        md.push_str(&anomaly::curves_markdown(&results));
+        let seconds: f64 = results.iter().map(|r| r.seconds).sum();
+        md.push_str(&report::footer(
+            ctx,
+            Some(seconds),
+            "Run records under `<dataset>-<ratio>pct/<model>/run-<r>/`.",
+        ));
+        let ran = results.len();
+        Ok(Report::new(
+            md,
+            &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
+            ran,
+        )?
+        .with_headline(headline))
+    }
+}
