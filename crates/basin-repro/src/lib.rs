@@ -16,6 +16,7 @@
 //! | `et-table1` | [`et::anomaly_table1`]: node anomaly detection |
 //! | `et-table2` | [`et::tu_table2`]: TU graph classification |
 //! | `et-table7` | [`et::gnn_table7`]: PATTERN and CLUSTER node classification |
+//! | `et-table12` | [`et::heterogeneous_table12`]: anomaly detection over relation subgraphs |
 //! | `et-table13` | [`et::ablation_table13`]: ATT and HN ablation of node anomaly detection |
 //! | `et-table14` | [`et::ablation_table14`]: module ablation of masked image completion |
 //! | `et-table15` | [`et::params_table15`]: parameters of ViT-Base, ALBERT ViT-Base and ET |
@@ -49,6 +50,7 @@ pub mod et {
     pub mod ablation_table14;
     pub mod anomaly_table1;
     pub mod gnn_table7;
+    pub mod heterogeneous_table12;
     pub mod params_table15;
     pub mod tu_table2;
 }
@@ -325,6 +327,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
     vec![
         &et::anomaly_table1::EtTable1,
         &et::tu_table2::EtTable2,
+        &et::heterogeneous_table12::EtTable12,
         &et::ablation_table13::EtTable13,
         &et::ablation_table14::EtTable14,
         &et::params_table15::EtTable15,

@@ -29,6 +29,10 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/et-table2.toml"),
     ),
     (
+        "et-table12",
+        include_str!("../../../data/papers/et-table12.toml"),
+    ),
+    (
         "et-table13",
         include_str!("../../../data/papers/et-table13.toml"),
     ),
