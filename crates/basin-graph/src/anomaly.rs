@@ -332,9 +332,9 @@ pub fn generate_relation_planted(cfg: &RelationPlantedConfig) -> Result<NodeData
         anomalous[a] = true;
     }
     let mut relations = [Vec::new(), Vec::new()];
-    for v in 0..n {
+    for (v, &anomaly) in anomalous.iter().enumerate() {
         // Relation 0 to X nodes and relation 1 to Y nodes, swapped for an anomaly.
-        let (first, second) = if anomalous[v] { (&ys, &xs) } else { (&xs, &ys) };
+        let (first, second) = if anomaly { (&ys, &xs) } else { (&xs, &ys) };
         for (pairs, pool) in relations.iter_mut().zip([first, second]) {
             let mut linked = 0;
             while linked < cfg.degree {

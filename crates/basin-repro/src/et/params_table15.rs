@@ -71,9 +71,20 @@ fn sum_under(w: &BTreeMap<String, i64>, prefix: &str) -> i64 {
         .sum()
 }
 
-/// The three rows of Table 15, built: ViT-Base, ALBERT ViT-Base and ET; and the named weights of
-/// the ET model and of one ViT layer, for the breakdown.
-pub fn count() -> Result<(Vec<Counted>, BTreeMap<String, i64>, BTreeMap<String, i64>)> {
+/// What [`count`] finds.
+#[derive(Clone, Debug)]
+pub struct Counts {
+    /// The three rows of Table 15: ViT-Base, ALBERT ViT-Base and ET.
+    pub rows: Vec<Counted>,
+    /// The ET model's weights by name.
+    pub et: BTreeMap<String, i64>,
+    /// One ViT layer's weights by name.
+    pub vit_layer: BTreeMap<String, i64>,
+}
+
+/// The three rows of Table 15, built, and the named weights of the ET model and of one ViT
+/// layer, for the breakdown.
+pub fn count() -> Result<Counts> {
     let cfg = basin_et::image::imagenet();
     let et_vs = nn::VarStore::new(Device::Cpu);
     ImageCompletion::new(&et_vs.root(), &cfg)?;
@@ -108,15 +119,15 @@ pub fn count() -> Result<(Vec<Counted>, BTreeMap<String, i64>, BTreeMap<String, 
         per_block,
         frame,
     };
-    Ok((
-        vec![
+    Ok(Counts {
+        rows: vec![
             row("ViT-Base", vit_total, vit_layer),
             row("ALBERT ViT-Base", albert_total, albert_layer),
             row("ET", block, block),
         ],
         et,
-        layer,
-    ))
+        vit_layer: layer,
+    })
 }
 
 /// `n` in millions at the paper's precision.
@@ -150,7 +161,11 @@ impl Reproduction for EtTable15 {
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("et-table15")?;
-        let (rows, et, layer) = count()?;
+        let Counts {
+            rows,
+            et,
+            vit_layer: layer,
+        } = count()?;
         let base = &rows[0];
         let mut md =
             String::from("# ET Table 15 — parameters of ViT-Base, ALBERT ViT-Base and ET\n\n");
@@ -316,7 +331,7 @@ mod tests {
     /// norm's scale. ET's total, both per-block counts and ALBERT's total round to the paper's.
     #[test]
     fn the_counts_follow_from_the_architectures() {
-        let (rows, et, _) = count().unwrap();
+        let Counts { rows, et, .. } = count().unwrap();
         let d = 768;
         let frame = 2 * d * d + d + d + 197 * d + d;
         let et_block = 2 * 12 * 64 * d + 3072 * d + 1;
