@@ -172,6 +172,28 @@ fn etimage_learns_to_complete_stripes_and_descends() {
         .unwrap()
         .to_rgb8();
     assert_eq!(dynamics.dimensions().1, 4 + 3 * (64 + 4));
+
+    // Figures 8 and 9: the worst and the best images by MSE averaged over the seeds, ranked as
+    // the evaluation scores each image.
+    let seeds = [0, 1];
+    let (worst, best) = learner
+        .write_extremes(&test, &seeds, 5, dir.path())
+        .unwrap();
+    let per = learner.evaluate(&test, &seeds).unwrap().per_image;
+    let mse_of = |item: usize| per[test.iter().position(|&t| t == item).unwrap()];
+    let (w, b): (Vec<f64>, Vec<f64>) = (
+        worst.iter().map(|&i| mse_of(i)).collect(),
+        best.iter().map(|&i| mse_of(i)).collect(),
+    );
+    let max = per.iter().copied().fold(f64::MIN, f64::max);
+    let min = per.iter().copied().fold(f64::MAX, f64::min);
+    assert_eq!((w[0], b[0]), (max, min));
+    assert!(w.windows(2).all(|p| p[0] >= p[1]) && b.windows(2).all(|p| p[0] <= p[1]));
+    assert!(w[4] >= b[4], "{w:?} {b:?}");
+    for f in ["worst.png", "best.png"] {
+        let img = image::open(dir.path().join(f)).unwrap().to_rgb8();
+        assert_eq!(img.dimensions(), (130 + 4 + 5 * (64 + 4), 4 + 3 * (64 + 4)));
+    }
 }
 
 #[test]

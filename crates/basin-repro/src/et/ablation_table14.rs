@@ -423,7 +423,8 @@ fn markdown(
     md.push_str(&t.to_markdown());
     md.push_str("\nPictures per run: `<dataset>/<ablation>/reconstructions.png` (masked input / completed / original), `energy.png`, \
                  `dynamics.png` (tokens and each module's gradient decoded over the steps, Figure 4), `memories.png` (Hopfield memories \
-                 decoded, Figure 5).\n");
+                 decoded, Figure 5), `worst.png` and `best.png` (the 8 test images of largest and smallest masked-patch MSE averaged \
+                 over the masking seeds, Figures 8 and 9).\n");
     md.push_str(&missing.to_markdown());
     md
 }

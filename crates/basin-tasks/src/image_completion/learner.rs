@@ -65,6 +65,9 @@ pub struct Reconstruction {
     pub mse_mean_predictor: f64,
     /// Baseline on the same masks: predicting each image's mean over its visible patches.
     pub mse_visible_mean: f64,
+    /// Each image's masked-patch MSE averaged over the seeds, in the order of the items.
+    #[serde(skip)]
+    pub per_image: Vec<f64>,
 }
 
 impl ImageLearner {
@@ -226,6 +229,7 @@ impl ImageLearner {
             evaluated: count,
             mse_mean_predictor: base_mean / count.max(1) as f64,
             mse_visible_mean: base_visible / count.max(1) as f64,
+            per_image,
         })
     }
 }
@@ -365,7 +369,7 @@ impl ImageLearner {
         )?)
     }
 
-    /// Masked input / completion / original for `items` (ET Figures 3, 8, 9).
+    /// Masked input / completion / original for `items` (ET Figure 3).
     pub fn write_reconstructions(&self, items: &[usize], seed: u64, path: &Path) -> Result<()> {
         let (pred, b) = tch::no_grad(|| self.run_batch(items, &self.eval_pipe, seed, false))?;
         let grey = b.patches.full_like(0.0);
@@ -383,6 +387,31 @@ impl ImageLearner {
         }
         image_grid(path, &rows, &["masked input", "completed", "original"], 4)
             .map_err(|e| TaskError::config("picture", e.to_string()))
+    }
+
+    /// ET Figures 8 and 9: the `count` images of `items` with the largest and the smallest
+    /// masked-patch MSE averaged over the masking `seeds`, drawn as
+    /// [`write_reconstructions`](Self::write_reconstructions) draws them (under the first seed's
+    /// masking) into `worst.png` and `best.png` under `dir`. Returns the two lists of items,
+    /// worst first and best first.
+    pub fn write_extremes(
+        &self,
+        items: &[usize],
+        seeds: &[u64],
+        count: usize,
+        dir: &Path,
+    ) -> Result<(Vec<usize>, Vec<usize>)> {
+        let r = self.evaluate(items, seeds)?;
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by(|&a, &b| r.per_image[b].total_cmp(&r.per_image[a]));
+        let worst: Vec<usize> = order.iter().take(count).map(|&k| items[k]).collect();
+        let best: Vec<usize> = order.iter().rev().take(count).map(|&k| items[k]).collect();
+        let seed = seeds.first().copied().unwrap_or(0);
+        if !worst.is_empty() {
+            self.write_reconstructions(&worst, seed, &dir.join("worst.png"))?;
+            self.write_reconstructions(&best, seed, &dir.join("best.png"))?;
+        }
+        Ok((worst, best))
     }
 
     /// The first `count` Hopfield memories decoded to patches (ET Figure 5).

@@ -118,6 +118,8 @@ impl Task for ImageRun {
             return Ok(Vec::new());
         };
         learner.write_reconstructions(&shown, seed, &dir.join("reconstructions.png"))?;
+        // Figures 8 and 9 over the held-out images (the paper's IN1K validation set).
+        learner.write_extremes(&run.test(), &self.protocol.test_seeds(), 8, dir)?;
         let terms = learner.write_dynamics(first, seed, &dir.join("dynamics.png"))?;
         learner.write_memories(100, &dir.join("memories.png"))?;
         Ok(terms)
