@@ -23,6 +23,7 @@
 //! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
 //! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
 //! | `cdat-table4` | [`cdat::cost_table4`]: parameters and time of GT, ET and CDAT |
+//! | `cdat-params` | [`cdat::params_tables13_14`]: parameter counts of CDAT and ET (Tables 13, 14) |
 //! | `sfi-table1` | [`sfi::lrgb_table1`]: Peptides-func, GatedGCN/GPS/DFi/SFi beside a no-graph model |
 //! | `sfi-table2` | [`sfi::gnn_table2`]: PATTERN and CLUSTER (regenerated) |
 //! | `sfi-table3` | [`sfi::ablation_table3`]: λ*, α and attention ablations on Peptides-func |
@@ -59,6 +60,7 @@ pub mod et {
 pub mod cdat {
     pub mod anomaly_table2;
     pub mod cost_table4;
+    pub mod params_tables13_14;
     pub mod tu_tables;
 }
 
@@ -337,6 +339,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &cdat::cost_table4::CdatTable4,
         &cdat::tu_tables::CdatTable3,
         &cdat::tu_tables::CdatTable11,
+        &cdat::params_tables13_14::CdatParams,
         &sfi::lrgb_table1::SfiTable1,
         &sfi::gnn_table2::SfiTable2,
         &sfi::ablation_table3::SfiTable3,
@@ -642,7 +645,15 @@ mod tests {
     fn a_table_is_found_by_its_full_or_its_unique_short_name() {
         assert_eq!(find("et-table14").map(|t| t.id()).ok(), Some("et-table14"));
         assert_eq!(find("table14").map(|t| t.id()).ok(), Some("et-table14"));
-        assert_eq!(find("params").map(|t| t.id()).ok(), Some("sfi-params"));
+        assert_eq!(find("table15").map(|t| t.id()).ok(), Some("et-table15"));
+        let err = find("params")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("`cdat-params`") && err.contains("`sfi-params`"),
+            "{err}"
+        );
         let err = find("table3")
             .err()
             .map(|e| e.to_string())

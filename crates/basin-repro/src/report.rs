@@ -61,6 +61,10 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/cdat-table4.toml"),
     ),
     (
+        "cdat-params",
+        include_str!("../../../data/papers/cdat-params.toml"),
+    ),
+    (
         "cdat-table11",
         include_str!("../../../data/papers/cdat-table11.toml"),
     ),

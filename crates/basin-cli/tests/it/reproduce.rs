@@ -301,6 +301,20 @@ fn et_table12_quick() {
     }
 }
 
+/// CDAT Tables 13 and 14: the reference models built and counted, every printed cell matched.
+#[test]
+fn cdat_params_counts() {
+    let json = reproduce("cdat-params", &[], &[]);
+    let total = |table: &str, m: &str| {
+        entry(list(&json, table), "model", m)["total"]
+            .as_i64()
+            .unwrap()
+    };
+    assert_eq!(total("anomaly", "CDAT"), 4_294_839);
+    assert_eq!(total("graph", "ET"), 1_058_306);
+    assert_eq!(json["matched"], json["cells"]);
+}
+
 /// ET Table 15: the built counts, without biases, and the cells that match the paper's.
 #[test]
 fn et_table15_counts() {
