@@ -103,6 +103,7 @@ pub mod image {
             loss: ImageLoss::MaskedMse,
             recompute: false,
             dense_init: DenseInit::Tch,
+            vit: None,
         }
     }
 

@@ -110,6 +110,7 @@ pub fn model() -> ImageCompletionConfig {
         loss: ImageLoss::MaskedMse,
         recompute: false,
         dense_init: Default::default(),
+        vit: None,
     }
 }
 

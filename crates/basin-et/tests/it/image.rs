@@ -33,6 +33,7 @@ fn small_config() -> ImageCompletionConfig {
         loss: ImageLoss::MaskedMse,
         recompute: false,
         dense_init: Default::default(),
+        vit: None,
     }
 }
 
@@ -279,5 +280,99 @@ fn recomputed_training_matches_the_unrolled_graph() {
             (p - r).abs() <= 1e-4 * p.abs(),
             "unrolled {plain:?} vs recomputed {recomputed:?}"
         );
+    }
+}
+
+/// ET Table 16's ViT in ET's frame: its weights under `vit.`, none under `block.`, no energy
+/// trace, and it learns to complete the stripes as ET does; a width other than the frame's and
+/// recomputation are refused by name.
+#[test]
+fn a_vit_in_the_same_frame_completes_stripes() {
+    use basin_tasks::transformer::TransformerConfig;
+    let _generator = lock_generator();
+    tch::manual_seed(0);
+    let vit = TransformerConfig {
+        dim: 32,
+        heads: 2,
+        layers: 2,
+        ffn: 2,
+        shared: false,
+        bias: true,
+    };
+    let cfg = ImageCompletionConfig {
+        vit: Some(vit.clone()),
+        ..small_config()
+    };
+    let mut learner = stripes_learner(&cfg, 640, 1);
+    let names: Vec<String> = learner.vs.variables().into_keys().collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("vit.layer1.")),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.starts_with("block.")), "{names:?}");
+    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
+        (0..512).collect(),
+        (512..576).collect(),
+        (576..640).collect(),
+    );
+    let record = stripes_runner("stripes-vit", 8)
+        .fit(
+            &mut learner,
+            &train,
+            &[("train", &train), ("val", &val), ("test", &test)],
+            |l, _, _| val_mse(l, &val),
+            |l, _| Ok(summary("test_", &l.evaluate(&test, &[0, 1])?)),
+        )
+        .unwrap();
+    let mse = record.summary["test_mse"];
+    assert!(
+        mse < 0.5,
+        "masked MSE {mse} is not well below the mean predictor's ≈1"
+    );
+    let b = PatchBatchOnDevice::new(
+        &learner
+            .eval_pipe
+            .batch(&learner.data, &test[..4], 3)
+            .unwrap(),
+        Device::Cpu,
+    );
+    let (_, trace) = tch::no_grad(|| {
+        learner
+            .model
+            .forward(&b, false, Some(TraceOptions::default()))
+    });
+    assert!(trace.is_none());
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        learner
+            .write_dynamics(test[0], 0, &dir.path().join("dynamics.png"))
+            .unwrap()
+            .is_empty()
+    );
+    for (bad, field) in [
+        (
+            ImageCompletionConfig {
+                vit: Some(TransformerConfig {
+                    dim: 16,
+                    ..vit.clone()
+                }),
+                ..small_config()
+            },
+            "vit.dim",
+        ),
+        (
+            ImageCompletionConfig {
+                recompute: true,
+                ..cfg.clone()
+            },
+            "recompute",
+        ),
+    ] {
+        let err = bad
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains(field), "{err}");
     }
 }

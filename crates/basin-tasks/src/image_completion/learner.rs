@@ -259,12 +259,10 @@ impl Learner for ImageLearner {
         let b = self.prepare(items, &self.train_pipe, seed)?;
         basin_core::device::synchronize(self.device());
         let data = t0.elapsed().as_secs_f64();
-        let pred = if self.model.cfg.recompute {
+        let recomputed = self.model.block().filter(|_| self.model.cfg.recompute);
+        let pred = if let Some(block) = recomputed {
             let x0 = self.model.encode(&b.patches, &b.masked);
-            let (x, pending) = self
-                .model
-                .block
-                .run_recomputed(&x0, &self.model.structure(), true);
+            let (x, pending) = block.run_recomputed(&x0, &self.model.structure(), true);
             self.pending = Some(pending);
             self.model.decode(&x)
         } else {
@@ -274,8 +272,8 @@ impl Learner for ImageLearner {
     }
 
     fn after_backward(&mut self) {
-        if let Some(pending) = self.pending.take() {
-            pending.backward(&self.model.block, &self.model.structure());
+        if let (Some(pending), Some(block)) = (self.pending.take(), self.model.block()) {
+            pending.backward(block, &self.model.structure());
         }
     }
 
@@ -449,7 +447,8 @@ impl ImageLearner {
 
     /// ET Figure 4: for one image, the completion decoded from the tokens at a few steps, and
     /// each module's gradient `∂E_i/∂g` decoded through the decoder's linear map (stretched to
-    /// [0, 1]); also returns the trace's mean energies per term.
+    /// [0, 1]); also returns the trace's mean energies per term (with a ViT: nothing, and no
+    /// picture).
     pub fn write_dynamics(
         &self,
         item: usize,
@@ -460,9 +459,13 @@ impl ImageLearner {
             &self.eval_pipe.batch(&self.data, &[item], seed)?,
             self.device(),
         );
+        // A ViT has no energy to trace.
+        let Some(block) = self.model.block() else {
+            return Ok(Vec::new());
+        };
         let (_, trace) = tch::no_grad(|| {
             let x0 = self.model.encode(&b.patches, &b.masked);
-            self.model.block.run(
+            block.run(
                 &x0,
                 &self.model.structure(),
                 false,

@@ -22,6 +22,7 @@ use basin_core::{BlockConfig, EnergyBlock, Structure, Trace, TraceOptions};
 use basin_image::PatchBatch;
 
 use crate::prefix_field;
+use crate::transformer::{Transformer, TransformerConfig};
 use crate::{Result, TaskError};
 
 mod draw;
@@ -73,6 +74,11 @@ pub struct ImageCompletionConfig {
     /// without this field) or `flax` as the ET reference code (JAX) starts its `nn.Dense`
     /// layers (`basin_core::init`).
     pub dense_init: DenseInit,
+    /// ET Table 16's comparison: a ViT (`basin_tasks::transformer`: softmax attention with
+    /// W_V, an MLP, LayerNorms; every patch attends to itself) in place of the energy block, in
+    /// the same frame of patching, masking, tokens and decoder; `block` then only sets the
+    /// token width, which `vit.dim` must equal. Default none (the energy block).
+    pub vit: Option<TransformerConfig>,
 }
 
 impl Default for ImageCompletionConfig {
@@ -90,6 +96,7 @@ impl Default for ImageCompletionConfig {
             loss: ImageLoss::MaskedMse,
             recompute: false,
             dense_init: DenseInit::Tch,
+            vit: None,
         }
     }
 }
@@ -122,13 +129,40 @@ impl ImageCompletionConfig {
                 format!("1 or 3, got {}", self.channels),
             ));
         }
+        if let Some(vit) = &self.vit {
+            if vit.dim != self.block.dim {
+                return Err(TaskError::config(
+                    "vit.dim",
+                    format!(
+                        "the token width block.dim = {}, got {}",
+                        self.block.dim, vit.dim
+                    ),
+                ));
+            }
+            if self.recompute {
+                return Err(TaskError::config(
+                    "recompute",
+                    "recomputes the energy block's descent; a `vit` has none, so set it false",
+                ));
+            }
+            vit.validate()?;
+        }
         self.block.validate().map_err(|e| prefix_field("block", e))
     }
 }
 
+/// What carries the tokens from the encoder to the decoder.
+#[derive(Debug)]
+enum Backbone {
+    /// The energy block, descended (ET).
+    Energy(EnergyBlock),
+    /// A softmax Transformer (ET Table 16's ViT).
+    Vit(Transformer),
+}
+
 /// The model. Parameter names: `encoder.{weight,bias}`, `mask_token`, `cls_token`, `pos`,
-/// `block.…` (the block's checkpoint names), `decoder_norm.{weight,bias}`,
-/// `decoder.{weight,bias}`.
+/// `block.…` (the block's checkpoint names; `vit.layer<l>.…` with a ViT),
+/// `decoder_norm.{weight,bias}`, `decoder.{weight,bias}`.
 #[derive(Debug)]
 pub struct ImageCompletion {
     /// The configuration.
@@ -137,8 +171,7 @@ pub struct ImageCompletion {
     mask_token: Tensor,
     cls_token: Option<Tensor>,
     pos: Tensor,
-    /// The ET block.
-    pub block: EnergyBlock,
+    backbone: Backbone,
     decoder_norm: nn::LayerNorm,
     decoder: nn::Linear,
     memories: Option<Tensor>,
@@ -183,14 +216,20 @@ impl ImageCompletion {
             stdev: cfg.token_init_std,
         };
         let n = cfg.tokens() + i64::from(cfg.cls_token);
-        let block = EnergyBlock::new(&(path / "block"), &cfg.block)
-            .map_err(|e| prefix_field("block", e))?;
-        // The first term with memories ξ (ET's Hopfield term), for Figure 5's pictures.
-        let memories = cfg
-            .block
-            .terms
-            .iter()
-            .find_map(|t| (path / "block" / t.name()).get("xi"));
+        let (backbone, memories) = match &cfg.vit {
+            Some(vit) => (Backbone::Vit(Transformer::new(&(path / "vit"), vit)?), None),
+            None => {
+                let block = EnergyBlock::new(&(path / "block"), &cfg.block)
+                    .map_err(|e| prefix_field("block", e))?;
+                // The first term with memories ξ (ET's Hopfield term), for Figure 5's pictures.
+                let memories = cfg
+                    .block
+                    .terms
+                    .iter()
+                    .find_map(|t| (path / "block" / t.name()).get("xi"));
+                (Backbone::Energy(block), memories)
+            }
+        };
         Ok(Self {
             cfg: cfg.clone(),
             encoder: cfg
@@ -199,13 +238,21 @@ impl ImageCompletion {
             mask_token: path.var("mask_token", &[d], small),
             cls_token: cfg.cls_token.then(|| path.var("cls_token", &[d], small)),
             pos: path.var("pos", &[n, d], small),
-            block,
+            backbone,
             memories,
             decoder_norm: nn::layer_norm(path / "decoder_norm", vec![d], Default::default()),
             decoder: cfg
                 .dense_init
                 .linear(path / "decoder", d, cfg.patch_len(), true),
         })
+    }
+
+    /// The energy block, unless a ViT stands in its place.
+    pub fn block(&self) -> Option<&EnergyBlock> {
+        match &self.backbone {
+            Backbone::Energy(b) => Some(b),
+            Backbone::Vit(_) => None,
+        }
     }
 
     /// The attention pattern: every token, with or without itself.
@@ -251,7 +298,7 @@ impl ImageCompletion {
         v.matmul(&self.decoder.ws.tr())
     }
 
-    /// Predicted pixels for every patch, `[B, N, P]`, and the trace if asked.
+    /// Predicted pixels for every patch, `[B, N, P]`, and the trace if asked (none with a ViT).
     pub fn forward(
         &self,
         batch: &PatchBatchOnDevice,
@@ -259,7 +306,10 @@ impl ImageCompletion {
         trace: Option<TraceOptions>,
     ) -> (Tensor, Option<Trace>) {
         let x0 = self.encode(&batch.patches, &batch.masked);
-        let (x, tr) = self.block.run(&x0, &self.structure(), train, trace);
+        let (x, tr) = match &self.backbone {
+            Backbone::Energy(block) => block.run(&x0, &self.structure(), train, trace),
+            Backbone::Vit(vit) => (vit.forward(&x0, None, None), None),
+        };
         (self.decode(&x), tr)
     }
 
