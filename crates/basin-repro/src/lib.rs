@@ -20,6 +20,7 @@
 //! | `et-table13` | [`et::ablation_table13`]: ATT and HN ablation of node anomaly detection |
 //! | `et-table14` | [`et::ablation_table14`]: module ablation of masked image completion |
 //! | `et-table15` | [`et::params_table15`]: parameters of ViT-Base, ALBERT ViT-Base and ET |
+//! | `et-table16` | [`et::vit_table16`]: ET against a ViT of about its size, image completion |
 //! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
 //! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
 //! | `cdat-table4` | [`cdat::cost_table4`]: parameters and time of GT, ET and CDAT |
@@ -54,6 +55,7 @@ pub mod et {
     pub mod heterogeneous_table12;
     pub mod params_table15;
     pub mod tu_table2;
+    pub mod vit_table16;
 }
 
 /// CDAT's tables.
@@ -333,6 +335,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &et::ablation_table13::EtTable13,
         &et::ablation_table14::EtTable14,
         &et::params_table15::EtTable15,
+        &et::vit_table16::EtTable16,
         &et::gnn_table7::EtTable7,
         &cdat::tu_tables::CdatTable1,
         &cdat::anomaly_table2::CdatTable2,

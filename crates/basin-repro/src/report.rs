@@ -41,6 +41,10 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/et-table15.toml"),
     ),
     (
+        "et-table16",
+        include_str!("../../../data/papers/et-table16.toml"),
+    ),
+    (
         "et-table14",
         include_str!("../../../data/papers/et-table14.toml"),
     ),

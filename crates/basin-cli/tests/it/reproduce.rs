@@ -141,6 +141,30 @@ fn et_table14_quick() {
     assert!(params("nohn") < params("full") && params("noatt") < params("full"));
 }
 
+/// ET Table 16: ET and a ViT of about its size on the same draw, the ViT's weights in place of
+/// the block, both scored and drawn; the ViT has no energy to plot.
+#[test]
+fn et_table16_quick() {
+    basin_data::require_data!("images/fashion-mnist");
+    let json = reproduce(
+        "et-table16",
+        &["--dataset", "fashion-mnist"],
+        &[
+            "fashion-mnist/ViT/run-0/worst.png",
+            "fashion-mnist/ET/run-0/best.png",
+            "fashion-mnist/ET/run-0/energy.png",
+        ],
+    );
+    let results = list(&json, "results");
+    assert_eq!(names(results, "ablation"), ["ViT", "ET"]);
+    let params = |m: &str| entry(results, "ablation", m)["params"].as_i64().unwrap();
+    let ratio = params("ViT") as f64 / params("ET") as f64;
+    assert!((1.1..1.5).contains(&ratio), "ViT / ET parameters {ratio}");
+    for r in results {
+        finite(&r["record"]["summary"]["test_psnr"]);
+    }
+}
+
 #[test]
 fn et_table1_quick() {
     basin_data::require_data!("anomaly/reddit.npz");

@@ -192,26 +192,39 @@ impl Table14Options {
     }
 }
 
-/// One trained ablation.
+/// One trained model of an image table.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AblationResult {
     /// Dataset.
     pub dataset: String,
-    /// Ablation name.
+    /// The model's name (a Table 14 ablation, or Table 16's `ET` and `ViT`).
     pub ablation: String,
-    /// Parameters in the ET block.
+    /// Parameters in the ET block (or the ViT in its place).
     pub block_params: i64,
+    /// Every trainable parameter.
+    pub params: i64,
     /// The run record (test metrics in its summary).
     pub record: RunRecord,
 }
 
-fn block_params(learner: &ImageLearner) -> i64 {
+/// Trainable parameters of the block (or the ViT in its place).
+fn backbone_params(learner: &ImageLearner) -> i64 {
     learner
         .vs
         .variables()
         .iter()
-        .filter(|(n, t)| n.starts_with("block.") && t.requires_grad())
+        .filter(|(n, t)| (n.starts_with("block.") || n.starts_with("vit.")) && t.requires_grad())
         .map(|(_, t)| t.numel() as i64)
+        .sum()
+}
+
+/// Every trainable parameter.
+fn trainable(learner: &ImageLearner) -> i64 {
+    learner
+        .vs
+        .trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
         .sum()
 }
 
@@ -223,14 +236,18 @@ fn fmt_params(n: i64) -> String {
     }
 }
 
-/// Runs the ablation table with `opts`; run records and pictures go under
-/// `ctx.out/<dataset>/<ablation>/`.
-pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
-    let started = Instant::now();
-    let paper: PaperTable = report::paper("et-table14")?;
+/// Trains and scores on every dataset of `opts` found the models `models` makes from the
+/// dataset's CPU-scale configuration (with `opts.steps`), each on the same draw; run records
+/// and pictures go under `ctx.out/<dataset>/<model>/`. Datasets not found are noted in
+/// `missing`.
+pub fn train_models(
+    opts: &Table14Options,
+    ctx: &Context,
+    models: impl Fn(&ImageCompletionConfig) -> Result<Vec<(String, ImageCompletionConfig)>>,
+    missing: &mut Missing,
+) -> Result<Vec<AblationResult>> {
     let (out, device) = (&ctx.out, ctx.device);
     let mut results = Vec::new();
-    let mut missing = Missing::default();
     for &ds in &opts.datasets {
         let (train_all, test_all) = match ds.load(&ctx.data_dir) {
             Ok(sets) => sets,
@@ -243,22 +260,25 @@ pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
         let d = draw(&train_all, &test_all, &protocol);
         let mut base = ds.config();
         base.block.steps = opts.steps;
-        for ablation in &opts.ablations {
+        for (name, architecture) in models(&base)? {
             let run = ImageRun {
                 data: ds.name().into(),
-                architecture: basin_et::image::ablation(&base, ablation)?,
+                architecture,
                 protocol: protocol.clone(),
             };
-            let dir = out.join(ds.name()).join(ablation);
-            let title = format!("ET {ablation} on {}", ds.name());
-            let mut params = 0;
+            let dir = out.join(ds.name()).join(&name);
+            let title = format!("{name} on {}", ds.name());
+            let (mut params, mut total) = (0, 0);
             let report = protocol.run(
                 run.targets(&d),
                 |r| Ok(run.learner(&d, r, device)?),
                 |r, learner| {
-                    params = block_params(learner);
+                    (params, total) = (backbone_params(learner), trainable(learner));
                     let run_dir = dir.join(&r.dir);
                     let terms = run.figures(&d, learner, r, &run_dir)?;
+                    if terms.is_empty() {
+                        return Ok(());
+                    }
                     report::plot_terms(
                         &run_dir.join("energy.png"),
                         &format!("{title}: energy per step (one test image)"),
@@ -266,13 +286,13 @@ pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
                     )
                     .map_err(basin_train::TrainError::learner)
                 },
-                &ctx.runs(format!("{}/{ablation}", ds.name()), &dir),
+                &ctx.runs(format!("{}/{name}", ds.name()), &dir),
             )?;
             let Some(record) = report.runs.into_iter().next() else {
                 continue;
             };
             tracing::info!(
-                "{}/{ablation}: test MSE {:.4}, PSNR {:.2}, SSIM {:.3}",
+                "{}/{name}: test MSE {:.4}, PSNR {:.2}, SSIM {:.3}",
                 ds.name(),
                 record.summary.get("test_mse").copied().unwrap_or(f64::NAN),
                 record.summary.get("test_psnr").copied().unwrap_or(f64::NAN),
@@ -280,12 +300,33 @@ pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
             );
             results.push(AblationResult {
                 dataset: ds.name().into(),
-                ablation: ablation.clone(),
+                ablation: name,
                 block_params: params,
+                params: total,
                 record,
             });
         }
     }
+    Ok(results)
+}
+
+/// Runs the ablation table with `opts`; run records and pictures go under
+/// `ctx.out/<dataset>/<ablation>/`.
+pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
+    let started = Instant::now();
+    let paper: PaperTable = report::paper("et-table14")?;
+    let mut missing = Missing::default();
+    let results = train_models(
+        opts,
+        ctx,
+        |base| {
+            opts.ablations
+                .iter()
+                .map(|a| Ok((a.clone(), basin_et::image::ablation(base, a)?)))
+                .collect()
+        },
+        &mut missing,
+    )?;
     let md = markdown(
         &paper,
         &results,
