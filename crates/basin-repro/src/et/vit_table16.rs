@@ -107,7 +107,7 @@ impl Reproduction for EtTable16 {
             ),
         ));
         md.push_str(&format!(
-            "Protocol: as `et-table14` — {} training images and {} validation images drawn from the training split (the best validation epoch kept), {} test images scored over {} masking seeds, {} epochs of AdamW at peak lr {} (warm-up, cosine), batch {}; both models on the same draw and masks. ET is the dataset's CPU-scale model (T = {} descent steps with tied weights); the ViT is one pre-norm softmax Transformer layer of the same width and heads with W_V and an MLP of 2·D (`et::vit_table16::vit_for`), in the same frame of encoder, tokens and decoder. PSNR and SSIM on the completed images in [0, 1]; MSE on the masked patches in normalised pixels, mean ± std over images. The paper's numbers are ImageNet-1k's.\n\n",
+            "Protocol: as `et-table14` — {} training images and {} validation images drawn from the training split (the best validation epoch kept), {} test images scored over {} masking seeds, {} epochs of AdamW at peak lr {} (warm-up, cosine), batch {}; both models on the same draw and masks. ET is the dataset's CPU-scale model (T = {} descent steps with tied weights); the ViT is one pre-norm softmax Transformer layer of the same width and heads with W_V and an MLP of 2·D (`et::vit_table16::vit_for`), in the same frame of encoder, tokens and decoder. PSNR and SSIM on the completed images in [0, 1]; MSE on the masked patches in normalised pixels, mean ± std over images, beside two floors on the same masks: every masked pixel predicted as the training mean, or as the image's mean over its visible patches. The paper's numbers are ImageNet-1k's.\n\n",
             opts.train_images, opts.val_images, opts.test_images, opts.mask_seeds, opts.epochs, opts.lr, opts.batch, opts.steps
         ));
         let mut t = report::Table::new([
@@ -119,6 +119,7 @@ impl Reproduction for EtTable16 {
             "PSNR",
             "SSIM",
             "test MSE",
+            "floor MSE: training mean / visible mean",
             "paper params",
             "paper PSNR",
             "paper SSIM",
@@ -146,6 +147,11 @@ impl Reproduction for EtTable16 {
                     "{:.3} ± {:.2}",
                     get(r, "test_mse"),
                     get(r, "test_mse_std_images")
+                ),
+                format!(
+                    "{:.3} / {:.3}",
+                    get(r, "test_mse_mean_predictor"),
+                    get(r, "test_mse_visible_mean")
                 ),
                 p.map_or("–".into(), |p| format!("{:.2}M", p.params)),
                 p.map_or("–".into(), |p| format!("{:.2}", p.psnr)),
