@@ -147,7 +147,8 @@
 //! protocols log `run i/N` before each run; without a terminal (CI logs, `nohup`) the bar becomes
 //! one line per epoch; `basin --quiet …` keeps only warnings and errors. Every run's per-epoch
 //! metrics are in `record.json` and, for pandas or a spreadsheet, `record.csv` beside it. An
-//! image-completion run also writes `reconstructions.png`, `dynamics.png` and `memories.png`.
+//! image-completion run also writes `reconstructions.png`, `worst.png`, `best.png`, `dynamics.png`,
+//! `memories.png`, `kernels.png` and `positions.png`.
 //!
 //! The model switches of each task (readouts, kernels, encodings, initialisations) are the
 //! fields of its config, each documented where it is defined (`basin_tasks`), with what was

@@ -165,6 +165,31 @@ fn etimage_learns_to_complete_stripes_and_descends() {
     assert_eq!(mem.dimensions(), (4 + 4 * (24 + 4), 4 + 4 * (24 + 4)));
     let distinct: std::collections::HashSet<_> = mem.pixels().map(|p| p.0).collect();
     assert!(distinct.len() > 8, "decoded memories look constant");
+    // Figure 6: a row of Y = 8 decoded patches for K and Q of each of the 2 heads.
+    assert!(
+        learner
+            .write_kernels(&dir.path().join("kernels.png"))
+            .unwrap()
+    );
+    let kernels = image::open(dir.path().join("kernels.png"))
+        .unwrap()
+        .to_rgb8();
+    assert_eq!(kernels.dimensions().1, 4 + 4 * (24 + 4));
+    // Figure 7: cosine similarities of the 16 position biases, one 4 × 4 map per patch.
+    let sim = learner.model.position_similarity();
+    assert_eq!(sim.size(), [16, 16]);
+    assert!(
+        sim.diagonal(0, 0, 1)
+            .allclose(&sim.ones_like().diagonal(0, 0, 1), 1e-5, 1e-5, false)
+    );
+    assert!(sim.allclose(&sim.tr(), 1e-6, 1e-6, false));
+    learner
+        .write_positions(&dir.path().join("positions.png"))
+        .unwrap();
+    let positions = image::open(dir.path().join("positions.png"))
+        .unwrap()
+        .to_rgb8();
+    assert_eq!(positions.dimensions(), (4 + 4 * (16 + 4), 4 + 4 * (16 + 4)));
     let terms = learner
         .write_dynamics(test[0], 0, &dir.path().join("dynamics.png"))
         .unwrap();
@@ -348,6 +373,11 @@ fn a_vit_in_the_same_frame_completes_stripes() {
             .write_dynamics(test[0], 0, &dir.path().join("dynamics.png"))
             .unwrap()
             .is_empty()
+    );
+    assert!(
+        !learner
+            .write_kernels(&dir.path().join("kernels.png"))
+            .unwrap()
     );
     for (bad, field) in [
         (

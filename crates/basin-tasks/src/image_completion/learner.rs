@@ -412,37 +412,90 @@ impl ImageLearner {
         Ok((worst, best))
     }
 
+    /// A decoded patch, channel-major `(c, py, px)` as the decoder writes it, as a picture in
+    /// pixel space.
+    fn patch_picture(&self, vals: &[f32]) -> Result<Picture> {
+        let grid = self.eval_pipe.grid(&self.data)?;
+        let (p, c) = (grid.p, grid.c);
+        let mut img = vec![0f32; p * p * c];
+        for ch in 0..c {
+            for y in 0..p {
+                for x in 0..p {
+                    img[(y * p + x) * c + ch] = vals[ch * p * p + y * p + x];
+                }
+            }
+        }
+        self.eval_pipe.normalize.invert(&mut img);
+        img.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
+        Ok(picture(img, p, p, c))
+    }
+
     /// The first `count` Hopfield memories decoded to patches (ET Figure 5).
     pub fn write_memories(&self, count: usize, path: &Path) -> Result<bool> {
         let Some(mem) = tch::no_grad(|| self.model.decoded_memories()) else {
             return Ok(false);
         };
-        let grid = self.eval_pipe.grid(&self.data)?;
-        let (p, c) = (grid.p, grid.c);
         let k = (mem.size()[0] as usize).min(count);
         let per_row = (k as f64).sqrt().ceil() as usize;
         let mut rows: Vec<Vec<Picture>> = Vec::new();
         for m in 0..k {
-            let vals = Self::flat(&mem.get(m as i64))?; // (c, py, px)
-            let mut img = vec![0f32; p * p * c];
-            for ch in 0..c {
-                for y in 0..p {
-                    for x in 0..p {
-                        img[(y * p + x) * c + ch] = vals[ch * p * p + y * p + x];
-                    }
-                }
-            }
-            self.eval_pipe.normalize.invert(&mut img);
-            img.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
             if m % per_row == 0 {
                 rows.push(Vec::new());
             }
+            let pic = self.patch_picture(&Self::flat(&mem.get(m as i64))?)?;
             if let Some(row) = rows.last_mut() {
-                row.push(picture(img, p, p, c));
+                row.push(pic);
             }
         }
         image_grid(path, &rows, &[], 6).map_err(|e| TaskError::config("picture", e.to_string()))?;
         Ok(true)
+    }
+
+    /// ET Figure 6: the token dimension of W_K and W_Q decoded to patches, a row of Y patches
+    /// per head and matrix; false (and no picture) without attention.
+    pub fn write_kernels(&self, path: &Path) -> Result<bool> {
+        let Some((k, q)) = tch::no_grad(|| self.model.decoded_kernels()) else {
+            return Ok(false);
+        };
+        let (heads, y) = (k.size()[0], k.size()[1]);
+        let (mut rows, mut labels) = (Vec::new(), Vec::new());
+        for h in 0..heads {
+            for (name, w) in [("K", &k), ("Q", &q)] {
+                let row = (0..y)
+                    .map(|j| self.patch_picture(&Self::flat(&w.get(h).get(j))?))
+                    .collect::<Result<Vec<_>>>()?;
+                rows.push(row);
+                labels.push(format!("{name} head {h}"));
+            }
+        }
+        let label_refs: Vec<&str> = labels.iter().map(String::as_str).collect();
+        image_grid(path, &rows, &label_refs, 6)
+            .map_err(|e| TaskError::config("picture", e.to_string()))?;
+        Ok(true)
+    }
+
+    /// ET Figure 7: for each patch, in the image's layout, the map of its position bias's
+    /// cosine similarity to every patch's (−1 black, 1 white).
+    pub fn write_positions(&self, path: &Path) -> Result<()> {
+        let sim: Vec<f32> = Self::flat(&tch::no_grad(|| self.model.position_similarity()))?;
+        let p = self.model.cfg.patch.max(1) as usize;
+        let (gh, gw) = (self.data.height / p, self.data.width / p);
+        let n = gh * gw;
+        let rows: Vec<Vec<Picture>> = (0..gh)
+            .map(|r| {
+                (0..gw)
+                    .map(|col| {
+                        let i = r * gw + col;
+                        let map = sim[i * n..(i + 1) * n]
+                            .iter()
+                            .map(|v| (v + 1.0) / 2.0)
+                            .collect();
+                        picture(map, gw, gh, 1)
+                    })
+                    .collect()
+            })
+            .collect();
+        image_grid(path, &rows, &[], 4).map_err(|e| TaskError::config("picture", e.to_string()))
     }
 
     /// ET Figure 4: for one image, the completion decoded from the tokens at a few steps, and

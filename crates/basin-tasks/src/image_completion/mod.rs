@@ -175,6 +175,8 @@ pub struct ImageCompletion {
     decoder_norm: nn::LayerNorm,
     decoder: nn::Linear,
     memories: Option<Tensor>,
+    /// The first attention term's W_K and W_Q, `[H, Y, D]` each (Figure 6).
+    kernels: Option<(Tensor, Tensor)>,
 }
 
 /// A batch on the device: patches `[B, N, P]`, masked and scored flags `[B, N]`.
@@ -216,8 +218,12 @@ impl ImageCompletion {
             stdev: cfg.token_init_std,
         };
         let n = cfg.tokens() + i64::from(cfg.cls_token);
-        let (backbone, memories) = match &cfg.vit {
-            Some(vit) => (Backbone::Vit(Transformer::new(&(path / "vit"), vit)?), None),
+        let (backbone, memories, kernels) = match &cfg.vit {
+            Some(vit) => (
+                Backbone::Vit(Transformer::new(&(path / "vit"), vit)?),
+                None,
+                None,
+            ),
             None => {
                 let block = EnergyBlock::new(&(path / "block"), &cfg.block)
                     .map_err(|e| prefix_field("block", e))?;
@@ -227,7 +233,11 @@ impl ImageCompletion {
                     .terms
                     .iter()
                     .find_map(|t| (path / "block" / t.name()).get("xi"));
-                (Backbone::Energy(block), memories)
+                let kernels = cfg.block.terms.iter().find_map(|t| {
+                    let p = path / "block" / t.name();
+                    Some((p.get("w_k")?, p.get("w_q")?))
+                });
+                (Backbone::Energy(block), memories, kernels)
             }
         };
         Ok(Self {
@@ -240,6 +250,7 @@ impl ImageCompletion {
             pos: path.var("pos", &[n, d], small),
             backbone,
             memories,
+            kernels,
             decoder_norm: nn::layer_norm(path / "decoder_norm", vec![d], Default::default()),
             decoder: cfg
                 .dense_init
@@ -339,11 +350,43 @@ impl ImageCompletion {
                 * p)
     }
 
+    /// Vectors of token space `[M, D]` decoded to patches `[M, P]` (ET Section 3: any
+    /// variable with a token index can be looked at through the decoder).
+    pub fn decode_vectors(&self, v: &Tensor) -> Tensor {
+        self.decoder.forward(&self.decoder_norm.forward(v))
+    }
+
+    /// The first attention term's W_K and W_Q decoded to patches, `[H, Y, P]` each (ET Figure
+    /// 6), if the block has attention.
+    pub fn decoded_kernels(&self) -> Option<(Tensor, Tensor)> {
+        self.kernels.as_ref().map(|(k, q)| {
+            let (h, y, d) = (k.size()[0], k.size()[1], k.size()[2]);
+            let decode = |w: &Tensor| {
+                self.decode_vectors(&w.reshape([h * y, d]))
+                    .reshape([h, y, -1])
+            };
+            (decode(k), decode(q))
+        })
+    }
+
+    /// The cosine similarity between the position biases of the patches, `[N, N]` (the CLS
+    /// token's left out; ET Figure 7).
+    pub fn position_similarity(&self) -> Tensor {
+        let pos = if self.cls_token.is_some() {
+            self.pos.narrow(0, 1, self.pos.size()[0] - 1)
+        } else {
+            self.pos.shallow_clone()
+        };
+        let unit = &pos
+            / pos
+                .norm_scalaropt_dim(2, [1i64].as_slice(), true)
+                .clamp_min(1e-12);
+        unit.matmul(&unit.tr())
+    }
+
     /// The Hopfield memories ξ_μ decoded to patches, `[K, P]` (ET Figure 5: every weight with
     /// a token index can be looked at through the decoder), if the block has a memory.
     pub fn decoded_memories(&self) -> Option<Tensor> {
-        self.memories
-            .as_ref()
-            .map(|xi| self.decoder.forward(&self.decoder_norm.forward(xi)))
+        self.memories.as_ref().map(|xi| self.decode_vectors(xi))
     }
 }

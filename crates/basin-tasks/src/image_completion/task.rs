@@ -103,8 +103,10 @@ impl Task for ImageRun {
             .collect())
     }
 
-    /// `reconstructions.png` (8 test images), `dynamics.png` (ET Figure 4 for the first) and
-    /// `memories.png` in `dir`; the energy per step of each term for that first image.
+    /// In `dir`: `reconstructions.png` (8 test images), `worst.png` and `best.png` (ET Figures
+    /// 8 and 9), `dynamics.png` (Figure 4 for the first image), `memories.png` (Figure 5),
+    /// `kernels.png` (Figure 6) and `positions.png` (Figure 7); the energy per step of each
+    /// term for that first image.
     fn figures(
         &self,
         _: &Drawn,
@@ -122,6 +124,8 @@ impl Task for ImageRun {
         learner.write_extremes(&run.test(), &self.protocol.test_seeds(), 8, dir)?;
         let terms = learner.write_dynamics(first, seed, &dir.join("dynamics.png"))?;
         learner.write_memories(100, &dir.join("memories.png"))?;
+        learner.write_kernels(&dir.join("kernels.png"))?;
+        learner.write_positions(&dir.join("positions.png"))?;
         Ok(terms)
     }
 }
