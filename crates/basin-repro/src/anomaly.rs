@@ -18,8 +18,8 @@ use basin_train::protocol::{AnomalyProtocol, AnomalyTargets, Protocol, ProtocolR
 use basin_train::runner::TrainConfig;
 use serde::{Deserialize, Serialize};
 
-use crate::report::{self, Missing};
-use crate::{Context, ReproError, Result};
+use crate::report::{self, Missing, Report};
+use crate::{Context, ReproError, Reproduction, Result, selected};
 
 /// The anomaly graphs the tables look for.
 pub const DATASETS: &[&str] = &[
@@ -421,4 +421,61 @@ pub fn results_table(
         }
     }
     (t.to_markdown(), headline)
+}
+
+impl AnomalyOptions {
+    /// These options with the context's `--epochs` and `--dataset` applied for `table`.
+    pub fn with_overrides(mut self, table: &dyn Reproduction, ctx: &Context) -> Self {
+        if let Some(e) = ctx.overrides.epochs {
+            self.epochs = e;
+        }
+        self.datasets = selected(table, ctx, table.datasets());
+        self
+    }
+}
+
+/// The words of an anomaly table's report around its results.
+#[derive(Clone, Copy, Debug)]
+pub struct Prose<'a> {
+    /// The Markdown title.
+    pub title: &'a str,
+    /// What each model row runs.
+    pub models: &'a str,
+    /// The line before the energy curves.
+    pub curves: &'a str,
+    /// Where the run records are, for the footer.
+    pub records: &'a str,
+}
+
+/// The report every anomaly table writes: title, preset banner, protocol, `prose.models`, the
+/// results table ([`results_table`]), the datasets not found, the energy curves and the footer;
+/// `report.json` holds the options, results and missing datasets.
+pub fn report(
+    prose: &Prose,
+    opts: &AnomalyOptions,
+    results: &[AnomalyResult],
+    missing: &Missing,
+    (table, headline): (String, Vec<report::Headline>),
+    ctx: &Context,
+) -> Result<Report> {
+    let mut md = format!("# {}\n\n", prose.title);
+    md.push_str(&report::banner(
+        ctx.preset,
+        &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
+    ));
+    md.push_str(&protocol_note(opts));
+    md.push_str(prose.models);
+    md.push_str("\n\n");
+    md.push_str(&table);
+    md.push_str(&missing.to_markdown());
+    md.push_str(&format!("\n{}\n", prose.curves));
+    md.push_str(&curves_markdown(results));
+    let seconds: f64 = results.iter().map(|r| r.seconds).sum();
+    md.push_str(&report::footer(ctx, Some(seconds), prose.records));
+    Ok(Report::new(
+        md,
+        &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
+        results.len(),
+    )?
+    .with_headline(headline))
 }

@@ -14,6 +14,53 @@ use basin_train::protocol::{AnomalyProtocol, AnomalyTargets, Protocol, ScoreMode
 use basin_train::runner::TrainConfig;
 use tch::Device;
 
+/// The protocol of the planted-graph tests: one run at 40 % training, 60 epochs at lr 0.01.
+fn planted_protocol() -> AnomalyProtocol {
+    AnomalyProtocol {
+        split: SplitConfig::bwgnn(0.4),
+        runs: 1,
+        seed: 0,
+        score: ScoreMode::EvalAfterStep,
+        train: TrainConfig {
+            epochs: 60,
+            optim: OptimConfig {
+                lr: 0.01,
+                ..OptimConfig::et_anomaly()
+            },
+            ..TrainConfig::default()
+        },
+    }
+}
+
+/// `protocol`'s report of `cfg` on `data`.
+fn report_of(
+    protocol: &AnomalyProtocol,
+    data: &basin_graph::NodeDataset,
+    cfg: &NodeAnomalyConfig,
+    name: &str,
+) -> basin_train::protocol::ProtocolReport {
+    let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+    protocol
+        .run(
+            AnomalyTargets {
+                labelled: &data.labelled,
+                is_anomaly: &is_anomaly,
+            },
+            |run| {
+                Ok(NodeAnomalyLearner::new(
+                    data,
+                    cfg,
+                    &run.train(),
+                    run.seed,
+                    Device::Cpu,
+                )?)
+            },
+            |_, _| Ok(()),
+            &RunContext::new(name),
+        )
+        .unwrap()
+}
+
 #[test]
 fn et_anomaly_detects_planted_anomalies() {
     let _s = lock_generator();
@@ -29,46 +76,14 @@ fn et_anomaly_detects_planted_anomalies() {
         ..PlantedConfig::default()
     })
     .unwrap();
-    let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
-    let protocol = AnomalyProtocol {
-        split: SplitConfig::bwgnn(0.4),
-        runs: 1,
-        seed: 0,
-        score: ScoreMode::EvalAfterStep,
-        train: TrainConfig {
-            epochs: 60,
-            optim: OptimConfig {
-                lr: 0.01,
-                ..OptimConfig::et_anomaly()
-            },
-            ..TrainConfig::default()
-        },
-    };
+    let protocol = planted_protocol();
     let cfg = table6(Table6Row {
         y: 32,
         k: 64,
         t: 1,
         h: 1,
     });
-    let report = protocol
-        .run(
-            AnomalyTargets {
-                labelled: &data.labelled,
-                is_anomaly: &is_anomaly,
-            },
-            |run| {
-                Ok(NodeAnomalyLearner::new(
-                    &data,
-                    &cfg,
-                    &run.train(),
-                    run.seed,
-                    Device::Cpu,
-                )?)
-            },
-            |_, _| Ok(()),
-            &RunContext::new("planted"),
-        )
-        .unwrap();
+    let report = report_of(&protocol, &data, &cfg, "planted");
     let (auc, _) = report.aggregate["test_auc"];
     let (f1, _) = report.aggregate["test_macro_f1"];
     assert!(
@@ -87,25 +102,7 @@ fn et_anomaly_detects_planted_anomalies() {
         runs: 1,
         ..protocol.clone()
     };
-    let r = quirk
-        .run(
-            AnomalyTargets {
-                labelled: &data.labelled,
-                is_anomaly: &is_anomaly,
-            },
-            |run| {
-                Ok(NodeAnomalyLearner::new(
-                    &data,
-                    &reference,
-                    &run.train(),
-                    run.seed,
-                    Device::Cpu,
-                )?)
-            },
-            |_, _| Ok(()),
-            &RunContext::new("planted-ref"),
-        )
-        .unwrap();
+    let r = report_of(&quirk, &data, &reference, "planted-ref");
     assert!(r.aggregate["test_auc"].0 > 0.6, "{:?}", r.aggregate);
 
     // Appendix C.2: a fresh subgraph of half the training nodes each epoch.
@@ -113,28 +110,7 @@ fn et_anomaly_detects_planted_anomalies() {
         subgraph_ratio: Some(0.5),
         ..cfg.clone()
     };
-    let r = AnomalyProtocol {
-        runs: 1,
-        ..protocol.clone()
-    }
-    .run(
-        AnomalyTargets {
-            labelled: &data.labelled,
-            is_anomaly: &is_anomaly,
-        },
-        |run| {
-            Ok(NodeAnomalyLearner::new(
-                &data,
-                &sampled,
-                &run.train(),
-                run.seed,
-                Device::Cpu,
-            )?)
-        },
-        |_, _| Ok(()),
-        &RunContext::new("planted-sub"),
-    )
-    .unwrap();
+    let r = report_of(&protocol, &data, &sampled, "planted-sub");
     assert!(r.aggregate["test_auc"].0 > 0.55, "{:?}", r.aggregate);
 }
 
@@ -218,21 +194,7 @@ fn relation_blocks_find_what_the_union_hides() {
     let _s = lock_generator();
     use basin_graph::anomaly::{RelationPlantedConfig, generate_relation_planted};
     let data = generate_relation_planted(&RelationPlantedConfig::default()).unwrap();
-    let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
-    let protocol = AnomalyProtocol {
-        split: SplitConfig::bwgnn(0.4),
-        runs: 1,
-        seed: 0,
-        score: ScoreMode::EvalAfterStep,
-        train: TrainConfig {
-            epochs: 60,
-            optim: OptimConfig {
-                lr: 0.01,
-                ..OptimConfig::et_anomaly()
-            },
-            ..TrainConfig::default()
-        },
-    };
+    let protocol = planted_protocol();
     let model = |heterogeneous: bool, relation_pool: RelationPool| NodeAnomalyConfig {
         heterogeneous,
         relation_pool,
@@ -245,27 +207,7 @@ fn relation_blocks_find_what_the_union_hides() {
         })
     };
     let auc = |cfg: NodeAnomalyConfig| {
-        protocol
-            .run(
-                AnomalyTargets {
-                    labelled: &data.labelled,
-                    is_anomaly: &is_anomaly,
-                },
-                |run| {
-                    Ok(NodeAnomalyLearner::new(
-                        &data,
-                        &cfg,
-                        &run.train(),
-                        run.seed,
-                        Device::Cpu,
-                    )?)
-                },
-                |_, _| Ok(()),
-                &RunContext::new("relations"),
-            )
-            .unwrap()
-            .aggregate["test_auc"]
-            .0
+        report_of(&protocol, &data, &cfg, "relations").aggregate["test_auc"].0
     };
     let homogeneous = auc(model(false, RelationPool::Max));
     let max = auc(model(true, RelationPool::Max));

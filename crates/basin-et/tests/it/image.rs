@@ -13,6 +13,7 @@ use basin_tasks::image_completion::{
 };
 use basin_train::TrainError;
 use basin_train::optim::OptimConfig;
+use basin_train::record::RunRecord;
 use basin_train::runner::{Runner, TrainConfig, Validation};
 use tch::Device;
 
@@ -74,6 +75,26 @@ fn stripes_runner(name: &str, epochs: usize) -> Runner {
     }
 }
 
+/// 8 epochs on the first 512 of 640 stripe images, validated on the next 64, scored on the
+/// last 64 over mask seeds 0 and 1; the record and the test items.
+fn train_on_stripes(learner: &mut ImageLearner, name: &str) -> (RunRecord, Vec<usize>) {
+    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
+        (0..512).collect(),
+        (512..576).collect(),
+        (576..640).collect(),
+    );
+    let record = stripes_runner(name, 8)
+        .fit(
+            learner,
+            &train,
+            &[("train", &train), ("val", &val), ("test", &test)],
+            |l, _, _| val_mse(l, &val),
+            |l, _| Ok(summary("test_", &l.evaluate(&test, &[0, 1])?)),
+        )
+        .unwrap();
+    (record, test)
+}
+
 /// Validation by the masked-patch MSE of `val` under mask seed 0 (lower is better).
 fn val_mse(l: &ImageLearner, val: &[usize]) -> Result<Validation, TrainError> {
     let r = l.evaluate(val, &[0])?;
@@ -90,21 +111,7 @@ fn etimage_learns_to_complete_stripes_and_descends() {
     let _generator = lock_generator();
     tch::manual_seed(0);
     let mut learner = stripes_learner(&small_config(), 640, 1);
-    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
-        (0..512).collect(),
-        (512..576).collect(),
-        (576..640).collect(),
-    );
-    let runner = stripes_runner("stripes", 8);
-    let record = runner
-        .fit(
-            &mut learner,
-            &train,
-            &[("train", &train), ("val", &val), ("test", &test)],
-            |l, _, _| val_mse(l, &val),
-            |l, _| Ok(summary("test_", &l.evaluate(&test, &[0, 1])?)),
-        )
-        .unwrap();
+    let (record, test) = train_on_stripes(&mut learner, "stripes");
     // Predicting the mean (0 after normalisation) costs the variance, ≈ 1.
     let mse = record.summary["test_mse"];
     assert!(
@@ -335,20 +342,7 @@ fn a_vit_in_the_same_frame_completes_stripes() {
         "{names:?}"
     );
     assert!(!names.iter().any(|n| n.starts_with("block.")), "{names:?}");
-    let (train, val, test): (Vec<usize>, Vec<usize>, Vec<usize>) = (
-        (0..512).collect(),
-        (512..576).collect(),
-        (576..640).collect(),
-    );
-    let record = stripes_runner("stripes-vit", 8)
-        .fit(
-            &mut learner,
-            &train,
-            &[("train", &train), ("val", &val), ("test", &test)],
-            |l, _, _| val_mse(l, &val),
-            |l, _| Ok(summary("test_", &l.evaluate(&test, &[0, 1])?)),
-        )
-        .unwrap();
+    let (record, test) = train_on_stripes(&mut learner, "stripes-vit");
     let mse = record.summary["test_mse"];
     assert!(
         mse < 0.5,

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::anomaly::{self, AnomalyOptions, DATASETS, TableModel};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result};
 
 /// CDAT Table 2.
 #[derive(Debug)]
@@ -61,7 +61,7 @@ impl Reproduction for CdatTable2 {
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper_opts = AnomalyOptions {
-            datasets: selected(self, ctx, DATASETS),
+            datasets: Vec::new(),
             ratios: vec![0.01, 0.4, 0.7],
             runs: 5,
             epochs: 100,
@@ -73,7 +73,7 @@ impl Reproduction for CdatTable2 {
             },
             floor_epochs: 200,
         };
-        let mut opts = match ctx.preset {
+        let opts = (match ctx.preset {
             Preset::Paper => paper_opts,
             // CDAT's runs chose one of their last epochs at 100 (validation at tolokers 40 %).
             Preset::Cpu => AnomalyOptions {
@@ -87,10 +87,8 @@ impl Reproduction for CdatTable2 {
                 epochs: 3,
                 ..paper_opts
             },
-        };
-        if let Some(e) = ctx.overrides.epochs {
-            opts.epochs = e;
-        }
+        })
+        .with_overrides(self, ctx);
         let preset = ctx.preset;
         let paper: PaperTable = report::paper("cdat-table2")?;
         let mut missing = Missing::default();
@@ -131,27 +129,14 @@ impl Reproduction for CdatTable2 {
                 ],
             })
             .collect();
-        let (table, headline) =
+        let table =
             anomaly::results_table(&results, &rows, &["CDAT", CODE, "ET"], &opts.ratios, &[]);
-        let mut md = String::from("# CDAT Table 2 — node anomaly detection\n\n");
-        md.push_str(&report::banner(
-            ctx.preset,
-            &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
-        ));
-        md.push_str(&anomaly::protocol_note(&opts));
-        md.push_str("Models: **CDAT** — Table 9's row for the dataset and ratio (on tolokers, which Table 9 lacks, basin's row chosen on validation AUC, `basin_cdat::anomaly::tolokers`: α = 1, no noise, no dropout on the drive; Table 8's defaults elsewhere): T = 2 controlled steps of vMF attention over each node's neighbours and K = 4·D rectified memories, W of rank 4 over features, ω₀ = the suppression coefficient, α and σ as tuned, dropout 0.1 on the energy drive (Appendix B.2; none on tolokers), no positional embedding, read out as ET's task does; 5 % training subgraphs per epoch at paper scale, the whole graph below it. **CDAT-code** — what the public code runs for the row (`basin_cdat::anomaly::reference`): plain attention with one divisor and logits clipped at ±5, ½relu² memories, per-feature layer norm, one shared step that ascends E (α = 0.1: the code ignores the row's α, s and σ), W over node positions, an output layer, Linear(D → 2), raw attributes, self loops; every epoch on a subgraph of 5 % of the training, validation and test nodes, scored as the code scores: training-mode scores of that epoch's validation and test samples (`reference-subsample`). **ET** — ET's default anomaly model (Y = 64, K = 128, T = 2, H = 1, no positional embedding).\n\n");
-        md.push_str(&table);
-        md.push_str(&missing.to_markdown());
-        md.push_str("\nEnergy and storage functional V of the whole graph per step (run 0's selected model):\n");
-        md.push_str(&anomaly::curves_markdown(&results));
-        let seconds: f64 = results.iter().map(|r| r.seconds).sum();
-        md.push_str(&report::footer(ctx, Some(seconds), ""));
-        let ran = results.len();
-        Ok(Report::new(
-            md,
-            &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-            ran,
-        )?
-        .with_headline(headline))
+        let prose = anomaly::Prose {
+            title: "CDAT Table 2 — node anomaly detection",
+            models: "Models: **CDAT** — Table 9's row for the dataset and ratio (on tolokers, which Table 9 lacks, basin's row chosen on validation AUC, `basin_cdat::anomaly::tolokers`: α = 1, no noise, no dropout on the drive; Table 8's defaults elsewhere): T = 2 controlled steps of vMF attention over each node's neighbours and K = 4·D rectified memories, W of rank 4 over features, ω₀ = the suppression coefficient, α and σ as tuned, dropout 0.1 on the energy drive (Appendix B.2; none on tolokers), no positional embedding, read out as ET's task does; 5 % training subgraphs per epoch at paper scale, the whole graph below it. **CDAT-code** — what the public code runs for the row (`basin_cdat::anomaly::reference`): plain attention with one divisor and logits clipped at ±5, ½relu² memories, per-feature layer norm, one shared step that ascends E (α = 0.1: the code ignores the row's α, s and σ), W over node positions, an output layer, Linear(D → 2), raw attributes, self loops; every epoch on a subgraph of 5 % of the training, validation and test nodes, scored as the code scores: training-mode scores of that epoch's validation and test samples (`reference-subsample`). **ET** — ET's default anomaly model (Y = 64, K = 128, T = 2, H = 1, no positional embedding).",
+            curves: "Energy and storage functional V of the whole graph per step (run 0's selected model):",
+            records: "",
+        };
+        anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result};
 
 /// ET Table 13.
 #[derive(Debug)]
@@ -74,11 +74,7 @@ impl Reproduction for EtTable13 {
         true
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let mut opts = options(ctx.preset);
-        if let Some(e) = ctx.overrides.epochs {
-            opts.epochs = e;
-        }
-        opts.datasets = selected(self, ctx, DATASETS);
+        let opts = options(ctx.preset).with_overrides(self, ctx);
         let paper: PaperTable = report::paper("et-table13")?;
         let model_for = table6_models()?;
         let mut missing = Missing::default();
@@ -116,7 +112,7 @@ impl Reproduction for EtTable13 {
                 .collect::<Vec<_>>()
                 .join("; ")
         };
-        let (table, headline) = anomaly::results_table(
+        let table = anomaly::results_table(
             &results,
             &paper.rows(),
             &ABLATIONS,
@@ -126,30 +122,12 @@ impl Reproduction for EtTable13 {
                 ("Y, K, T, H", &ykth),
             ],
         );
-        let mut md =
-            String::from("# ET Table 13 — ATT and HN ablation, node anomaly detection\n\n");
-        md.push_str(&report::banner(
-            ctx.preset,
-            &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
-        ));
-        md.push_str(&anomaly::protocol_note(&opts));
-        md.push_str("Models: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset, `basin_et::anomaly::default_model` otherwise (as `et-table1`); **ATT-only** drops the Hopfield memory, **HN-only** drops the energy attention (`basin_et::anomaly::ablations`), everything else — encoder, norm, readout, steps, optimiser — unchanged. The paper's columns are its Table 13 (its full model is Table 1's ET).\n\n");
-        md.push_str(&table);
-        md.push_str(&missing.to_markdown());
-        md.push_str("\nEnergy of the whole graph per descent step, run 0's selected model in evaluation mode:\n");
-        md.push_str(&anomaly::curves_markdown(&results));
-        let seconds: f64 = results.iter().map(|r| r.seconds).sum();
-        md.push_str(&report::footer(
-            ctx,
-            Some(seconds),
-            "Run records under `<dataset>-<ratio>pct/<model>/run-<r>/`.",
-        ));
-        let ran = results.len();
-        Ok(Report::new(
-            md,
-            &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-            ran,
-        )?
-        .with_headline(headline))
+        let prose = anomaly::Prose {
+            title: "ET Table 13 — ATT and HN ablation, node anomaly detection",
+            models: "Models: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset, `basin_et::anomaly::default_model` otherwise (as `et-table1`); **ATT-only** drops the Hopfield memory, **HN-only** drops the energy attention (`basin_et::anomaly::ablations`), everything else — encoder, norm, readout, steps, optimiser — unchanged. The paper's columns are its Table 13 (its full model is Table 1's ET).",
+            curves: "Energy of the whole graph per descent step, run 0's selected model in evaluation mode:",
+            records: "Run records under `<dataset>-<ratio>pct/<model>/run-<r>/`.",
+        };
+        anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }

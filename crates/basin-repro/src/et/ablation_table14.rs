@@ -46,20 +46,7 @@ impl Reproduction for EtTable14 {
         &[Override::Epochs, Override::Dataset, Override::TrainImages]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let mut opts = match ctx.preset {
-            Preset::Quick => Table14Options::quick(),
-            _ => Table14Options::cpu(),
-        };
-        if let Some(e) = ctx.overrides.epochs {
-            opts.epochs = e;
-        }
-        if let Some(n) = ctx.overrides.train_images {
-            opts.train_images = n;
-        }
-        let names = selected(self, ctx, self.datasets());
-        opts.datasets
-            .retain(|d| names.iter().any(|n| n == d.name()));
-        run(&opts, ctx)
+        run(&Table14Options::for_context(self, ctx), ctx)
     }
 }
 
@@ -176,6 +163,25 @@ impl Table14Options {
             lr: 2e-3,
             seed: 0,
         }
+    }
+
+    /// The options of `ctx`'s preset for `table` with its `--epochs`, `--train-images` and
+    /// `--dataset` applied.
+    pub fn for_context(table: &dyn Reproduction, ctx: &Context) -> Self {
+        let mut opts = match ctx.preset {
+            Preset::Quick => Self::quick(),
+            _ => Self::cpu(),
+        };
+        if let Some(e) = ctx.overrides.epochs {
+            opts.epochs = e;
+        }
+        if let Some(n) = ctx.overrides.train_images {
+            opts.train_images = n;
+        }
+        let names = selected(table, ctx, table.datasets());
+        opts.datasets
+            .retain(|d| names.iter().any(|n| n == d.name()));
+        opts
     }
 
     /// Minutes-long version for CI: 256 training images, 1 epoch, T = 4, 2 seeds.

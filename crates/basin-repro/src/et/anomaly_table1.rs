@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 use crate::anomaly::{self, AnomalyOptions, AnomalyResult, DATASETS};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result};
 
 /// ET Table 1.
 #[derive(Debug)]
@@ -48,12 +48,7 @@ impl Reproduction for EtTable1 {
         true
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let mut opts = options(ctx.preset);
-        if let Some(e) = ctx.overrides.epochs {
-            opts.epochs = e;
-        }
-        opts.datasets = selected(self, ctx, DATASETS);
-        run(&opts, ctx)
+        run(&options(ctx.preset).with_overrides(self, ctx), ctx)
     }
 }
 
@@ -164,35 +159,18 @@ pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
         r.model("ET")
             .map_or(String::new(), |m| table6_of(&m.config))
     };
-    let (table, headline) = anomaly::results_table(
+    let table = anomaly::results_table(
         &results,
         &paper.rows(),
         &["ET"],
         &opts.ratios,
         &[("Y, K, T, H", &ykth)],
     );
-    let mut md = String::from("# ET Table 1 — node anomaly detection\n\n");
-    md.push_str(&report::banner(
-        ctx.preset,
-        &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
-    ));
-    md.push_str(&anomaly::protocol_note(opts));
-    md.push_str("Model: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset (D = Y, α = 1), `basin_et::anomaly::default_model` otherwise (Y = 64, K = 128, T = 2, H = 1, without positional embeddings); paper switches (positional embeddings on for Table 6's rows, no added self loops, evaluation-mode scores after the step).\n\n");
-    md.push_str(&table);
-    md.push_str(&missing.to_markdown());
-    md.push_str("\nEnergy of the whole graph per descent step, run 0's selected model in evaluation mode:\n");
-    md.push_str(&anomaly::curves_markdown(&results));
-    let seconds: f64 = results.iter().map(|r| r.seconds).sum();
-    md.push_str(&report::footer(
-        ctx,
-        Some(seconds),
-        "Run records under `<dataset>-<ratio>pct/ET/run-<r>/`.",
-    ));
-    let ran = results.len();
-    Ok(Report::new(
-        md,
-        &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-        ran,
-    )?
-    .with_headline(headline))
+    let prose = anomaly::Prose {
+        title: "ET Table 1 — node anomaly detection",
+        models: "Model: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset (D = Y, α = 1), `basin_et::anomaly::default_model` otherwise (Y = 64, K = 128, T = 2, H = 1, without positional embeddings); paper switches (positional embeddings on for Table 6's rows, no added self loops, evaluation-mode scores after the step).",
+        curves: "Energy of the whole graph per descent step, run 0's selected model in evaluation mode:",
+        records: "Run records under `<dataset>-<ratio>pct/ET/run-<r>/`.",
+    };
+    anomaly::report(&prose, opts, &results, &missing, table, ctx)
 }

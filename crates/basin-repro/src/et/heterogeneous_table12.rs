@@ -11,7 +11,7 @@ use serde::Deserialize;
 use crate::anomaly::{self, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result};
 
 /// ET Table 12.
 #[derive(Debug)]
@@ -89,11 +89,7 @@ impl Reproduction for EtTable12 {
         true
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let mut opts = options(ctx.preset);
-        if let Some(e) = ctx.overrides.epochs {
-            opts.epochs = e;
-        }
-        opts.datasets = selected(self, ctx, DATASETS);
+        let opts = options(ctx.preset).with_overrides(self, ctx);
         let paper: PaperTable = report::paper("et-table12")?;
         let model_for = table6_models()?;
         let mut missing = Missing::default();
@@ -124,38 +120,19 @@ impl Reproduction for EtTable12 {
                     .join(", ")
             })
         };
-        let (table, headline) = anomaly::results_table(
+        let table = anomaly::results_table(
             &results,
             &paper.rows(),
             &MODELS,
             &opts.ratios,
             &[("relations", &relations), ("Y, K, T, H", &ykth)],
         );
-        let mut md = String::from("# ET Table 12 — heterogeneous anomaly detection\n\n");
-        md.push_str(&report::banner(
-            ctx.preset,
-            &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
-        ));
-        md.push_str(&anomaly::protocol_note(&opts));
-        md.push_str("Models: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H (the paper gives no other hyperparameters for Table 12); **MaxPool** and **Concatenation** run one block per relation subgraph (`heterogeneous = true`) and aggregate the final token representations by element-wise maximum or by concatenation (`relation_pool`) before the readout; **ET** is Table 1's homogeneous model on the union of the relations, the baseline of the same run. BWGNN's column is the paper's.\n\n");
-        md.push_str(&table);
-        md.push_str(&missing.to_markdown());
-        md.push_str(
-            "\nEnergy per relation per descent step, run 0's selected model in evaluation mode:\n",
-        );
-        md.push_str(&anomaly::curves_markdown(&results));
-        let seconds: f64 = results.iter().map(|r| r.seconds).sum();
-        md.push_str(&report::footer(
-            ctx,
-            Some(seconds),
-            "Run records under `<dataset>-<ratio>pct/<model>/run-<r>/`.",
-        ));
-        let ran = results.len();
-        Ok(Report::new(
-            md,
-            &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-            ran,
-        )?
-        .with_headline(headline))
+        let prose = anomaly::Prose {
+            title: "ET Table 12 — heterogeneous anomaly detection",
+            models: "Models: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H (the paper gives no other hyperparameters for Table 12); **MaxPool** and **Concatenation** run one block per relation subgraph (`heterogeneous = true`) and aggregate the final token representations by element-wise maximum or by concatenation (`relation_pool`) before the readout; **ET** is Table 1's homogeneous model on the union of the relations, the baseline of the same run. BWGNN's column is the paper's.",
+            curves: "Energy per relation per descent step, run 0's selected model in evaluation mode:",
+            records: "Run records under `<dataset>-<ratio>pct/<model>/run-<r>/`.",
+        };
+        anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }

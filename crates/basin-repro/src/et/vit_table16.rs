@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::et::ablation_table14::{AblationResult, Table14Options, train_models};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result};
 
 /// ET Table 16.
 #[derive(Debug)]
@@ -71,20 +71,8 @@ impl Reproduction for EtTable16 {
         &[Override::Epochs, Override::Dataset, Override::TrainImages]
     }
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let mut opts = match ctx.preset {
-            Preset::Quick => Table14Options::quick(),
-            _ => Table14Options::cpu(),
-        };
+        let mut opts = Table14Options::for_context(self, ctx);
         opts.ablations.clear();
-        if let Some(e) = ctx.overrides.epochs {
-            opts.epochs = e;
-        }
-        if let Some(n) = ctx.overrides.train_images {
-            opts.train_images = n;
-        }
-        let names = selected(self, ctx, self.datasets());
-        opts.datasets
-            .retain(|d| names.iter().any(|n| n == d.name()));
         let paper: PaperTable = report::paper("et-table16")?;
         let mut missing = Missing::default();
         let results = train_models(
