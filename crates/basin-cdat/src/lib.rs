@@ -62,6 +62,7 @@ pub fn block(
             .weighted(LAMBDA.1),
         ],
         dynamics: DynamicsConfig::new(&dynamics),
+        gradient: Default::default(),
     }
 }
 
@@ -461,6 +462,7 @@ pub mod anomaly {
                     }),
                 ],
                 dynamics: DynamicsConfig::new(&dynamics),
+                gradient: Default::default(),
             },
             positional: false,
             self_loops: true,

@@ -13,6 +13,7 @@ use tch::{Kind, Tensor, nn};
 use crate::dynamics::{Dynamics, StepContext};
 use crate::energy::{Energy, EnergySum};
 use crate::error::{CoreError, Result};
+use crate::implicit::{FixedPoint, GradientConfig, GradientMode, ImplicitState};
 use crate::norm::{EnergyLayerNorm, NormConfig};
 use crate::registry::{DynamicsConfig, TermConfig, TermParams};
 use crate::structure::Structure;
@@ -33,6 +34,13 @@ pub struct BlockConfig {
     pub terms: Vec<TermConfig>,
     /// The dynamics.
     pub dynamics: DynamicsConfig,
+    /// How the parameters receive their gradient: through the unrolled steps (the default,
+    /// left out of files), or at the attractor (`gradient = "implicit"`, [`crate::implicit`]).
+    #[serde(
+        skip_serializing_if = "GradientConfig::is_default",
+        deserialize_with = "GradientConfig::deserialize_either"
+    )]
+    pub gradient: GradientConfig,
 }
 
 impl Default for BlockConfig {
@@ -61,6 +69,7 @@ impl BlockConfig {
                 }),
             ],
             dynamics: DynamicsConfig::gradient_flow(0.1),
+            gradient: GradientConfig::default(),
         }
     }
 
@@ -85,6 +94,16 @@ impl BlockConfig {
         }
         self.norm.validate("norm")?;
         self.dynamics.validate("dynamics")?;
+        if self.gradient.mode != GradientMode::Unrolled {
+            self.gradient.validate("gradient")?;
+            let settles = self.dynamics.fixed_point("dynamics")?;
+            if settles == FixedPoint::Normalised && self.norm.per_feature_gain {
+                return Err(CoreError::config(
+                    "norm.per_feature_gain",
+                    "an implicit gradient of a gradient flow needs ET's scalar gain: with a gain per feature the fixed points of LN(x) are not those of the re-standardised descent",
+                ));
+            }
+        }
         if self.terms.is_empty() {
             return Err(CoreError::config(
                 "terms",
@@ -200,8 +219,14 @@ pub struct EnergyBlock {
     pub energy: Box<dyn Energy>,
     /// How tokens move.
     pub dynamics: Box<dyn Dynamics>,
-    /// Number of steps T.
+    /// Number of steps T (of the unrolled descent; a settling one stops at convergence).
     pub steps: usize,
+    /// How the parameters receive their gradient.
+    pub gradient: GradientConfig,
+    /// Which fixed point the dynamics settles in (read by the settling map).
+    pub(crate) fixed_point: FixedPoint,
+    /// Pending implicit backward passes and settling statistics.
+    pub(crate) implicit: ImplicitState,
 }
 
 impl std::fmt::Debug for EnergyBlock {
@@ -232,12 +257,44 @@ impl EnergyBlock {
             let t = term.build(path, shared, cfg.dim, &format!("terms[{i}]"))?;
             sum.push(term.weight, t);
         }
-        Ok(Self {
+        let mut block = Self::from_parts(
             norm,
-            energy: Box::new(sum),
-            dynamics: cfg.dynamics.build(path, shared, cfg.dim, "dynamics")?,
-            steps: cfg.steps,
-        })
+            Box::new(sum),
+            cfg.dynamics.build(path, shared, cfg.dim, "dynamics")?,
+            cfg.steps,
+        );
+        if cfg.gradient.mode != GradientMode::Unrolled {
+            block.fixed_point = cfg.dynamics.fixed_point("dynamics")?;
+        }
+        block.gradient = cfg.gradient.clone();
+        Ok(block)
+    }
+
+    /// A block of hand-built parts, trained through its unrolled steps (set
+    /// [`EnergyBlock::with_gradient`] for another mode).
+    pub fn from_parts(
+        norm: EnergyLayerNorm,
+        energy: Box<dyn Energy>,
+        dynamics: Box<dyn Dynamics>,
+        steps: usize,
+    ) -> Self {
+        Self {
+            norm,
+            energy,
+            dynamics,
+            steps,
+            gradient: GradientConfig::default(),
+            fixed_point: FixedPoint::Normalised,
+            implicit: ImplicitState::default(),
+        }
+    }
+
+    /// The same block with another gradient mode; `fixed_point` says where its dynamics
+    /// settles (the config path checks it from the dynamics' kind; here the caller says it).
+    pub fn with_gradient(mut self, gradient: GradientConfig, fixed_point: FixedPoint) -> Self {
+        self.gradient = gradient;
+        self.fixed_point = fixed_point;
+        self
     }
 
     /// Checks user-supplied tokens `x: [B, N, D]` and their structure against the block.
@@ -261,8 +318,9 @@ impl EnergyBlock {
 
     /// Runs the descent; with `trace = Some(options)` also records a [`Trace`].
     ///
-    /// Gradients with respect to the weights flow through every step when `x` or the weights
-    /// require grad and grad mode is on (training through the unrolled descent).
+    /// Unrolled (the default): gradients with respect to the weights flow through every step
+    /// when `x` or the weights require grad and grad mode is on. Implicit or phantom: the
+    /// block settles ([`EnergyBlock::settle`]) and its trace has one entry per step taken.
     pub fn run(
         &self,
         x: &Tensor,
@@ -270,6 +328,9 @@ impl EnergyBlock {
         train: bool,
         trace: Option<TraceOptions>,
     ) -> (Tensor, Option<Trace>) {
+        if self.gradient.mode != GradientMode::Unrolled {
+            return self.run_settled(x, structure, train, trace);
+        }
         let mut x = x.shallow_clone();
         let mut rec = trace.map(Recorder::new);
         let mut g = self.norm.forward(&x);
@@ -306,13 +367,50 @@ impl EnergyBlock {
         (x, trace)
     }
 
+    fn run_settled(
+        &self,
+        x: &Tensor,
+        structure: &Structure,
+        train: bool,
+        trace: Option<TraceOptions>,
+    ) -> (Tensor, Option<Trace>) {
+        let mut rec = trace.map(Recorder::new);
+        let settled = self.settle(x, structure, train, |step, x, next| {
+            if let Some(r) = rec.as_mut() {
+                let (g, g_next) = (self.norm.forward(x), self.norm.forward(next));
+                r.record(x, &g, structure, self.energy.as_ref(), true);
+                let ctx = StepContext {
+                    step,
+                    train,
+                    padding: structure.padding(),
+                    g: Some(&g),
+                };
+                r.storage_step(self.dynamics.storage_increment(x, next, &g, &g_next, &ctx));
+            }
+        });
+        let trace = rec.map(|mut r| {
+            tch::no_grad(|| {
+                let g = self.norm.forward(&settled.state);
+                r.record(&settled.state, &g, structure, self.energy.as_ref(), false);
+            });
+            r.finish()
+        });
+        (self.settled_output(&settled, structure, train), trace)
+    }
+
     /// `∂E/∂g` at `g = LN(x)`, `[B, N, D]`.
     pub fn energy_grad(&self, x: &Tensor, structure: &Structure) -> Tensor {
         self.energy.grad(&self.norm.forward(x), structure)
     }
 
     /// One step `x_t → x_{t+1}` (normalise, gradient, dynamics).
-    fn step(&self, x: &Tensor, structure: &Structure, step: usize, train: bool) -> Tensor {
+    pub(crate) fn step(
+        &self,
+        x: &Tensor,
+        structure: &Structure,
+        step: usize,
+        train: bool,
+    ) -> Tensor {
         let g = self.norm.forward(x);
         let grad = self.energy.grad(&g, structure);
         let ctx = StepContext {

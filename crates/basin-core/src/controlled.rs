@@ -33,6 +33,7 @@ use tch::{Kind, Tensor, nn};
 
 use crate::dynamics::{Dynamics, StepContext};
 use crate::error::{CoreError, Result};
+use crate::implicit::FixedPoint;
 use crate::registry::{BuildContext, DynamicsParams};
 
 /// What W couples.
@@ -445,6 +446,33 @@ impl DynamicsParams for ControlledConfig {
 
     fn build(&self, ctx: &BuildContext) -> Result<Box<dyn Dynamics>> {
         Ok(Box::new(Controlled::new(ctx.shared, ctx.dim, self)))
+    }
+
+    /// With the decay on and no noise or dropout the controlled descent settles in `x`
+    /// itself: `W(x) − (1 + ω) x − ∂E/∂g = 0` (CDAT's fixed point of V's descent, Thm 3.3).
+    fn fixed_point(&self, field: &str) -> Result<FixedPoint> {
+        let refuse = |name: &str, why: &str| {
+            Err(CoreError::config(format!("{field}.{name}"), why.to_owned()))
+        };
+        if self.sigma > 0.0 {
+            return refuse(
+                "sigma",
+                "a noisy descent has no fixed point to train at: set sigma = 0 for an implicit or phantom gradient",
+            );
+        }
+        if self.drive_dropout > 0.0 {
+            return refuse(
+                "drive_dropout",
+                "dropout on the drive changes the map every step: set drive_dropout = 0 for an implicit or phantom gradient",
+            );
+        }
+        if !self.inhibition {
+            return refuse(
+                "inhibition",
+                "without the decay −(1 + ω)x the tokens need not settle: keep inhibition = true for an implicit or phantom gradient",
+            );
+        }
+        Ok(FixedPoint::Tokens)
     }
 
     fn alpha(&self) -> Option<f64> {

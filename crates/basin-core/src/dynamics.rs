@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use crate::error::{CoreError, Result};
+use crate::implicit::FixedPoint;
 use crate::registry::{BuildContext, DynamicsConfig, DynamicsParams};
 
 /// What a dynamics step may depend on besides the state and the gradient.
@@ -95,6 +96,10 @@ impl DynamicsParams for GradientFlow {
     fn alpha(&self) -> Option<f64> {
         Some(self.alpha)
     }
+
+    fn fixed_point(&self, _field: &str) -> Result<FixedPoint> {
+        Ok(FixedPoint::Normalised)
+    }
 }
 crate::register_dynamics!(GradientFlow);
 
@@ -173,6 +178,17 @@ impl DynamicsParams for Langevin {
 
     fn alpha(&self) -> Option<f64> {
         Some(self.alpha)
+    }
+
+    /// Noiseless Langevin is the gradient flow; with noise the descent has no fixed point.
+    fn fixed_point(&self, field: &str) -> Result<FixedPoint> {
+        if self.sigma > 0.0 {
+            return Err(CoreError::config(
+                format!("{field}.sigma"),
+                "a noisy descent has no fixed point to train at: set sigma = 0 (or use gradient-flow) for an implicit or phantom gradient",
+            ));
+        }
+        Ok(FixedPoint::Normalised)
     }
 }
 crate::register_dynamics!(Langevin);

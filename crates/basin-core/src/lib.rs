@@ -22,6 +22,8 @@
 //! - [`flow`]: SFi-Former's sparse-flow attention (eq. 8–10): the unrolled proximal solver
 //!   with Barzilai–Borwein steps, the exact minimiser, and softmax as its λ = 0 case.
 //! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`].
+//! - [`implicit`]: training at the attractor: the block settles and its parameters receive the
+//!   implicit-function-theorem gradient of the fixed point (or a phantom gradient).
 //! - [`hopfield`]: the Hopfield, HopfieldPooling and HopfieldLayer modules and the classical,
 //!   dense and modern Hopfield networks of the Hopfield slides.
 //! - [`init`]: dense layers started as PyTorch, flax or tch start them; PyTorch's batch norm.
@@ -45,6 +47,7 @@ pub mod error;
 pub mod flow;
 pub mod fsio;
 pub mod hopfield;
+pub mod implicit;
 pub mod init;
 pub mod norm;
 pub mod registry;
@@ -61,6 +64,7 @@ pub use controlled::{Controlled, ControlledConfig};
 pub use dynamics::{Dynamics, GradientFlow, Langevin, StepContext};
 pub use energy::{Energy, EnergySum};
 pub use error::{CoreError, Result};
+pub use implicit::{FixedPoint, GradientConfig, GradientMode, SettleStats, Solver};
 pub use norm::{EnergyLayerNorm, NormConfig};
 pub use registry::{BuildContext, DynamicsConfig, DynamicsParams, TermConfig, TermParams};
 pub use structure::{Interaction, SparseEdges, Structure};

@@ -32,6 +32,7 @@ use tch::nn;
 use crate::dynamics::Dynamics;
 use crate::energy::Energy;
 use crate::error::{CoreError, Result};
+use crate::implicit::FixedPoint;
 
 /// Where a block's parameters are created.
 #[derive(Debug)]
@@ -83,10 +84,23 @@ pub trait DynamicsParams: Serialize + DeserializeOwned {
     fn alpha(&self) -> Option<f64> {
         None
     }
+    /// Where the deterministic descent settles, for an implicit gradient
+    /// ([`crate::implicit`]); an error naming the field where it does not (noise, dropout, no
+    /// fixed point). The default: the kind declares none.
+    fn fixed_point(&self, field: &str) -> Result<FixedPoint> {
+        Err(CoreError::config(
+            format!("{field}.kind"),
+            format!(
+                "`{}` declares no fixed point, so it cannot be trained at one (gradient.mode = \"unrolled\")",
+                Self::KIND
+            ),
+        ))
+    }
 }
 
 type ValidateFn = fn(&toml::Table, &str) -> Result<()>;
 type BuildTermFn = fn(&toml::Table, &BuildContext, &str, &str) -> Result<Box<dyn Energy>>;
+type ValidateFixedFn = fn(&toml::Table, &str) -> Result<FixedPoint>;
 type BuildDynamicsFn = fn(&toml::Table, &BuildContext, &str) -> Result<Box<dyn Dynamics>>;
 
 /// A registered term kind (collected from every crate of the binary).
@@ -109,6 +123,7 @@ pub struct DynamicsKind {
     validate: ValidateFn,
     build: BuildDynamicsFn,
     alpha: fn(&toml::Table) -> Option<f64>,
+    fixed_point: ValidateFixedFn,
 }
 
 inventory::collect!(TermKind);
@@ -157,6 +172,10 @@ fn alpha_of<T: DynamicsParams>(params: &toml::Table) -> Option<f64> {
     parse::<T>(params, "").ok().and_then(|p| p.alpha())
 }
 
+fn fixed_point_of<T: DynamicsParams>(params: &toml::Table, field: &str) -> Result<FixedPoint> {
+    parse::<T>(params, field)?.fixed_point(field)
+}
+
 impl TermKind {
     /// The registration of `T` (what [`register_term!`](crate::register_term) submits).
     pub const fn of<T: TermParams>() -> Self {
@@ -179,6 +198,7 @@ impl DynamicsKind {
             validate: validate_dynamics::<T>,
             build: build_dynamics::<T>,
             alpha: alpha_of::<T>,
+            fixed_point: fixed_point_of::<T>,
         }
     }
 }
@@ -432,6 +452,12 @@ impl DynamicsConfig {
     pub fn alpha(&self) -> Option<f64> {
         let kind = dynamics_kind(&self.kind, "dynamics").ok()?;
         (kind.alpha)(&self.params)
+    }
+
+    /// Where the kind's deterministic descent settles, or why it cannot be trained at a
+    /// fixed point (an error naming the field).
+    pub fn fixed_point(&self, field: &str) -> Result<FixedPoint> {
+        (dynamics_kind(&self.kind, field)?.fixed_point)(&self.params, field)
     }
 
     /// Checks the kind and the parameters; `field` is the config path.

@@ -169,6 +169,17 @@ impl SparseEdges {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// A second handle on the same tensors (no copy).
+    pub fn shallow_clone(&self) -> Self {
+        Self {
+            query: self.query.shallow_clone(),
+            key: self.key.shallow_clone(),
+            row_ptr: self.row_ptr.shallow_clone(),
+            tokens: self.tokens,
+            key_major: OnceCell::new(),
+        }
+    }
+
     /// The same edges on another device.
     pub fn to_device(&self, device: Device) -> Self {
         Self {
@@ -417,6 +428,26 @@ impl Structure {
             }
             _ => None,
         };
+    }
+
+    /// A second handle on the same tensors (no copy; caches rebuilt on first use), e.g. for a
+    /// backward pass that runs after the forward's structure was dropped.
+    pub fn shallow_clone(&self) -> Self {
+        let interaction = match &self.interaction {
+            Interaction::Full => Interaction::Full,
+            Interaction::Mask(m) => Interaction::Mask(m.shallow_clone()),
+            Interaction::Bias(b) => Interaction::Bias(b.shallow_clone()),
+            Interaction::Sparse(e) => Interaction::Sparse(e.shallow_clone()),
+        };
+        Self {
+            interaction,
+            padding: self.padding.as_ref().map(Tensor::shallow_clone),
+            self_attention: self.self_attention,
+            scale: self.scale.as_ref().map(Tensor::shallow_clone),
+            edge_scale: self.edge_scale.as_ref().map(Tensor::shallow_clone),
+            sparse: self.sparse.as_ref().map(SparseEdges::shallow_clone),
+            dense: OnceCell::new(),
+        }
     }
 
     /// The interaction as given (before padding and the diagonal rule).

@@ -40,6 +40,7 @@ pub fn block(
             }),
         ],
         dynamics,
+        gradient: Default::default(),
     }
 }
 

@@ -212,12 +212,7 @@ fn padding_invariance(label: &str, name: &str, term: &dyn Energy, s: &Structure)
 }
 
 fn descent(label: &str, term: Box<dyn Energy>, norm: EnergyLayerNorm, heads: i64) {
-    let block = EnergyBlock {
-        norm,
-        energy: term,
-        dynamics: Box::new(GradientFlow { alpha: 1e-3 }),
-        steps: 25,
-    };
+    let block = EnergyBlock::from_parts(norm, term, Box::new(GradientFlow { alpha: 1e-3 }), 25);
     for (name, s) in structures(B, N, heads) {
         let x = Tensor::randn([B, N, D], F64);
         let (_, trace) = block.run(&x, &s, false, Some(TraceOptions::default()));

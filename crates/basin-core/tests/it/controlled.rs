@@ -291,6 +291,7 @@ fn cdat_block(vs: &VarStore, dim: i64, dynamics: ControlledConfig, steps: usize)
             .weighted(0.5),
         ],
         dynamics: DynamicsConfig::new(&dynamics),
+        gradient: Default::default(),
     };
     EnergyBlock::new(&vs.root(), &cfg).unwrap()
 }
@@ -396,6 +397,7 @@ fn the_energy_can_rise_while_v_falls() {
                     ..HopfieldMemoryConfig::default()
                 })],
                 dynamics: DynamicsConfig::new(&dynamics),
+                gradient: Default::default(),
             };
             let mut vs = store();
             let block = EnergyBlock::new(&vs.root(), &cfg).unwrap();

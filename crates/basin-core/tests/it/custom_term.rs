@@ -58,12 +58,12 @@ fn a_new_term_gets_its_gradient_from_autograd_and_descends() {
     assert!(max_rel_error(&e, &term.energy(&g, &s), 1e-12) < 1e-12);
     assert!(max_rel_error(&d, &expect, 1e-12) < 1e-10);
 
-    let block = EnergyBlock {
+    let block = EnergyBlock::from_parts(
         norm,
-        energy: Box::new(EnergySum::new().with(1.0, term)),
-        dynamics: Box::new(GradientFlow { alpha: 0.05 }),
-        steps: 30,
-    };
+        Box::new(EnergySum::new().with(1.0, term)),
+        Box::new(GradientFlow { alpha: 0.05 }),
+        30,
+    );
     let (_, trace) = tch::no_grad(|| {
         block.run(
             &(tokens(2, 4, 6) * 3.0),

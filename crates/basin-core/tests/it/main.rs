@@ -11,6 +11,7 @@ mod device;
 mod flow;
 mod gradients;
 mod hopfield;
+mod implicit;
 mod init;
 mod norm;
 mod registry;

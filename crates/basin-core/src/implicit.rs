@@ -1,0 +1,624 @@
+//! Training at the attractor: the gradient of a block's fixed point by the implicit function
+//! theorem, instead of backpropagation through the T unrolled steps.
+//!
+//! With `gradient.mode = "implicit"` the block descends without an autograd graph until the
+//! relative step `‖x_{t+1} − x_t‖ / ‖x_t‖` (largest over the batch) falls below `tol`, or for
+//! `max_steps`; the state it reaches, `x* = f(x*)`, is the block's output. Its gradient comes
+//! from the adjoint system at `x*`: `(I − ∂f/∂x)ᵀ v = ∂L/∂x*`, solved by fixed-point iteration
+//! or GMRES on vector–Jacobian products of one descent step, and the parameters receive
+//! `vᵀ ∂f/∂θ`. Memory is one step's activations (and GMRES's Krylov vectors), whatever the
+//! number of steps. `mode = "phantom"` backpropagates through `phantom_steps` steps taken from
+//! the detached fixed point instead (the truncated Neumann series of the same inverse).
+//!
+//! Two facts of the energy models shape the map `f`:
+//!
+//! - ET's layer norm removes each token's mean and scale, so a gradient flow of `E(LN(x))`
+//!   settles in `g = LN(x)` while `x` keeps drifting along those two directions (the gradient
+//!   `∂E/∂g` has components there that no step removes). The attractor is a point of the
+//!   normalised tokens; for such dynamics ([`FixedPoint::Normalised`]) `f` re-standardises each
+//!   token after the step (zero mean, unit variance over its features), which leaves the fixed
+//!   points of `g` as they are, gives `x*` one representative, and makes `I − ∂f/∂x`
+//!   invertible. CDAT's controlled dynamics decay towards a fixed point of `x` itself
+//!   ([`FixedPoint::Tokens`]) and are used as they are.
+//! - The attractor does not depend on where the descent started, inside its basin: `∂x*/∂x_0 =
+//!   0`. Layers before an implicit block (an encoder, a mask token, position biases, an earlier
+//!   block) receive no gradient through it; they learn only through other paths to the loss.
+//!
+//! Use: in implicit mode a training forward (`train = true`, grad mode on) leaves a pending
+//! record in the block; the loss is passed through [`attach`] before its `backward`.
+
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::block::EnergyBlock;
+use crate::error::{CoreError, Result};
+use crate::structure::Structure;
+
+/// How a block's parameters receive their gradient.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradientMode {
+    /// Backpropagation through the T unrolled steps (the papers and every reference code).
+    #[default]
+    Unrolled,
+    /// The implicit function theorem at the converged state (see the module docs).
+    Implicit,
+    /// Backpropagation through `phantom_steps` steps from the detached fixed point.
+    Phantom,
+}
+
+/// The linear solver of the adjoint system.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Solver {
+    /// `v ← ∂L/∂x* + (∂f/∂x)ᵀ v`: converges when the step's Jacobian contracts.
+    FixedPoint,
+    /// Restarted GMRES (`restart` vectors): the operator is not symmetric, so not CG.
+    #[default]
+    Gmres,
+}
+
+/// Which fixed point a dynamics settles in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FixedPoint {
+    /// Of `g = LN(x)` only (a gradient flow of the energy): the settling map re-standardises.
+    Normalised,
+    /// Of `x` itself (a dynamics with a decay, CDAT's controlled dynamics).
+    Tokens,
+}
+
+/// The `gradient` section of a block: `gradient = "implicit"`, or a table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GradientConfig {
+    /// Unrolled, implicit or phantom.
+    pub mode: GradientMode,
+    /// The forward stops once the relative step falls below this.
+    pub tol: f64,
+    /// The forward's step cap (a forward that reaches it is counted as not converged).
+    pub max_steps: usize,
+    /// The adjoint solver.
+    pub solver: Solver,
+    /// The adjoint stops once `‖(I − Jᵀ) v − ∂L/∂x*‖ / ‖∂L/∂x*‖` falls below this.
+    pub solver_tol: f64,
+    /// The adjoint's cap on vector–Jacobian products.
+    pub solver_iters: usize,
+    /// GMRES's restart length.
+    pub restart: usize,
+    /// Steps backpropagated by the phantom gradient.
+    pub phantom_steps: usize,
+}
+
+impl Default for GradientConfig {
+    fn default() -> Self {
+        Self {
+            mode: GradientMode::Unrolled,
+            tol: 1e-4,
+            max_steps: 200,
+            solver: Solver::Gmres,
+            solver_tol: 1e-4,
+            solver_iters: 100,
+            restart: 20,
+            phantom_steps: 5,
+        }
+    }
+}
+
+impl GradientConfig {
+    /// Reads `gradient = "implicit"` (a mode, the other fields at their defaults) as well as
+    /// the table form; errors name the field as the table's do.
+    pub fn deserialize_either<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> std::result::Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = GradientConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"unrolled\", \"implicit\", \"phantom\" or a table with `mode`")
+            }
+            fn visit_str<E: serde::de::Error>(
+                self,
+                v: &str,
+            ) -> std::result::Result<Self::Value, E> {
+                let mode =
+                    GradientMode::deserialize(serde::de::value::StrDeserializer::<E>::new(v))?;
+                Ok(GradientConfig {
+                    mode,
+                    ..GradientConfig::default()
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> std::result::Result<Self::Value, A::Error> {
+                GradientConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_any(Either)
+    }
+
+    /// The implicit gradient with the default tolerances.
+    pub fn implicit() -> Self {
+        Self {
+            mode: GradientMode::Implicit,
+            ..Self::default()
+        }
+    }
+
+    /// Whether this is the default (unrolled, default tolerances): left out of config files.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Checks the values; `field` is the config path.
+    pub fn validate(&self, field: &str) -> Result<()> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(CoreError::config(
+                    format!("{field}.{name}"),
+                    format!("must be > 0, got {v}"),
+                ))
+            }
+        };
+        positive("tol", self.tol)?;
+        positive("solver_tol", self.solver_tol)?;
+        for (name, v) in [
+            ("max_steps", self.max_steps),
+            ("solver_iters", self.solver_iters),
+            ("restart", self.restart),
+            ("phantom_steps", self.phantom_steps),
+        ] {
+            if v == 0 {
+                return Err(CoreError::config(format!("{field}.{name}"), "must be ≥ 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the settling descents and adjoint solves of a block did since it was last asked
+/// ([`EnergyBlock::take_settle_stats`]): reported per epoch, so a forward that did not
+/// converge is never silent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SettleStats {
+    /// Settling forwards.
+    pub forwards: usize,
+    /// Of them, those that stopped at `max_steps`.
+    pub unconverged: usize,
+    /// Steps summed over the forwards.
+    pub steps: usize,
+    /// The largest final relative step.
+    pub max_residual: f64,
+    /// Adjoint solves.
+    pub solves: usize,
+    /// Of them, those that stopped at `solver_iters`.
+    pub solves_unconverged: usize,
+    /// Vector–Jacobian products summed over the solves.
+    pub solver_iterations: usize,
+    /// The largest final relative residual of a solve.
+    pub max_solver_residual: f64,
+}
+
+impl SettleStats {
+    /// Adds `other` in.
+    pub fn merge(&mut self, other: &SettleStats) {
+        self.forwards += other.forwards;
+        self.unconverged += other.unconverged;
+        self.steps += other.steps;
+        self.max_residual = self.max_residual.max(other.max_residual);
+        self.solves += other.solves;
+        self.solves_unconverged += other.solves_unconverged;
+        self.solver_iterations += other.solver_iterations;
+        self.max_solver_residual = self.max_solver_residual.max(other.max_solver_residual);
+    }
+
+    /// Epoch-record metrics (`settle_steps`, `settle_unconverged`, …); none without forwards.
+    pub fn metrics(&self) -> Vec<(String, f64)> {
+        if self.forwards == 0 {
+            return Vec::new();
+        }
+        let mut m = vec![
+            (
+                "settle_steps".into(),
+                self.steps as f64 / self.forwards as f64,
+            ),
+            ("settle_unconverged".into(), self.unconverged as f64),
+            ("settle_residual".into(), self.max_residual),
+        ];
+        if self.solves > 0 {
+            m.push((
+                "adjoint_iterations".into(),
+                self.solver_iterations as f64 / self.solves as f64,
+            ));
+            m.push(("adjoint_unconverged".into(), self.solves_unconverged as f64));
+            m.push(("adjoint_residual".into(), self.max_solver_residual));
+        }
+        m
+    }
+}
+
+/// A converged (or capped) descent.
+#[derive(Debug)]
+pub struct Settled {
+    /// The final state (no graph).
+    pub state: Tensor,
+    /// Steps taken.
+    pub steps: usize,
+    /// The final relative step.
+    pub residual: f64,
+    /// Whether the residual fell below `tol`.
+    pub converged: bool,
+}
+
+/// The backward pass a training forward in implicit mode still owes.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    /// `x*` detached.
+    state: Tensor,
+    /// The output leaf the loss was computed from.
+    output: Tensor,
+    structure: Structure,
+    train: bool,
+}
+
+/// Per block: the pending records and the statistics.
+#[derive(Debug, Default)]
+pub(crate) struct ImplicitState {
+    pending: Mutex<Vec<Pending>>,
+    stats: Mutex<SettleStats>,
+}
+
+impl ImplicitState {
+    fn stats(&self) -> std::sync::MutexGuard<'_, SettleStats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The result of an adjoint solve.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Solve {
+    /// Operator applications.
+    pub iterations: usize,
+    /// `‖A v − b‖ / ‖b‖` of the returned `v`.
+    pub residual: f64,
+    /// Whether it fell below the tolerance.
+    pub converged: bool,
+}
+
+fn dot(a: &Tensor, b: &Tensor) -> f64 {
+    (a * b).sum(Kind::Double).double_value(&[])
+}
+
+fn norm(a: &Tensor) -> f64 {
+    dot(a, a).sqrt()
+}
+
+/// Solves `(I − Jᵀ) v = b` by `v ← b + Jᵀ v`, from `v = b`; `jt` applies `Jᵀ`.
+pub fn fixed_point_solve(
+    jt: &dyn Fn(&Tensor) -> Tensor,
+    b: &Tensor,
+    tol: f64,
+    max_iters: usize,
+) -> (Tensor, Solve) {
+    let bn = norm(b);
+    if bn == 0.0 {
+        return (b.zeros_like(), solved(0, 0.0, true));
+    }
+    let mut v = b.shallow_clone();
+    let mut residual = f64::INFINITY;
+    for k in 0..max_iters {
+        let next = b + jt(&v);
+        // ‖(I − Jᵀ) v − b‖ = ‖v − next‖: the residual of the current iterate.
+        residual = norm(&(&next - &v)) / bn;
+        if residual <= tol || !residual.is_finite() {
+            return (v, solved(k + 1, residual, residual <= tol));
+        }
+        v = next;
+    }
+    (v, solved(max_iters, residual, false))
+}
+
+fn solved(iterations: usize, residual: f64, converged: bool) -> Solve {
+    Solve {
+        iterations,
+        residual,
+        converged,
+    }
+}
+
+/// Restarted GMRES for `A v = b`, `apply` computing `A v`; starts from `v = b`.
+pub fn gmres(
+    apply: &dyn Fn(&Tensor) -> Tensor,
+    b: &Tensor,
+    tol: f64,
+    max_iters: usize,
+    restart: usize,
+) -> (Tensor, Solve) {
+    let bn = norm(b);
+    if bn == 0.0 {
+        return (b.zeros_like(), solved(0, 0.0, true));
+    }
+    let mut x = b.shallow_clone();
+    let mut used = 0;
+    loop {
+        let r = b - apply(&x);
+        used += 1;
+        let beta = norm(&r);
+        let residual = beta / bn;
+        if residual <= tol || used >= max_iters || !residual.is_finite() {
+            return (x, solved(used, residual, residual <= tol));
+        }
+        let m = restart.min(max_iters - used).max(1);
+        let mut basis = vec![r / beta];
+        // Columns of the Hessenberg matrix, rotated to upper-triangular as they come.
+        let mut cols: Vec<Vec<f64>> = Vec::with_capacity(m);
+        let (mut cs, mut sn): (Vec<f64>, Vec<f64>) = (Vec::with_capacity(m), Vec::with_capacity(m));
+        let mut g = vec![0.0; m + 1];
+        g[0] = beta;
+        for j in 0..m {
+            let mut w = apply(&basis[j]);
+            used += 1;
+            let mut h = vec![0.0; j + 2];
+            for (i, v) in basis.iter().enumerate() {
+                h[i] = dot(&w, v);
+                w -= v * h[i];
+            }
+            let hn = norm(&w);
+            h[j + 1] = hn;
+            for i in 0..j {
+                let t = cs[i] * h[i] + sn[i] * h[i + 1];
+                h[i + 1] = -sn[i] * h[i] + cs[i] * h[i + 1];
+                h[i] = t;
+            }
+            let r = h[j].hypot(h[j + 1]);
+            let (c, s) = if r == 0.0 {
+                (1.0, 0.0)
+            } else {
+                (h[j] / r, h[j + 1] / r)
+            };
+            h[j] = r;
+            h[j + 1] = 0.0;
+            g[j + 1] = -s * g[j];
+            g[j] *= c;
+            cs.push(c);
+            sn.push(s);
+            cols.push(h);
+            if g[j + 1].abs() / bn <= tol || hn == 0.0 || used >= max_iters {
+                break;
+            }
+            basis.push(w / hn);
+        }
+        // Back-substitution of the upper-triangular system, then the update.
+        let k = cols.len();
+        let mut y = vec![0.0; k];
+        for i in (0..k).rev() {
+            let mut s = g[i];
+            for (l, yl) in y.iter().enumerate().skip(i + 1) {
+                s -= cols[l][i] * yl;
+            }
+            y[i] = if cols[i][i] == 0.0 {
+                0.0
+            } else {
+                s / cols[i][i]
+            };
+        }
+        for (v, yi) in basis.iter().zip(&y) {
+            x = x + v * *yi;
+        }
+    }
+}
+
+/// Each real token standardised over its features (zero mean, unit variance, no ε); padded
+/// tokens (`padding` `[B, N]`, true for real ones) unchanged.
+pub fn standardise(x: &Tensor, padding: Option<&Tensor>) -> Tensor {
+    let xm = x - x.mean_dim(-1, true, x.kind());
+    let sd = xm
+        .square()
+        .mean_dim(-1, true, x.kind())
+        .sqrt()
+        .clamp_min(1e-12);
+    let s = xm / sd;
+    match padding {
+        Some(p) => s.where_self(&p.unsqueeze(-1), x),
+        None => s,
+    }
+}
+
+/// The largest over the batch of `‖a − b‖ / ‖b‖` per sample.
+fn relative_step(next: &Tensor, x: &Tensor) -> f64 {
+    let dims = [1i64, 2];
+    let d = (next - x)
+        .square()
+        .sum_dim_intlist(&dims[..], false, Kind::Double);
+    let n = x
+        .square()
+        .sum_dim_intlist(&dims[..], false, Kind::Double)
+        .clamp_min(1e-30);
+    (d / n).sqrt().max().double_value(&[])
+}
+
+fn grad_mode() -> bool {
+    Tensor::zeros([1], (Kind::Float, tch::Device::Cpu))
+        .set_requires_grad(true)
+        .g_mul_scalar(1.0)
+        .requires_grad()
+}
+
+impl EnergyBlock {
+    /// One step of the settling map `f`: the block's step, then (for a [`FixedPoint::Normalised`]
+    /// dynamics) each token re-standardised.
+    pub fn settle_step(
+        &self,
+        x: &Tensor,
+        structure: &Structure,
+        step: usize,
+        train: bool,
+    ) -> Tensor {
+        let next = self.step(x, structure, step, train);
+        match self.fixed_point {
+            FixedPoint::Normalised => standardise(&next, structure.padding()),
+            FixedPoint::Tokens => next,
+        }
+    }
+
+    /// Descends by [`EnergyBlock::settle_step`] from `x` (standardised first where the map
+    /// standardises) until the relative step falls below `gradient.tol` or for
+    /// `gradient.max_steps`, without a graph; `visit(t, x_t)` sees each state (a trace).
+    pub fn settle(
+        &self,
+        x: &Tensor,
+        structure: &Structure,
+        train: bool,
+        mut visit: impl FnMut(usize, &Tensor, &Tensor),
+    ) -> Settled {
+        let cfg = &self.gradient;
+        tch::no_grad(|| {
+            let mut x = match self.fixed_point {
+                FixedPoint::Normalised => standardise(&x.detach(), structure.padding()),
+                FixedPoint::Tokens => x.detach(),
+            };
+            let mut residual = f64::INFINITY;
+            for step in 0..cfg.max_steps {
+                let next = self.settle_step(&x, structure, step, train);
+                visit(step, &x, &next);
+                residual = relative_step(&next, &x);
+                x = next;
+                if residual <= cfg.tol || !residual.is_finite() {
+                    return Settled {
+                        state: x,
+                        steps: step + 1,
+                        residual,
+                        converged: residual <= cfg.tol,
+                    };
+                }
+            }
+            Settled {
+                state: x,
+                steps: cfg.max_steps,
+                residual,
+                converged: false,
+            }
+        })
+    }
+
+    /// The output of a settling forward: `x*` itself outside training; in training a leaf
+    /// owing its [`attach`] (implicit) or the phantom steps' graph (phantom).
+    pub(crate) fn settled_output(&self, s: &Settled, structure: &Structure, train: bool) -> Tensor {
+        {
+            let mut stats = self.implicit.stats();
+            stats.forwards += 1;
+            stats.unconverged += usize::from(!s.converged);
+            stats.steps += s.steps;
+            stats.max_residual = stats.max_residual.max(s.residual);
+        }
+        if !train || !grad_mode() {
+            return s.state.shallow_clone();
+        }
+        match self.gradient.mode {
+            GradientMode::Phantom => {
+                let mut x = s.state.detach();
+                for step in 0..self.gradient.phantom_steps {
+                    x = self.settle_step(&x, structure, step, train);
+                }
+                x
+            }
+            _ => {
+                let output = s.state.detach().set_requires_grad(true);
+                self.implicit.pending().push(Pending {
+                    state: s.state.detach(),
+                    output: output.shallow_clone(),
+                    structure: structure.shallow_clone(),
+                    train,
+                });
+                output
+            }
+        }
+    }
+
+    /// What the settling forwards and adjoint solves did since the last call (then reset).
+    pub fn take_settle_stats(&self) -> SettleStats {
+        std::mem::take(&mut *self.implicit.stats())
+    }
+
+    /// Drops the pending backward passes (a training forward whose loss was never attached).
+    pub fn clear_pending(&self) {
+        self.implicit.pending().clear();
+    }
+}
+
+/// `loss` with the implicit gradients of every pending training forward of `blocks` attached:
+/// the same value, and its `backward` also sends `vᵀ ∂f/∂θ` to the blocks' parameters (and to
+/// whatever their structures were computed from). Blocks without pending forwards (unrolled
+/// or phantom ones, or evaluation) add nothing; the loss comes back unchanged.
+///
+/// For each pending forward, `∂L/∂x*` is taken from `loss` (its graph kept), the adjoint
+/// system solved at `x*`, and `Σ v · f(x*)` (with `f` built once, with its graph) added as
+/// `s − s.detach()`.
+pub fn attach<'a>(loss: &Tensor, blocks: impl IntoIterator<Item = &'a EnergyBlock>) -> Tensor {
+    let mut work: Vec<(&EnergyBlock, Pending)> = Vec::new();
+    for block in blocks {
+        work.extend(block.implicit.pending().drain(..).map(|p| (block, p)));
+    }
+    if work.is_empty() || !loss.requires_grad() {
+        return loss.shallow_clone();
+    }
+    let outputs: Vec<&Tensor> = work.iter().map(|(_, p)| &p.output).collect();
+    let grads = Tensor::run_backward(&[loss], &outputs, true, false);
+    let mut extra: Option<Tensor> = None;
+    for ((block, p), u) in work.iter().zip(grads) {
+        if !u.defined() {
+            continue;
+        }
+        let x = p.state.detach().set_requires_grad(true);
+        let y = tch::with_grad(|| block.settle_step(&x, &p.structure, 0, p.train));
+        let jt = |w: &Tensor| -> Tensor {
+            let s = tch::with_grad(|| (&y * w).sum(y.kind()));
+            if !s.requires_grad() {
+                return w.zeros_like();
+            }
+            let g = Tensor::run_backward(&[&s], &[&x], true, false);
+            g.into_iter()
+                .next()
+                .filter(Tensor::defined)
+                .unwrap_or_else(|| w.zeros_like())
+        };
+        let cfg = &block.gradient;
+        let (v, solve) = tch::no_grad(|| match cfg.solver {
+            Solver::FixedPoint => fixed_point_solve(&jt, &u, cfg.solver_tol, cfg.solver_iters),
+            Solver::Gmres => gmres(
+                &|w| w - jt(w),
+                &u,
+                cfg.solver_tol,
+                cfg.solver_iters,
+                cfg.restart,
+            ),
+        });
+        {
+            let mut stats = block.implicit.stats();
+            stats.solves += 1;
+            stats.solves_unconverged += usize::from(!solve.converged);
+            stats.solver_iterations += solve.iterations;
+            stats.max_solver_residual = stats.max_solver_residual.max(solve.residual);
+        }
+        let term = tch::with_grad(|| {
+            let s = (&y * v.detach()).sum(loss.kind());
+            &s - s.detach()
+        });
+        extra = Some(match extra {
+            Some(e) => e + term,
+            None => term,
+        });
+    }
+    match extra {
+        Some(e) => loss + e,
+        None => loss.shallow_clone(),
+    }
+}
