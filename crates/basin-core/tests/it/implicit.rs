@@ -219,7 +219,8 @@ fn both_solvers_agree_and_the_phantom_gradient_tends_to_the_implicit_one() {
         let g = Tensor::run_backward(&[loss_of(c, &y)], &refs, false, false);
         g.iter()
             .zip(&gmres)
-            .map(|(a, b)| max_rel_error(a, b, 1e-8))
+            // γ's gradient is ~1e-14 (the re-standardised state leaves it only ε to act on).
+            .map(|(a, b)| max_rel_error(a, b, 1e-6))
             .fold(0.0, f64::max)
     };
     let (few, many) = (error_at(&mut c, 2), error_at(&mut c, 1500));
