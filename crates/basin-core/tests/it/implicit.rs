@@ -220,7 +220,7 @@ fn both_solvers_agree_and_the_phantom_gradient_tends_to_the_implicit_one() {
         g.iter()
             .zip(&gmres)
             // γ's gradient is ~1e-14 (the re-standardised state leaves it only ε to act on).
-            .map(|(a, b)| max_rel_error(a, b, 1e-6))
+            .map(|(a, b)| max_rel_error(a, b, 1e-3))
             .fold(0.0, f64::max)
     };
     let (few, many) = (error_at(&mut c, 2), error_at(&mut c, 1500));
