@@ -622,3 +622,12 @@ pub fn attach<'a>(loss: &Tensor, blocks: impl IntoIterator<Item = &'a EnergyBloc
         None => loss.shallow_clone(),
     }
 }
+
+/// The settling statistics of `blocks` since they were last taken, merged (then reset).
+pub fn take_stats<'a>(blocks: impl IntoIterator<Item = &'a EnergyBlock>) -> SettleStats {
+    let mut all = SettleStats::default();
+    for b in blocks {
+        all.merge(&b.take_settle_stats());
+    }
+    all
+}

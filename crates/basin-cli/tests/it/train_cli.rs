@@ -880,3 +880,47 @@ fn a_second_process_into_one_directory_is_refused_and_a_dead_holder_taken_over()
     assert!(!hold.exists(), "the hold outlived its command");
     assert!(out.join("report.md").is_file());
 }
+
+/// `gradient = "implicit"` in a run file's block trains ET and CDAT at their attractors: the
+/// epoch records carry the settling steps and the adjoint residual, evaluation from disk
+/// reproduces the test metrics, and a noisy descent is refused naming the field.
+#[test]
+fn implicit_gradients_train_et_and_cdat_from_a_run_file() {
+    basin_data::require_data!("tu/MUTAG");
+    let tmp = tempfile::tempdir().unwrap();
+    let implicit = (
+        "steps = 2\n",
+        "steps = 2\ngradient = { mode = \"implicit\", max_steps = 40 }\n",
+    );
+    let small = [("folds = 10", "folds = 2"), ("epochs = 100", "epochs = 2")];
+    let noisy = tiny_run(tmp.path(), "cdat-graph", &[small[0], small[1], implicit]);
+    let refused = tmp.path().join("refused");
+    let (ok, _, err) = basin(&[
+        "train",
+        noisy.to_str().unwrap(),
+        "--out",
+        refused.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("block.dynamics.sigma"), "{err}");
+    for (model, quiet) in [
+        ("et-graph", ("sigma = 0.02", "sigma = 0.0")),
+        ("cdat-graph", ("sigma = 0.02", "sigma = 0.0")),
+    ] {
+        let dir = tmp.path().join(model);
+        std::fs::create_dir_all(&dir).unwrap();
+        let run = tiny_run(&dir, model, &[small[0], small[1], implicit, quiet]);
+        let out = dir.join("out");
+        train_then_eval(&run, &out, 2);
+        let record: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("repeat-0/fold-0/record.json")).unwrap(),
+        )
+        .unwrap();
+        let metrics = &record["epochs"][0]["metrics"];
+        let steps = metrics["settle_steps"].as_f64().unwrap_or_default();
+        assert!((1.0..=40.0).contains(&steps), "{model}: {metrics}");
+        assert!(
+            metrics["adjoint_residual"].as_f64().is_some(),
+            "{model}: {metrics}"
+        );
+    }
+}

@@ -224,12 +224,20 @@ impl Learner for GraphClassifierLearner {
             ys.push(y);
         }
         let (logits, y) = (Tensor::cat(&logits, 0), Tensor::cat(&ys, 0));
-        Ok(StepOutput::loss(match self.labels {
+        let loss = match self.labels {
             // The GNN Benchmark's per-batch class-weighted cross-entropy.
             Labels::Nodes(_) => basin_train::loss::batch_weighted_cross_entropy(&logits, &y),
             Labels::Graphs(_) => cross_entropy(&logits, &y, self.model.cfg.label_smoothing),
-        })
-        .with_data_seconds(data))
+        };
+        let loss = basin_core::implicit::attach(&loss, self.model.blocks());
+        Ok(StepOutput::loss(loss).with_data_seconds(data))
+    }
+
+    fn epoch_metrics(&mut self) -> std::collections::BTreeMap<String, f64> {
+        basin_core::implicit::take_stats(self.model.blocks())
+            .metrics()
+            .into_iter()
+            .collect()
     }
 
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {

@@ -268,7 +268,15 @@ impl Learner for ImageLearner {
         } else {
             self.model.forward(&b, true, None).0
         };
-        Ok(StepOutput::loss(self.model.loss(&pred, &b)).with_data_seconds(data))
+        let loss = basin_core::implicit::attach(&self.model.loss(&pred, &b), self.model.block());
+        Ok(StepOutput::loss(loss).with_data_seconds(data))
+    }
+
+    fn epoch_metrics(&mut self) -> BTreeMap<String, f64> {
+        basin_core::implicit::take_stats(self.model.block())
+            .metrics()
+            .into_iter()
+            .collect()
     }
 
     fn after_backward(&mut self) {

@@ -147,6 +147,12 @@ impl ImageCompletionConfig {
             }
             vit.validate()?;
         }
+        if self.recompute && self.block.gradient.mode != basin_core::GradientMode::Unrolled {
+            return Err(TaskError::config(
+                "recompute",
+                "recomputes the unrolled descent; a block trained at its attractor (block.gradient) keeps one step already, so set it false",
+            ));
+        }
         self.block.validate().map_err(|e| prefix_field("block", e))
     }
 }

@@ -175,6 +175,12 @@ impl NodeAnomalyLearner {
         Ok((ids, logits))
     }
 
+    /// `loss` with the implicit gradients of the block's pending forwards attached
+    /// ([`basin_core::implicit::attach`]; unchanged for an unrolled block).
+    fn attached(&self, loss: &Tensor) -> Tensor {
+        basin_core::implicit::attach(loss, [self.model.block()])
+    }
+
     /// The model.
     pub fn model(&self) -> &NodeAnomaly {
         &self.model
@@ -234,7 +240,7 @@ impl Learner for NodeAnomalyLearner {
             .index_put(&[Some(rest)], &scored, false);
             return Ok(StepOutput {
                 pre_step_scores: Some(Scores::from_tensor(&all)?),
-                ..StepOutput::loss(loss)
+                ..StepOutput::loss(self.attached(&loss))
             });
         }
         if let Some(ratio) = self.cfg.subgraph_ratio {
@@ -248,11 +254,12 @@ impl Learner for NodeAnomalyLearner {
                 .iter()
                 .map(|&i| self.label_vec[i as usize])
                 .collect();
-            return Ok(StepOutput::loss(weighted_bce(
+            let loss = weighted_bce(
                 &logits,
                 &self.labels.index_select(0, &ids),
                 anomaly_weight(&labels),
-            )));
+            );
+            return Ok(StepOutput::loss(self.attached(&loss)));
         }
         let logits = self.model.forward(&self.features, &self.structures, true);
         let pre = Scores::from_tensor(&logits.detach().sigmoid())?;
@@ -265,8 +272,15 @@ impl Learner for NodeAnomalyLearner {
         );
         Ok(StepOutput {
             pre_step_scores: Some(pre),
-            ..StepOutput::loss(loss)
+            ..StepOutput::loss(self.attached(&loss))
         })
+    }
+
+    fn epoch_metrics(&mut self) -> std::collections::BTreeMap<String, f64> {
+        basin_core::implicit::take_stats([self.model.block()])
+            .metrics()
+            .into_iter()
+            .collect()
     }
 
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {

@@ -211,6 +211,7 @@ impl NodeAnomaly {
             Some(_) => {
                 let out = BlockConfig {
                     dynamics: basin_core::DynamicsConfig::gradient_flow(1.0),
+                    gradient: Default::default(),
                     ..cfg.block.clone()
                 };
                 Some(

@@ -125,6 +125,13 @@ pub trait Learner {
     /// backward pass the loss's graph does not reach, such as a block trained with recomputed
     /// activations ([`basin_core::Recompute`]). The default does nothing.
     fn after_backward(&mut self) {}
+    /// Metrics the model gathered over the epoch (its training steps and validation), added
+    /// to the epoch's record: an implicit block's settling steps and residuals
+    /// ([`basin_core::SettleStats::metrics`]), so a descent that did not converge is never
+    /// silent. The default has none.
+    fn epoch_metrics(&mut self) -> BTreeMap<String, f64> {
+        BTreeMap::new()
+    }
     /// The model's configuration (architecture and switches), recorded with each run: a run
     /// directory holding a checkpoint of another model is refused rather than resumed into
     /// this one. The default reports none (null), and then nothing is checked.
