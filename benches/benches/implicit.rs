@@ -107,7 +107,9 @@ fn bench(c: &mut Criterion) {
         }
     }
     let mut group = c.benchmark_group("implicit_step");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     for &t in &ts {
         for mode in MODES {
             let mut step = Step::new(mode, t, dev);
