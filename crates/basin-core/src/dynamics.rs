@@ -70,7 +70,8 @@ impl Dynamics for GradientFlow {
     }
 }
 
-fn positive(field: &str, name: &str, v: f64) -> Result<()> {
+/// `Ok` when `v` is finite and > 0, else an error naming `field.name`.
+pub(crate) fn positive(field: &str, name: &str, v: f64) -> Result<()> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::block::EnergyBlock;
+use crate::dynamics::positive;
 use crate::error::{CoreError, Result};
 use crate::structure::Structure;
 
@@ -154,18 +155,8 @@ impl GradientConfig {
 
     /// Checks the values; `field` is the config path.
     pub fn validate(&self, field: &str) -> Result<()> {
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(CoreError::config(
-                    format!("{field}.{name}"),
-                    format!("must be > 0, got {v}"),
-                ))
-            }
-        };
-        positive("tol", self.tol)?;
-        positive("solver_tol", self.solver_tol)?;
+        positive(field, "tol", self.tol)?;
+        positive(field, "solver_tol", self.solver_tol)?;
         for (name, v) in [
             ("max_steps", self.max_steps),
             ("solver_iters", self.solver_iters),
