@@ -1,0 +1,36 @@
+"""basin: energy-based attractor transformers as PyTorch modules.
+
+The native extension runs on the libtorch of the installed ``torch`` (2.11.0): tensors cross
+without copies, and the descent's ops are recorded on PyTorch's autograd tape, so
+``loss.backward()`` reaches basin's parameters and the caller's tensors.
+
+- :class:`EnergyBlock`: an energy block (layer norm, energy terms, dynamics) as a module;
+  :mod:`basin.terms` and :mod:`basin.dynamics` build its config from keyword arguments.
+- :mod:`basin.datasets`: datasets by name or path (PyG ``Data`` where PyG is installed).
+- :mod:`basin.graph`: Laplacian positional encodings.
+- :func:`train`, :func:`reproduce`, :func:`tables`: ``basin train`` and ``basin reproduce``.
+- :func:`load_checkpoint`, :func:`save_checkpoint`: basin's safetensors checkpoints.
+"""
+
+import torch  # noqa: F401  (loads libtorch before the extension that links it)
+
+from . import _native
+from .block import EnergyBlock
+from .checkpoint import load_checkpoint, save_checkpoint
+from .runs import reproduce, tables, train
+from . import datasets, dynamics, graph, terms
+
+__all__ = [
+    "EnergyBlock",
+    "datasets",
+    "dynamics",
+    "graph",
+    "load_checkpoint",
+    "reproduce",
+    "save_checkpoint",
+    "tables",
+    "terms",
+    "train",
+]
+__version__ = "0.1.0"
+del _native

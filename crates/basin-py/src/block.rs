@@ -1,0 +1,228 @@
+//! An [`EnergyBlock`] for Python: built from its TOML config (the `[architecture.block]`
+//! table of a run file), its parameters handed out as the very tensors the descent reads
+//! (so a torch optimiser stepping them steps the block), and the descent, energy and
+//! gradient under a structure given as PyTorch tensors.
+
+use basin_core::{BlockConfig, EnergyBlock, SparseEdges, Structure, TraceOptions};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3_tch::PyTensor;
+use tch::{Device, Kind, Tensor, nn};
+
+use crate::errors::{OrPy, guard};
+
+/// One energy block: layer norm, energy terms and dynamics (`basin.EnergyBlock` wraps it).
+#[pyclass(unsendable, module = "basin._native")]
+pub struct Block {
+    vs: nn::VarStore,
+    block: EnergyBlock,
+    config: BlockConfig,
+}
+
+/// A device name as PyTorch writes it: `cpu`, `cuda`, `cuda:N`.
+pub fn parse_device(name: &str) -> PyResult<Device> {
+    match name {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => Ok(Device::Cuda(0)),
+        other => other
+            .strip_prefix("cuda:")
+            .and_then(|i| i.parse().ok())
+            .map(Device::Cuda)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "device: expected `cpu`, `cuda` or `cuda:N`, got `{other}`"
+                ))
+            }),
+    }
+}
+
+/// A floating dtype name: `float32` or `float64`.
+pub fn parse_kind(name: &str) -> PyResult<Kind> {
+    match name {
+        "float32" | "float" => Ok(Kind::Float),
+        "float64" | "double" => Ok(Kind::Double),
+        other => Err(PyValueError::new_err(format!(
+            "dtype: expected `float32` or `float64`, got `{other}`"
+        ))),
+    }
+}
+
+/// The interaction pattern from the optional tensors of a call.
+fn structure(
+    x: &Tensor,
+    mask: Option<PyTensor>,
+    bias: Option<PyTensor>,
+    edge_index: Option<PyTensor>,
+    padding: Option<PyTensor>,
+    self_attention: Option<bool>,
+) -> PyResult<Structure> {
+    let given = [mask.is_some(), bias.is_some(), edge_index.is_some()];
+    if given.iter().filter(|&&g| g).count() > 1 {
+        return Err(PyValueError::new_err(
+            "give at most one of `mask`, `bias` and `edge_index`",
+        ));
+    }
+    let mut s = if let Some(m) = mask {
+        Structure::mask(m.0).py()?
+    } else if let Some(b) = bias {
+        Structure::bias(b.0).py()?
+    } else if let Some(e) = edge_index {
+        let size = x.size();
+        let tokens = size.iter().take(size.len().saturating_sub(1)).product();
+        Structure::sparse(SparseEdges::from_edge_index(&e.0, tokens).py()?)
+    } else {
+        Structure::full()
+    };
+    if let Some(p) = padding {
+        s = s.with_padding(p.0).py()?;
+    }
+    if let Some(allowed) = self_attention {
+        s = s.with_self_attention(allowed);
+    }
+    Ok(s)
+}
+
+#[pymethods]
+impl Block {
+    /// A block from the TOML text of a block config, its parameters initialised as basin
+    /// initialises them (seeded by `torch.manual_seed`: one generator in the process).
+    #[new]
+    #[pyo3(signature = (config, device = "cpu", dtype = "float32"))]
+    fn new(config: &str, device: &str, dtype: &str) -> PyResult<Self> {
+        guard(|| {
+            let config = BlockConfig::from_toml(config).py()?;
+            let mut vs = nn::VarStore::new(parse_device(device)?);
+            let block = EnergyBlock::new(&vs.root(), &config).py()?;
+            vs.set_kind(parse_kind(dtype)?);
+            Ok(Self { vs, block, config })
+        })
+    }
+
+    /// The config as TOML (what a run file's `[architecture.block]` holds).
+    fn config_toml(&self) -> PyResult<String> {
+        toml::to_string(&self.config)
+            .map_err(|e| PyValueError::new_err(format!("config: {e}")))
+    }
+
+    /// The token width D.
+    #[getter]
+    fn dim(&self) -> i64 {
+        self.config.dim
+    }
+
+    /// The number of descent steps T.
+    #[getter]
+    fn steps(&self) -> usize {
+        self.config.steps
+    }
+
+    /// Every parameter as `(name, tensor)`, sorted by name: the tensors the descent reads
+    /// (same storage and autograd identity), named as in basin's checkpoints.
+    fn named_parameters(&self) -> Vec<(String, PyTensor)> {
+        let mut v: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.into_iter().map(|(n, t)| (n, PyTensor(t))).collect()
+    }
+
+    /// Converts every parameter to `dtype` in place (same tensors).
+    fn set_dtype(&mut self, dtype: &str) -> PyResult<()> {
+        let kind = parse_kind(dtype)?;
+        guard(|| {
+            self.vs.set_kind(kind);
+            Ok(())
+        })
+    }
+
+    /// Moves every parameter to `device` in place (same tensors).
+    fn set_device(&mut self, device: &str) -> PyResult<()> {
+        let device = parse_device(device)?;
+        guard(|| {
+            self.vs.set_device(device);
+            Ok(())
+        })
+    }
+
+    /// The descent from `x: [B, N, D]`: the final tokens and, with `trace`, the total energy
+    /// per step `[T + 1, B]` (detached). Differentiable through every step (unrolled).
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, train = false, trace = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &self,
+        x: PyTensor,
+        mask: Option<PyTensor>,
+        bias: Option<PyTensor>,
+        edge_index: Option<PyTensor>,
+        padding: Option<PyTensor>,
+        self_attention: Option<bool>,
+        train: bool,
+        trace: bool,
+    ) -> PyResult<(PyTensor, Option<PyTensor>)> {
+        guard(|| {
+            let s = structure(&x, mask, bias, edge_index, padding, self_attention)?;
+            self.block.check(&x, &s).py()?;
+            let opts = trace.then(TraceOptions::default);
+            let (y, tr) = self.block.run(&x, &s, train, opts);
+            Ok((PyTensor(y), tr.map(|t| PyTensor(t.total))))
+        })
+    }
+
+    /// The energy of each sample `[B]` at tokens `x` (normalised by the block's layer norm
+    /// first, as the descent does).
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
+    fn energy(
+        &self,
+        x: PyTensor,
+        mask: Option<PyTensor>,
+        bias: Option<PyTensor>,
+        edge_index: Option<PyTensor>,
+        padding: Option<PyTensor>,
+        self_attention: Option<bool>,
+    ) -> PyResult<PyTensor> {
+        guard(|| {
+            let s = structure(&x, mask, bias, edge_index, padding, self_attention)?;
+            self.block.check(&x, &s).py()?;
+            let g = self.block.norm.forward(&x);
+            Ok(PyTensor(self.block.energy.energy(&g, &s)))
+        })
+    }
+
+    /// The closed-form gradient `∂E/∂g` at `g = LN(x)`, `[B, N, D]` (the descent's force).
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
+    fn grad(
+        &self,
+        x: PyTensor,
+        mask: Option<PyTensor>,
+        bias: Option<PyTensor>,
+        edge_index: Option<PyTensor>,
+        padding: Option<PyTensor>,
+        self_attention: Option<bool>,
+    ) -> PyResult<PyTensor> {
+        guard(|| {
+            let s = structure(&x, mask, bias, edge_index, padding, self_attention)?;
+            self.block.check(&x, &s).py()?;
+            Ok(PyTensor(self.block.energy_grad(&x, &s)))
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.block)
+    }
+}
+
+/// The registered energy-term kinds, `(kind, about)`.
+#[pyfunction]
+pub fn term_kinds() -> Vec<(&'static str, &'static str)> {
+    basin_core::registry::term_kinds()
+        .into_iter()
+        .map(|k| (k.kind, k.about))
+        .collect()
+}
+
+/// The registered dynamics kinds, `(kind, about)`.
+#[pyfunction]
+pub fn dynamics_kinds() -> Vec<(&'static str, &'static str)> {
+    basin_core::registry::dynamics_kinds()
+        .into_iter()
+        .map(|k| (k.kind, k.about))
+        .collect()
+}

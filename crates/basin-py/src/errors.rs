@@ -1,0 +1,173 @@
+//! basin's errors as Python exceptions with the same messages: a missing file or dataset is a
+//! `FileNotFoundError`, a bad config, tensor or file content a `ValueError`, anything else
+//! (libtorch, a diverged training) a `RuntimeError`; and [`guard`], which turns a panic into a
+//! `RuntimeError` before it reaches the interpreter.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use basin_core::CoreError;
+use basin_data::DataError;
+use basin_graph::GraphError;
+use basin_repro::ReproError;
+use basin_tasks::TaskError;
+use basin_train::TrainError;
+use pyo3::PyErr;
+use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyValueError};
+
+/// Which Python exception an error becomes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `FileNotFoundError`.
+    NotFound,
+    /// `ValueError`.
+    Value,
+    /// `RuntimeError`.
+    Runtime,
+}
+
+/// The exception kind of each of basin's error types (the transparent variants forward to the
+/// error they wrap).
+pub trait Classify: std::fmt::Display {
+    /// Which exception this error becomes.
+    fn kind(&self) -> Kind;
+
+    /// The exception, with the error's message.
+    fn to_py(&self) -> PyErr {
+        let msg = self.to_string();
+        match self.kind() {
+            Kind::NotFound => PyFileNotFoundError::new_err(msg),
+            Kind::Value => PyValueError::new_err(msg),
+            Kind::Runtime => PyRuntimeError::new_err(msg),
+        }
+    }
+}
+
+fn io_kind(e: &std::io::Error) -> Kind {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Kind::NotFound
+    } else {
+        Kind::Runtime
+    }
+}
+
+impl Classify for CoreError {
+    fn kind(&self) -> Kind {
+        match self {
+            Self::Io { source, .. } => io_kind(source),
+            Self::Format { .. } | Self::Mismatch { .. } | Self::Config { .. } | Self::Tensor { .. } => {
+                Kind::Value
+            }
+            Self::Device(_) | Self::Torch(_) => Kind::Runtime,
+        }
+    }
+}
+
+impl Classify for DataError {
+    fn kind(&self) -> Kind {
+        match self {
+            Self::Io { source, .. } => io_kind(source),
+            Self::MissingFile { .. } | Self::MissingDataset { .. } => Kind::NotFound,
+            Self::Format { .. } | Self::Invalid { .. } | Self::Checksum { .. } => Kind::Value,
+            _ => Kind::Runtime,
+        }
+    }
+}
+
+impl Classify for GraphError {
+    fn kind(&self) -> Kind {
+        match self {
+            Self::Io { source, .. } => io_kind(source),
+            Self::MissingFile { .. } => Kind::NotFound,
+            Self::Data(e) => e.kind(),
+            Self::NoConvergence { .. } => Kind::Runtime,
+            _ => Kind::Value,
+        }
+    }
+}
+
+impl Classify for TrainError {
+    fn kind(&self) -> Kind {
+        match self {
+            Self::Config { .. } | Self::Unpaired(_) => Kind::Value,
+            Self::Data(e) => e.kind(),
+            _ => Kind::Runtime,
+        }
+    }
+}
+
+impl Classify for TaskError {
+    fn kind(&self) -> Kind {
+        match self {
+            Self::Config { .. } => Kind::Value,
+            Self::Core(e) => e.kind(),
+            Self::Train(e) => e.kind(),
+            Self::Graph(e) => e.kind(),
+            Self::Image(e) => image_kind(e),
+            _ => Kind::Runtime,
+        }
+    }
+}
+
+fn image_kind(e: &basin_image::ImageError) -> Kind {
+    use basin_image::ImageError as E;
+    match e {
+        E::Io { source, .. } => io_kind(source),
+        E::Data(d) => d.kind(),
+        E::Format { .. } | E::Invalid { .. } => Kind::Value,
+        #[allow(unreachable_patterns)]
+        _ => Kind::Runtime,
+    }
+}
+
+impl Classify for ReproError {
+    fn kind(&self) -> Kind {
+        match self {
+            Self::Config { .. } => Kind::Value,
+            Self::Core(e) => e.kind(),
+            Self::Train(e) => e.kind(),
+            Self::Task(e) => e.kind(),
+            Self::Data(e) => e.kind(),
+            Self::Graph(e) => e.kind(),
+            Self::Image(e) => image_kind(e),
+            Self::Metric(_) => Kind::Value,
+            Self::Torch(_) => Kind::Runtime,
+        }
+    }
+}
+
+impl Classify for tch::TchError {
+    fn kind(&self) -> Kind {
+        match self {
+            Self::Io(e) => io_kind(e),
+            _ => Kind::Runtime,
+        }
+    }
+}
+
+/// Runs `f`, turning a panic (a libtorch error inside an op, say) into a `RuntimeError` that
+/// carries the panic's message.
+pub fn guard<T>(f: impl FnOnce() -> pyo3::PyResult<T>) -> pyo3::PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("a panic without a message");
+            Err(PyRuntimeError::new_err(format!("basin: {msg}")))
+        }
+    }
+}
+
+/// `?` for basin's errors inside a `PyResult` function.
+pub trait OrPy<T> {
+    /// The value, or the error as its Python exception.
+    fn py(self) -> pyo3::PyResult<T>;
+}
+
+impl<T, E: Classify> OrPy<T> for Result<T, E> {
+    fn py(self) -> pyo3::PyResult<T> {
+        self.map_err(|e| e.to_py())
+    }
+}

@@ -1,0 +1,36 @@
+//! # basin-py
+//!
+//! The native half of the `basin` Python package (`basin._native`); the Python half
+//! (`python/basin`) wraps it in `torch.nn.Module`s. Tensors cross as the same libtorch
+//! tensors in both directions (pyo3-tch: no copy, `data_ptr` equal), so the descent's ops are
+//! recorded on PyTorch's autograd tape and `loss.backward()` in Python reaches basin's
+//! parameters and the caller's inputs.
+//!
+//! - [`block`]: an energy block built from its TOML config, its parameters, its descent,
+//!   energy and gradient.
+//! - [`data`]: datasets by name or path, and Laplacian encodings of an edge list.
+//! - [`runs`]: `basin train` of a run file and `basin reproduce` of a table, as calls.
+//! - [`errors`]: basin's errors as Python exceptions, and no panic across the boundary.
+
+use pyo3::prelude::*;
+
+pub mod block;
+pub mod data;
+pub mod errors;
+pub mod runs;
+
+/// The `basin._native` module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<block::Block>()?;
+    m.add_function(wrap_pyfunction!(block::term_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(block::dynamics_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(data::load_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(data::laplacian_pe, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::train, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::reproduce, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::tables, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::read_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::write_checkpoint, m)?)?;
+    Ok(())
+}
