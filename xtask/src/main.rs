@@ -4,14 +4,18 @@
 //!   wheel into a per-user cache and link it as `.torch`, so that plain `cargo test`/`cargo run`
 //!   work afterwards; and the gloo headers data-parallel training compiles against
 //!   (`libgloo-dev`, installed with apt-get when run as root).
-//! - `test`: setup, `cargo fmt --check`, clippy with `-D warnings`, the single-ndarray check and
-//!   `cargo test --workspace`.
+//! - `test`: setup, `cargo fmt --check`, clippy with `-D warnings`, the single-ndarray check,
+//!   `cargo test --workspace`, then the Python package: its lints, its wheel and its pytest
+//!   suite in the package's environment.
+//! - `wheel`: setup, then the Python package's wheel (`target/wheels/`), built by maturin in a
+//!   per-user environment whose torch is the cached libtorch wheel.
 //! - `demo`: setup, then `basin demo`. Every command that builds (`test`, `demo`,
 //!   `reproduce`, `fuzz`, `bench`) runs the same set-up.
 //! - `reproduce <table> [flags]`: `basin reproduce` from a release build, flags passed on as
 //!   they are (the tables are the binary's registry: `reproduce --list`).
 //! - `bench`: setup, then the criterion benchmarks.
 
+mod python;
 mod setup;
 
 use std::path::{Path, PathBuf};
@@ -36,8 +40,17 @@ enum Task {
     /// `~/.cache/basin/libtorch-2.11.0`, shared by every clone. An exported `LIBTORCH` is used
     /// as it is.
     Setup,
-    /// Setup, then formatting, clippy (-D warnings), the one-ndarray check and all tests.
+    /// Setup, then formatting, clippy (-D warnings), the one-ndarray check and all tests,
+    /// the Python package's pytest suite included.
     Test,
+    /// Setup, then build the Python package's wheel into `target/wheels/` (maturin, release)
+    /// and install it into the package's environment; prints how to `pip install` it
+    /// elsewhere.
+    Wheel {
+        /// Also install the wheel into this Python (a venv's `bin/python`, say) with pip.
+        #[arg(long, value_name = "PYTHON")]
+        install_into: Option<PathBuf>,
+    },
     /// Setup, then the demo: an ET block fitted on synthetic patterns completes masked ones.
     Demo {
         /// Output directory.
@@ -106,7 +119,37 @@ fn run(cli: Cli) -> Result<()> {
             let _ = std::fs::remove_file(&log);
             let result = cargo_with(&root, &["test", "--workspace"], &[("BASIN_SKIP_LOG", &log)]);
             report_skips(&log);
-            result
+            result?;
+            let torch = setup::ensure(&root)?;
+            let venv = python::ensure_venv(&torch)?;
+            python::lint(&root, &venv)?;
+            let wheel = python::build_wheel(&root, &venv)?;
+            python::install_wheel(&venv, &wheel)?;
+            python::pytest(&root, &venv)
+        }
+        Task::Wheel { install_into } => {
+            let torch = set_up(&root)?;
+            let venv = python::ensure_venv(&torch)?;
+            let wheel = python::build_wheel(&root, &venv)?;
+            python::install_wheel(&venv, &wheel)?;
+            if let Some(py) = install_into {
+                let status = Command::new(&py)
+                    .args(["-m", "pip", "install", "--force-reinstall", "--no-deps"])
+                    .arg(&wheel)
+                    .status()
+                    .with_context(|| format!("could not start {}", py.display()))?;
+                if !status.success() {
+                    bail!("pip install into {} failed ({status})", py.display());
+                }
+            }
+            println!("wheel: {}", wheel.display());
+            println!(
+                "installed into {} (activate it with `source {}/bin/activate`); elsewhere: pip install {} (into an environment with torch==2.11.0)",
+                venv.display(),
+                venv.display(),
+                wheel.display()
+            );
+            Ok(())
         }
         Task::Demo { out } => {
             set_up(&root)?;

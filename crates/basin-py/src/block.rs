@@ -100,8 +100,7 @@ impl Block {
 
     /// The config as TOML (what a run file's `[architecture.block]` holds).
     fn config_toml(&self) -> PyResult<String> {
-        toml::to_string(&self.config)
-            .map_err(|e| PyValueError::new_err(format!("config: {e}")))
+        toml::to_string(&self.config).map_err(|e| PyValueError::new_err(format!("config: {e}")))
     }
 
     /// The token width D.

@@ -33,7 +33,10 @@ fn i64_tensor(a: &Array2<i64>) -> Tensor {
 fn graph_dict<'py>(py: Python<'py>, g: &Graph) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("x", PyTensor(f32_tensor(&g.node_features)))?;
-    d.set_item("edge_index", PyTensor(i64_tensor(&g.adjacency.edge_index())))?;
+    d.set_item(
+        "edge_index",
+        PyTensor(i64_tensor(&g.adjacency.edge_index())),
+    )?;
     if let Some(e) = &g.edge_features {
         d.set_item("edge_attr", PyTensor(f32_tensor(e)))?;
     }
@@ -62,7 +65,9 @@ pub fn load_dataset<'py>(
                 let (task, classes) = match &d.targets {
                     Targets::Classes { num_classes, .. } => ("classification", Some(*num_classes)),
                     Targets::MultiLabel(_) => ("multilabel", None),
-                    Targets::NodeClasses { num_classes } => ("node-classification", Some(*num_classes)),
+                    Targets::NodeClasses { num_classes } => {
+                        ("node-classification", Some(*num_classes))
+                    }
                     Targets::Regression(_) => ("regression", None),
                     Targets::Links(_) => ("links", None),
                 };
@@ -122,7 +127,12 @@ pub fn load_dataset<'py>(
 /// float32, columns past the available eigenvectors zero.
 #[pyfunction]
 #[pyo3(signature = (edge_index, num_nodes, k, cls = false))]
-pub fn laplacian_pe(edge_index: PyTensor, num_nodes: usize, k: usize, cls: bool) -> PyResult<PyTensor> {
+pub fn laplacian_pe(
+    edge_index: PyTensor,
+    num_nodes: usize,
+    k: usize,
+    cls: bool,
+) -> PyResult<PyTensor> {
     guard(|| {
         let e = &edge_index.0;
         if e.dim() != 2 || e.size()[0] != 2 {
@@ -131,7 +141,10 @@ pub fn laplacian_pe(edge_index: PyTensor, num_nodes: usize, k: usize, cls: bool)
                 e.size()
             )));
         }
-        let e = e.to_kind(tch::Kind::Int64).to_device(tch::Device::Cpu).contiguous();
+        let e = e
+            .to_kind(tch::Kind::Int64)
+            .to_device(tch::Device::Cpu)
+            .contiguous();
         let flat: Vec<i64> = Vec::try_from(e.view([-1]))
             .map_err(|err| PyValueError::new_err(format!("edge_index: {err}")))?;
         let m = flat.len() / 2;

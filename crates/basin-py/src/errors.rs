@@ -54,9 +54,10 @@ impl Classify for CoreError {
     fn kind(&self) -> Kind {
         match self {
             Self::Io { source, .. } => io_kind(source),
-            Self::Format { .. } | Self::Mismatch { .. } | Self::Config { .. } | Self::Tensor { .. } => {
-                Kind::Value
-            }
+            Self::Format { .. }
+            | Self::Mismatch { .. }
+            | Self::Config { .. }
+            | Self::Tensor { .. } => Kind::Value,
             Self::Device(_) | Self::Torch(_) => Kind::Runtime,
         }
     }

@@ -30,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(runs::train, m)?)?;
     m.add_function(wrap_pyfunction!(runs::reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(runs::tables, m)?)?;
+    m.add_function(wrap_pyfunction!(runs::example, m)?)?;
     m.add_function(wrap_pyfunction!(runs::read_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(runs::write_checkpoint, m)?)?;
     Ok(())

@@ -92,7 +92,9 @@ pub fn tables() -> Vec<(&'static str, &'static str)> {
 
 /// The tensors of a safetensors checkpoint (on the CPU, file order) and its metadata.
 #[pyfunction]
-pub fn read_checkpoint(path: PathBuf) -> PyResult<(Vec<(String, PyTensor)>, HashMap<String, String>)> {
+pub fn read_checkpoint(
+    path: PathBuf,
+) -> PyResult<(Vec<(String, PyTensor)>, HashMap<String, String>)> {
     guard(|| {
         let (tensors, meta) = basin_core::checkpoint::read_file(&path).py()?;
         Ok((
@@ -115,4 +117,10 @@ pub fn write_checkpoint(
             tensors.into_iter().map(|(n, t)| (n, t.0)).collect();
         basin_core::checkpoint::write_tensors(&path, &tensors, metadata).py()
     })
+}
+
+/// The text of an example run file (`basin train --example NAME`; `list` names them all).
+#[pyfunction]
+pub fn example(name: &str) -> PyResult<String> {
+    RunSpec::example(name).py()
 }

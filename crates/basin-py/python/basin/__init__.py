@@ -17,13 +17,14 @@ import torch  # noqa: F401  (loads libtorch before the extension that links it)
 from . import _native
 from .block import EnergyBlock
 from .checkpoint import load_checkpoint, save_checkpoint
-from .runs import reproduce, tables, train
+from .runs import example, reproduce, tables, train
 from . import datasets, dynamics, graph, terms
 
 __all__ = [
     "EnergyBlock",
     "datasets",
     "dynamics",
+    "example",
     "graph",
     "load_checkpoint",
     "reproduce",

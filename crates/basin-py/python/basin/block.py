@@ -122,4 +122,5 @@ class EnergyBlock(torch.nn.Module):
         return self
 
     def extra_repr(self):
-        return f"dim={self.dim}, steps={self.steps}"
+        native = self.__dict__.get("_native")
+        return "" if native is None else f"dim={native.dim}, steps={native.steps}"

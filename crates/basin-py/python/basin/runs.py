@@ -37,3 +37,9 @@ def reproduce(table, preset="quick", out="reports", data_dir=None, device="cpu",
 def tables():
     """Every registered table: ``{id: title}``."""
     return dict(_native.tables())
+
+
+def example(name):
+    """The text of an example run file (``basin train --example NAME``): ``et-graph``,
+    ``et-anomaly``, ``cdat-graph``, ``cdat-anomaly``, ``sfi-pattern``, ``et-image``."""
+    return _native.example(name)
