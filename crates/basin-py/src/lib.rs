@@ -8,6 +8,8 @@
 //!
 //! - [`block`]: an energy block built from its TOML config, its parameters, its descent,
 //!   energy and gradient.
+//! - [`model`]: a planned run of any run file as a model: its learner, split, batches and
+//!   loss, for a PyTorch training loop that trains as `basin train` does.
 //! - [`data`]: datasets by name or path, and Laplacian encodings of an edge list.
 //! - [`runs`]: `basin train` of a run file and `basin reproduce` of a table, as calls.
 //! - [`errors`]: basin's errors as Python exceptions, and no panic across the boundary.
@@ -17,12 +19,14 @@ use pyo3::prelude::*;
 pub mod block;
 pub mod data;
 pub mod errors;
+pub mod model;
 pub mod runs;
 
 /// The `basin._native` module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<block::Block>()?;
+    m.add_class::<model::Model>()?;
     m.add_function(wrap_pyfunction!(block::term_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(block::dynamics_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(data::load_dataset, m)?)?;

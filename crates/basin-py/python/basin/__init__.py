@@ -7,6 +7,7 @@ without copies, and the descent's ops are recorded on PyTorch's autograd tape, s
 - :class:`EnergyBlock`: an energy block (layer norm, energy terms, dynamics) as a module;
   :mod:`basin.terms` and :mod:`basin.dynamics` build its config from keyword arguments.
 - :mod:`basin.datasets`: datasets by name or path (PyG ``Data`` where PyG is installed).
+- :mod:`basin.models`: the families' models, from run files or presets, for a torch loop.
 - :mod:`basin.graph`: Laplacian positional encodings.
 - :func:`train`, :func:`reproduce`, :func:`tables`: ``basin train`` and ``basin reproduce``.
 - :func:`load_checkpoint`, :func:`save_checkpoint`: basin's safetensors checkpoints.
@@ -18,7 +19,7 @@ from . import _native
 from .block import EnergyBlock
 from .checkpoint import load_checkpoint, save_checkpoint
 from .runs import example, reproduce, tables, train
-from . import datasets, dynamics, graph, terms
+from . import datasets, dynamics, graph, models, terms
 
 __all__ = [
     "EnergyBlock",
@@ -27,6 +28,7 @@ __all__ = [
     "example",
     "graph",
     "load_checkpoint",
+    "models",
     "reproduce",
     "save_checkpoint",
     "tables",

@@ -9,7 +9,7 @@ import os
 
 import torch
 
-from . import _native, _toml
+from . import _native, _params, _toml
 
 
 def _config_text(config, fields):
@@ -55,21 +55,7 @@ class EnergyBlock(torch.nn.Module):
         self._native = _native.Block(
             _config_text(config, fields), device=str(torch.device(device)), dtype=_DTYPES[dtype]
         )
-        for name, tensor in self._native.named_parameters():
-            *path, leaf = name.split(".")
-            owner = self
-            for part in path:
-                if part not in owner._modules:
-                    owner.add_module(part, torch.nn.Module())
-                owner = owner._modules[part]
-            if tensor.requires_grad:
-                # The same tensor (storage and autograd identity) as basin's, made a Parameter
-                # in place: nn.Parameter(t) would make a detached alias whose .grad the
-                # descent never fills.
-                tensor.__class__ = torch.nn.Parameter
-                owner.register_parameter(leaf, tensor)
-            else:
-                owner.register_buffer(leaf, tensor)
+        _params.register(self, self._native.named_parameters())
 
     @property
     def dim(self):

@@ -6,14 +6,23 @@ import os
 from . import _native
 
 
-def _set(key, value):
+def _literal(value):
+    """A Python value as a TOML literal (inline tables for dicts)."""
     if isinstance(value, bool):
-        value = "true" if value else "false"
-    elif isinstance(value, str):
-        value = json.dumps(value)
-    elif isinstance(value, (list, tuple)):
-        value = "[" + ", ".join(json.dumps(v) for v in value) + "]"
-    return f"{key}={value}"
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_literal(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"override value {value!r} of type {type(value).__name__}")
+
+
+def _set(key, value):
+    return f"{key}={_literal(value)}"
 
 
 def train(run_file, out, overrides=None, data_dir=None, device="cpu", progress=False):

@@ -29,6 +29,8 @@ use basin_tasks::image_completion::ImageRun;
 use basin_tasks::node_anomaly::AnomalyRun;
 use basin_tasks::run::{self, RunOptions, to_toml};
 use basin_tasks::task::Task;
+use basin_train::protocol::{PlannedRun, Protocol};
+use basin_train::runner::Learner;
 use serde::Deserialize;
 use tch::Device;
 
@@ -51,7 +53,28 @@ trait RunFile: std::fmt::Debug + Send + Sync {
     fn to_toml(&self) -> Result<String>;
     fn train(&self, opts: &RunOptions) -> Result<RunOutcome>;
     fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome>;
+    fn open(&self, run: usize, data_dir: Option<&Path>, device: Device) -> Result<OpenRun>;
     fn as_any(&self) -> &dyn Any;
+}
+
+/// One planned run of a run file with its learner built, untrained: what a training loop
+/// outside `basin train` (the Python package's) drives, step by step, as the runner would.
+pub struct OpenRun {
+    /// The model, its batches and losses.
+    pub learner: Box<dyn Learner>,
+    /// The run: its directory name, split and seed.
+    pub planned: PlannedRun,
+    /// How many runs the protocol plans.
+    pub runs: usize,
+}
+
+impl std::fmt::Debug for OpenRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenRun")
+            .field("run", &self.planned.dir)
+            .field("runs", &self.runs)
+            .finish()
+    }
 }
 
 impl<T: Task + Send + Sync + 'static> RunFile for T {
@@ -74,6 +97,20 @@ impl<T: Task + Send + Sync + 'static> RunFile for T {
     }
     fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome> {
         Ok(run::eval(self, out, data_dir, device)?)
+    }
+    fn open(&self, run: usize, data_dir: Option<&Path>, device: Device) -> Result<OpenRun> {
+        let data = self.load(data_dir, device)?;
+        let plan = self.protocol().plan(self.targets(&data))?;
+        let runs = plan.len();
+        let planned = plan.into_iter().nth(run).ok_or_else(|| {
+            ReproError::config("run", format!("the protocol plans {runs} runs (0..{runs})"))
+        })?;
+        let learner = self.learner(&data, &planned, device)?;
+        Ok(OpenRun {
+            learner: Box::new(learner),
+            planned,
+            runs,
+        })
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -222,6 +259,12 @@ impl RunSpec {
     /// Trains as the file says (see `basin_tasks::run::train`).
     pub fn train(&self, opts: &RunOptions) -> Result<RunOutcome> {
         self.0.train(opts)
+    }
+
+    /// Run `run` of the protocol's plan with its learner built and not trained (the data
+    /// loaded and prepared as `train` does; the same seed, split and initial weights).
+    pub fn open(&self, run: usize, data_dir: Option<&Path>, device: Device) -> Result<OpenRun> {
+        self.0.open(run, data_dir, device)
     }
 
     /// Scores every trained run under `out` again (see `basin_tasks::run::eval`).

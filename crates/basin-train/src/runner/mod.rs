@@ -41,6 +41,7 @@ pub use config::{TrainConfig, Validation};
 pub use learner::{EpochOutput, Learner, Scores, StepOutput, with_defaults};
 use resume::{copy_into, named};
 pub use resume::{load_best, warm_start};
+pub use steps::epoch_batches;
 use steps::{Steps, data_parallel, train_epoch};
 
 use crate::TrainError;
@@ -80,6 +81,15 @@ pub fn epoch_seed(seed: u64, epoch: usize) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// The start of epoch `epoch` of a run seeded `seed`: libtorch's generator reseeded (rank `r`
+/// of a data-parallel run draws dropout and noise from seed + r; rank 0 the single-process
+/// draws) and the epoch's generator of batch orders and other random choices returned.
+pub fn epoch_start(seed: u64, epoch: usize, rank: usize) -> ChaCha8Rng {
+    let seed = epoch_seed(seed, epoch);
+    tch::manual_seed(seed.wrapping_add(rank as u64) as i64);
+    ChaCha8Rng::seed_from_u64(seed)
 }
 
 impl Runner {
@@ -184,10 +194,7 @@ impl Runner {
 
         for epoch in record.epochs.len()..self.train.epochs {
             let t0 = Instant::now();
-            let seed = epoch_seed(self.seed, epoch);
-            // Rank r draws dropout and noise from seed + r (rank 0: the single-process draws).
-            tch::manual_seed(seed.wrapping_add(rank as u64) as i64);
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut rng = epoch_start(self.seed, epoch, rank);
             let mut steps = Steps {
                 opt: &mut opt,
                 schedule: schedule.as_ref(),

@@ -22,20 +22,7 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
     steps: &mut Steps<'_>,
     rng: &mut ChaCha8Rng,
 ) -> Result<EpochOutput, TrainError> {
-    let batches: Vec<Vec<usize>> = match learner.batch_size() {
-        Some(0) => {
-            return Err(TrainError::Config {
-                field: "batch".into(),
-                message: "must be at least 1".into(),
-            });
-        }
-        Some(size) => {
-            let mut order = train.to_vec();
-            order.shuffle(rng);
-            order.chunks(size).map(<[usize]>::to_vec).collect()
-        }
-        None => vec![train.to_vec()],
-    };
+    let batches = epoch_batches(learner, train, rng)?;
     let group = data_parallel();
     if let Some(g) = &group {
         // Rank r > 0 draws its batches' randomness from a stream of its own.
@@ -79,6 +66,30 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
         loss: total / n.max(1) as f64,
         pre_step_scores,
         phases: std::mem::take(&mut steps.phases),
+    })
+}
+
+/// The batches of one epoch, in order: `train` shuffled with the epoch's `rng` and cut into
+/// [`Learner::batch_size`] items, or all of it at once (what a loop outside the runner, the
+/// Python package's, steps through to train as `basin train` does).
+pub fn epoch_batches<L: Learner + ?Sized>(
+    learner: &L,
+    train: &[usize],
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<Vec<usize>>, TrainError> {
+    Ok(match learner.batch_size() {
+        Some(0) => {
+            return Err(TrainError::Config {
+                field: "batch".into(),
+                message: "must be at least 1".into(),
+            });
+        }
+        Some(size) => {
+            let mut order = train.to_vec();
+            order.shuffle(rng);
+            order.chunks(size).map(<[usize]>::to_vec).collect()
+        }
+        None => vec![train.to_vec()],
     })
 }
 
