@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3_tch::PyTensor;
 use tch::{Device, Kind, Tensor, nn};
 
-use crate::errors::{OrPy, guard};
+use crate::errors::{OrPy, guard, without_gil};
 
 /// One energy block: layer norm, energy terms and dynamics (`basin.EnergyBlock` wraps it).
 #[pyclass(unsendable, module = "basin._native")]
@@ -201,6 +201,26 @@ impl Block {
             self.block.check(&x, &s).py()?;
             Ok(PyTensor(self.block.energy_grad(&x, &s)))
         })
+    }
+
+    /// `loss` plus the implicit-gradient term of this block's pending forwards (a block with
+    /// `gradient = "implicit"` or `"phantom"`; unchanged for an unrolled one): backward the
+    /// returned loss. The adjoint is solved here, from `loss`'s graph.
+    fn attach(&self, py: Python<'_>, loss: PyTensor) -> PyResult<PyTensor> {
+        guard(|| {
+            let out = without_gil(py, || {
+                basin_core::implicit::attach(&loss, std::iter::once(&self.block))
+            });
+            Ok(PyTensor(out))
+        })
+    }
+
+    /// The settling statistics since the last call (steps, residuals, adjoint iterations).
+    fn settle_stats(&self) -> std::collections::BTreeMap<String, f64> {
+        basin_core::implicit::take_stats(std::iter::once(&self.block))
+            .metrics()
+            .into_iter()
+            .collect()
     }
 
     fn __repr__(&self) -> String {

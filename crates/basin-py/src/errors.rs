@@ -172,3 +172,24 @@ impl<T, E: Classify> OrPy<T> for Result<T, E> {
         self.map_err(|e| e.to_py())
     }
 }
+
+/// Runs `f` with the GIL released, for work that calls libtorch's autograd engine (which
+/// refuses to run while the calling thread holds the GIL, since PyTorch's own backward hooks
+/// may need it) or trains for a long time.
+///
+/// `f` runs on this same thread before `without_gil` returns; the wrapper only tells pyo3 so
+/// (its `allow_threads` asks for `Send` because a closure *could* leak references to
+/// GIL-bound data into a thread, which these closures do not: they hold tensors and basin
+/// models only).
+pub fn without_gil<T: Send>(py: pyo3::Python<'_>, f: impl FnOnce() -> T) -> T {
+    struct SameThread<F>(F);
+    // SAFETY: `allow_threads` runs the closure on the calling thread and returns its result
+    // before this function returns; nothing moves to another thread.
+    #[allow(unsafe_code)]
+    unsafe impl<F> Send for SameThread<F> {}
+    let job = SameThread(f);
+    py.allow_threads(move || {
+        let job = job;
+        (job.0)()
+    })
+}

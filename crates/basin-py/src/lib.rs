@@ -10,6 +10,7 @@
 //!   energy and gradient.
 //! - [`model`]: a planned run of any run file as a model: its learner, split, batches and
 //!   loss, for a PyTorch training loop that trains as `basin train` does.
+//! - [`hopfield`]: the modern Hopfield layers (Hopfield, HopfieldPooling, HopfieldLayer).
 //! - [`data`]: datasets by name or path, and Laplacian encodings of an edge list.
 //! - [`runs`]: `basin train` of a run file and `basin reproduce` of a table, as calls.
 //! - [`errors`]: basin's errors as Python exceptions, and no panic across the boundary.
@@ -19,6 +20,7 @@ use pyo3::prelude::*;
 pub mod block;
 pub mod data;
 pub mod errors;
+pub mod hopfield;
 pub mod model;
 pub mod runs;
 
@@ -27,6 +29,7 @@ pub mod runs;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<block::Block>()?;
     m.add_class::<model::Model>()?;
+    m.add_class::<hopfield::Association>()?;
     m.add_function(wrap_pyfunction!(block::term_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(block::dynamics_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(data::load_dataset, m)?)?;

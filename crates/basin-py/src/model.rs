@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use tch::{Kind, Tensor};
 
 use crate::block::parse_device;
-use crate::errors::{OrPy, guard};
+use crate::errors::{OrPy, guard, without_gil};
 
 /// Run `run` of a run file, built and untrained (`basin.models.Model` wraps it).
 #[pyclass(unsendable, module = "basin._native")]
@@ -87,9 +87,11 @@ impl Model {
     }
 
     /// The training-mode loss of a batch of items, a scalar with its graph: `backward()` it.
-    fn loss(&mut self, items: Vec<usize>) -> PyResult<PyTensor> {
+    fn loss(&mut self, py: Python<'_>, items: Vec<usize>) -> PyResult<PyTensor> {
         guard(|| {
-            let out = self.open.learner.train_step(&items, &mut self.rng).py()?;
+            // An implicit block's step runs a backward pass of its own (the adjoint's).
+            let (learner, rng) = (&mut self.open.learner, &mut self.rng);
+            let out = without_gil(py, || learner.train_step(&items, rng)).py()?;
             Ok(PyTensor(out.loss))
         })
     }

@@ -94,6 +94,19 @@ class EnergyBlock(torch.nn.Module):
         """The closed-form ``∂E/∂g`` at ``g = LN(x)``, ``[B, N, D]``."""
         return self._native.grad(x, **structure)
 
+    def attach(self, loss):
+        """``loss`` with the implicit gradient of this block's forwards since the last call
+        added (``gradient = "implicit"`` or ``"phantom"``: the forward settles without a
+        graph, and the adjoint of ``(I − ∂f/∂x)ᵀ v = ∂L/∂x*`` is solved here); backward the
+        result. Only forwards in ``train()`` mode with grad enabled are pending (evaluation
+        settles and returns plain values); an unrolled block returns ``loss`` unchanged."""
+        return self._native.attach(loss)
+
+    def settle_stats(self):
+        """Settling and adjoint statistics since the last call (``settle_steps``,
+        ``settle_residual``, ``adjoint_iterations``, …)."""
+        return self._native.settle_stats()
+
     def _apply(self, fn, recurse=True):
         # .to(), .double(), .cuda(), …: converted by basin in place, so that the tensors the
         # descent reads and the registered ones stay the same objects.

@@ -105,3 +105,10 @@ def sfi_gps(data="pattern", overrides=None, **kw):
 def et_image(data=None, overrides=None, **kw):
     """ET's masked image completion (ET Section 3) on Fashion-MNIST by default."""
     return _preset("et-image", data, overrides, **kw)
+
+
+def hopfield_pooling(stored_size, quantity=1, **fields):
+    """A ``HopfieldPooling`` layer (the Hopfield MIL model's pooling of a bag of instances)."""
+    from .hopfield import HopfieldPooling
+
+    return HopfieldPooling(fields.pop("state_size", stored_size), stored_size, quantity, **fields)

@@ -1,0 +1,62 @@
+"""The modern Hopfield layers as modules, and implicit gradients of a settling block."""
+
+import torch
+
+import basin
+from basin import dynamics, terms
+
+
+def test_hopfield_layers_pass_gradcheck_and_shapes():
+    d = torch.float64
+    pool = basin.HopfieldPooling(6, 6, quantity=2, heads=2, dtype=d)
+    y = torch.randn(3, 5, 6, dtype=d, requires_grad=True)
+    assert pool(y).shape == (3, 12)
+    assert torch.autograd.gradcheck(lambda y, *p: pool(y), (y, *pool.parameters()))
+    hop = basin.Hopfield(6, 4, heads=1, dtype=d, update_steps_max=2)
+    r = torch.randn(2, 3, 6, dtype=d, requires_grad=True)
+    ys = torch.randn(2, 5, 4, dtype=d)
+    assert hop(r, ys).shape == (2, 3, 6)
+    assert torch.autograd.gradcheck(lambda r: hop(r, ys), (r,))
+    lookup = basin.HopfieldLayer(6, 6, quantity=7, dtype=d)
+    assert lookup(r).shape == (2, 3, 6)
+
+
+def test_ignored_stored_patterns_have_no_effect():
+    pool = basin.models.hopfield_pooling(4, quantity=1)
+    y = torch.randn(1, 5, 4)
+    ignore = torch.tensor([[False, False, True, False, True]])
+    out = pool(y, ignore)
+    y2 = y.clone()
+    y2[0, 2] += 10.0
+    y2[0, 4] -= 3.0
+    assert torch.allclose(out, pool(y2, ignore))
+    assert not torch.allclose(out, pool(y2))
+
+
+def test_implicit_gradients_equal_a_long_unrolled_descent():
+    # CDAT's controlled dynamics settle in x itself: the implicit gradient at the attractor is
+    # the limit of the unrolled one.
+    def build(**kw):
+        torch.manual_seed(0)
+        return basin.EnergyBlock(
+            # Weights large enough that x* is not tiny (LN's 1/σ would make the step chatter).
+            dim=6, terms=[terms.VmfAttention(heads=2, head_dim=3, beta=1.0, init_std=1.0),
+                          terms.Hopfield(memories=8, init_std=1.0)],
+            dynamics=dynamics.Controlled(alpha=0.1), dtype=torch.float64, **kw).train()
+
+    implicit = build(steps=2, gradient={"mode": "implicit", "tol": 1e-12, "max_steps": 5000,
+                                        "solver_tol": 1e-12})
+    unrolled = build(steps=3000)
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, 6, dtype=torch.float64)
+    target = torch.randn(2, 3, 6, dtype=torch.float64)
+    grads = []
+    for block in (implicit, unrolled):
+        y, _ = block(x, trace=False)
+        loss = block.attach((y - target).pow(2).sum())
+        loss.backward()
+        grads.append({n: p.grad.clone() for n, p in block.named_parameters()})
+    stats = implicit.settle_stats()
+    assert stats["settle_unconverged"] == 0, stats
+    for name, g in grads[0].items():
+        assert torch.allclose(g, grads[1][name], rtol=1e-5, atol=1e-8), name
