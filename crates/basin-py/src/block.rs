@@ -223,6 +223,42 @@ impl Block {
             .collect()
     }
 
+    /// Seconds of each of `reps` descents from `x` timed inside basin, for measuring what
+    /// the Python boundary adds: with `target`, a training step (descent, mean squared error
+    /// against `target`, backward to the parameters, which accumulate `.grad`); without, an
+    /// evaluation descent without a graph.
+    #[pyo3(signature = (x, reps, target = None))]
+    fn time_descent(
+        &self,
+        py: Python<'_>,
+        x: PyTensor,
+        reps: usize,
+        target: Option<PyTensor>,
+    ) -> PyResult<Vec<f64>> {
+        guard(|| {
+            let s = Structure::full();
+            self.block.check(&x, &s).py()?;
+            Ok(without_gil(py, || {
+                (0..reps)
+                    .map(|_| {
+                        let t0 = std::time::Instant::now();
+                        match &target {
+                            Some(t) => {
+                                let y = self.block.forward(&x, &s, false);
+                                (y - &t.0).square().mean(None).backward();
+                            }
+                            None => {
+                                let _ = tch::no_grad(|| self.block.forward(&x, &s, false));
+                            }
+                        }
+                        basin_core::device::synchronize(x.device());
+                        t0.elapsed().as_secs_f64()
+                    })
+                    .collect()
+            }))
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!("{:?}", self.block)
     }
