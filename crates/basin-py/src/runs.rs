@@ -90,11 +90,12 @@ pub fn tables() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// Named tensors of a checkpoint, in file order, and its metadata.
+type Checkpoint = (Vec<(String, PyTensor)>, HashMap<String, String>);
+
 /// The tensors of a safetensors checkpoint (on the CPU, file order) and its metadata.
 #[pyfunction]
-pub fn read_checkpoint(
-    path: PathBuf,
-) -> PyResult<(Vec<(String, PyTensor)>, HashMap<String, String>)> {
+pub fn read_checkpoint(path: PathBuf) -> PyResult<Checkpoint> {
     guard(|| {
         let (tensors, meta) = basin_core::checkpoint::read_file(&path).py()?;
         Ok((
