@@ -9,12 +9,13 @@
 2. Laplacian encodings of every graph of NCI1 (k = 8, no CLS): `basin.graph.laplacian_pe`
    per graph against PyG's `AddLaplacianEigenvectorPE` transform (scipy's eigsh / eigh).
 
-Usage: python benches/python_package.py --anchor ../shared/checks/bench_et_pytorch.py
-       [--data DIR] [--threads 2] [--reps 10]; prints one JSON object.
+Usage: python benches/python_package.py [--anchors DIR] [--data DIR] [--threads 2] [--reps 10]
+(DIR holding bench_et_pytorch.py: default $BASIN_CHECKS); prints one JSON object.
 """
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import sys
 import time
@@ -104,14 +105,18 @@ def pe(data_dir):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--anchor", required=True, help="bench_et_pytorch.py")
+    p.add_argument("--anchors", default=os.environ.get("BASIN_CHECKS", ""),
+                   help="folder of bench_et_pytorch.py (default: $BASIN_CHECKS)")
     p.add_argument("--data", default=None, help="the data directory (holding tu/NCI1)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--reps", type=int, default=10)
     a = p.parse_args()
+    anchor = os.path.join(a.anchors, "bench_et_pytorch.py")
+    if not os.path.isfile(anchor):
+        p.error(f"{anchor} not found (set BASIN_CHECKS or pass --anchors DIR)")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    res = {"torch": torch.__version__, "threads": a.threads, "et_step": et_step(a.anchor, a.reps)}
+    res = {"torch": torch.__version__, "threads": a.threads, "et_step": et_step(anchor, a.reps)}
     print(json.dumps(res), flush=True)
     res["laplacian_pe"] = pe(a.data)
     print(json.dumps(res, indent=1))
