@@ -82,6 +82,23 @@ fn structure(
     Ok(s)
 }
 
+impl Block {
+    /// The structure of a call, checked against `x` and the block.
+    fn structure_for(
+        &self,
+        x: &Tensor,
+        mask: Option<PyTensor>,
+        bias: Option<PyTensor>,
+        edge_index: Option<PyTensor>,
+        padding: Option<PyTensor>,
+        self_attention: Option<bool>,
+    ) -> PyResult<Structure> {
+        let s = structure(x, mask, bias, edge_index, padding, self_attention)?;
+        self.block.check(x, &s).py()?;
+        Ok(s)
+    }
+}
+
 #[pymethods]
 impl Block {
     /// A block from the TOML text of a block config, its parameters initialised as basin
@@ -118,9 +135,7 @@ impl Block {
     /// Every parameter as `(name, tensor)`, sorted by name: the tensors the descent reads
     /// (same storage and autograd identity), named as in basin's checkpoints.
     fn named_parameters(&self) -> Vec<(String, PyTensor)> {
-        let mut v: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.into_iter().map(|(n, t)| (n, PyTensor(t))).collect()
+        crate::variables(&self.vs)
     }
 
     /// Converts every parameter to `dtype` in place (same tensors).
@@ -157,8 +172,7 @@ impl Block {
         trace: bool,
     ) -> PyResult<(PyTensor, Option<PyTensor>)> {
         guard(|| {
-            let s = structure(&x, mask, bias, edge_index, padding, self_attention)?;
-            self.block.check(&x, &s).py()?;
+            let s = self.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
             let opts = trace.then(TraceOptions::default);
             let (y, tr) = self.block.run(&x, &s, train, opts);
             Ok((PyTensor(y), tr.map(|t| PyTensor(t.total))))
@@ -178,8 +192,7 @@ impl Block {
         self_attention: Option<bool>,
     ) -> PyResult<PyTensor> {
         guard(|| {
-            let s = structure(&x, mask, bias, edge_index, padding, self_attention)?;
-            self.block.check(&x, &s).py()?;
+            let s = self.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
             let g = self.block.norm.forward(&x);
             Ok(PyTensor(self.block.energy.energy(&g, &s)))
         })
@@ -197,8 +210,7 @@ impl Block {
         self_attention: Option<bool>,
     ) -> PyResult<PyTensor> {
         guard(|| {
-            let s = structure(&x, mask, bias, edge_index, padding, self_attention)?;
-            self.block.check(&x, &s).py()?;
+            let s = self.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
             Ok(PyTensor(self.block.energy_grad(&x, &s)))
         })
     }

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use basin_graph::laplacian::{PeConfig, laplacian_pe as pe_of};
 use basin_graph::source::{Dataset, open};
 use basin_graph::{Csr, Graph, Targets};
-use ndarray::Array2;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -16,29 +15,26 @@ use tch::Tensor;
 
 use crate::errors::{OrPy, guard};
 
-fn f32_tensor(a: &Array2<f32>) -> Tensor {
-    let (r, c) = a.dim();
-    let v: Vec<f32> = a.iter().copied().collect();
-    Tensor::from_slice(&v).view([r as i64, c as i64])
-}
-
-fn i64_tensor(a: &Array2<i64>) -> Tensor {
-    let (r, c) = a.dim();
-    let v: Vec<i64> = a.iter().copied().collect();
-    Tensor::from_slice(&v).view([r as i64, c as i64])
+/// An ndarray as a CPU tensor of its shape (tch's own conversion, after making the layout
+/// standard).
+fn tensor<S, D>(a: &ndarray::ArrayBase<S, D>) -> PyResult<Tensor>
+where
+    S: ndarray::Data,
+    S::Elem: tch::kind::Element,
+    D: ndarray::Dimension,
+{
+    Tensor::try_from(&a.as_standard_layout())
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
 
 /// One graph's tensors: `x [N, F]`, `edge_index [2, E]` (PyG's source → target),
 /// `edge_attr [E, P]` when the graph has edge features.
 fn graph_dict<'py>(py: Python<'py>, g: &Graph) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("x", PyTensor(f32_tensor(&g.node_features)))?;
-    d.set_item(
-        "edge_index",
-        PyTensor(i64_tensor(&g.adjacency.edge_index())),
-    )?;
+    d.set_item("x", PyTensor(tensor(&g.node_features)?))?;
+    d.set_item("edge_index", PyTensor(tensor(&g.adjacency.edge_index())?))?;
     if let Some(e) = &g.edge_features {
-        d.set_item("edge_attr", PyTensor(f32_tensor(e)))?;
+        d.set_item("edge_attr", PyTensor(tensor(e)?))?;
     }
     Ok(d)
 }
@@ -163,6 +159,6 @@ pub fn laplacian_pe(
             ..PeConfig::plain(k)
         };
         let pe = pe_of(&adj, &cfg).py()?;
-        Ok(PyTensor(f32_tensor(&pe.vectors)))
+        Ok(PyTensor(tensor(&pe.vectors)?))
     })
 }

@@ -6,7 +6,7 @@ use basin_core::hopfield::{AssociationConfig, Hopfield, HopfieldLayer, HopfieldP
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3_tch::PyTensor;
-use tch::{Tensor, nn};
+use tch::nn;
 
 use crate::block::{parse_device, parse_kind};
 use crate::errors::{OrPy, guard};
@@ -56,9 +56,7 @@ impl Association {
 
     /// Every parameter as `(name, tensor)`, sorted (the layer's own tensors).
     fn named_parameters(&self) -> Vec<(String, PyTensor)> {
-        let mut v: Vec<(String, Tensor)> = self.vs.variables().into_iter().collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.into_iter().map(|(n, t)| (n, PyTensor(t))).collect()
+        crate::variables(&self.vs)
     }
 
     /// `Hopfield`: `(r [B, S, state], y [B, N, stored], ignore)` → `[B, S, out]`;

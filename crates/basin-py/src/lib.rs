@@ -16,6 +16,7 @@
 //! - [`errors`]: basin's errors as Python exceptions, and no panic across the boundary.
 
 use pyo3::prelude::*;
+use pyo3_tch::PyTensor;
 
 pub mod block;
 pub mod data;
@@ -23,6 +24,14 @@ pub mod errors;
 pub mod hopfield;
 pub mod model;
 pub mod runs;
+
+/// Every variable of `vs` as `(name, tensor)`, sorted by name: the tensors the model reads
+/// (same storage and autograd identity), named as in basin's checkpoints.
+pub(crate) fn variables(vs: &tch::nn::VarStore) -> Vec<(String, PyTensor)> {
+    let mut v: Vec<(String, tch::Tensor)> = vs.variables().into_iter().collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v.into_iter().map(|(n, t)| (n, PyTensor(t))).collect()
+}
 
 /// The `basin._native` module.
 #[pymodule]

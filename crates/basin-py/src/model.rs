@@ -54,10 +54,7 @@ impl Model {
     /// Every parameter as `(name, tensor)`, sorted: the learner's own tensors, named as in
     /// the run's `checkpoint.safetensors`.
     fn named_parameters(&self) -> Vec<(String, PyTensor)> {
-        let mut v: Vec<(String, Tensor)> =
-            self.open.learner.vars().variables().into_iter().collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v.into_iter().map(|(n, t)| (n, PyTensor(t))).collect()
+        crate::variables(self.open.learner.vars())
     }
 
     /// The run's `(train, val, test)` items.

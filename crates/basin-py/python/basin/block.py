@@ -5,11 +5,9 @@ The block's parameters are the very tensors basin's descent reads, registered as
 torch optimiser steps them and ``state_dict()`` matches basin's safetensors checkpoints.
 """
 
-import os
-
 import torch
 
-from . import _native, _params, _toml
+from . import _native, _shared, _toml
 
 
 def _config_text(config, fields):
@@ -19,17 +17,7 @@ def _config_text(config, fields):
         raise TypeError("give a config or keyword fields, not both")
     if isinstance(config, dict):
         return _toml.dumps(config)
-    if isinstance(config, os.PathLike) or (
-        isinstance(config, str) and "\n" not in config and config.endswith(".toml")
-    ):
-        with open(config, encoding="utf-8") as f:
-            return f.read()
-    if isinstance(config, str):
-        return config
-    raise TypeError(f"config: expected TOML text, a path or a dict, got {type(config).__name__}")
-
-
-_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
+    return _shared.text_or_file(config)[1]
 
 
 class EnergyBlock(torch.nn.Module):
@@ -50,12 +38,12 @@ class EnergyBlock(torch.nn.Module):
 
     def __init__(self, config=None, *, device="cpu", dtype=torch.float32, **fields):
         super().__init__()
-        if dtype not in _DTYPES:
+        if dtype not in _shared.DTYPES:
             raise ValueError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
         self._native = _native.Block(
-            _config_text(config, fields), device=str(torch.device(device)), dtype=_DTYPES[dtype]
+            _config_text(config, fields), device=str(torch.device(device)), dtype=_shared.DTYPES[dtype]
         )
-        _params.register(self, self._native.named_parameters())
+        _shared.register(self, self._native.named_parameters())
 
     @property
     def dim(self):
@@ -114,9 +102,9 @@ class EnergyBlock(torch.nn.Module):
         if first is None:
             return self
         probe = fn(torch.zeros((), dtype=first[1].dtype, device=first[1].device))
-        if probe.dtype not in _DTYPES:
+        if probe.dtype not in _shared.DTYPES:
             raise TypeError(f"basin blocks run in float32 or float64, not {probe.dtype}")
-        self._native.set_dtype(_DTYPES[probe.dtype])
+        self._native.set_dtype(_shared.DTYPES[probe.dtype])
         self._native.set_device(str(probe.device))
         return self
 

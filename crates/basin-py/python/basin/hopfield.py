@@ -8,9 +8,7 @@ The update is ``Z = softmax(β R W_Q (Y W_K)ᵀ) Y W_K W_V`` (one step, or itera
 
 import torch
 
-from . import _native, _params, _toml
-
-_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
+from . import _native, _shared, _toml
 
 
 class _Association(torch.nn.Module):
@@ -21,8 +19,8 @@ class _Association(torch.nn.Module):
         super().__init__()
         cfg = {"state_size": state_size, "stored_size": stored_size or state_size, **fields}
         self._native = _native.Association(self._kind, _toml.dumps(cfg), quantity,
-                                           str(torch.device(device)), _DTYPES[dtype])
-        _params.register(self, self._native.named_parameters())
+                                           str(torch.device(device)), _shared.DTYPES[dtype])
+        _shared.register(self, self._native.named_parameters())
 
     def _apply(self, fn, recurse=True):
         raise NotImplementedError("build the layer with device=… and dtype=…")

@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from . import _native, _params
+from . import _native, _shared
 from .runs import _set, example
 
 
@@ -29,19 +29,13 @@ class Model(torch.nn.Module):
 
     def __init__(self, run_file, run=0, overrides=None, data_dir=None, device="cpu"):
         super().__init__()
-        if isinstance(run_file, os.PathLike) or (
-            isinstance(run_file, str) and "\n" not in run_file
-        ):
-            label = os.fspath(run_file)
-            with open(run_file, encoding="utf-8") as f:
-                text = f.read()
-        else:
-            label, text = "<run file>", run_file
+        label, text = _shared.text_or_file(run_file)
+        label = label or "<run file>"
         sets = [_set(k, v) for k, v in (overrides or {}).items()]
         self._native = _native.Model(text, label, run, sets,
                                      None if data_dir is None else os.fspath(data_dir),
                                      str(torch.device(device)))
-        _params.register(self, self._native.named_parameters())
+        _shared.register(self, self._native.named_parameters())
         train, val, test = self._native.split()
         self.split = {"train": train, "val": val, "test": test}
         self.run_dir, self.seed, self.runs = self._native.run_info()

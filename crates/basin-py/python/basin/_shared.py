@@ -1,6 +1,22 @@
-"""Registers basin's own tensors on a module under their checkpoint names."""
+"""What the package's modules share: registering basin's own tensors under their checkpoint
+names, the dtypes basin runs in, and reading a config given as text or as a path."""
+
+import os
 
 import torch
+
+DTYPES = {torch.float32: "float32", torch.float64: "float64"}
+
+
+def text_or_file(value):
+    """``(label, text)`` of a config or run file given as TOML text or as a path (a path-like,
+    or a one-line string)."""
+    if isinstance(value, os.PathLike) or (isinstance(value, str) and "\n" not in value):
+        with open(value, encoding="utf-8") as f:
+            return os.fspath(value), f.read()
+    if isinstance(value, str):
+        return None, value
+    raise TypeError(f"expected TOML text or a path, got {type(value).__name__}")
 
 
 def register(module, named):
