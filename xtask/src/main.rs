@@ -222,6 +222,18 @@ fn cargo(root: &Path, args: &[&str]) -> Result<()> {
     cargo_with(root, args, &[])
 }
 
+/// Tests run from their crate's directory: a relative `BASIN_DATA_DIR` is made absolute for
+/// `cmd` against the directory `cargo xtask` was started from, so every crate sees the same one.
+fn absolute_data_dir(cmd: &mut Command) -> Result<()> {
+    if let Some(dir) = std::env::var_os("BASIN_DATA_DIR").map(PathBuf::from)
+        && dir.is_relative()
+    {
+        let cwd = std::env::current_dir().context("reading the current directory")?;
+        cmd.env("BASIN_DATA_DIR", cwd.join(dir));
+    }
+    Ok(())
+}
+
 /// Prints how many data-dependent tests were skipped, and which.
 fn report_skips(log: &Path) {
     let Ok(text) = std::fs::read_to_string(log) else {
@@ -247,14 +259,7 @@ fn cargo_with(root: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<()> {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    // Tests run from their crate's directory: a relative data directory is made absolute
-    // against the directory `cargo xtask` was started from, so every crate sees the same one.
-    if let Some(dir) = std::env::var_os("BASIN_DATA_DIR").map(PathBuf::from)
-        && dir.is_relative()
-    {
-        let cwd = std::env::current_dir().context("reading the current directory")?;
-        cmd.env("BASIN_DATA_DIR", cwd.join(dir));
-    }
+    absolute_data_dir(&mut cmd)?;
     let status = cmd
         .status()
         .with_context(|| format!("could not start `{cargo}`"))?;

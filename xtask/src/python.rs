@@ -221,11 +221,7 @@ pub fn pytest(root: &Path, venv: &Path) -> Result<()> {
     cmd.args(["-m", "pytest", "-q"])
         .arg(root.join("crates").join("basin-py").join("tests"))
         .current_dir(root);
-    if let Some(dir) = std::env::var_os("BASIN_DATA_DIR").map(PathBuf::from)
-        && dir.is_relative()
-    {
-        cmd.env("BASIN_DATA_DIR", std::env::current_dir()?.join(dir));
-    }
+    crate::absolute_data_dir(&mut cmd)?;
     println!("xtask: pytest crates/basin-py/tests");
     run(&mut cmd, "pytest of the Python package")
 }
