@@ -102,6 +102,7 @@ pub fn paper_dynamics() -> ControlledConfig {
             core: CouplingCore::Diagonal,
             positions: 501,
             init: CouplingInit::Small,
+            prior: Default::default(),
         },
         omega: 1.0,
         omega_mode: OmegaMode::Positive,
@@ -123,6 +124,7 @@ pub fn reference_dynamics() -> ControlledConfig {
             core: CouplingCore::Full,
             positions: 501,
             init: CouplingInit::Lecun,
+            prior: Default::default(),
         },
         omega_mode: OmegaMode::Reference,
         ..paper_dynamics()
@@ -428,6 +430,7 @@ pub mod anomaly {
                 core: CouplingCore::Full,
                 positions: nodes,
                 init: CouplingInit::Lecun,
+                prior: Default::default(),
             },
             omega: 1.0,
             omega_mode: OmegaMode::Reference,

@@ -11,6 +11,9 @@
 //!   **token positions** (`space = "token-position"`, n = slots, CLS first: what the public code
 //!   and the paper's own parameter counts use — W mixes tokens). Padded tokens are never
 //!   coupled into real ones and do not move.
+//! - optionally eq. 3's Gaussian locality prior, `W = J₀ exp(−d(i,j)²/2a²) + Wᵗʳᵃⁱⁿ`, with
+//!   today's low-rank `Pᵀ C P` as Wᵗʳᵃⁱⁿ ([`PriorConfig`]; off by default, as in the public
+//!   code, which has none).
 //!
 //! The parameters live under the model's shared path (`ctx.shared`), so every block of a model
 //! uses one W and one ω, as the reference does. Along the descent the storage functional of
@@ -73,6 +76,48 @@ pub enum CouplingInit {
     Lecun,
 }
 
+/// The distance `d(i, j)` between two coupled indices (features or token slots) of eq. 3's
+/// prior. The paper gives none: it reads the indices as "coordinates on a latent topological
+/// manifold (e.g., a grid or a graph)" (Appendix E.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PriorDistance {
+    /// No prior: `W = Wᵗʳᵃⁱⁿ` (the public code).
+    #[default]
+    None,
+    /// `|i − j|`: the indices on a line.
+    Index,
+    /// `min(|i − j|, n − |i − j|)`: the indices on a ring of n.
+    Ring,
+}
+
+/// CDAT eq. 3's Gaussian locality prior `J₀ exp(−d(i,j)²/2a²)`, added to the learned coupling
+/// (Theorem 3.1 reads it as a heat-kernel convolution over the indices). The paper gives no J₀
+/// or a; these defaults keep the prior's row sums (`≈ J₀ a √(2π)`) under the decay's 1 + ω.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PriorConfig {
+    /// The distance; `none` turns the prior off.
+    pub distance: PriorDistance,
+    /// Strength J₀ (the initial value when learned).
+    pub j0: f64,
+    /// Bandwidth a > 0, the receptive range in index units (the initial value when learned).
+    pub a: f64,
+    /// Learn J₀ and a (a as `exp(θ)`, so it stays positive) with the model.
+    pub learn: bool,
+}
+
+impl Default for PriorConfig {
+    fn default() -> Self {
+        Self {
+            distance: PriorDistance::None,
+            j0: 0.1,
+            a: 1.0,
+            learn: false,
+        }
+    }
+}
+
 /// The coupling W.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -89,6 +134,8 @@ pub struct CouplingConfig {
     pub positions: i64,
     /// How P and C start.
     pub init: CouplingInit,
+    /// Eq. 3's Gaussian prior added to W (off by default).
+    pub prior: PriorConfig,
 }
 
 impl Default for CouplingConfig {
@@ -99,6 +146,7 @@ impl Default for CouplingConfig {
             core: CouplingCore::Diagonal,
             positions: 501,
             init: CouplingInit::Small,
+            prior: PriorConfig::default(),
         }
     }
 }
@@ -178,11 +226,58 @@ enum W {
     Dense(Tensor),
 }
 
+/// Eq. 3's prior: J₀ and a, fixed or learned (`a = exp(θ)`).
+#[derive(Debug)]
+struct Prior {
+    distance: PriorDistance,
+    j0: Tensor,
+    log_a: Tensor,
+}
+
+impl Prior {
+    fn new(path: &nn::Path, cfg: &PriorConfig) -> Option<Self> {
+        if cfg.distance == PriorDistance::None {
+            return None;
+        }
+        let (j0, log_a) = if cfg.learn {
+            (
+                var_or_get(path, "prior_j0", &[], nn::Init::Const(cfg.j0)),
+                var_or_get(path, "prior_log_a", &[], nn::Init::Const(cfg.a.ln())),
+            )
+        } else {
+            (Tensor::from(cfg.j0), Tensor::from(cfg.a.ln()))
+        };
+        Some(Self {
+            distance: cfg.distance,
+            j0,
+            log_a,
+        })
+    }
+
+    /// The n × n kernel `J₀ exp(−d(i,j)²/2a²)`, symmetric, of `x`'s kind and device.
+    fn kernel(&self, n: i64, like: &Tensor) -> Tensor {
+        let opts = (like.kind(), like.device());
+        let i = Tensor::arange(n, opts);
+        let mut d = (i.unsqueeze(1) - i.unsqueeze(0)).abs();
+        if self.distance == PriorDistance::Ring {
+            d = d.minimum(&(-&d + n as f64));
+        }
+        let a = self
+            .log_a
+            .to_device(like.device())
+            .to_kind(like.kind())
+            .exp();
+        let j0 = self.j0.to_device(like.device()).to_kind(like.kind());
+        (-(&d * &d) / (a.square() * 2.0)).exp() * j0
+    }
+}
+
 /// The controlled dynamics (see the module docs).
 #[derive(Debug)]
 pub struct Controlled {
     cfg: ControlledConfig,
     w: W,
+    prior: Option<Prior>,
     /// θ (positive mode) or c (reference mode).
     omega_param: Tensor,
 }
@@ -263,6 +358,7 @@ impl Controlled {
         Self {
             cfg: cfg.clone(),
             w,
+            prior: Prior::new(&path, &c.prior),
             omega_param,
         }
     }
@@ -282,8 +378,8 @@ impl Controlled {
             Some(r) => x * r,
             None => x.shallow_clone(),
         };
-        let out = match (&self.w, self.cfg.coupling.space) {
-            (W::None, _) => return x.zeros_like(),
+        let mut out = match (&self.w, self.cfg.coupling.space) {
+            (W::None, _) => x.zeros_like(),
             (W::Factored { p, c, core }, CouplingSpace::Feature) => {
                 let h = x.matmul(&p.tr()); // [B, N, r]
                 let h = match core {
@@ -310,6 +406,17 @@ impl Controlled {
                 w.matmul(&x)
             }
         };
+        if let Some(prior) = &self.prior {
+            out = match self.cfg.coupling.space {
+                CouplingSpace::Feature => out + x.matmul(&prior.kernel(x.size()[2], &x)),
+                CouplingSpace::TokenPosition => {
+                    // The slots past `positions` are not coupled, as for Wᵗʳᵃⁱⁿ.
+                    let n = x.size()[1];
+                    let k = Self::slots(&prior.kernel(self.cfg.coupling.positions.min(n), &x), n);
+                    out + Self::slots(&k.tr(), n).matmul(&x)
+                }
+            };
+        }
         match real {
             Some(r) => out * r,
             None => out,
@@ -434,6 +541,17 @@ impl DynamicsParams for ControlledConfig {
         let c = &self.coupling;
         if c.rank < 0 {
             return bad("coupling.rank", format!("must be ≥ 0, got {}", c.rank));
+        }
+        if c.prior.distance != PriorDistance::None {
+            if !(c.prior.a.is_finite() && c.prior.a > 0.0) {
+                return bad(
+                    "coupling.prior.a",
+                    format!("must be > 0, got {}", c.prior.a),
+                );
+            }
+            if !c.prior.j0.is_finite() {
+                return bad("coupling.prior.j0", "must be finite".into());
+            }
         }
         if c.space == CouplingSpace::TokenPosition && c.positions < 1 {
             return bad(

@@ -5,7 +5,7 @@
 use crate::common::*;
 use basin_core::controlled::{
     Controlled, ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace,
-    OmegaMode,
+    OmegaMode, PriorConfig, PriorDistance,
 };
 use basin_core::testing::{max_rel_error, seeded};
 use basin_core::{Activation, Dynamics};
@@ -80,6 +80,7 @@ fn couplings_equal_an_explicit_dense_w() {
                         core,
                         positions: 9,
                         init: CouplingInit::Lecun,
+                        prior: Default::default(),
                     },
                     ..ControlledConfig::default()
                 };
@@ -328,6 +329,7 @@ fn the_storage_functional_never_increases() {
                     core,
                     positions: 6,
                     init: CouplingInit::Lecun,
+                    prior: Default::default(),
                 },
                 ..ControlledConfig::default()
             };
@@ -461,4 +463,161 @@ fn blocks_of_one_model_share_w_and_omega() {
         1,
         "{names:?}"
     );
+}
+
+/// The prior's kernel written out: `J₀ exp(−d(i,j)²/2a²)` for `n` indices.
+fn gaussian_kernel(n: i64, distance: PriorDistance, j0: f64, a: f64) -> Tensor {
+    let mut k = vec![0.0f64; (n * n) as usize];
+    for i in 0..n {
+        for j in 0..n {
+            let mut d = (i - j).abs();
+            if distance == PriorDistance::Ring {
+                d = d.min(n - d);
+            }
+            k[(i * n + j) as usize] = j0 * (-((d * d) as f64) / (2.0 * a * a)).exp();
+        }
+    }
+    Tensor::from_slice(&k).view([n, n])
+}
+
+fn with_prior(space: CouplingSpace, distance: PriorDistance, learn: bool) -> ControlledConfig {
+    ControlledConfig {
+        coupling: CouplingConfig {
+            space,
+            rank: 2,
+            core: CouplingCore::Full,
+            positions: 5,
+            init: CouplingInit::Lecun,
+            prior: PriorConfig {
+                distance,
+                j0: 0.3,
+                a: 1.5,
+                learn,
+            },
+        },
+        ..ControlledConfig::default()
+    }
+}
+
+/// CDAT eq. 3: with the prior on, W = J₀ exp(−d²/2a²) + Pᵀ C P, over features or over the
+/// token slots (tokens past `positions` uncoupled), for both distances; rank 0 leaves the
+/// prior alone.
+#[test]
+fn the_gaussian_prior_adds_the_heat_kernel_to_w() {
+    seeded(11, || {
+        for space in [CouplingSpace::Feature, CouplingSpace::TokenPosition] {
+            for distance in [PriorDistance::Index, PriorDistance::Ring] {
+                for rank in [2, 0] {
+                    let mut cfg = with_prior(space, distance, false);
+                    cfg.coupling.rank = rank;
+                    let mut vs = store();
+                    let dynamics = controlled(&vs, &cfg);
+                    vs.double();
+                    randomise(&vs, 0.7);
+                    let x = tokens(2, 7, D);
+                    let n = match space {
+                        CouplingSpace::Feature => D,
+                        CouplingSpace::TokenPosition => 5,
+                    };
+                    let mut w = gaussian_kernel(n, distance, 0.3, 1.5);
+                    if rank > 0 {
+                        w += dense_w(&vs, CouplingCore::Full);
+                    }
+                    let want = match space {
+                        CouplingSpace::Feature => x.matmul(&w.tr()),
+                        // Tokens 5 and 6 lie past the 5 slots: not coupled.
+                        CouplingSpace::TokenPosition => {
+                            let head = w.matmul(&x.narrow(1, 0, 5));
+                            Tensor::cat(&[head, x.narrow(1, 5, 2).zeros_like()], 1)
+                        }
+                    };
+                    let got = dynamics.coupling(&x, None);
+                    assert!(
+                        max_rel_error(&got, &want, 1e-12) < 1e-12,
+                        "{space:?}/{distance:?}/rank {rank}"
+                    );
+                }
+            }
+        }
+    });
+}
+
+/// Theorem 3.3 with eq. 3's prior on (fixed and learned J₀, a, both spaces): V never increases.
+#[test]
+fn the_storage_functional_never_increases_with_the_prior() {
+    for seed in 0..8 {
+        seeded(300 + seed, || {
+            let space = if seed % 2 == 0 {
+                CouplingSpace::Feature
+            } else {
+                CouplingSpace::TokenPosition
+            };
+            let distance = if seed % 4 < 2 {
+                PriorDistance::Index
+            } else {
+                PriorDistance::Ring
+            };
+            let mut dynamics = with_prior(space, distance, seed >= 4);
+            dynamics.alpha = 1e-3;
+            dynamics.coupling.positions = 6;
+            dynamics.coupling.prior.j0 = 1.5;
+            let mut vs = store();
+            let block = cdat_block(&vs, D, dynamics, 60);
+            vs.double();
+            randomise(&vs, 1.0);
+            let x = tokens(3, 6, D) * 2.0;
+            let s = Structure::full().with_padding(padding(3, 6, 1)).unwrap();
+            let (_, trace) = block.run(&x, &s, false, Some(TraceOptions::default()));
+            let v = rows(trace.unwrap().storage.as_ref().expect("V recorded"));
+            for (b, row) in v.iter().enumerate() {
+                for (t, w) in row.windows(2).enumerate() {
+                    assert!(
+                        w[1] <= w[0] + 1e-7 * w[0].abs().max(1.0),
+                        "seed {seed} {space:?}/{distance:?}: V rose at sample {b} step {t}: {} → {}",
+                        w[0],
+                        w[1]
+                    );
+                }
+                assert!(row[row.len() - 1] < row[0], "V did not fall");
+            }
+        });
+    }
+}
+
+/// A learned prior trains: J₀ and log a are variables of the shared coupling path and get
+/// gradients; a fixed prior adds none. A bandwidth ≤ 0 is refused naming its field.
+#[test]
+fn a_learned_prior_has_variables_and_a_bad_bandwidth_is_refused() {
+    let _g = basin_core::testing::lock_generator();
+    let mut vs = store();
+    let dynamics = controlled(
+        &vs,
+        &with_prior(CouplingSpace::Feature, PriorDistance::Ring, true),
+    );
+    vs.double();
+    let vars = vs.variables();
+    let (j0, log_a) = (&vars["coupling.prior_j0"], &vars["coupling.prior_log_a"]);
+    let x = tokens(2, 4, D);
+    dynamics
+        .coupling(&x, None)
+        .square()
+        .sum(Kind::Double)
+        .backward();
+    assert!(j0.grad().abs().double_value(&[]) > 0.0);
+    assert!(log_a.grad().abs().double_value(&[]) > 0.0);
+    let fixed = store();
+    let _ = controlled(
+        &fixed,
+        &with_prior(CouplingSpace::Feature, PriorDistance::Index, false),
+    );
+    assert!(fixed.variables().keys().all(|k| !k.contains("prior")));
+
+    use basin_core::registry::DynamicsParams;
+    let mut bad = with_prior(CouplingSpace::Feature, PriorDistance::Index, false);
+    bad.coupling.prior.a = 0.0;
+    let err = bad.validate("block.dynamics").unwrap_err().to_string();
+    assert!(err.contains("block.dynamics.coupling.prior.a"), "{err}");
+    // Off, the prior's numbers are not read.
+    bad.coupling.prior.distance = PriorDistance::None;
+    assert!(bad.validate("block.dynamics").is_ok());
 }
