@@ -108,7 +108,7 @@ impl Reproduction for SfiTable3 {
             "AP ×100 (test)",
             "AP ×100 (val, selected epoch)",
             "zero flows",
-            "wall (s)",
+            "training (s)",
         ]);
         for m in &rows {
             let p = paper.rows.iter().find(|p| p.model == m.name);
@@ -139,7 +139,11 @@ impl Reproduction for SfiTable3 {
         md.push_str(&t.to_markdown());
         md.push_str(ZERO_NOTE);
         md.push_str(&missing.to_markdown());
-        md.push_str(&report::footer(ctx, None, ""));
+        md.push_str(&report::footer(
+            ctx,
+            Some(results.iter().map(|r| r.seconds).sum()),
+            "",
+        ));
         let ran = usize::from(!results.is_empty());
         // The full model (the paper's λ* = 1, α = 0.1, SP + Ã row).
         let headline = results

@@ -153,7 +153,7 @@ impl Reproduction for SfiTable2 {
             "accuracy (test)",
             "accuracy (val, selected epoch)",
             "zero flows",
-            "wall (s)",
+            "training (s)",
         ]);
         let mut headline = Vec::new();
         let mut all = Vec::new();
@@ -247,7 +247,11 @@ impl Reproduction for SfiTable2 {
         md.push_str(&format!(
             "\nChance: PATTERN 50 %, CLUSTER 16.7 % (weighted accuracy); the no-graph row is the bar a graph model must clear.\n{figures}"
         ));
-        md.push_str(&report::footer(ctx, None, ""));
+        md.push_str(&report::footer(
+            ctx,
+            Some(all.iter().flat_map(|(_, _, r)| r).map(|r| r.seconds).sum()),
+            "",
+        ));
         let ran = all.len();
         let json: Vec<_> = all
             .iter()

@@ -195,7 +195,7 @@ impl Reproduction for SfiTable1 {
             "AP ×100 (test)",
             "AP ×100 (val, selected epoch)",
             "zero flows",
-            "wall (s)",
+            "training (s)",
         ]);
         for r in &results {
             let p = paper.rows.iter().find(|p| p.model == r.model);
@@ -238,7 +238,11 @@ impl Reproduction for SfiTable1 {
             &results,
         )?);
         md.push_str(&missing.to_markdown());
-        md.push_str(&report::footer(ctx, None, ""));
+        md.push_str(&report::footer(
+            ctx,
+            Some(results.iter().map(|r| r.seconds).sum()),
+            "",
+        ));
         let ran = usize::from(!results.is_empty());
         let headline = results
             .iter()
