@@ -131,7 +131,39 @@ pub fn reference_dynamics() -> ControlledConfig {
     }
 }
 
-/// Graph classification (CDAT §5.1, Appendix B.3; Tables 1, 3, 10, 11, 14).
+/// The term-wise ablations of Tables 11 (graph classification) and 12 (anomaly detection):
+/// `no-excitation` removes W (Table 12's "SUPP", suppression only), `no-inhibition` removes the
+/// decay `−(1+ω)x` (Table 12's "Wx", excitation only; both parts go, as in the code's
+/// commented-out variant), `full` is CDAT.
+pub const ABLATIONS: [&str; 3] = ["no-excitation", "no-inhibition", "full"];
+
+/// `block` under the ablation `name`, one of [`ABLATIONS`]: the same terms and sizes, with the
+/// controlled dynamics' coupling or decay switched off.
+pub fn ablate(block: &BlockConfig, name: &str) -> Result<BlockConfig, basin_tasks::TaskError> {
+    let config = |e: String| basin_tasks::TaskError::config("ablation", e);
+    if !ABLATIONS.contains(&name) {
+        return Err(config(format!(
+            "one of {}; got `{name}`",
+            ABLATIONS.join(", ")
+        )));
+    }
+    // A block without the controlled dynamics has nothing to ablate: refused, not ignored.
+    let mut d: ControlledConfig = block
+        .dynamics
+        .params()
+        .map_err(|e| config(format!("block.dynamics: {e}")))?;
+    match name {
+        "no-excitation" => d.coupling.rank = 0,
+        "no-inhibition" => d.inhibition = false,
+        _ => {}
+    }
+    Ok(BlockConfig {
+        dynamics: DynamicsConfig::new(&d),
+        ..block.clone()
+    })
+}
+
+/// Graph classification (CDAT §5.1, Appendix B.3; Tables 1, 3, 10, 14; Table 11 is [`ablate`]).
 pub mod graph {
     use basin_core::{HopfieldMemoryConfig, VmfAttentionConfig};
     use basin_graph::batch::BatchConfig;
@@ -261,31 +293,6 @@ pub mod graph {
                 }
                 Some(r) => d.coupling.rank = r,
             })
-            .map_err(|e| TaskError::config("block.dynamics", e.to_string()))?;
-        Ok(c)
-    }
-
-    /// Table 11's ablations: `full`, `no-excitation` (W removed), `no-inhibition` (the decay
-    /// `−(1+ω)x` removed, as the code's commented-out variant drops both).
-    pub fn ablation(
-        cfg: &GraphClassifierConfig,
-        name: &str,
-    ) -> Result<GraphClassifierConfig, TaskError> {
-        let mut c = cfg.clone();
-        let edit = |d: &mut basin_core::ControlledConfig| match name {
-            "no-excitation" => d.coupling.rank = 0,
-            "no-inhibition" => d.inhibition = false,
-            _ => {}
-        };
-        if !["full", "no-excitation", "no-inhibition"].contains(&name) {
-            return Err(TaskError::config(
-                "ablation",
-                format!("one of full, no-excitation, no-inhibition; got `{name}`"),
-            ));
-        }
-        c.block
-            .dynamics
-            .edit(edit)
             .map_err(|e| TaskError::config("block.dynamics", e.to_string()))?;
         Ok(c)
     }

@@ -23,6 +23,7 @@
 //! | `et-table16` | [`et::vit_table16`]: ET against a ViT of about its size, image completion |
 //! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
 //! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
+//! | `cdat-table12` | [`cdat::ablation_table12`]: ET, SUPP, Wx and full CDAT on node anomaly detection |
 //! | `cdat-table4` | [`cdat::cost_table4`]: parameters and time of GT, ET and CDAT |
 //! | `cdat-params` | [`cdat::params_tables13_14`]: parameter counts of CDAT and ET (Tables 13, 14) |
 //! | `sfi-table1` | [`sfi::lrgb_table1`]: Peptides-func, GatedGCN/GPS/DFi/SFi beside a no-graph model |
@@ -60,6 +61,7 @@ pub mod et {
 
 /// CDAT's tables.
 pub mod cdat {
+    pub mod ablation_table12;
     pub mod anomaly_table2;
     pub mod cost_table4;
     pub mod params_tables13_14;
@@ -342,6 +344,7 @@ pub fn registry() -> Vec<&'static dyn Reproduction> {
         &cdat::cost_table4::CdatTable4,
         &cdat::tu_tables::CdatTable3,
         &cdat::tu_tables::CdatTable11,
+        &cdat::ablation_table12::CdatTable12,
         &cdat::params_tables13_14::CdatParams,
         &sfi::lrgb_table1::SfiTable1,
         &sfi::gnn_table2::SfiTable2,

@@ -57,6 +57,10 @@ const PAPERS: &[(&str, &str)] = &[
         include_str!("../../../data/papers/cdat-table2.toml"),
     ),
     (
+        "cdat-table12",
+        include_str!("../../../data/papers/cdat-table12.toml"),
+    ),
+    (
         "cdat-table3",
         include_str!("../../../data/papers/cdat-table3.toml"),
     ),

@@ -50,6 +50,39 @@ fn reference_parameter_counts_are_the_papers() {
     );
 }
 
+/// The ablations of Tables 11 and 12 change only the dynamics' coupling or decay, and a block
+/// without the controlled dynamics (ET's) is refused rather than passed through unchanged.
+#[test]
+fn the_ablations_switch_off_one_control_term_each() {
+    let base = tu_cpu().block;
+    let dynamics = |b: &basin_core::BlockConfig| b.dynamics.params::<ControlledConfig>().unwrap();
+    let full = basin_cdat::ablate(&base, "full").unwrap();
+    assert_eq!(full, base);
+    let supp = dynamics(&basin_cdat::ablate(&base, "no-excitation").unwrap());
+    assert_eq!((supp.coupling.rank, supp.inhibition), (0, true));
+    let wx = dynamics(&basin_cdat::ablate(&base, "no-inhibition").unwrap());
+    assert_eq!(
+        (wx.coupling.rank, wx.inhibition),
+        (dynamics(&base).coupling.rank, false)
+    );
+    let anomaly = basin_cdat::anomaly::model(basin_cdat::anomaly::TABLE8).block;
+    let wx = dynamics(&basin_cdat::ablate(&anomaly, "no-inhibition").unwrap());
+    assert!(!wx.inhibition);
+    let err = basin_cdat::ablate(&base, "no-memory")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no-excitation") && err.contains("no-memory"),
+        "{err}"
+    );
+    let et = basin_core::BlockConfig {
+        dynamics: basin_core::DynamicsConfig::new(&basin_core::GradientFlow { alpha: 0.1 }),
+        ..base.clone()
+    };
+    let err = basin_cdat::ablate(&et, "full").unwrap_err().to_string();
+    assert!(err.contains("block.dynamics"), "{err}");
+}
+
 /// CDAT's graph presets attend along the graph's mask with Â built from the tokens' cosines
 /// (bounded: vMF logits stay within β · max |Â|); the reference keeps its multiplicative X ⊗ X.
 #[test]

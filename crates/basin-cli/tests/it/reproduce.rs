@@ -279,6 +279,46 @@ fn et_table13_quick() {
     }
 }
 
+/// CDAT Table 12: the three CDAT variants and ET on the same split and runs, each variant with
+/// the control term its name says switched off, and the storage functional V recorded for the
+/// CDAT rows.
+#[test]
+fn cdat_table12_quick() {
+    basin_data::require_data!("anomaly/reddit.npz");
+    let json = reproduce(
+        "cdat-table12",
+        &["--dataset", "reddit"],
+        &[
+            "reddit-40pct/SUPP/energy.png",
+            "reddit-40pct/Wx/run-0/record.json",
+        ],
+    );
+    let row = list(&json, "results")
+        .iter()
+        .find(|r| r["dataset"] == "reddit")
+        .unwrap();
+    let models = list(row, "models");
+    assert_eq!(names(models, "model"), ["CDAT", "SUPP", "Wx", "ET"]);
+    let dynamics = |m: &str| entry(models, "model", m)["config"]["block"]["dynamics"].clone();
+    assert_eq!(dynamics("SUPP")["coupling"]["rank"], 0);
+    assert_eq!(dynamics("SUPP")["inhibition"], true);
+    assert_eq!(dynamics("Wx")["inhibition"], false);
+    assert_eq!(
+        dynamics("Wx")["coupling"]["rank"],
+        dynamics("CDAT")["coupling"]["rank"]
+    );
+    for m in ["CDAT", "SUPP", "Wx"] {
+        assert_eq!(
+            curves(entry(models, "model", m)),
+            ["homogeneous", "homogeneous V"]
+        );
+    }
+    for m in models {
+        finite(&m["report"]["aggregate"]["test_auc"][0]);
+    }
+    finite(&row["floor"]["aggregate"]["test_auc"][0]);
+}
+
 /// ET Table 12 on a CARE-GNN-layout Amazon (basin-graph's scipy-written fixture, three
 /// relations) in a data directory of its own: both aggregations and the homogeneous ET run on
 /// the same split, one energy curve per relation for the per-relation models.
