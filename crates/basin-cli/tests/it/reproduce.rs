@@ -610,6 +610,15 @@ fn sfi_tables_quick() {
 fn hopfield_reproductions_quick() {
     let json = reproduce("hopfield-memory", &[], &["capacity.png"]);
     assert_eq!(json["energy_monotone"], true);
+    for setting in list(&json, "capacity_theorem") {
+        assert_eq!(setting["holds"], true);
+    }
+    if basin_data::datadir::test_data("images/fashion-mnist").is_some() {
+        let modern = list(&json["images"], "modern");
+        // β = 8 retrieves one image per query; β = 0.5 averages more of them.
+        assert!(finite(&modern[0]["max_weight"]) > finite(&modern[1]["max_weight"]));
+        assert_eq!(json["images"]["classical_random"]["exact"], 1.0);
+    }
     basin_data::require_data!("mil");
     let out = tempfile::tempdir().unwrap();
     let json = reproduce_in(out.path(), "hopfield-mil", &[], &[]);

@@ -90,3 +90,71 @@ fn the_energy_never_rises_along_the_updates() {
     };
     assert!(dam.retrieve(&x, 5).0.equal(&x));
 }
+
+/// The capacity theorem's c at the slides' two settings is the printed one, and the measured
+/// stored fraction at the guaranteed count is whole.
+#[test]
+fn the_capacity_theorem_gives_the_slides_numbers() {
+    let _g = lock_generator();
+    tch::manual_seed(5);
+    let first = capacity_theorem(1.0, 3.0, 20, 0.001);
+    assert!((first.c - 3.1546).abs() < 1e-4, "{first:?}");
+    assert!(first.a + first.b.ln() > 1.27 && first.holds(), "{first:?}");
+    let second = capacity_theorem(1.0, 1.0, 75, 0.001);
+    assert!((second.c - 1.3718).abs() < 1e-3, "{second:?}");
+    assert!(
+        second.a + second.b.ln() < -0.94 && second.holds(),
+        "{second:?}"
+    );
+    // N ≥ √p c^{(d−1)/4}.
+    assert!((second.patterns - 0.001f64.sqrt() * second.c.powf(74.0 / 4.0)).abs() < 1e-9);
+    let n = second.patterns.ceil() as i64;
+    assert_eq!(stored_fraction(1.0, 1.0, 75, &[n]), [(n, 1.0)]);
+    // Too small a β for the sphere: every start runs to the global fixed point near the mean.
+    let hot = stored_fraction(0.01, 1.0, 75, &[64])[0].1;
+    assert!(hot < 0.5, "{hot}");
+}
+
+/// Below capacity the classical network settles on stored patterns, their negations, and also
+/// spurious mixtures; the fractions cover every start.
+#[test]
+fn the_classical_network_has_spurious_states() {
+    let _g = lock_generator();
+    tch::manual_seed(6);
+    let s = spurious_states(100, 5, 400);
+    let total = s.stored + s.reversed + s.mixtures + s.other;
+    assert!((total - 1.0).abs() < 1e-12, "{s:?}");
+    assert!(s.stored > 0.1 && s.reversed > 0.1, "{s:?}");
+    assert!(s.mixtures > 0.02, "no three-pattern mixtures: {s:?}");
+}
+
+/// Masked retrieval: large β returns the pattern itself from half of it, small β a metastable
+/// average; the classical network retrieves random patterns from the same half but not
+/// correlated ones.
+#[test]
+fn masked_queries_are_retrieved_at_large_beta_and_averaged_at_small() {
+    let _g = lock_generator();
+    tch::manual_seed(7);
+    let x = binary(50, 128);
+    let (sharp, out) = masked_retrieval(&x, 64, 8.0);
+    assert_eq!(sharp.retrieved, 1.0, "{sharp:?}");
+    assert!(
+        sharp.max_weight > 0.99 && sharp.metastable == 0.0,
+        "{sharp:?}"
+    );
+    assert!((out - &x).abs().max().double_value(&[]) < 1e-6);
+    let (soft, _) = masked_retrieval(&x, 64, 0.01);
+    assert!(soft.averaged > 10.0 && soft.metastable == 1.0, "{soft:?}");
+    // Six random patterns of an image's length, as in the report's control.
+    let (exact, overlap, _) = classical_masked(&binary(6, 784), 392);
+    assert_eq!((exact, overlap), (1.0, 1.0));
+    // Four patterns that share 90 % of their bits: correlated, and not retrieved apart.
+    let base = binary(1, 128);
+    let flips = tch::Tensor::rand([4, 128], (tch::Kind::Double, tch::Device::Cpu))
+        .lt(0.1)
+        .to_kind(tch::Kind::Double)
+        * -2.0
+        + 1.0;
+    let (exact, _, _) = classical_masked(&(base * flips), 64);
+    assert!(exact < 1.0, "correlated patterns all retrieved");
+}
