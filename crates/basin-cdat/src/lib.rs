@@ -163,6 +163,22 @@ pub fn ablate(block: &BlockConfig, name: &str) -> Result<BlockConfig, basin_task
     })
 }
 
+/// `block` with eq. 3's Gaussian locality prior `J₀ exp(−d(i,j)²/2a²)` added to its learned
+/// coupling (the paper's presets leave it off: its code has none).
+pub fn with_prior(
+    block: &BlockConfig,
+    prior: basin_core::controlled::PriorConfig,
+) -> Result<BlockConfig, basin_tasks::TaskError> {
+    let mut d: ControlledConfig = block.dynamics.params().map_err(|e| {
+        basin_tasks::TaskError::config("coupling.prior", format!("block.dynamics: {e}"))
+    })?;
+    d.coupling.prior = prior;
+    Ok(BlockConfig {
+        dynamics: DynamicsConfig::new(&d),
+        ..block.clone()
+    })
+}
+
 /// Graph classification (CDAT §5.1, Appendix B.3; Tables 1, 3, 10, 14; Table 11 is [`ablate`]).
 pub mod graph {
     use basin_core::{HopfieldMemoryConfig, VmfAttentionConfig};

@@ -530,11 +530,18 @@ fn cdat_tables_quick() {
     let models = list(row, "models");
     assert_eq!(
         names(models, "model"),
-        ["no-excitation", "no-inhibition", "full"]
+        ["no-excitation", "no-inhibition", "full", "full+prior"]
     );
     for m in models {
         finite(&m["cv"]["aggregate"]["test_accuracy"][0]);
     }
+    // The extra row is the full model with eq. 3's prior, and nothing else changed.
+    let configs = list(&json["options"], "models");
+    let coupling =
+        |m: &str| entry(configs, "name", m)["config"]["block"]["dynamics"]["coupling"].clone();
+    assert_eq!(coupling("full+prior")["prior"]["distance"], "ring");
+    assert_eq!(coupling("full")["prior"]["distance"], "none");
+    assert_eq!(coupling("full+prior")["rank"], coupling("full")["rank"]);
 }
 
 #[test]
