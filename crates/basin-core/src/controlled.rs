@@ -1,5 +1,5 @@
-//! CDAT's controlled excitation–inhibition dynamics (CDAT §3.2–3.4, eq. 2–8; eq. 3 opt-in), `kind =
-//! "controlled"`:
+//! CDAT's controlled excitation–inhibition dynamics (CDAT §3.2–3.4, eq. 2–8; eq. 3 opt-in),
+//! `kind = "controlled"`:
 //!
 //! `x⁺ = x + α [ W(x) − (1 + ω) x − ∂E/∂g ] (+ √α σ ε in training)`
 //!
