@@ -215,8 +215,40 @@ pub fn lint(root: &Path, venv: &Path) -> Result<()> {
     run(&mut clippy, "clippy of crates/basin-py")
 }
 
+/// PyG, for the tests of the converter `crates/basin-graph/scripts/to_basin_npz.py`: installed
+/// into the environment once where PyPI serves it. Without it those tests skip, and this says so.
+fn ensure_pyg(venv: &Path) {
+    let py = python(venv);
+    let has_pyg = || {
+        Command::new(&py)
+            .args(["-c", "import torch_geometric"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if has_pyg() {
+        return;
+    }
+    println!("xtask: installing torch_geometric (the converter's tests) into the environment…");
+    let installed = Command::new(&py)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(["--no-input", "torch_geometric"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed || !has_pyg() {
+        println!("xtask: torch_geometric did not install; the converter's tests will be skipped");
+    }
+}
+
 /// The pytest suite of the package against the installed wheel.
 pub fn pytest(root: &Path, venv: &Path) -> Result<()> {
+    ensure_pyg(venv);
     let mut cmd = Command::new(python(venv));
     cmd.args(["-m", "pytest", "-q"])
         .arg(root.join("crates").join("basin-py").join("tests"))

@@ -29,13 +29,15 @@ pub const DATASETS: &[&str] = &[
 /// Where a dataset's file is expected (the registry's place for it), and how to read it; `Err`
 /// says why it cannot run.
 pub fn load(name: &str, data_dir: &Path) -> std::result::Result<Result<NodeDataset>, String> {
-    if matches!(name, "tfinance" | "tsocial") {
-        return Err(format!(
-            "{name}: published as a DGL binary graph (BWGNN's release), which basin does not read yet; convert it to the npz layout of `anomaly/*.npz` to run it"
-        ));
-    }
     let info = registry::get(name).map_err(|e| e.to_string())?;
     let path = info.location(data_dir);
+    if !path.exists() && matches!(name, "tfinance" | "tsocial") {
+        return Err(format!(
+            "{name}: not found at {}; it is published as a DGL binary graph (BWGNN's release): convert it with `python crates/basin-graph/scripts/to_basin_npz.py nodes --dgl {name} --out {}` where DGL is installed",
+            path.display(),
+            path.display()
+        ));
+    }
     if !path.exists() {
         return Err(info.missing(data_dir).to_string());
     }

@@ -2,6 +2,7 @@
 //! its own under `tests/` (one link instead of one per file).
 #![allow(clippy::unwrap_used)]
 
+mod converted_sets;
 mod custom_term;
 mod hopfield_claims;
 mod presets;
