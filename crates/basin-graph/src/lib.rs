@@ -5,9 +5,10 @@
 //!   labels; [`dataset`]: graph-level and node-level datasets and their statistics;
 //! - loaders, each returning a [`GraphError`] that names the file, the line and what was
 //!   expected: [`tu`] (TU text format), [`mat`] (CARE-GNN `.mat` fraud graphs), [`npz`] (node
-//!   anomaly graphs), [`lrgb`] (Peptides-func with its official split);
-//! - seeded generators: [`sbm`] (PATTERN/CLUSTER with the published parameters) and
-//!   [`anomaly`] (planted contextual and structural anomalies);
+//!   anomaly graphs), [`lrgb`] (the LRGB, superpixel and ZINC npz layout, read and written);
+//! - seeded generators: [`sbm`] (PATTERN/CLUSTER with the published parameters),
+//!   [`anomaly`] (planted contextual and structural anomalies) and [`synthetic`] (small sets in
+//!   every LRGB layout, with a learnable target);
 //! - preprocessing: [`laplacian`] (normalised-Laplacian eigenvectors, dense per graph in
 //!   parallel, sparse LOBPCG for big graphs; ET eq. 23), [`batch`] (CLS, padding with a cap,
 //!   masks, neighbour CSR), [`sample`] (induced-subgraph and neighbour sampling), [`split`]
@@ -60,6 +61,7 @@ pub mod sample;
 pub mod sbm;
 pub mod source;
 pub mod split;
+pub mod synthetic;
 mod text;
 pub mod tu;
 

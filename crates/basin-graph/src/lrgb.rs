@@ -1,5 +1,5 @@
-//! The Long Range Graph Benchmark (Dwivedi et al. 2022) and the GNN-Benchmark superpixel sets,
-//! in one npz layout.
+//! The Long Range Graph Benchmark (Dwivedi et al. 2022) and the GNN-Benchmark superpixel and ZINC
+//! sets, in one npz layout, read ([`load`]) and written ([`save`]).
 //!
 //! Peptides-func is here (15,535 peptide graphs featurised with OGB's `smiles2graph`: 9 integer
 //! atom features, 3 integer bond features, 10 binary function labels, the official stratified
@@ -14,7 +14,7 @@
 //! | `edge_feat` | `[ΣE, P]` | int or float | all |
 //! | `edge_index` | `[2, ΣE]`, local to each graph | i64 | all |
 //! | `node_ptr`, `edge_ptr` | `[G + 1]` offsets | i64 | all |
-//! | `labels` | `[G, T]` | f32 | Peptides-func (T = 10, binary), Peptides-struct (T = 11, real) |
+//! | `labels` | `[G, T]` | f32 | Peptides-func (T = 10, binary), Peptides-struct (T = 11, real), ZINC (T = 1) |
 //! | `labels` | `[G]` | i64 | MNIST, CIFAR10 superpixels (classes) |
 //! | `node_labels` | `[ΣN]` | i64 | PascalVOC-SP, COCO-SP (a class per superpixel) |
 //! | `link_index`, `link_label`, `link_ptr` | `[2, ΣL]` local, `[ΣL]` 0/1, `[G + 1]` | i64 | PCQM-Contact |
@@ -28,7 +28,7 @@ use ndarray::{Axis, s};
 use rayon::prelude::*;
 
 use crate::error::{GraphError, Result};
-use crate::npz::NpzReader;
+use crate::npz::{NpzReader, NpzWriter};
 use crate::split::Split;
 use crate::{Csr, Graph, GraphDataset, LinkTargets, Targets};
 
@@ -69,11 +69,13 @@ pub enum LrgbSet {
     MnistSuperpixels,
     /// CIFAR10 superpixels (GNN Benchmark): 10 classes per graph.
     Cifar10Superpixels,
+    /// ZINC (GNN Benchmark's 12k subset): constrained solubility per molecule (MAE).
+    Zinc,
 }
 
 impl LrgbSet {
     /// Every set.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::PeptidesFunc,
         Self::PeptidesStruct,
         Self::PascalVocSp,
@@ -81,6 +83,7 @@ impl LrgbSet {
         Self::PcqmContact,
         Self::MnistSuperpixels,
         Self::Cifar10Superpixels,
+        Self::Zinc,
     ];
 
     /// The registry's name (`data/datasets.toml`).
@@ -93,6 +96,7 @@ impl LrgbSet {
             Self::PcqmContact => "pcqm-contact",
             Self::MnistSuperpixels => "mnist-superpixels",
             Self::Cifar10Superpixels => "cifar10-superpixels",
+            Self::Zinc => "zinc",
         }
     }
 
@@ -111,6 +115,7 @@ impl LrgbSet {
             Self::PcqmContact => "pcqm-contact.npz",
             Self::MnistSuperpixels => "mnist-superpixels.npz",
             Self::Cifar10Superpixels => "cifar10-superpixels.npz",
+            Self::Zinc => "zinc.npz",
         }
     }
 
@@ -132,18 +137,20 @@ impl LrgbSet {
             Self::CocoSp => LrgbTask::NodeClasses(81),
             Self::PcqmContact => LrgbTask::Links,
             Self::MnistSuperpixels | Self::Cifar10Superpixels => LrgbTask::GraphClasses(10),
+            Self::Zinc => LrgbTask::Regression(1),
         }
     }
 
     /// Widths of the node and edge features (LRGB / benchmarking-gnns conventions: OGB's 9 atom
     /// and 3 bond columns; 14 superpixel statistics and 2 edge weights; intensity or RGB plus
-    /// the centre, and one distance weight).
+    /// the centre, and one distance weight; ZINC's atom and bond type indices).
     pub fn feature_widths(self) -> (usize, usize) {
         match self {
             Self::PeptidesFunc | Self::PeptidesStruct | Self::PcqmContact => (9, 3),
             Self::PascalVocSp | Self::CocoSp => (14, 2),
             Self::MnistSuperpixels => (3, 1),
             Self::Cifar10Superpixels => (5, 1),
+            Self::Zinc => (1, 1),
         }
     }
 }
@@ -368,6 +375,92 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
         class_values: Vec::new(),
         official_split,
     })
+}
+
+/// Writes `ds` into `dir` in `set`'s layout (`set.npz()` atomically, and its official split, if
+/// it has one, as `set.split_json()`), so [`load`] reads it back: how a converted or generated
+/// set is stored.
+pub fn save(dir: &Path, set: LrgbSet, ds: &GraphDataset) -> Result<()> {
+    let (fw, pw) = set.feature_widths();
+    let path = dir.join(set.npz());
+    let bad = |what: String| GraphError::invalid(format!("{} as {}", ds.name, set.name()), what);
+    let (mut x, mut ef, mut src, mut dst) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut node_ptr, mut edge_ptr) = (vec![0i64], vec![0i64]);
+    for (i, g) in ds.graphs.iter().enumerate() {
+        if g.node_features.ncols() != fw {
+            return Err(bad(format!("graph {i}: {fw} node feature columns expected")));
+        }
+        x.extend(g.node_features.iter());
+        for (r, w) in g.adjacency.indptr().windows(2).enumerate() {
+            for e in w[0]..w[1] {
+                src.push(r as i64);
+                dst.push(i64::from(g.adjacency.indices()[e]));
+                match &g.edge_features {
+                    Some(f) if f.ncols() == pw && f.nrows() == g.adjacency.nnz() => {
+                        ef.extend(f.row(e).iter());
+                    }
+                    _ => return Err(bad(format!("graph {i}: {pw} edge feature columns expected"))),
+                }
+            }
+        }
+        node_ptr.push(x.len() as i64 / fw as i64);
+        edge_ptr.push(src.len() as i64);
+    }
+    let (nodes, edges) = (x.len() / fw, src.len());
+    std::fs::create_dir_all(dir).map_err(|e| GraphError::io(dir, e))?;
+    let mut w = NpzWriter::create(&path)?;
+    w.add_f32("node_feat", &[nodes, fw], &x)?;
+    w.add_f32("edge_feat", &[edges, pw], &ef)?;
+    w.add_i64("edge_index", &[2, edges], &[src, dst].concat())?;
+    w.add_i64("node_ptr", &[node_ptr.len()], &node_ptr)?;
+    w.add_i64("edge_ptr", &[edge_ptr.len()], &edge_ptr)?;
+    match (&ds.targets, set.task()) {
+        (Targets::MultiLabel(y), LrgbTask::MultiLabel(t))
+        | (Targets::Regression(y), LrgbTask::Regression(t))
+            if y.ncols() == t =>
+        {
+            w.add_f32("labels", &[y.nrows(), t], &y.iter().copied().collect::<Vec<_>>())?;
+        }
+        (Targets::Classes { labels, .. }, LrgbTask::GraphClasses(_)) => {
+            let y: Vec<i64> = labels.iter().map(|&c| c as i64).collect();
+            w.add_i64("labels", &[y.len()], &y)?;
+        }
+        (Targets::NodeClasses { .. }, LrgbTask::NodeClasses(_)) => {
+            let mut y = Vec::with_capacity(nodes);
+            for (i, g) in ds.graphs.iter().enumerate() {
+                let l = g
+                    .node_labels
+                    .as_ref()
+                    .ok_or_else(|| bad(format!("graph {i}: no node labels")))?;
+                y.extend_from_slice(l);
+            }
+            w.add_i64("node_labels", &[y.len()], &y)?;
+        }
+        (Targets::Links(links), LrgbTask::Links) => {
+            let (mut a, mut b, mut label, mut ptr) = (Vec::new(), Vec::new(), Vec::new(), vec![0]);
+            for l in links {
+                for (p, &y) in l.pairs.iter().zip(&l.labels) {
+                    a.push(i64::from(p[0]));
+                    b.push(i64::from(p[1]));
+                    label.push(i64::from(y > 0.5));
+                }
+                ptr.push(a.len() as i64);
+            }
+            w.add_i64("link_index", &[2, a.len()], &[a, b].concat())?;
+            w.add_i64("link_label", &[label.len()], &label)?;
+            w.add_i64("link_ptr", &[ptr.len()], &ptr)?;
+        }
+        _ => return Err(bad(format!("its targets are not {:?}", set.task()))),
+    }
+    w.finish()?;
+    if let Some(split) = &ds.official_split {
+        let json = serde_json::json!({ "train": split.train, "val": split.val, "test": split.test });
+        let target = dir.join(set.split_json());
+        let tmp = target.with_extension("json.partial");
+        std::fs::write(&tmp, json.to_string()).map_err(|e| GraphError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &target).map_err(|e| GraphError::io(&target, e))?;
+    }
+    Ok(())
 }
 
 /// Reads a `{"train": [...], "val": [...], "test": [...]}` split of `count` items.
