@@ -9,7 +9,8 @@ writes:
   ``node_labels`` or ``link_*`` for the set's task), as ``OUT/<set>.npz`` with the split as
   ``OUT/<split json>``: the LRGB sets other than Peptides-func (PyG's ``LRGBDataset``) and the
   GNN-Benchmark superpixel sets (PyG's ``GNNBenchmarkDataset``, which serves the benchmark's
-  pickles as tensors; node features are its ``x`` then its ``pos``).
+  pickles as tensors; node features are its ``x`` then its ``pos``) and ZINC (PyG's ``ZINC``,
+  the 12k subset: the atom type as the node feature, the bond type as the edge feature).
 * ``nodes``: one node-anomaly graph in the layout of ``basin_graph::anomaly``
   (``node_features`` f32 [N, F], ``node_labels`` i64 [N], ``edges`` i64 [E, 2]), from a DGL
   binary graph (T-Finance, T-Social as BWGNN publishes them) or a PyG node dataset.
@@ -39,6 +40,7 @@ SETS = {
     "pcqm-contact": ("links", 0, 9, 3, "splits.json"),
     "mnist-superpixels": ("graph-classes", 10, 3, 1, "splits.json"),
     "cifar10-superpixels": ("graph-classes", 10, 5, 1, "splits.json"),
+    "zinc": ("regression", 1, 1, 1, "splits.json"),
 }
 
 # PyG's names of the sets above.
@@ -49,6 +51,7 @@ PYG_NAMES = {
     "pcqm-contact": ("lrgb", "pcqm-contact"),
     "mnist-superpixels": ("gnn-benchmark", "MNIST"),
     "cifar10-superpixels": ("gnn-benchmark", "CIFAR10"),
+    "zinc": ("zinc", "subset"),
 }
 
 
@@ -101,8 +104,13 @@ def pyg_splits(args):
         from torch_geometric.datasets import LRGBDataset as Source
     elif family == "gnn-benchmark":
         from torch_geometric.datasets import GNNBenchmarkDataset as Source
+    elif family == "zinc":
+        from torch_geometric.datasets import ZINC
+
+        # The GNN Benchmark's 12k subset unless `--name full` asks for all 250k molecules.
+        return [(s, ZINC(args.root, subset=name != "full", split=s)) for s in ("train", "val", "test")]
     else:
-        fail(f"--pyg: one of lrgb, gnn-benchmark; got `{family}`")
+        fail(f"--pyg: one of lrgb, gnn-benchmark, zinc; got `{family}`")
     return [(s, Source(args.root, name, split=s)) for s in ("train", "val", "test")]
 
 
@@ -220,7 +228,7 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("graphs", help="a PyG graph set into basin's LRGB layout")
     g.add_argument("--set", required=True, choices=sorted(SETS), help="the basin set to write")
-    g.add_argument("--pyg", choices=["lrgb", "gnn-benchmark"], help="PyG's dataset family")
+    g.add_argument("--pyg", choices=["lrgb", "gnn-benchmark", "zinc"], help="PyG's dataset family")
     g.add_argument("--name", help="PyG's name of the set (default: the set's)")
     g.add_argument("--root", help="PyG's dataset folder")
     g.add_argument("--fake", type=int, help="convert PyG's generated FakeDataset of N graphs")

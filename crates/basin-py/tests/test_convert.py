@@ -40,7 +40,7 @@ def test_a_generated_graph_set_converts_and_trains(tmp_path):
 
 def test_every_layout_converts_to_what_basin_reads(tmp_path):
     for name in ["peptides-struct", "pascalvoc-sp", "coco-sp", "pcqm-contact",
-                 "cifar10-superpixels"]:
+                 "cifar10-superpixels", "zinc"]:
         done = convert("graphs", "--set", name, "--fake", 12, "--out", tmp_path / name)
         assert done.returncode == 0, (name, done.stderr)
         z = np.load(tmp_path / name / f"{name}.npz")
