@@ -5,9 +5,11 @@
 //! (SFi-Former Fig. 3).
 
 pub mod ablation_table3;
+mod benchmark;
 pub mod gnn_table2;
 pub mod lrgb_table1;
 pub mod params;
+mod sets;
 pub mod stats_table4;
 
 use std::path::Path;
@@ -21,7 +23,6 @@ use basin_train::protocol::{FixedSplitProtocol, Metric, Protocol, ProtocolReport
 use basin_train::runner::{TrainConfig, warm_start};
 use serde::Serialize;
 
-use crate::report::Missing;
 use crate::{Context, Result};
 
 /// What the zero-flow column means, for every SFi report.
@@ -375,16 +376,4 @@ pub fn solver_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
         path.file_name()
             .map_or(String::new(), |f| f.to_string_lossy().into_owned())
     ))
-}
-
-/// Records each set of the paper's table that is not under the data directory (the ones basin
-/// can read but the shared data lacks: their loaders are `basin_graph::lrgb`).
-pub(crate) fn absent_sets(ctx: &Context, names: &[&str], missing: &mut Missing) -> Result<()> {
-    for name in names {
-        let info = basin_data::registry::get(name)?;
-        if !info.location(&ctx.data_dir).exists() {
-            missing.push(info.name.as_str(), info.missing(&ctx.data_dir));
-        }
-    }
-    Ok(())
 }

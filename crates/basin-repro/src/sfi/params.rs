@@ -1,11 +1,11 @@
 //! `sfi-params`: the parameter counts of every model of SFi Tables 5 and 6, built
-//! (`basin_sfi::presets::PaperModel`) and counted, beside the printed `#params`. What one
+//! (`basin_sfi::presets::paper`, the SFi rows) and counted, beside the printed `#params`. What one
 //! per-layer formula fitted to them finds: the printed counts are the built model plus 2d + 1
 //! parameters per layer that nothing in the text identifies; this report shows it column by
 //! column.
 
 use basin_sfi::model::GpsModel;
-use basin_sfi::presets::PaperModel;
+use basin_sfi::presets::{Dataset, Variant, paper};
 use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
@@ -18,7 +18,7 @@ pub struct SfiParams;
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {
-    model: PaperModel,
+    model: Dataset,
     params: i64,
     layers: i64,
     dim: i64,
@@ -31,25 +31,22 @@ struct PaperTable {
 
 #[derive(Debug, Serialize)]
 struct Row {
-    model: PaperModel,
+    model: Dataset,
     paper: i64,
-    built: Option<i64>,
+    built: i64,
     unidentified: i64,
 }
 
-fn count(model: PaperModel) -> Result<Option<i64>> {
-    let Some((cfg, out)) = model.sfi() else {
-        return Ok(None);
-    };
+fn count(model: Dataset) -> Result<i64> {
+    let cfg = paper(model, Variant::Sfi);
     let vs = nn::VarStore::new(Device::Cpu);
-    GpsModel::new(&vs.root(), &cfg, out)
-        .map_err(|e| ReproError::config(format!("{model:?}"), e.to_string()))?;
-    Ok(Some(
-        vs.trainable_variables()
-            .iter()
-            .map(|t| t.numel() as i64)
-            .sum(),
-    ))
+    GpsModel::new(&vs.root(), &cfg, model.task().outputs(cfg.dim()))
+        .map_err(|e| ReproError::config(model.name(), e.to_string()))?;
+    Ok(vs
+        .trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum())
 }
 
 impl Reproduction for SfiParams {
@@ -74,7 +71,7 @@ impl Reproduction for SfiParams {
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("sfi-params")?;
         let mut md = String::from("# SFi-Former Tables 5/6 — parameter counts\n\n");
-        md.push_str("Each model is built from `basin_sfi::presets::PaperModel` (no data needed) and its trainable parameters counted. `L(2d + 1)` is what nothing in the paper's text identifies in the printed counts: a built model that matches `paper − L(2d + 1)` has every identified part right.\n\n");
+        md.push_str("Each model is built from `basin_sfi::presets::paper` (its SFi row; no data needed) and its trainable parameters counted. `L(2d + 1)` is what nothing in the paper's text identifies in the printed counts: a built model that matches `paper − L(2d + 1)` has every identified part right.\n\n");
         let mut t = report::Table::new([
             "model",
             "L × d",
@@ -88,17 +85,17 @@ impl Reproduction for SfiParams {
         for p in &paper.rows {
             let built = count(p.model)?;
             let unidentified = p.layers * (2 * p.dim + 1);
-            let (diff, verdict) = match built {
-                Some(b) if p.params - b == unidentified => (format!("{}", p.params - b), "yes"),
-                Some(b) => (format!("{}", p.params - b), "no (fits no configuration)"),
-                None => ("–".into(), "not built (edge head)"),
+            let verdict = if p.params - built == unidentified {
+                "yes"
+            } else {
+                "no (fits no configuration)"
             };
             t.row([
-                format!("{:?}", p.model),
+                p.model.name().to_owned(),
                 format!("{} × {}", p.layers, p.dim),
                 p.params.to_string(),
-                built.map_or("–".into(), |b| b.to_string()),
-                diff,
+                built.to_string(),
+                (p.params - built).to_string(),
                 unidentified.to_string(),
                 verdict.to_owned(),
             ]);
@@ -114,7 +111,7 @@ impl Reproduction for SfiParams {
         // How many printed counts the built models explain (the table's "yes" rows).
         let matching = rows
             .iter()
-            .filter(|r| r.built.is_some_and(|b| r.paper - b == r.unidentified))
+            .filter(|r| r.paper - r.built == r.unidentified)
             .count();
         let headline = vec![report::Headline::new(
             "models matching the paper's #params (built + L(2d + 1))",

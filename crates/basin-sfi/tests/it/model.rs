@@ -11,7 +11,7 @@ use basin_sfi::attention::LambdaNorm;
 use basin_sfi::encoders::PeModel;
 use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_sfi::model::{EdgeEncoder, GpsModel, GpsModelConfig, Level, NodeEncoder, PosEnc};
-use basin_sfi::presets::{Dataset, PaperModel, Variant, cpu, gps_es, paper};
+use basin_sfi::presets::{Dataset, Variant, cpu, gps_es, paper};
 use basin_train::runner::Learner;
 use ndarray::Array2;
 use rand::SeedableRng;
@@ -57,22 +57,23 @@ fn dfi_and_the_mpnn_alone_drop_exactly_their_missing_branches() {
 fn every_table_5_6_model_counts_the_papers_parameters_less_the_unidentified_ones() {
     let _g = lock_generator();
     // Tables 5 and 6, paper − L(2d + 1) (Peptides-func as in the test above, its printed count
-    // fits no configuration); PCQM-Contact's edge head is not built.
+    // fits no configuration).
     let expected = [
-        (PaperModel::Mnist, 275_465 - 5 * 81),
-        (PaperModel::Cifar10, 275_545 - 5 * 81),
-        (PaperModel::Pattern, 222_213 - 4 * 81),
-        (PaperModel::Cluster, 1_211_330 - 20 * 65),
-        (PaperModel::PascalVoc, 1_250_805 - 8 * 137),
-        (PaperModel::Coco, 1_249_869 - 8 * 137),
-        (PaperModel::PeptidesStruct, 3_819_425 - 2 * 471),
-        (PaperModel::PeptidesFunc, 3_707_327),
+        (Dataset::Mnist, 275_465 - 5 * 81),
+        (Dataset::Cifar10, 275_545 - 5 * 81),
+        (Dataset::Pattern, 222_213 - 4 * 81),
+        (Dataset::Cluster, 1_211_330 - 20 * 65),
+        (Dataset::PascalVocSp, 1_250_805 - 8 * 137),
+        (Dataset::CocoSp, 1_249_869 - 8 * 137),
+        (Dataset::PeptidesStruct, 3_819_425 - 2 * 471),
+        (Dataset::PcqmContact, 978_526 - 7 * 129),
+        (Dataset::PeptidesFunc, 3_707_327),
     ];
-    for (m, count_expected) in expected {
-        let (cfg, out) = m.sfi().unwrap();
-        assert_eq!(count(&cfg, out), count_expected, "{m:?}");
+    for (d, count_expected) in expected {
+        let cfg = paper(d, Variant::Sfi);
+        let out = d.task().outputs(cfg.dim());
+        assert_eq!(count(&cfg, out), count_expected, "{d:?}");
     }
-    assert!(PaperModel::PcqmContact.sfi().is_none());
 }
 
 #[test]
@@ -105,7 +106,7 @@ fn a_superpixel_like_set_with_real_features_trains() {
         class_values: vec![0, 1],
         official_split: None,
     });
-    let (mut cfg, _) = PaperModel::Mnist.sfi().unwrap();
+    let mut cfg = paper(Dataset::Mnist, Variant::Sfi);
     cfg.layers = 1;
     cfg.layer.attention.dim = 16;
     cfg.layer.attention.heads = 2;
@@ -177,7 +178,7 @@ fn real_valued_graph_targets_train_with_the_l1_loss_and_score_by_mae() {
         class_values: vec![],
         official_split: None,
     });
-    let (mut cfg, _) = PaperModel::Mnist.sfi().unwrap();
+    let mut cfg = paper(Dataset::Mnist, Variant::Sfi);
     cfg.layers = 2;
     cfg.layer.attention.dim = 16;
     cfg.layer.attention.heads = 2;
