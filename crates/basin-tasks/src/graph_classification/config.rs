@@ -147,6 +147,12 @@ pub struct GraphClassifierConfig {
     /// per graph on average, so dense scores are about 98 % masked pairs); not with
     /// `adjacency = "reference-multiply"`, whose Â reaches every pair.
     pub sparse_attention: bool,
+    /// Weight of ET's auxiliary edge reconstruction (Appendix D.3, the MNIST and CIFAR10
+    /// models; 0: off): Â `[B, H, N', N']` projected by a Linear to the P edge-feature channels
+    /// and fitted to the dense edge features by mean squared error over the real node pairs,
+    /// added to the loss. Needs edge features in the batches (`batching.dense_edge_features`)
+    /// and dense attention.
+    pub edge_reconstruction: f64,
 }
 
 impl Default for GraphClassifierConfig {
@@ -171,6 +177,7 @@ impl Default for GraphClassifierConfig {
             dense_init: DenseInit::Tch,
             degree_encoding: None,
             sparse_attention: false,
+            edge_reconstruction: 0.0,
         }
     }
 }
@@ -315,6 +322,25 @@ impl GraphClassifierConfig {
             return Err(TaskError::config(
                 "sparse_attention",
                 "reference-multiply lets Â reach every pair; use dense attention with it",
+            ));
+        }
+        if !(self.edge_reconstruction >= 0.0 && self.edge_reconstruction.is_finite()) {
+            return Err(TaskError::config(
+                "edge_reconstruction",
+                format!("a finite weight ≥ 0, got {}", self.edge_reconstruction),
+            ));
+        }
+        if self.edge_reconstruction > 0.0
+            && (self.sparse_attention
+                || !self.batching.dense_edge_features
+                || self.heads().is_none()
+                || self.adjacency == AdjacencyMode::MaskOnly)
+        {
+            return Err(TaskError::config(
+                "edge_reconstruction",
+                "reconstructs the edge features from Â: needs dense attention with Â \
+                 (`sparse_attention = false`, an attention term, `adjacency` other than \
+                 `mask-only`) and `batching.dense_edge_features = true`",
             ));
         }
         self.block

@@ -28,11 +28,13 @@ pub struct GraphClassifierLearner {
     scaling: Standardizer,
 }
 
-/// What the learner trains on: a class per graph, or a class per node of each graph.
+/// What the learner trains on: a class per graph, a class per node of each graph, or real
+/// values per graph (`[G, T]`, e.g. ZINC's solubility: the L1 loss, as ET Appendix D.3).
 #[derive(Debug)]
 enum Labels {
     Graphs(Vec<i64>),
     Nodes(Vec<Vec<i64>>),
+    Values(ndarray::Array2<f32>),
 }
 
 impl std::fmt::Debug for GraphClassifierLearner {
@@ -61,12 +63,24 @@ impl GraphClassifierLearner {
             FeatureScaling::Standardize => Standardizer::fit_graphs(&data, fit_on),
             FeatureScaling::Raw => Standardizer::identity(width),
         };
-        let (labels, classes) = if cfg.readout == Readout::Nodes {
-            let (l, c) = node_classes(&data)?;
-            (Labels::Nodes(l), c)
-        } else {
-            let (l, c) = graph_classes(&data)?;
-            (Labels::Graphs(l), c)
+        let (labels, classes) = match &data.targets {
+            _ if cfg.readout == Readout::Nodes => {
+                let (l, c) = node_classes(&data)?;
+                (Labels::Nodes(l), c)
+            }
+            basin_graph::Targets::Regression(y) => {
+                if cfg.readout_classes.is_some() {
+                    return Err(TaskError::config(
+                        "readout_classes",
+                        format!("{} has real-valued targets, not classes", data.name),
+                    ));
+                }
+                (Labels::Values(y.clone()), y.ncols() as i64)
+            }
+            _ => {
+                let (l, c) = graph_classes(&data)?;
+                (Labels::Graphs(l), c)
+            }
         };
         if cfg.readout_classes.is_some_and(|r| r < classes) {
             return Err(TaskError::config(
@@ -115,25 +129,31 @@ impl GraphClassifierLearner {
         let pe = self.pe.as_ref().map(|p| p.as_slice());
         let mut b = make_batch(&self.data, ids, &bcfg, pe, rng)?;
         self.scaling.apply_batch(&mut b, bcfg.cls);
-        let y: Vec<i64> = match &self.labels {
-            Labels::Graphs(l) => ids.iter().map(|&i| l[i]).collect(),
-            Labels::Nodes(l) => ids.iter().flat_map(|&i| l[i].iter().copied()).collect(),
+        let y = match &self.labels {
+            Labels::Graphs(l) => Tensor::from_slice(&ids.iter().map(|&i| l[i]).collect::<Vec<_>>()),
+            Labels::Nodes(l) => Tensor::from_slice(
+                &ids.iter()
+                    .flat_map(|&i| l[i].iter().copied())
+                    .collect::<Vec<_>>(),
+            ),
+            Labels::Values(y) => {
+                let rows: Vec<f32> = ids.iter().flat_map(|&i| y.row(i).to_vec()).collect();
+                Tensor::from_slice(&rows).view([ids.len() as i64, y.ncols() as i64])
+            }
         };
         let b = GraphBatchOnDevice::new(&b, self.vs.device())?;
         if let Labels::Nodes(_) = self.labels {
             let cls = i64::from(bcfg.cls);
             let real = b.padding.sum(Kind::Int64).int64_value(&[]) - cls * ids.len() as i64;
-            if real != y.len() as i64 {
+            let nodes = y.size()[0];
+            if real != nodes {
                 return Err(TaskError::config(
                     "batching.max_nodes",
-                    format!(
-                        "node readout needs every node in the batch: {real} of {} fit",
-                        y.len()
-                    ),
+                    format!("node readout needs every node in the batch: {real} of {nodes} fit"),
                 ));
             }
         }
-        Ok((b, Tensor::from_slice(&y).to_device(self.vs.device())))
+        Ok((b, y.to_device(self.vs.device())))
     }
 
     /// Each block's energy at each step, averaged over the graphs `items` (evaluation mode).
@@ -214,21 +234,31 @@ impl Learner for GraphClassifierLearner {
     ) -> std::result::Result<StepOutput, TrainError> {
         // One forward per size bucket; the loss over their rows is the batch's.
         let (mut logits, mut ys, mut data) = (Vec::new(), Vec::new(), 0.0);
+        let mut aux = Vec::new();
         let dense = !self.model.cfg.sparse_attention;
         for ids in self.model.cfg.batching.buckets(&self.data, items, dense) {
             let t0 = std::time::Instant::now();
             let (b, y) = self.batch(&ids, true, rng)?;
             basin_core::device::synchronize(self.vs.device());
             data += t0.elapsed().as_secs_f64();
-            logits.push(self.model.forward(&b, true)?);
+            let (l, a) = self.model.forward_with_aux(&b, true)?;
+            logits.push(l);
+            aux.extend(a.map(|a| a * ids.len() as f64));
             ys.push(y);
         }
         let (logits, y) = (Tensor::cat(&logits, 0), Tensor::cat(&ys, 0));
-        let loss = match self.labels {
+        let mut loss = match self.labels {
             // The GNN Benchmark's per-batch class-weighted cross-entropy.
             Labels::Nodes(_) => basin_train::loss::batch_weighted_cross_entropy(&logits, &y),
             Labels::Graphs(_) => cross_entropy(&logits, &y, self.model.cfg.label_smoothing),
+            // ET trains ZINC with the mean absolute error.
+            Labels::Values(_) => (&logits - y.to_kind(logits.kind())).abs().mean(Kind::Float),
         };
+        if !aux.is_empty() {
+            // The buckets' edge losses, weighted by their graphs.
+            let edges = Tensor::stack(&aux, 0).sum(Kind::Float) / items.len().max(1) as f64;
+            loss = loss + edges * self.model.cfg.edge_reconstruction;
+        }
         let loss = basin_core::implicit::attach(&loss, self.model.blocks());
         Ok(StepOutput::loss(loss).with_data_seconds(data))
     }
@@ -243,14 +273,19 @@ impl Learner for GraphClassifierLearner {
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let mut rng = ChaCha8Rng::seed_from_u64(0);
         let nodes = matches!(self.labels, Labels::Nodes(_));
+        let values = matches!(self.labels, Labels::Values(_));
         let (batch, batching) = (self.model.cfg.batch, self.model.cfg.batching.clone());
         let dense = !self.model.cfg.sparse_attention;
         predict_in_buckets(&self.data, (&batching, dense), items, batch, nodes, |ids| {
             let (b, _) = self.batch(ids, false, &mut rng)?;
             tch::no_grad(|| {
-                self.model
-                    .forward(&b, false)
-                    .map(|l| l.softmax(-1, Kind::Double))
+                self.model.forward(&b, false).map(|l| {
+                    if values {
+                        l.to_kind(Kind::Double)
+                    } else {
+                        l.softmax(-1, Kind::Double)
+                    }
+                })
             })
         })
     }

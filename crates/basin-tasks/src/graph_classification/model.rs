@@ -55,6 +55,8 @@ pub struct GraphClassifier {
     pub(super) edge_channels: Option<i64>,
     pub(super) blocks: Vec<EnergyBlock>,
     pub(super) readout: nn::Sequential,
+    /// Â's heads to the P edge-feature channels (ET Appendix D.3's edge reconstruction).
+    pub(super) edge_decoder: Option<nn::Linear>,
 }
 
 impl GraphClassifier {
@@ -103,6 +105,18 @@ impl GraphClassifier {
         let d = cfg.block.dim;
         let pad = cfg.conv_kernel / 2;
         let dense = cfg.dense_init;
+        let edge_decoder = match (cfg.edge_reconstruction > 0.0, edge_channels, cfg.heads()) {
+            (false, _, _) => None,
+            (true, Some(p), Some(heads)) => {
+                Some(dense.linear(path / "edge_decoder", heads, p, true))
+            }
+            (true, _, _) => {
+                return Err(TaskError::config(
+                    "edge_reconstruction",
+                    "the dataset has no edge features to reconstruct",
+                ));
+            }
+        };
         Ok(Self {
             encoder: dense.linear(path / "encoder", inputs.nodes, d, true),
             cls: path.var(
@@ -157,6 +171,7 @@ impl GraphClassifier {
                     )
                 }),
             edge_channels,
+            edge_decoder,
             blocks,
             readout: {
                 let pooled = match cfg.readout {
@@ -204,16 +219,54 @@ impl GraphClassifier {
         &self.cfg
     }
 
-    /// Class logits `[B, C]` (`[M, C]` for every real node with [`Readout::Nodes`]).
+    /// Class logits `[B, C]` (`[M, C]` for every real node with [`Readout::Nodes`]; the `T`
+    /// predicted values of each graph for real-valued targets).
     pub fn forward(&self, b: &GraphBatchOnDevice, train: bool) -> Result<Tensor> {
+        Ok(self.forward_with_aux(b, train)?.0)
+    }
+
+    /// [`Self::forward`] and, with `edge_reconstruction` on, ET's auxiliary edge loss
+    /// (Appendix D.3): Â `[B, H, N', N']` through a Linear to the P edge channels, its mean
+    /// squared error to the dense edge features over the pairs of real nodes (CLS excluded).
+    pub fn forward_with_aux(
+        &self,
+        b: &GraphBatchOnDevice,
+        train: bool,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let (x0, structure) = self.tokens_and_structure(b)?;
+        let aux = match (&self.edge_decoder, structure.scale(), &b.edge_features) {
+            (Some(decoder), Some(a_hat), Some(e)) => {
+                let predicted = decoder.forward(&a_hat.permute([0, 2, 3, 1]));
+                let n = b.padding.size()[1];
+                let nodes = b.padding.to_kind(predicted.kind())
+                    * Tensor::arange(n, (Kind::Int64, predicted.device()))
+                        .gt(0)
+                        .to_kind(predicted.kind());
+                let pairs = (nodes.unsqueeze(2) * nodes.unsqueeze(1)).unsqueeze(-1);
+                let channels = e.size()[3] as f64;
+                let squared = (predicted - e.to_kind(pairs.kind())).square() * &pairs;
+                Some(squared.sum(Kind::Float) / (pairs.sum(Kind::Float) * channels).clamp_min(1.0))
+            }
+            _ => None,
+        };
+        Ok((self.head(&x0, &structure, b, train), aux))
+    }
+
+    /// The blocks' descent from `x0` under `structure`, then the readout.
+    fn head(
+        &self,
+        x0: &Tensor,
+        structure: &Structure,
+        b: &GraphBatchOnDevice,
+        train: bool,
+    ) -> Tensor {
         let mut x = x0.shallow_clone();
         for block in &self.blocks {
-            x = block.forward(&x, &structure, train);
+            x = block.forward(&x, structure, train);
         }
         let mut seen = pool(self.cfg.readout, &x, &b.padding);
         if self.cfg.readout_initial {
-            seen = Tensor::cat(&[seen, pool(self.cfg.readout, &x0, &b.padding)], -1);
+            seen = Tensor::cat(&[seen, pool(self.cfg.readout, x0, &b.padding)], -1);
         }
         if self.cfg.readout_degrees {
             let stats = structure_statistics(&b.mask, &b.padding).to_kind(seen.kind());
@@ -224,7 +277,7 @@ impl GraphClassifier {
         } else {
             seen
         };
-        Ok(self.readout.forward(&seen))
+        self.readout.forward(&seen)
     }
 
     /// Each block's energy at each of its steps (evaluation mode), averaged over the batch.
