@@ -388,7 +388,9 @@ pub fn save(dir: &Path, set: LrgbSet, ds: &GraphDataset) -> Result<()> {
     let (mut node_ptr, mut edge_ptr) = (vec![0i64], vec![0i64]);
     for (i, g) in ds.graphs.iter().enumerate() {
         if g.node_features.ncols() != fw {
-            return Err(bad(format!("graph {i}: {fw} node feature columns expected")));
+            return Err(bad(format!(
+                "graph {i}: {fw} node feature columns expected"
+            )));
         }
         x.extend(g.node_features.iter());
         for (r, w) in g.adjacency.indptr().windows(2).enumerate() {
@@ -399,7 +401,11 @@ pub fn save(dir: &Path, set: LrgbSet, ds: &GraphDataset) -> Result<()> {
                     Some(f) if f.ncols() == pw && f.nrows() == g.adjacency.nnz() => {
                         ef.extend(f.row(e).iter());
                     }
-                    _ => return Err(bad(format!("graph {i}: {pw} edge feature columns expected"))),
+                    _ => {
+                        return Err(bad(format!(
+                            "graph {i}: {pw} edge feature columns expected"
+                        )));
+                    }
                 }
             }
         }
@@ -419,7 +425,11 @@ pub fn save(dir: &Path, set: LrgbSet, ds: &GraphDataset) -> Result<()> {
         | (Targets::Regression(y), LrgbTask::Regression(t))
             if y.ncols() == t =>
         {
-            w.add_f32("labels", &[y.nrows(), t], &y.iter().copied().collect::<Vec<_>>())?;
+            w.add_f32(
+                "labels",
+                &[y.nrows(), t],
+                &y.iter().copied().collect::<Vec<_>>(),
+            )?;
         }
         (Targets::Classes { labels, .. }, LrgbTask::GraphClasses(_)) => {
             let y: Vec<i64> = labels.iter().map(|&c| c as i64).collect();
@@ -454,7 +464,8 @@ pub fn save(dir: &Path, set: LrgbSet, ds: &GraphDataset) -> Result<()> {
     }
     w.finish()?;
     if let Some(split) = &ds.official_split {
-        let json = serde_json::json!({ "train": split.train, "val": split.val, "test": split.test });
+        let json =
+            serde_json::json!({ "train": split.train, "val": split.val, "test": split.test });
         let target = dir.join(set.split_json());
         let tmp = target.with_extension("json.partial");
         std::fs::write(&tmp, json.to_string()).map_err(|e| GraphError::io(&tmp, e))?;

@@ -53,7 +53,8 @@ pub fn lrgb_like(set: LrgbSet, graphs: usize, seed: u64) -> Result<GraphDataset>
         out.push(g);
         colours.push(colour);
     }
-    let share = |c: &[usize], k: usize| c.iter().filter(|&&v| v == k).count() as f32 / c.len() as f32;
+    let share =
+        |c: &[usize], k: usize| c.iter().filter(|&&v| v == k).count() as f32 / c.len() as f32;
     let targets = match set.task() {
         LrgbTask::GraphClasses(k) => Targets::Classes {
             labels: colours
@@ -62,14 +63,16 @@ pub fn lrgb_like(set: LrgbSet, graphs: usize, seed: u64) -> Result<GraphDataset>
                 .collect(),
             num_classes: k,
         },
-        LrgbTask::Regression(t) => Targets::Regression(Array2::from_shape_fn(
-            (graphs, t),
-            |(i, j)| share(&colours[i], j % 3),
-        )),
-        LrgbTask::MultiLabel(t) => Targets::MultiLabel(Array2::from_shape_fn(
-            (graphs, t),
-            |(i, j)| f32::from(share(&colours[i], j % 3) > 1.0 / 3.0),
-        )),
+        LrgbTask::Regression(t) => {
+            Targets::Regression(Array2::from_shape_fn((graphs, t), |(i, j)| {
+                share(&colours[i], j % 3)
+            }))
+        }
+        LrgbTask::MultiLabel(t) => {
+            Targets::MultiLabel(Array2::from_shape_fn((graphs, t), |(i, j)| {
+                f32::from(share(&colours[i], j % 3) > 1.0 / 3.0)
+            }))
+        }
         LrgbTask::NodeClasses(k) => {
             for (g, c) in out.iter_mut().zip(&colours) {
                 let n = c.len();

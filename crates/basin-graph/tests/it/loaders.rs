@@ -523,5 +523,8 @@ fn every_lrgb_layout_saves_and_loads_back() {
     let e = basin_graph::lrgb::save(tmp.path(), LrgbSet::Zinc, &func)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("zinc") && e.contains("node feature columns"), "{e}");
+    assert!(
+        e.contains("zinc") && e.contains("node feature columns"),
+        "{e}"
+    );
 }

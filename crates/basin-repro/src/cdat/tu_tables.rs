@@ -365,8 +365,17 @@ impl Reproduction for CdatTable3 {
         // The baselines of the same folds: a rank that does not beat them learned nothing from
         // the graph.
         let baselines = [
-            ("no-graph baseline", results.iter().map(|r| r.pooled.as_ref()).collect::<Vec<_>>()),
-            ("GIN baseline", results.iter().map(|r| r.gin.as_ref()).collect()),
+            (
+                "no-graph baseline",
+                results
+                    .iter()
+                    .map(|r| r.pooled.as_ref())
+                    .collect::<Vec<_>>(),
+            ),
+            (
+                "GIN baseline",
+                results.iter().map(|r| r.gin.as_ref()).collect(),
+            ),
         ];
         for (name, reports) in baselines {
             let mut cells = vec![name.to_owned(), "–".into(), "–".into()];
