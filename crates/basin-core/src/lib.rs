@@ -21,7 +21,8 @@
 //!   dynamics registers itself in its own file, in any crate.
 //! - [`flow`]: SFi-Former's sparse-flow attention (eq. 8–10): the unrolled proximal solver
 //!   with Barzilai–Borwein steps, the exact minimiser, and softmax as its λ = 0 case.
-//! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`].
+//! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`];
+//!   [`landscape`] draws a descent over a plane of its energy (CDAT Figures 1 and 3).
 //! - [`implicit`]: training at the attractor: the block settles and its parameters receive the
 //!   implicit-function-theorem gradient of the fixed point (or a phantom gradient).
 //! - [`hopfield`]: the Hopfield, HopfieldPooling and HopfieldLayer modules and the classical,
@@ -49,6 +50,7 @@ pub mod fsio;
 pub mod hopfield;
 pub mod implicit;
 pub mod init;
+pub mod landscape;
 pub mod norm;
 pub mod registry;
 pub mod structure;

@@ -110,6 +110,10 @@ pub struct TuModelRuns {
     /// Per block, the energy per step and (for controlled dynamics) the storage functional V,
     /// under CV fold 0's selected model, mean over the first 64 graphs.
     pub energy: Vec<(String, Vec<f64>)>,
+    /// The same model's first block on the first graph over its energy landscape, beside plain
+    /// gradient flow (CDAT Figures 1 and 3); drawn as `landscape.png`, not kept in the JSON.
+    #[serde(skip)]
+    pub landscape: Option<basin_core::landscape::Landscape>,
 }
 
 /// One dataset's results.
@@ -313,12 +317,14 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 inner_folds: opts.inner_folds,
             };
             let mut energy = Vec::new();
+            let mut landscape = None;
             let cv = cv_protocol.run(
                 &target,
                 make,
                 |_, learner| {
                     if energy.is_empty() {
                         energy = learner.energy_curves(&first_graphs)?;
+                        landscape = Some(learner.landscape(0, LANDSCAPE_GRID)?);
                     }
                     Ok(())
                 },
@@ -334,6 +340,17 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                     ),
                     &energy,
                 )?;
+                if let Some(land) = &landscape {
+                    basin_train::plot::landscape_chart(
+                        &out.join("landscape.png"),
+                        &format!(
+                            "{name}, {}: the first block's descent on graph 0 over its energy (CV fold 0, selected model)",
+                            m.name
+                        ),
+                        land,
+                    )
+                    .map_err(|e| crate::ReproError::config("landscape.png", e.to_string()))?;
+                }
             }
             tracing::info!("{name} {}: CV {}", m.name, cv.show("test_accuracy", 100.0));
             losses.extend(loss_curves(&m.name, &cv));
@@ -344,6 +361,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 et_paper: None,
                 code_cv: None,
                 energy,
+                landscape,
             });
             prepared.push((config, pe, train));
         }
@@ -532,14 +550,35 @@ pub fn show(report: Option<&ProtocolReport>, metric: &str) -> String {
     report.map_or("–".into(), |r| r.show(metric, 100.0))
 }
 
+/// Side of the grid the energy landscapes are evaluated on.
+const LANDSCAPE_GRID: usize = 25;
+
 /// One line per dataset and model: the energy's (and V's) first and last value per block, and
-/// the training loss's.
+/// the training loss's; the energy at the end of the block's descent and of plain gradient flow
+/// on graph 0, drawn over the landscape (CDAT Figures 1 and 3).
 pub fn curves_markdown(results: &[TuResult]) -> String {
     let mut md = String::new();
     for r in results {
         for m in &r.models {
+            let landscape = m.landscape.as_ref().map_or(String::new(), |l| {
+                let ends: Vec<String> = l
+                    .paths
+                    .iter()
+                    .map(|p| {
+                        let e = |i: usize| p.energy.get(i).copied().unwrap_or(f64::NAN);
+                        format!("{} {:.4} → {:.4}", p.name, e(0), e(p.energy.len().saturating_sub(1)))
+                    })
+                    .collect();
+                format!(
+                    "; on graph 0, E by {} (the plane holds {:.0} % of the states' variance) — `{}/{}/landscape.png`",
+                    ends.join(", "),
+                    l.explained * 100.0,
+                    r.dataset,
+                    m.model
+                )
+            });
             md.push_str(&format!(
-                "- {} / {}: {}; training loss (mean over folds) {} — `{}/{}/energy.png`, `{}/loss.png`\n",
+                "- {} / {}: {}; training loss (mean over folds) {} — `{}/{}/energy.png`, `{}/loss.png`{landscape}\n",
                 r.dataset,
                 m.model,
                 report::curve_ends(&m.energy),

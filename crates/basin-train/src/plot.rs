@@ -332,6 +332,191 @@ pub fn image_grid(
     write_png(path, width, height, buf)
 }
 
+/// A descent over its energy landscape (CDAT Figures 1 and 3; [`basin_core::landscape`]): the
+/// energy on the plane as a heat map (dark low, light high) with its level lines' colours
+/// banded in ten quantiles, the block's trajectory in purple and the plain gradient flow's in
+/// black dashes (circles at the start, squares at the end), and beside it the energy (and the
+/// block's storage functional V, where its dynamics has one) per step.
+pub fn landscape_chart(
+    path: &Path,
+    title: &str,
+    land: &basin_core::landscape::Landscape,
+) -> Result<(), PlotError> {
+    let (nu, nv) = (land.u.len(), land.v.len());
+    if nu < 2 || nv < 2 || land.energy.len() != nv || land.energy.iter().any(|r| r.len() != nu) {
+        return Err(PlotError::Input("the energy grid is not u × v".into()));
+    }
+    let mut levels: Vec<f64> = land.energy.iter().flatten().copied().collect();
+    if levels.iter().any(|e| !e.is_finite()) {
+        return Err(PlotError::Input("the energy grid is not finite".into()));
+    }
+    levels.sort_by(f64::total_cmp);
+    // Ten quantile bands, so that a few high corners do not wash out the valley.
+    let band = |e: f64| {
+        let rank = levels.partition_point(|&l| l < e) as f64 / levels.len() as f64;
+        (rank * 10.0).floor().min(9.0) / 9.0
+    };
+    let shade = |t: f64| {
+        // Dark blue (low) to pale yellow (high).
+        let mix = |a: f64, b: f64| (a + (b - a) * t) as u8;
+        RGBColor(mix(30.0, 250.0), mix(40.0, 235.0), mix(110.0, 170.0))
+    };
+    let (width, height) = (1100u32, 520u32);
+    let mut buf = vec![255u8; (width * height * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let (top, body) = root.split_vertically(40);
+        top.titled(title, (font(), 20)).map_err(draw_err)?;
+        let (left, right) = body.split_horizontally(600);
+        let (u0, u1) = (land.u[0], land.u[nu - 1]);
+        let (v0, v1) = (land.v[0], land.v[nv - 1]);
+        let mut chart = ChartBuilder::on(&left)
+            .caption(
+                format!(
+                    "energy on the plane of the states ({:.0} % of their variance)",
+                    land.explained * 100.0
+                ),
+                (font(), 15),
+            )
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(56)
+            .build_cartesian_2d(u0..u1, v0..v1)
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc("first principal direction")
+            .y_desc("second principal direction")
+            .label_style((font(), 12))
+            .axis_desc_style((font(), 13))
+            .draw()
+            .map_err(draw_err)?;
+        let (du, dv) = ((u1 - u0) / (nu - 1) as f64, (v1 - v0) / (nv - 1) as f64);
+        chart
+            .draw_series(
+                (0..nv)
+                    .flat_map(|j| (0..nu).map(move |i| (i, j)))
+                    .map(|(i, j)| {
+                        let (u, v) = (land.u[i], land.v[j]);
+                        Rectangle::new(
+                            [(u - du / 2.0, v - dv / 2.0), (u + du / 2.0, v + dv / 2.0)],
+                            shade(band(land.energy[j][i])).filled(),
+                        )
+                    }),
+            )
+            .map_err(draw_err)?;
+        let styles = [RGBColor(148, 60, 200), BLACK];
+        for (p, colour) in land.paths.iter().zip(styles) {
+            let points: Vec<(f64, f64)> = p.points.iter().map(|q| (q[0], q[1])).collect();
+            if p.name == "gradient flow" {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        points.clone(),
+                        6,
+                        4,
+                        colour.stroke_width(2),
+                    ))
+                    .map_err(draw_err)?
+                    .label(p.name.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour));
+            } else {
+                chart
+                    .draw_series(LineSeries::new(points.clone(), colour.stroke_width(3)))
+                    .map_err(draw_err)?
+                    .label(p.name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(3))
+                    });
+            }
+            if let (Some(&first), Some(&last)) = (points.first(), points.last()) {
+                chart
+                    .draw_series([Circle::new(first, 5, colour.filled())])
+                    .map_err(draw_err)?;
+                chart
+                    .draw_series([Rectangle::new(
+                        [
+                            (last.0 - du / 3.0, last.1 - dv / 3.0),
+                            (last.0 + du / 3.0, last.1 + dv / 3.0),
+                        ],
+                        colour.filled(),
+                    )])
+                    .map_err(draw_err)?;
+            }
+        }
+        chart
+            .configure_series_labels()
+            .label_font((font(), 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(draw_err)?;
+        // The energies (and V) per step, on one axis.
+        let mut curves: Vec<(String, Vec<f64>, RGBColor)> = Vec::new();
+        for (p, colour) in land.paths.iter().zip(styles) {
+            curves.push((format!("E, {}", p.name), p.energy.clone(), colour));
+            if let Some(v) = &p.storage {
+                curves.push((format!("V, {}", p.name), v.clone(), RGBColor(214, 39, 40)));
+            }
+        }
+        let values = curves.iter().flat_map(|c| c.1.iter().copied());
+        let (lo, hi) = values
+            .filter(|v| v.is_finite())
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+                (a.min(v), b.max(v))
+            });
+        if lo.is_finite() {
+            let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-12) * 1e-6);
+            let x_max = curves
+                .iter()
+                .map(|c| c.1.len().saturating_sub(1))
+                .max()
+                .unwrap_or(1)
+                .max(1) as f64;
+            let mut chart = ChartBuilder::on(&right)
+                .caption("energy per step", (font(), 15))
+                .margin(10)
+                .x_label_area_size(36)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0f64..x_max, (lo - pad)..(hi + pad))
+                .map_err(draw_err)?;
+            chart
+                .configure_mesh()
+                .x_desc("step")
+                .x_labels(whole_ticks(x_max))
+                .x_label_formatter(&whole_label)
+                .label_style((font(), 12))
+                .axis_desc_style((font(), 13))
+                .draw()
+                .map_err(draw_err)?;
+            for (name, values, colour) in curves {
+                let points: Vec<(f64, f64)> = values
+                    .iter()
+                    .enumerate()
+                    .map(|(x, &y)| (x as f64, y))
+                    .collect();
+                chart
+                    .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                    .map_err(draw_err)?
+                    .label(name)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .label_font((font(), 13))
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .draw()
+                .map_err(draw_err)?;
+        }
+        root.present().map_err(draw_err)?;
+    }
+    write_png(path, width, height, buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

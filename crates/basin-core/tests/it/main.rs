@@ -13,6 +13,7 @@ mod gradients;
 mod hopfield;
 mod implicit;
 mod init;
+mod landscape;
 mod norm;
 mod registry;
 mod structure;

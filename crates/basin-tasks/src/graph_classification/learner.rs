@@ -163,6 +163,24 @@ impl GraphClassifierLearner {
         self.model.energy_per_step(&b)
     }
 
+    /// The first block's descent on graph `item` drawn over its energy landscape, beside plain
+    /// gradient flow at the block's step size (CDAT Figures 1 and 3;
+    /// [`basin_core::landscape`]), on a `grid × grid` lattice; evaluation mode.
+    pub fn landscape(&self, item: usize, grid: usize) -> Result<basin_core::landscape::Landscape> {
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let (b, _) = self.batch(&[item], false, &mut rng)?;
+        let (x, structure) = tch::no_grad(|| self.model.tokens_and_structure(&b))?;
+        let block = self
+            .model
+            .blocks()
+            .first()
+            .ok_or_else(|| TaskError::config("blocks", "no block to draw"))?;
+        let alpha = self.model.cfg.block.dynamics.alpha().unwrap_or(0.1);
+        Ok(basin_core::landscape::landscape(
+            block, &x, &structure, alpha, grid,
+        ))
+    }
+
     /// Named curves over the graphs `items` (evaluation mode): each block's energy per step,
     /// `block s E`, and for dynamics with a storage functional its V, `block s V`.
     pub fn energy_curves(&self, items: &[usize]) -> Result<Vec<(String, Vec<f64>)>> {

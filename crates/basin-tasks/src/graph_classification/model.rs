@@ -105,19 +105,7 @@ impl GraphClassifier {
         let d = cfg.block.dim;
         let pad = cfg.conv_kernel / 2;
         let dense = cfg.dense_init;
-        let edge_decoder = match (cfg.edge_reconstruction > 0.0, edge_channels, cfg.heads()) {
-            (false, _, _) => None,
-            (true, Some(p), Some(heads)) => {
-                Some(dense.linear(path / "edge_decoder", heads, p, true))
-            }
-            (true, _, _) => {
-                return Err(TaskError::config(
-                    "edge_reconstruction",
-                    "the dataset has no edge features to reconstruct",
-                ));
-            }
-        };
-        Ok(Self {
+        let mut model = Self {
             encoder: dense.linear(path / "encoder", inputs.nodes, d, true),
             cls: path.var(
                 "cls",
@@ -171,7 +159,7 @@ impl GraphClassifier {
                     )
                 }),
             edge_channels,
-            edge_decoder,
+            edge_decoder: None,
             blocks,
             readout: {
                 let pooled = match cfg.readout {
@@ -206,7 +194,21 @@ impl GraphClassifier {
                 }
             },
             cfg: cfg.clone(),
-        })
+        };
+        // Made last, so that the other layers start alike with and without it.
+        model.edge_decoder = match (cfg.edge_reconstruction > 0.0, edge_channels, cfg.heads()) {
+            (false, _, _) => None,
+            (true, Some(p), Some(heads)) => {
+                Some(dense.linear(path / "edge_decoder", heads, p, true))
+            }
+            (true, _, _) => {
+                return Err(TaskError::config(
+                    "edge_reconstruction",
+                    "the dataset has no edge features to reconstruct",
+                ));
+            }
+        };
+        Ok(model)
     }
 
     /// The stacked blocks, in order.
