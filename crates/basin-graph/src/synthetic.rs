@@ -3,9 +3,9 @@
 //! files are absent (written with [`crate::lrgb::save`], they stand in for a data directory).
 //!
 //! Each graph is a cycle of 6–13 nodes with one chord; every node has a colour in {0, 1, 2}.
-//! Integer-featured sets (the OGB atom/bond columns, ZINC's types) carry the colour in every
-//! column; real-featured ones carry `colour − 1` plus noise in column 0 and noise elsewhere.
-//! The targets read the colours: graph classes and real targets from the colours' shares,
+//! Integer-featured sets (the OGB atom/bond columns, ZINC's types) carry the colour in column 0
+//! and its parity elsewhere (inside every OGB vocabulary); real-featured ones carry
+//! `colour − 1` plus noise in column 0 and noise elsewhere. The targets read the colours: graph classes and real targets from the colours' shares,
 //! node classes from the next node's colour along the cycle (so a node's own features do not
 //! give it away), link labels from whether the two nodes share a colour.
 
@@ -35,7 +35,8 @@ pub fn lrgb_like(set: LrgbSet, graphs: usize, seed: u64) -> Result<GraphDataset>
         let adjacency = Csr::from_undirected(n, &pairs)?;
         let x = Array2::from_shape_fn((n, fw), |(v, c)| {
             if integer {
-                colour[v] as f32
+                // OGB's smallest atom vocabularies have two entries.
+                (if c == 0 { colour[v] } else { colour[v] % 2 }) as f32
             } else if c == 0 {
                 colour[v] as f32 - 1.0 + 0.1 * rng.random::<f32>()
             } else {
@@ -45,7 +46,7 @@ pub fn lrgb_like(set: LrgbSet, graphs: usize, seed: u64) -> Result<GraphDataset>
         let mut g = Graph::new(adjacency.clone(), x)?;
         g.edge_features = Some(Array2::from_shape_fn((adjacency.nnz(), pw), |_| {
             if integer {
-                rng.random_range(0..3) as f32
+                rng.random_range(0..2) as f32
             } else {
                 rng.random::<f32>()
             }

@@ -107,6 +107,10 @@ pub struct AnomalyModelRuns {
     pub report: ProtocolReport,
     /// The graph's energy (and V) per step per relation, selected model of run 0.
     pub energy: Vec<(String, Vec<f64>)>,
+    /// For dynamics with a storage functional (CDAT's), the same model's descent over its
+    /// energy landscape beside plain gradient flow (Figures 1 and 3); drawn, not kept.
+    #[serde(skip)]
+    pub landscape: Option<basin_core::landscape::Landscape>,
 }
 
 /// One dataset at one ratio.
@@ -186,6 +190,7 @@ pub fn run(
             {
                 let out = ctx.out.join(&tag).join(&model);
                 let mut energy = Vec::new();
+                let mut landscape = None;
                 let protocol = AnomalyProtocol {
                     score,
                     ..protocol.clone()
@@ -207,6 +212,10 @@ pub fn run(
                     |_, learner| {
                         if energy.is_empty() {
                             energy = learner.energy_per_step();
+                            // Controlled dynamics (a V beside E) leave the gradient flow: draw both.
+                            if energy.iter().any(|(n, _)| n.ends_with(" V")) {
+                                landscape = learner.landscape(ANOMALY_LANDSCAPE_GRID);
+                            }
                         }
                         Ok(())
                     },
@@ -221,6 +230,16 @@ pub fn run(
                         ),
                         &energy,
                     )?;
+                    if let Some(land) = &landscape {
+                        basin_train::plot::landscape_chart(
+                            &out.join("landscape.png"),
+                            &format!(
+                                "{tag}, {model}: the whole graph's descent over its energy (run 0, selected model)"
+                            ),
+                            land,
+                        )
+                        .map_err(|e| crate::ReproError::config("landscape.png", e.to_string()))?;
+                    }
                 }
                 tracing::info!(
                     "{tag} {model}: macro-F1 {}, AUC {}",
@@ -233,6 +252,7 @@ pub fn run(
                     score,
                     report,
                     energy,
+                    landscape,
                 });
             }
             let floor = AnomalyProtocol {
@@ -297,13 +317,36 @@ pub fn protocol_note(opts: &AnomalyOptions) -> String {
     )
 }
 
-/// One line per dataset, ratio and model: the energy's (and V's) first and last value.
+/// Side of the grid the anomaly graphs' energy landscapes are evaluated on (each point is an
+/// energy of the whole graph).
+const ANOMALY_LANDSCAPE_GRID: usize = 15;
+
+/// One line per dataset, ratio and model: the energy's (and V's) first and last value, and for
+/// CDAT's dynamics where its descent and plain gradient flow end on the landscape (Figures 1
+/// and 3).
 pub fn curves_markdown(results: &[AnomalyResult]) -> String {
     let mut md = String::new();
     for r in results {
         for m in &r.models {
+            let landscape = m.landscape.as_ref().map_or(String::new(), |l| {
+                let ends: Vec<String> = l
+                    .paths
+                    .iter()
+                    .map(|p| {
+                        let last = p.energy.last().copied().unwrap_or(f64::NAN);
+                        format!("{} ends at E = {last:.4}", p.name)
+                    })
+                    .collect();
+                format!(
+                    "; {} (the plane holds {:.0} % of the states' variance) — `{}/{}/landscape.png`",
+                    ends.join(", "),
+                    l.explained * 100.0,
+                    r.tag(),
+                    m.model
+                )
+            });
             md.push_str(&format!(
-                "- {} {:.0} % {}: {} — `{}/{}/energy.png`\n",
+                "- {} {:.0} % {}: {} — `{}/{}/energy.png`{landscape}\n",
                 r.dataset,
                 r.ratio * 100.0,
                 m.model,

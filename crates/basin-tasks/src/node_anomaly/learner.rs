@@ -134,6 +134,15 @@ impl NodeAnomalyLearner {
         Ok(self)
     }
 
+    /// The whole graph's descent on its first relation over the energy landscape, beside plain
+    /// gradient flow at the block's step size (CDAT Figures 1 and 3), on a `grid × grid`
+    /// lattice; evaluation mode.
+    pub fn landscape(&self, grid: usize) -> Option<basin_core::landscape::Landscape> {
+        let alpha = self.cfg.block.dynamics.alpha().unwrap_or(0.1);
+        self.model
+            .landscape(&self.features, &self.structures, alpha, grid)
+    }
+
     /// The graph's energy at each descent step, named by relation (`homogeneous` for one),
     /// followed (for dynamics with a storage functional) by V, named `<relation> V`.
     pub fn energy_per_step(&self) -> Vec<(String, Vec<f64>)> {

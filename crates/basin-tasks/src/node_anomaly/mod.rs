@@ -267,6 +267,26 @@ impl NodeAnomaly {
         x0.unsqueeze(0)
     }
 
+    /// The descent on the first relation drawn over its energy landscape, beside plain gradient
+    /// flow of step `alpha` (CDAT Figures 1 and 3; [`basin_core::landscape`]).
+    pub fn landscape(
+        &self,
+        features: &Tensor,
+        structures: &[Structure],
+        alpha: f64,
+        grid: usize,
+    ) -> Option<basin_core::landscape::Landscape> {
+        let s = structures.first()?;
+        let x0 = tch::no_grad(|| self.tokens(features, None));
+        Some(basin_core::landscape::landscape(
+            &self.block,
+            &x0,
+            s,
+            alpha,
+            grid,
+        ))
+    }
+
     /// The graph's energy at each descent step (evaluation mode), one curve per relation.
     pub fn energy_per_step(&self, features: &Tensor, structures: &[Structure]) -> Vec<Vec<f64>> {
         self.traces(features, structures)
