@@ -1,6 +1,6 @@
-//! From an [`ImageSet`] to model-ready patch batches: augment, normalise, patchify, mask —
-//! in parallel over images, each image with its own RNG derived from the batch seed, so a batch
-//! is the same whatever the number of threads.
+//! From [`Images`] to model-ready patch batches: bring to the set's shape, augment, normalise,
+//! patchify, mask — in parallel over images, each image with its own RNG derived from the batch
+//! seed, so a batch is the same whatever the number of threads.
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -8,10 +8,10 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::images::Images;
 use crate::mask::MaskStrategy;
 use crate::patch::Grid;
-use crate::set::ImageSet;
-use crate::transform::{Augment, FloatImage, Normalize};
+use crate::transform::{Augment, Normalize};
 
 /// A batch of patchified images.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,13 +55,16 @@ fn mix(seed: u64, i: u64) -> u64 {
 
 impl Pipeline {
     /// The patch grid of `set`'s images.
-    pub fn grid(&self, set: &ImageSet) -> Result<Grid> {
-        Grid::new(set.height, set.width, set.channels, self.patch)
+    pub fn grid(&self, set: &dyn Images) -> Result<Grid> {
+        let (h, w, c) = set.shape();
+        Grid::new(h, w, c, self.patch)
     }
 
-    /// The batch of images `indices`, deterministic in `seed`.
-    pub fn batch(&self, set: &ImageSet, indices: &[usize], seed: u64) -> Result<PatchBatch> {
+    /// The batch of images `indices`, deterministic in `seed`; each image is decoded (where the
+    /// source streams), brought to the set's shape and augmented in parallel.
+    pub fn batch(&self, set: &dyn Images, indices: &[usize], seed: u64) -> Result<PatchBatch> {
         let grid = self.grid(set)?;
+        let (h, w, c) = set.shape();
         self.augment.validate()?;
         self.mask.validate(grid.rows(), grid.cols())?;
         let per: Vec<(Vec<f32>, Vec<bool>, Vec<bool>)> = indices
@@ -69,26 +72,20 @@ impl Pipeline {
             .enumerate()
             .map(|(pos, &i)| {
                 let mut rng = ChaCha8Rng::seed_from_u64(mix(seed, pos as u64));
-                let mut img = FloatImage {
-                    w: set.width,
-                    h: set.height,
-                    c: set.channels,
-                    data: set.image_f32(i),
-                };
-                self.augment.apply(&mut img, &mut rng);
+                let mut img = self.augment.apply_to(set.read(i)?, h, w, &mut rng);
                 self.normalize.apply(&mut img.data);
                 let plan = self.mask.sample(grid.rows(), grid.cols(), &mut rng);
-                (grid.patchify(&img.data), plan.masked, plan.scored)
+                Ok((grid.patchify(&img.data), plan.masked, plan.scored))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let mut batch = PatchBatch {
             batch: indices.len(),
             tokens: grid.tokens(),
             patch_len: grid.patch_len(),
-            patches: Vec::with_capacity(indices.len() * set.image_len()),
+            patches: Vec::with_capacity(indices.len() * h * w * c),
             masked: Vec::with_capacity(indices.len() * grid.tokens()),
             scored: Vec::with_capacity(indices.len() * grid.tokens()),
-            labels: indices.iter().map(|&i| set.labels[i]).collect(),
+            labels: indices.iter().map(|&i| set.label(i)).collect(),
         };
         for (p, m, s) in per {
             batch.patches.extend(p);

@@ -41,3 +41,39 @@ pub fn stripes(n: usize, seed: u64) -> Result<ImageSet> {
         vec!["horizontal".into(), "vertical".into(), "checker".into()],
     )
 }
+
+/// Writes `per_class` RGB images of each of the three [`stripes`] families into
+/// `dir/<family>/`, of mixed sizes (16–47 pixels a side, wide and tall) and formats (PNG and
+/// JPEG, alternately): an image folder in ImageNet-1k's layout for tests of the streamed path.
+/// Returns the files written.
+pub fn write_folder(
+    dir: &std::path::Path,
+    per_class: usize,
+    seed: u64,
+) -> Result<Vec<std::path::PathBuf>> {
+    let names = ["horizontal", "vertical", "checker"];
+    let mut written = Vec::new();
+    for (family, name) in names.iter().enumerate() {
+        let sub = dir.join(name);
+        std::fs::create_dir_all(&sub).map_err(|e| crate::ImageError::io(&sub, e))?;
+        for k in 0..per_class {
+            let salt = seed.wrapping_add((family * 1000 + k) as u64);
+            let (w, h) = (16 + (salt * 7 % 32) as u32, 16 + (salt * 13 % 32) as u32);
+            let width = 1 + (salt % 3) as u32 + w / 16;
+            let img = image::RgbImage::from_fn(w, h, |x, y| {
+                let v = match family {
+                    0 => y / width,
+                    1 => x / width,
+                    _ => x / width + y / width,
+                };
+                let g = if v % 2 == 0 { 30 } else { 220 };
+                image::Rgb([g, g / 2 + 40, 255 - g])
+            });
+            let path = sub.join(format!("{k:03}.{}", if k % 2 == 0 { "png" } else { "jpg" }));
+            img.save(&path)
+                .map_err(|e| crate::ImageError::format(&path, e.to_string()))?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}

@@ -178,6 +178,33 @@ impl Augment {
         Ok(())
     }
 
+    /// Brings `img` to `h × w` and augments it: an image of that size as [`Augment::apply`]
+    /// does; one of another size cropped at random and resized (when there is a crop) or
+    /// [`centre_crop`]ped, then flipped and jittered.
+    pub fn apply_to<R: rand::Rng + ?Sized>(
+        &self,
+        img: FloatImage,
+        h: usize,
+        w: usize,
+        rng: &mut R,
+    ) -> FloatImage {
+        if (img.h, img.w) == (h, w) {
+            let mut img = img;
+            self.apply(&mut img, rng);
+            return img;
+        }
+        let mut img = match self.crop {
+            Some(crop) => random_resized_crop_to(&img, crop, rng, h, w),
+            None => centre_crop(&img, h, w),
+        };
+        Self {
+            crop: None,
+            ..self.clone()
+        }
+        .apply(&mut img, rng);
+        img
+    }
+
     /// Applies the augmentations with randomness from `rng`.
     pub fn apply<R: rand::Rng + ?Sized>(&self, img: &mut FloatImage, rng: &mut R) {
         if let Some(crop) = self.crop {
@@ -199,6 +226,18 @@ fn random_resized_crop<R: rand::Rng + ?Sized>(
     p: ResizedCrop,
     rng: &mut R,
 ) -> FloatImage {
+    random_resized_crop_to(img, p, rng, img.h, img.w)
+}
+
+/// [`random_resized_crop`] resized to `out_h × out_w` (the training view of an image of another
+/// size, as torchvision's transform takes it).
+fn random_resized_crop_to<R: rand::Rng + ?Sized>(
+    img: &FloatImage,
+    p: ResizedCrop,
+    rng: &mut R,
+    out_h: usize,
+    out_w: usize,
+) -> FloatImage {
     let (h, w) = (img.h as f64, img.w as f64);
     let area = h * w;
     let (lr0, lr1) = (p.ratio.0.ln(), p.ratio.1.ln());
@@ -214,7 +253,7 @@ fn random_resized_crop<R: rand::Rng + ?Sized>(
         if cw > 0.0 && cw <= w && ch > 0.0 && ch <= h {
             let top = rng.random_range(0..=(h - ch) as usize) as f64;
             let left = rng.random_range(0..=(w - cw) as usize) as f64;
-            return img.resize_window(top, left, ch, cw, img.h, img.w);
+            return img.resize_window(top, left, ch, cw, out_h, out_w);
         }
     }
     let ratio = w / h;
@@ -230,9 +269,29 @@ fn random_resized_crop<R: rand::Rng + ?Sized>(
         ((w - cw) / 2.0).floor(),
         ch,
         cw,
-        img.h,
-        img.w,
+        out_h,
+        out_w,
     )
+}
+
+/// The evaluation view of an image of any size at `h × w`: the image itself at that size, else
+/// the standard ImageNet one — resized so that the crop covers 87.5 % (224/256) of its shorter
+/// side, cropped at the centre (the window of the target's aspect, resampled bilinearly).
+pub fn centre_crop(img: &FloatImage, h: usize, w: usize) -> FloatImage {
+    if (img.h, img.w) == (h, w) {
+        return img.clone();
+    }
+    let (ih, iw) = (img.h as f64, img.w as f64);
+    let aspect = w as f64 / h as f64;
+    // The largest window of the target's aspect, scaled by 0.875.
+    let (mut ch, mut cw) = if iw / ih > aspect {
+        (ih, ih * aspect)
+    } else {
+        (iw / aspect, iw)
+    };
+    ch *= 0.875;
+    cw *= 0.875;
+    img.resize_window((ih - ch) / 2.0, (iw - cw) / 2.0, ch, cw, h, w)
 }
 
 /// torchvision's `ColorJitter` without hue: brightness, contrast and saturation in a random
@@ -278,6 +337,16 @@ impl Normalize {
     /// Statistics of an image set.
     pub fn of(set: &crate::set::ImageSet) -> Self {
         let (m, s) = set.channel_stats();
+        Self::from_stats(&m, &s)
+    }
+
+    /// Statistics of the images `items` of any source ([`crate::Images::channel_stats`]).
+    pub fn of_items(set: &dyn crate::Images, items: &[usize]) -> Result<Self> {
+        let (m, s) = set.channel_stats(items)?;
+        Ok(Self::from_stats(&m, &s))
+    }
+
+    fn from_stats(m: &[f64], s: &[f64]) -> Self {
         Self {
             mean: m.iter().map(|&v| v as f32).collect(),
             std: s.iter().map(|&v| v.max(1e-6) as f32).collect(),
