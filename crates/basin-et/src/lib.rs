@@ -133,6 +133,17 @@ pub mod image {
         }
     }
 
+    /// ImageNet-1k at CPU scale, for smoke runs of the streamed path: 64² RGB crops, 8² patches
+    /// (64 tokens), otherwise as [`cifar10_cpu`].
+    pub fn imagenet_cpu() -> ImageCompletionConfig {
+        ImageCompletionConfig {
+            height: 64,
+            width: 64,
+            patch: 8,
+            ..cifar10_cpu()
+        }
+    }
+
     /// The Table 14 ablations, in the paper's order.
     pub const ABLATIONS: [&str; 5] = ["full", "full+self", "nohn+self", "nohn", "noatt"];
 

@@ -23,6 +23,11 @@ pub trait Images: Send + Sync + std::fmt::Debug {
     fn label(&self, i: usize) -> i64;
     /// Image `i` in `[0, 1]`, channel-last, at its stored size.
     fn read(&self, i: usize) -> Result<FloatImage>;
+    /// Whether images are decoded from files as they are read (a batch then costs I/O and
+    /// decoding); `false` for images held in memory.
+    fn streamed(&self) -> bool {
+        false
+    }
     /// Per-channel mean and standard deviation in `[0, 1]` over the images `items`, each
     /// brought to [`Images::shape`] by a centre crop.
     fn channel_stats(&self, items: &[usize]) -> Result<(Vec<f64>, Vec<f64>)> {
@@ -135,6 +140,9 @@ impl Images for Parts {
     }
     fn label(&self, i: usize) -> i64 {
         self.locate(i).map_or(-1, |(s, j)| s.label(j))
+    }
+    fn streamed(&self) -> bool {
+        self.parts.iter().any(|(s, _)| s.streamed())
     }
     fn read(&self, i: usize) -> Result<FloatImage> {
         let (s, j) = self.locate(i).ok_or_else(|| {

@@ -140,6 +140,9 @@ impl Images for ImageFolder {
     fn label(&self, i: usize) -> i64 {
         self.labels.get(i).copied().unwrap_or(-1)
     }
+    fn streamed(&self) -> bool {
+        true
+    }
     fn read(&self, i: usize) -> Result<FloatImage> {
         let path = self.files.get(i).ok_or_else(|| {
             ImageError::invalid("image folder", format!("image {i} of {}", self.files.len()))

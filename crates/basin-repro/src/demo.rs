@@ -139,7 +139,7 @@ pub fn run(
     tch::manual_seed(opts.seed as i64);
     let mut learner = ImageLearner::new(
         &cfg,
-        data,
+        std::sync::Arc::new(data),
         normalize,
         MaskStrategy::Random { k: opts.masked },
         Augment::none(),
@@ -198,7 +198,9 @@ pub fn run(
 
     // The test images under one set of masks: energy trace and baselines.
     let b = PatchBatchOnDevice::new(
-        &learner.eval_pipe.batch(&learner.data, &test, eval_seed)?,
+        &learner
+            .eval_pipe
+            .batch(learner.data.as_ref(), &test, eval_seed)?,
         device,
     );
     let (pred, trace) = tch::no_grad(|| {

@@ -634,6 +634,28 @@ fn sfi_tables_quick() {
     }
 }
 
+/// `et-table14` reads ImageNet-1k from a folder of the user's (`images/imagenet/{train,val}`)
+/// and streams it: images of mixed sizes and formats, each cropped to the model's side.
+#[test]
+fn et_table14_streams_an_imagenet_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let root = basin_data::registry::get("imagenet-1k")
+        .unwrap()
+        .location(&data);
+    basin_image::synthetic::write_folder(&root.join("train"), 40, 0).unwrap();
+    basin_image::synthetic::write_folder(&root.join("val"), 8, 100).unwrap();
+    let out = tmp.path().join("out");
+    let args = ["--dataset", "imagenet-1k", "--epochs", "1"];
+    let json = reproduce_from(&data, &out, "et-table14", &args, &[]);
+    let results = list(&json, "results");
+    assert_eq!(names(results, "dataset"), ["imagenet-1k"; 5]);
+    for r in results {
+        finite(&r["record"]["summary"]["test_mse"]);
+    }
+    assert_eq!(json["options"]["datasets"][0], "imagenet-1k");
+}
+
 /// ET Table 7's read sets run through it when their files are in the data directory
 /// (generated in their layouts): the superpixel models with the edge reconstruction, ZINC's
 /// by the L1 loss and scored by MAE, each beside its baselines.

@@ -924,3 +924,42 @@ fn implicit_gradients_train_et_and_cdat_from_a_run_file() {
         );
     }
 }
+
+/// A folder of images of mixed sizes and formats (ImageNet-1k's layout) trains an image run
+/// streamed, each image resized and cropped to the model's 28² grey; its unreadable file is
+/// refused by name, or left out with `on_corrupt = "skip"`.
+#[test]
+fn an_image_folder_of_mixed_sizes_trains_streamed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let folder = tmp.path().join("imagenet-like");
+    basin_image::synthetic::write_folder(&folder.join("train"), 12, 0).unwrap();
+    basin_image::synthetic::write_folder(&folder.join("val"), 4, 100).unwrap();
+    std::fs::write(folder.join("train/checker/broken.jpg"), b"no image").unwrap();
+    let data = format!("data = \"{}\"", folder.display());
+    let edits = [
+        ("data = \"fashion-mnist\"", data.as_str()),
+        ("train_images = 2000", "train_images = 24"),
+        ("val_images = 250", "val_images = 8"),
+        ("test_images = 500", "test_images = 12"),
+        ("epochs = 3", "epochs = 1"),
+        ("mask_seeds = 4", "mask_seeds = 1"),
+    ];
+    let run = tiny_run(tmp.path(), "et-image", &edits);
+    let out = tmp.path().join("out");
+    let (ok, _, err) = basin(&[
+        "train",
+        run.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!ok && err.contains("broken.jpg"), "{err}");
+    let text = std::fs::read_to_string(&run).unwrap();
+    assert!(text.contains("on_corrupt = \"error\""), "{text}");
+    std::fs::write(
+        &run,
+        text.replace("on_corrupt = \"error\"", "on_corrupt = \"skip\""),
+    )
+    .unwrap();
+    train_then_eval(&run, &out, 1);
+    assert!(out.join("run-0").join("reconstructions.png").is_file());
+}

@@ -44,7 +44,7 @@ fn stripes_learner(cfg: &ImageCompletionConfig, n: usize, seed: u64) -> ImageLea
     let norm = Normalize::of(&data);
     ImageLearner::new(
         cfg,
-        data,
+        std::sync::Arc::new(data),
         norm,
         MaskStrategy::Random { k: 5 },
         Augment::none(),
@@ -128,7 +128,7 @@ fn etimage_learns_to_complete_stripes_and_descends() {
     let b = PatchBatchOnDevice::new(
         &learner
             .eval_pipe
-            .batch(&learner.data, &test[..16], 3)
+            .batch(learner.data.as_ref(), &test[..16], 3)
             .unwrap(),
         Device::Cpu,
     );
@@ -264,7 +264,7 @@ fn ablations_select_the_terms_and_bad_configs_are_refused() {
     let data = stripes(4, 2);
     let err = ImageLearner::new(
         &base,
-        data.clone(),
+        std::sync::Arc::new(data.clone()),
         Normalize::of(&data),
         MaskStrategy::Random { k: 2 },
         Augment::none(),
@@ -351,7 +351,7 @@ fn a_vit_in_the_same_frame_completes_stripes() {
     let b = PatchBatchOnDevice::new(
         &learner
             .eval_pipe
-            .batch(&learner.data, &test[..4], 3)
+            .batch(learner.data.as_ref(), &test[..4], 3)
             .unwrap(),
         Device::Cpu,
     );

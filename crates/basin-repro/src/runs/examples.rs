@@ -100,6 +100,7 @@ pub fn example(name: &str) -> Result<String> {
             data: "fashion-mnist".into(),
             architecture: basin_et::image::fashion_mnist_cpu(),
             protocol: ImageProtocol::default(),
+            on_corrupt: Default::default(),
         })?,
         other => {
             let known: Vec<&str> = EXAMPLES.iter().map(|(n, _)| *n).collect();

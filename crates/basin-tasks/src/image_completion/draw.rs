@@ -1,10 +1,12 @@
 //! Which images an image-completion run sees: seeded random draws of training, validation and
 //! test images (loaders order images by class, so subsets are random draws with every class
-//! represented, not prefixes), gathered into one set, with the training part's pixel
-//! statistics.
+//! represented, not prefixes), joined into one view without copying pixels, with the training
+//! part's pixel statistics.
+
+use std::sync::Arc;
 
 use basin_graph::Split;
-use basin_image::{ImageSet, MaskStrategy, Normalize};
+use basin_image::{Images, MaskStrategy, Normalize, Parts};
 use basin_train::protocol::ImageProtocol;
 use basin_train::record::split_hash;
 use rand::SeedableRng;
@@ -12,12 +14,18 @@ use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 
 use super::ImageCompletionConfig;
+use crate::Result;
 
-/// The drawn images: one set holding the training, validation and test parts, in that order.
+/// Training images whose statistics normalise a streamed set (every training image of an
+/// in-memory one): decoding a whole ImageNet split for two numbers per channel would cost an
+/// epoch.
+pub const STREAMED_STATS_IMAGES: usize = 2_000;
+
+/// The drawn images: one view of the training, validation and test parts, in that order.
 #[derive(Clone, Debug)]
 pub struct Drawn {
     /// Training images, then validation, then test.
-    pub data: ImageSet,
+    pub data: Arc<dyn Images>,
     /// The items of each part.
     pub split: Split,
     /// Pixel statistics of the training part only.
@@ -39,8 +47,12 @@ impl Drawn {
     }
 }
 
-/// Draws the parts of `p` from the two splits of a dataset.
-pub fn draw(train_all: &ImageSet, test_all: &ImageSet, p: &ImageProtocol) -> Drawn {
+/// Draws the parts of `p` from the two splits of a dataset (in memory or streamed).
+pub fn draw(
+    train_all: &Arc<dyn Images>,
+    test_all: &Arc<dyn Images>,
+    p: &ImageProtocol,
+) -> Result<Drawn> {
     let n_train = p
         .train_images
         .min(train_all.len().saturating_sub(p.val_images));
@@ -54,12 +66,16 @@ pub fn draw(train_all: &ImageSet, test_all: &ImageSet, p: &ImageProtocol) -> Dra
     };
     let train_part = pick(train_all.len(), n_train + n_val, 0x7121);
     let test_part = pick(test_all.len(), n_test, 0x7e57);
-    let mut data = train_all.subset(&train_part);
-    let tests = test_all.subset(&test_part);
-    data.pixels.extend_from_slice(&tests.pixels);
-    data.labels.extend_from_slice(&tests.labels);
-    let train: Vec<usize> = (0..n_train).collect();
-    let normalize = Normalize::of(&data.subset(&train));
+    let data: Arc<dyn Images> = Arc::new(Parts::new(vec![
+        (train_all.clone(), train_part.clone()),
+        (test_all.clone(), test_part.clone()),
+    ])?);
+    let stats = if data.streamed() {
+        n_train.min(STREAMED_STATS_IMAGES)
+    } else {
+        n_train
+    };
+    let normalize = Normalize::of_items(data.as_ref(), &(0..stats).collect::<Vec<_>>())?;
     let (a, b, c) = (n_train as u32, n_val as u32, n_test as u32);
     let split = Split::new(
         (0..a).collect(),
@@ -73,12 +89,12 @@ pub fn draw(train_all: &ImageSet, test_all: &ImageSet, p: &ImageProtocol) -> Dra
             "test": split_hash(&test_part),
         },
     });
-    Drawn {
+    Ok(Drawn {
         data,
         split,
         normalize,
         identity,
-    }
+    })
 }
 
 /// The masking of a model: ET's mix scaled to its patch count.

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 
 use basin_core::Recompute;
-use basin_image::{Augment, ImageSet, MaskStrategy, Normalize, Pipeline};
+use std::sync::Arc;
+
+use basin_image::{Augment, Images, MaskStrategy, Normalize, Pipeline};
 use basin_train::TrainError;
 use basin_train::runner::{Learner, Scores, StepOutput};
 use rand::RngExt;
@@ -20,8 +22,8 @@ pub struct ImageLearner {
     pub vs: nn::VarStore,
     /// The model.
     pub model: ImageCompletion,
-    /// All images.
-    pub data: ImageSet,
+    /// All images (in memory, or streamed from files).
+    pub data: Arc<dyn Images>,
     /// Training preparation (augmentations on).
     pub train_pipe: Pipeline,
     /// Evaluation preparation (no augmentation).
@@ -74,7 +76,7 @@ impl ImageLearner {
     /// A learner for `cfg` on `data`, normalising with `normalize` and masking with `mask`.
     pub fn new(
         cfg: &ImageCompletionConfig,
-        data: ImageSet,
+        data: Arc<dyn Images>,
         normalize: Normalize,
         mask: MaskStrategy,
         augment: Augment,
@@ -93,16 +95,14 @@ impl ImageLearner {
             augment,
             ..eval_pipe.clone()
         };
-        train_pipe.grid(&data)?;
-        if data.channels as i64 != cfg.channels
-            || data.height as i64 != cfg.height
-            || data.width as i64 != cfg.width
-        {
+        train_pipe.grid(data.as_ref())?;
+        let (h, w, c) = data.shape();
+        if (c as i64, h as i64, w as i64) != (cfg.channels, cfg.height, cfg.width) {
             return Err(TaskError::config(
                 "image",
                 format!(
-                    "the model expects {}×{}×{}, the data is {}×{}×{}",
-                    cfg.height, cfg.width, cfg.channels, data.height, data.width, data.channels
+                    "the model expects {}×{}×{}, the data is {h}×{w}×{c}",
+                    cfg.height, cfg.width, cfg.channels
                 ),
             ));
         }
@@ -125,7 +125,7 @@ impl ImageLearner {
     /// The batch of `items` prepared with `pipe` and mask seed `seed`, on the model's device.
     fn prepare(&self, items: &[usize], pipe: &Pipeline, seed: u64) -> Result<PatchBatchOnDevice> {
         Ok(PatchBatchOnDevice::new(
-            &pipe.batch(&self.data, items, seed)?,
+            &pipe.batch(self.data.as_ref(), items, seed)?,
             self.device(),
         ))
     }
@@ -145,8 +145,8 @@ impl ImageLearner {
 
     /// Masked-patch MSE, PSNR and SSIM over `items` for each masking seed in `seeds`.
     pub fn evaluate(&self, items: &[usize], seeds: &[u64]) -> Result<Reconstruction> {
-        let grid = self.eval_pipe.grid(&self.data)?;
-        let (h, w, c) = (self.data.height, self.data.width, self.data.channels);
+        let grid = self.eval_pipe.grid(self.data.as_ref())?;
+        let (h, w, c) = self.data.shape();
         let mut per_image = vec![0f64; items.len()];
         let mut per_seed = Vec::with_capacity(seeds.len());
         let (mut psnr, mut ssim, mut count) = (0f64, 0f64, 0usize);
@@ -362,7 +362,7 @@ fn stretch(mut v: Vec<f32>) -> Vec<f32> {
 impl ImageLearner {
     /// Patches `[N·P]` (normalised) → an image in `[0, 1]`.
     fn to_image(&self, patches: &[f32]) -> Result<Vec<f32>> {
-        let grid = self.eval_pipe.grid(&self.data)?;
+        let grid = self.eval_pipe.grid(self.data.as_ref())?;
         let mut img = grid.unpatchify(patches);
         self.eval_pipe.normalize.invert(&mut img);
         img.iter_mut().for_each(|v| *v = v.clamp(0.0, 1.0));
@@ -383,7 +383,7 @@ impl ImageLearner {
             .patches
             .where_self(&b.masked.logical_not().unsqueeze(-1), &grey);
         let completed = pred.where_self(&b.masked.unsqueeze(-1), &b.patches);
-        let (w, h, c) = (self.data.width, self.data.height, self.data.channels);
+        let (h, w, c) = self.data.shape();
         let per = items.len();
         let mut rows = vec![Vec::new(), Vec::new(), Vec::new()];
         for (r, t) in [&shown, &completed, &b.patches].into_iter().enumerate() {
@@ -423,7 +423,7 @@ impl ImageLearner {
     /// A decoded patch, channel-major `(c, py, px)` as the decoder writes it, as a picture in
     /// pixel space.
     fn patch_picture(&self, vals: &[f32]) -> Result<Picture> {
-        let grid = self.eval_pipe.grid(&self.data)?;
+        let grid = self.eval_pipe.grid(self.data.as_ref())?;
         let (p, c) = (grid.p, grid.c);
         let mut img = vec![0f32; p * p * c];
         for ch in 0..c {
@@ -487,7 +487,7 @@ impl ImageLearner {
     pub fn write_positions(&self, path: &Path) -> Result<()> {
         let sim: Vec<f32> = Self::flat(&tch::no_grad(|| self.model.position_similarity()))?;
         let p = self.model.cfg.patch.max(1) as usize;
-        let (gh, gw) = (self.data.height / p, self.data.width / p);
+        let (gh, gw) = (self.data.shape().0 / p, self.data.shape().1 / p);
         let n = gh * gw;
         let rows: Vec<Vec<Picture>> = (0..gh)
             .map(|r| {
@@ -517,7 +517,7 @@ impl ImageLearner {
         path: &Path,
     ) -> Result<Vec<(String, Vec<f64>)>> {
         let b = PatchBatchOnDevice::new(
-            &self.eval_pipe.batch(&self.data, &[item], seed)?,
+            &self.eval_pipe.batch(self.data.as_ref(), &[item], seed)?,
             self.device(),
         );
         // A ViT has no energy to trace.
@@ -537,7 +537,7 @@ impl ImageLearner {
             )
         });
         let trace = trace.ok_or_else(|| TaskError::config("trace", "no trace recorded"))?;
-        let (w, h, c) = (self.data.width, self.data.height, self.data.channels);
+        let (h, w, c) = self.data.shape();
         let steps = trace.states.len();
         let picks: Vec<usize> = (0..6).map(|i| i * (steps - 1) / 5).collect();
         let mut rows = vec![Vec::new()];
@@ -556,9 +556,12 @@ impl ImageLearner {
             let mut row = Vec::new();
             for &t in &picks {
                 let g = &grads[t.min(grads.len() - 1)];
-                let img = self.eval_pipe.grid(&self.data)?.unpatchify(&Self::flat(
-                    &tch::no_grad(|| -self.model.decode_direction(g)).get(0),
-                )?);
+                let img = self
+                    .eval_pipe
+                    .grid(self.data.as_ref())?
+                    .unpatchify(&Self::flat(
+                        &tch::no_grad(|| -self.model.decode_direction(g)).get(0),
+                    )?);
                 row.push(picture(stretch(img), w, h, c));
             }
             rows.push(row);

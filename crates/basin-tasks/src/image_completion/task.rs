@@ -28,6 +28,10 @@ pub struct ImageRun {
     /// Draws, epochs, masking seeds (default: 2,000 training images, 3 epochs).
     #[serde(default)]
     pub protocol: ImageProtocol,
+    /// A streamed image folder's unreadable files: `error` (default, naming the file) or
+    /// `skip` (left out and counted in the log).
+    #[serde(default)]
+    pub on_corrupt: basin_image::stream::OnCorrupt,
 }
 
 impl ImageRun {
@@ -66,15 +70,21 @@ impl Task for ImageRun {
     }
 
     fn load(&self, data_dir: Option<&Path>, _: Device) -> Result<Drawn> {
+        let view = (
+            self.architecture.height as usize,
+            self.architecture.channels == 1,
+        );
         let (train, test) =
-            basin_image::source::open(&self.data, data_dir).map_err(|e| match e {
-                // A dataset of another kind, or none: the run file's `data` is at fault.
-                basin_image::ImageError::Invalid { what, message } if what == "data" => {
-                    TaskError::config("data", message)
-                }
-                other => other.into(),
-            })?;
-        Ok(draw(&train, &test, &self.protocol))
+            basin_image::source::open_images(&self.data, data_dir, view, self.on_corrupt).map_err(
+                |e| match e {
+                    // A dataset of another kind, or none: the run file's `data` is at fault.
+                    basin_image::ImageError::Invalid { what, message } if what == "data" => {
+                        TaskError::config("data", message)
+                    }
+                    other => other.into(),
+                },
+            )?;
+        draw(&train, &test, &self.protocol)
     }
 
     fn targets<'a>(&self, data: &'a Drawn) -> ImageTargets<'a> {
