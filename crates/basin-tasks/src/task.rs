@@ -36,10 +36,14 @@ pub trait Task: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwn
     /// Loads and prepares the dataset (under `data_dir` for a registered name), refusing what
     /// cannot run on `device` before anything trains.
     fn load(&self, data_dir: Option<&Path>, device: Device) -> Result<Self::Data>;
-    /// What the evaluation is named in reports (the dataset's own name by default).
+    /// What the evaluation is named in reports: the dataset's name by default, the last
+    /// component of a path (run names are `<title>/<run>`, so a title has no `/`).
     fn title(&self, data: &Self::Data) -> String {
         let _ = data;
-        self.data_name().to_owned()
+        let name = self.data_name();
+        Path::new(name)
+            .file_name()
+            .map_or(name.to_owned(), |f| f.to_string_lossy().into_owned())
     }
     /// What the protocol scores the items of `data` against.
     fn targets<'a>(&self, data: &'a Self::Data) -> <Self::Protocol as Protocol>::Targets<'a>;
