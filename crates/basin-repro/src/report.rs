@@ -330,17 +330,31 @@ pub fn plot_curves(path: &Path, title: &str, x: &str, curves: &[(String, Vec<f64
 }
 
 /// Curves meant to be compared (models, training beside validation) on one axis with a legend
-/// against `x`; nothing without curves.
+/// against `x`; nothing without curves. A model's `<model> training` and `<model> validation`
+/// share a colour, validation dashed.
 pub fn plot_compared(
     path: &Path,
     title: &str,
     x: &str,
     curves: &[(String, Vec<f64>)],
 ) -> Result<()> {
+    let mut models: Vec<&str> = Vec::new();
     let series: Vec<Series> = curves
         .iter()
         .filter(|(_, v)| !v.is_empty())
-        .map(|(n, v)| Series::new(n.clone(), v.clone()))
+        .map(|(n, v)| {
+            let (model, dashed) = match (n.strip_suffix(" training"), n.strip_suffix(" validation"))
+            {
+                (Some(m), _) => (m, false),
+                (_, Some(m)) => (m, true),
+                _ => (n.as_str(), false),
+            };
+            let group = models.iter().position(|m| *m == model).unwrap_or_else(|| {
+                models.push(model);
+                models.len() - 1
+            });
+            Series::new(n.clone(), v.clone()).styled(group, dashed)
+        })
         .collect();
     if series.is_empty() {
         return Ok(());

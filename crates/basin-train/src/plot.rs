@@ -29,6 +29,11 @@ pub struct Series {
     pub name: String,
     /// The y values.
     pub values: Vec<f64>,
+    /// Curves of one group share a colour in [`line_chart`] (a model's training and
+    /// validation); `None`: a colour of its own.
+    pub group: Option<usize>,
+    /// Drawn dashed in [`line_chart`] (e.g. validation beside a solid training curve).
+    pub dashed: bool,
 }
 
 impl Series {
@@ -37,7 +42,16 @@ impl Series {
         Self {
             name: name.into(),
             values,
+            group: None,
+            dashed: false,
         }
+    }
+
+    /// The series in colour group `group`, dashed or not.
+    pub fn styled(mut self, group: usize, dashed: bool) -> Self {
+        self.group = Some(group);
+        self.dashed = dashed;
+        self
     }
 }
 
@@ -84,13 +98,17 @@ fn whole_label(x: &f64) -> String {
     }
 }
 
-const COLOURS: [RGBColor; 6] = [
+const COLOURS: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
     RGBColor(148, 103, 189),
     RGBColor(255, 127, 14),
     RGBColor(23, 190, 207),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
 ];
 
 /// One panel per series, side by side (three per row), each with its own y range: energy terms
@@ -226,19 +244,29 @@ pub fn line_chart(
             .draw()
             .map_err(draw_err)?;
         for (i, s) in series.iter().enumerate() {
-            let colour = COLOURS[i % COLOURS.len()];
+            let colour = COLOURS[s.group.unwrap_or(i) % COLOURS.len()];
             let points: Vec<(f64, f64)> = s
                 .values
                 .iter()
                 .enumerate()
                 .map(|(x, &y)| (x as f64, y))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+            let drawn = if s.dashed {
+                chart.draw_series(DashedLineSeries::new(points, 7, 5, colour.stroke_width(2)))
+            } else {
+                chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))
+            };
+            let dashed = s.dashed;
+            drawn
                 .map_err(draw_err)?
                 .label(s.name.clone())
                 .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                    let style = colour.stroke_width(2);
+                    if dashed {
+                        PathElement::new(vec![(x, y), (x + 7, y)], style)
+                    } else {
+                        PathElement::new(vec![(x, y), (x + 18, y)], style)
+                    }
                 });
         }
         chart
@@ -374,7 +402,7 @@ pub fn landscape_chart(
         let mut chart = ChartBuilder::on(&left)
             .caption(
                 format!(
-                    "energy on the plane of the states ({:.0} % of their variance)",
+                    "energy on the plane of the states ({:.0} % of their variance; dark = low)",
                     land.explained * 100.0
                 ),
                 (font(), 15),
@@ -447,8 +475,9 @@ pub fn landscape_chart(
         }
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
             .label_font((font(), 13))
-            .background_style(WHITE.mix(0.85))
+            .background_style(WHITE.mix(0.6))
             .border_style(BLACK)
             .draw()
             .map_err(draw_err)?;
