@@ -6,7 +6,10 @@
 //!   (evaluation) to 224², normalised, patchified and masked: the images/s ET's ImageNet
 //!   training gets from two cores. The folder is generated once per run (400 JPEGs of
 //!   ImageNet's typical 500 × 375, quality 90, textured so they compress as photographs do).
-//!   Reported as images/s; `benches/RESULTS.md` keeps the measurements.
+//!   Reported as images/s; `benches/image_folder.py` is the Python anchor (PIL decoding and
+//!   torchvision's crops in two worker processes) on the same files: with
+//!   `BASIN_BENCH_IMAGE_DIR=DIR` the folder is written there and kept for it.
+//!   `benches/RESULTS.md` keeps the measurements.
 
 use std::time::Duration;
 
@@ -43,7 +46,10 @@ fn folder(dir: &std::path::Path) {
 }
 
 fn streaming(c: &mut Criterion) {
-    let tmp = std::env::temp_dir().join(format!("basin-bench-imagenet-{}", std::process::id()));
+    let kept = std::env::var_os("BASIN_BENCH_IMAGE_DIR").map(std::path::PathBuf::from);
+    let tmp = kept.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("basin-bench-imagenet-{}", std::process::id()))
+    });
     folder(&tmp);
     let set = ImageFolder::open(&tmp, 224, false, OnCorrupt::Error).expect("opens");
     let normalize = Normalize {
@@ -75,7 +81,9 @@ fn streaming(c: &mut Criterion) {
         });
     }
     group.finish();
-    let _ = std::fs::remove_dir_all(&tmp);
+    if kept.is_none() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
 }
 
 criterion_group!(benches, streaming);

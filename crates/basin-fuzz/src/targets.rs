@@ -40,6 +40,7 @@ pub fn all(data: Option<&Path>, large: bool) -> Vec<Target> {
         lrgb_split(data),
         idx(data),
         image_folder(),
+        streamed_folder(),
         image_tar(),
         mil_csv(data, large),
         mil_prtools(data),
@@ -436,6 +437,35 @@ fn image_folder() -> Target {
             basin_image::folder::load_folder(dir, false)
                 .map(drop)
                 .map_err(err)
+        },
+    }
+}
+
+/// The streamed folder of ImageNet's layout: opened (headers read, a broken file skipped and
+/// counted), then every image decoded and brought to one shape in a batch.
+fn streamed_folder() -> Target {
+    Target {
+        name: "streamed-image-folder",
+        seeds: vec![vec![
+            ("cat/0.png".into(), png(5, 3, 3)),
+            ("cat/1.png".into(), png(2, 9, 5)),
+            ("dog/0.png".into(), png(4, 4, 7)),
+        ]],
+        text: false,
+        read: |dir| {
+            use basin_image::stream::{ImageFolder, OnCorrupt};
+            let f = ImageFolder::open(dir, 4, false, OnCorrupt::Skip).map_err(err)?;
+            let pipe = basin_image::Pipeline {
+                patch: 2,
+                augment: basin_image::Augment::et_table4(),
+                normalize: basin_image::Normalize {
+                    mean: vec![0.5; 3],
+                    std: vec![0.25; 3],
+                },
+                mask: basin_image::MaskStrategy::et_mix(4),
+            };
+            let items: Vec<usize> = (0..basin_image::Images::len(&f)).collect();
+            pipe.batch(&f, &items, 0).map(drop).map_err(err)
         },
     }
 }

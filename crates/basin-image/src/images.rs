@@ -49,14 +49,7 @@ fn centre_stats<I: Images + ?Sized>(images: &I, items: &[usize]) -> Result<(Vec<
         }
         n += (h * w) as f64;
     }
-    let n = n.max(1.0);
-    let mean: Vec<f64> = sum.iter().map(|s| s / n).collect();
-    let std = sq
-        .iter()
-        .zip(&mean)
-        .map(|(q, m)| (q / n - m * m).max(0.0).sqrt())
-        .collect();
-    Ok((mean, std))
+    Ok(crate::set::mean_std(&sum, &sq, n))
 }
 
 impl Images for ImageSet {

@@ -105,13 +105,19 @@ impl ImageSet {
             sum[k % c] += v;
             sq[k % c] += v * v;
         }
-        let n = (self.pixels.len() / c).max(1) as f64;
-        let mean: Vec<f64> = sum.iter().map(|s| s / n).collect();
-        let std = sq
-            .iter()
-            .zip(&mean)
-            .map(|(q, m)| (q / n - m * m).max(0.0).sqrt())
-            .collect();
-        (mean, std)
+        mean_std(&sum, &sq, (self.pixels.len() / c) as f64)
     }
+}
+
+/// Per-channel mean and standard deviation from the sums of values and of their squares over
+/// `n` pixels.
+pub(crate) fn mean_std(sum: &[f64], sq: &[f64], n: f64) -> (Vec<f64>, Vec<f64>) {
+    let n = n.max(1.0);
+    let mean: Vec<f64> = sum.iter().map(|s| s / n).collect();
+    let std = sq
+        .iter()
+        .zip(&mean)
+        .map(|(q, m)| (q / n - m * m).max(0.0).sqrt())
+        .collect();
+    (mean, std)
 }
