@@ -415,7 +415,7 @@ fn idx(data: Option<&Path>) -> Target {
 
 fn png(w: u32, h: u32, seed: u8) -> Vec<u8> {
     let img = image::RgbImage::from_fn(w, h, |x, y| {
-        image::Rgb([seed.wrapping_mul(x as u8), y as u8 * 40, 200])
+        image::Rgb([seed.wrapping_mul(x as u8), (y as u8).wrapping_mul(40), 200])
     });
     let mut out = std::io::Cursor::new(Vec::new());
     match img.write_to(&mut out, image::ImageFormat::Png) {
