@@ -334,10 +334,18 @@ impl DatasetInfo {
     /// The error for a dataset that is not under `data_dir`: its name, where it was looked
     /// for, and the command that gets it.
     pub fn missing(&self, data_dir: &Path) -> DataError {
+        let downloadable = self.archive.is_some() || self.files.iter().any(|f| f.url.is_some());
         let hint = if self.kind == DataKind::ImageFolder {
             self.notes
                 .clone()
                 .unwrap_or_else(|| "provide the folder".into())
+        } else if !downloadable && self.kind != DataKind::Generated {
+            // Served in no layout basin reads: the note says how to convert it.
+            format!(
+                "no public file of it is in basin's layout ({}); `{}` fetches it only from a mirror (BASIN_DATA_MIRROR)",
+                self.notes.as_deref().unwrap_or("see its registry entry"),
+                self.fetch_command()
+            )
         } else {
             format!(
                 "get it with `{}` (the data directory is --data-dir, else BASIN_DATA_DIR, else the user cache)",

@@ -275,7 +275,7 @@ impl Reproduction for EtTable7 {
                     column,
                     "–".into(),
                     "every row".into(),
-                    pcell,
+                    format!("ET: {pcell}"),
                     "data absent (below)".into(),
                 ]);
                 json.push(serde_json::json!({ "dataset": name, "absent": true }));

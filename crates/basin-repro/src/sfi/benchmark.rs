@@ -130,7 +130,7 @@ pub(crate) fn run(
                 column,
                 "–".into(),
                 "every row".into(),
-                paper.cell("SFi-Former", d, scale),
+                format!("SFi-Former: {}", paper.cell("SFi-Former", d, scale)),
                 "data absent (below)".into(),
             ]);
             json.push(serde_json::json!({ "dataset": d.name(), "absent": true }));
