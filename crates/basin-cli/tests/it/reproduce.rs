@@ -822,7 +822,7 @@ fn unknown_tables_presets_and_flags_are_refused_by_name() {
             && err.contains("--only"),
         "{err}"
     );
-    let err = refused(&["reproduce", "et-table14", "--paper"]);
+    let err = refused(&["reproduce", "hopfield-memory", "--paper"]);
     assert!(err.contains("--paper") && err.contains("--cpu"), "{err}");
     let err = refused(&["reproduce", "hopfield-memory", "--epochs", "3"]);
     assert!(
