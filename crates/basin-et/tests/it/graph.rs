@@ -212,7 +212,7 @@ fn the_zinc_model_regresses_a_graph_value_with_the_l1_loss() {
         metric: Metric::Mae,
         curves: false,
         train: TrainConfig {
-            epochs: 20,
+            epochs: 60,
             optim: OptimConfig {
                 lr: 3e-3,
                 ..OptimConfig::et_graph()
