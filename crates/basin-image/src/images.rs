@@ -112,15 +112,18 @@ impl Parts {
         Ok(Self { parts, shape, len })
     }
 
-    /// The source and its index of item `k`.
-    fn locate(&self, mut k: usize) -> Option<(&Arc<dyn Images>, usize)> {
-        for (s, items) in &self.parts {
+    /// The part and the index within its source of item `k`.
+    fn locate(&self, mut k: usize) -> Result<(usize, usize)> {
+        for (p, (_, items)) in self.parts.iter().enumerate() {
             if k < items.len() {
-                return Some((s, items[k]));
+                return Ok((p, items[k]));
             }
             k -= items.len();
         }
-        None
+        Err(ImageError::invalid(
+            "image parts",
+            format!("item {} of {}", k + self.len, self.len),
+        ))
     }
 }
 
@@ -132,35 +135,21 @@ impl Images for Parts {
         self.shape
     }
     fn label(&self, i: usize) -> i64 {
-        self.locate(i).map_or(-1, |(s, j)| s.label(j))
+        self.locate(i).map_or(-1, |(p, j)| self.parts[p].0.label(j))
     }
     fn streamed(&self) -> bool {
         self.parts.iter().any(|(s, _)| s.streamed())
     }
     fn read(&self, i: usize) -> Result<FloatImage> {
-        let (s, j) = self.locate(i).ok_or_else(|| {
-            ImageError::invalid("image parts", format!("item {i} of {}", self.len))
-        })?;
-        s.read(j)
+        let (p, j) = self.locate(i)?;
+        self.parts[p].0.read(j)
     }
     /// The source's own statistics where every item comes from one source (for an in-memory
     /// set, exactly its pixel statistics).
     fn channel_stats(&self, items: &[usize]) -> Result<(Vec<f64>, Vec<f64>)> {
         let located: Vec<(usize, usize)> = items
             .iter()
-            .map(|&i| {
-                let mut k = i;
-                for (p, (_, part)) in self.parts.iter().enumerate() {
-                    if k < part.len() {
-                        return Ok((p, part[k]));
-                    }
-                    k -= part.len();
-                }
-                Err(ImageError::invalid(
-                    "image parts",
-                    format!("item {i} of {}", self.len),
-                ))
-            })
+            .map(|&i| self.locate(i))
             .collect::<Result<_>>()?;
         match located.first() {
             Some(&(p, _)) if located.iter().all(|&(q, _)| q == p) => {
