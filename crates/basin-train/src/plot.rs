@@ -572,6 +572,63 @@ mod tests {
     }
 
     #[test]
+    fn a_models_training_and_validation_share_a_colour() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loss.png");
+        let series = vec![
+            Series::new("ET training", vec![1.0, 0.5, 0.3]).styled(4, false),
+            Series::new("ET validation", vec![1.1, 0.7, 0.6]).styled(4, true),
+        ];
+        line_chart(&path, "loss", "epoch", &series).unwrap();
+        let img = image::open(&path).unwrap().to_rgb8();
+        let c = COLOURS[4];
+        assert!(img.pixels().any(|p| p.0 == [c.0, c.1, c.2]));
+        // Neither takes the colour its position alone would give.
+        for c in [COLOURS[0], COLOURS[1]] {
+            assert!(!img.pixels().any(|p| p.0 == [c.0, c.1, c.2]), "{c:?} drawn");
+        }
+    }
+
+    #[test]
+    fn a_landscape_is_drawn_and_a_broken_grid_refused() {
+        use basin_core::landscape::{Landscape, Path as Trajectory};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("landscape.png");
+        let grid: Vec<f64> = (0..5).map(f64::from).collect();
+        let mut land = Landscape {
+            u: grid.clone(),
+            v: grid.clone(),
+            energy: (0..5)
+                .map(|j| (0..5).map(|i| f64::from(i * i + j * j)).collect())
+                .collect(),
+            paths: vec![
+                Trajectory {
+                    name: "block".into(),
+                    points: vec![[4.0, 4.0], [2.0, 1.0], [0.5, 0.2]],
+                    energy: vec![32.0, 5.0, 0.3],
+                    storage: Some(vec![32.0, 4.0, 0.2]),
+                },
+                Trajectory {
+                    name: "gradient flow".into(),
+                    points: vec![[4.0, 4.0], [3.0, 3.0], [2.0, 2.0]],
+                    energy: vec![32.0, 18.0, 8.0],
+                    storage: None,
+                },
+            ],
+            explained: 0.97,
+        };
+        landscape_chart(&path, "descent", &land).unwrap();
+        let img = image::open(&path).unwrap().to_rgb8();
+        assert_eq!(img.dimensions(), (1100, 520));
+        // The purple trajectory is drawn.
+        assert!(img.pixels().any(|p| p.0 == [148, 60, 200]));
+        land.energy[2][3] = f64::NAN;
+        assert!(landscape_chart(&path, "descent", &land).is_err());
+        land.energy.pop();
+        assert!(landscape_chart(&path, "descent", &land).is_err());
+    }
+
+    #[test]
     fn energy_panels_are_written_and_not_blank() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("energy.png");
