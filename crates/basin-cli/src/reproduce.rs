@@ -127,8 +127,12 @@ fn presence(table: &dyn Reproduction, data_dir: &std::path::Path) -> (Vec<String
     let (mut present, mut missing) = (Vec::new(), Vec::new());
     for d in table.datasets() {
         match basin_data::registry::find(d) {
-            Some(info) if info.location(data_dir).exists() || info.files.is_empty() => {
-                present.push(d.to_string())
+            Some(info) if info.location(data_dir).exists() => present.push(d.to_string()),
+            Some(info) if info.kind == basin_data::registry::DataKind::Generated => {
+                present.push(format!("{d} (generated)"))
+            }
+            Some(info) if info.kind == basin_data::registry::DataKind::ImageFolder => {
+                missing.push(format!("{d} (a folder you provide, as {}/)", info.path))
             }
             Some(_) => missing.push(d.to_string()),
             None => present.push(format!("{d} (generated or read by the table)")),
