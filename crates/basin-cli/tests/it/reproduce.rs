@@ -961,6 +961,38 @@ fn the_list_is_the_registry() {
     }
 }
 
+/// In an empty data directory a folder the user provides is missing (with where it goes) and
+/// nothing that must be fetched is called present.
+#[test]
+fn the_list_says_what_an_empty_data_directory_lacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_basin"))
+        .args([
+            "reproduce",
+            "--list",
+            "--data-dir",
+            tmp.path().to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    let present: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("datasets present:"))
+        .collect();
+    assert!(
+        present
+            .iter()
+            .all(|l| !l.contains("imagenet") && !l.contains("tolokers") && !l.contains("MUTAG")),
+        "{out}"
+    );
+    assert!(
+        out.contains("imagenet-1k (a folder you provide, as images/imagenet/)"),
+        "{out}"
+    );
+}
+
 /// `reproduce table1 --quick` runs the Table 1 of every paper that has one, in the papers'
 /// order, each into its own folder, and writes an index over them with their headline cells.
 #[test]
