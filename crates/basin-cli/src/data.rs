@@ -218,8 +218,8 @@ fn list(a: &ListArgs) -> Result<()> {
         let (status, place) = match presence {
             Presence::Generated => ("generated", "no download needed".to_owned()),
             Presence::Present => ("present", d.location(&dir).display().to_string()),
-            Presence::Partial => ("partial", d.fetch_command()),
-            Presence::Missing => ("missing", d.fetch_command()),
+            Presence::Partial => ("partial", d.how_to_get()),
+            Presence::Missing => ("missing", d.how_to_get()),
         };
         crate::outln!(
             "{:<20} {:<12} {:<10} {:>9}  {place}",

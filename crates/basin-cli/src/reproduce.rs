@@ -126,15 +126,16 @@ fn preset_of(table: &dyn Reproduction, args: &Args, cuda: bool) -> (Preset, Stri
 fn presence(table: &dyn Reproduction, data_dir: &std::path::Path) -> (Vec<String>, Vec<String>) {
     let (mut present, mut missing) = (Vec::new(), Vec::new());
     for d in table.datasets() {
+        use basin_data::registry::{DataKind, Presence};
         match basin_data::registry::find(d) {
-            Some(info) if info.location(data_dir).exists() => present.push(d.to_string()),
-            Some(info) if info.kind == basin_data::registry::DataKind::Generated => {
-                present.push(format!("{d} (generated)"))
-            }
-            Some(info) if info.kind == basin_data::registry::DataKind::ImageFolder => {
-                missing.push(format!("{d} (a folder you provide, as {}/)", info.path))
-            }
-            Some(_) => missing.push(d.to_string()),
+            Some(info) => match info.presence(data_dir) {
+                Presence::Present => present.push(d.to_string()),
+                Presence::Generated => present.push(format!("{d} (generated)")),
+                _ if info.kind == DataKind::ImageFolder => {
+                    missing.push(format!("{d} ({})", info.how_to_get()))
+                }
+                _ => missing.push(d.to_string()),
+            },
             None => present.push(format!("{d} (generated or read by the table)")),
         }
     }

@@ -279,6 +279,16 @@ impl DatasetInfo {
         format!("basin data fetch {}", self.name)
     }
 
+    /// How a missing copy is obtained, in a few words: [`Self::fetch_command`], or for a folder
+    /// the user provides (ImageNet-1k) where to put it.
+    pub fn how_to_get(&self) -> String {
+        if self.kind == DataKind::ImageFolder {
+            format!("a folder you provide: {0}/train and {0}/val", self.path)
+        } else {
+            self.fetch_command()
+        }
+    }
+
     /// Total recorded size of the required files.
     pub fn bytes(&self) -> u64 {
         self.files

@@ -988,7 +988,9 @@ fn the_list_says_what_an_empty_data_directory_lacks() {
         "{out}"
     );
     assert!(
-        out.contains("imagenet-1k (a folder you provide, as images/imagenet/)"),
+        out.contains(
+            "imagenet-1k (a folder you provide: images/imagenet/train and images/imagenet/val)"
+        ),
         "{out}"
     );
 }
