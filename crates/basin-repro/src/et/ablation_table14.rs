@@ -522,7 +522,7 @@ fn markdown(
         ]);
     }
     md.push_str(&t.to_markdown());
-    md.push_str("\nPictures per run: `<dataset>/<ablation>/reconstructions.png` (masked input / completed / original), `energy.png`, \
+    md.push_str("\nPictures per run: `<dataset>/<ablation>/run-<r>/reconstructions.png` (masked input / completed / original), `energy.png`, \
                  `dynamics.png` (tokens and each module's gradient decoded over the steps, Figure 4), `memories.png` (Hopfield memories \
                  decoded, Figure 5), `kernels.png` (W_K and W_Q decoded, Figure 6), `positions.png` (cosine similarity of the position \
                  biases, Figure 7; the paper's sweep over β and weight decay is not run), `worst.png` and `best.png` (the 8 test images of largest and smallest masked-patch MSE averaged \

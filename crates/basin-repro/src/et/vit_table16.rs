@@ -154,7 +154,7 @@ impl Reproduction for EtTable16 {
         }
         md.push_str(&t.to_markdown());
         md.push_str(&missing.to_markdown());
-        md.push_str("\nPictures per run: `<dataset>/<model>/reconstructions.png`, `worst.png`, `best.png`, `positions.png`; ET's also `energy.png`, `dynamics.png`, `memories.png`, `kernels.png`.\n");
+        md.push_str("\nPictures per run: `<dataset>/<model>/run-<r>/reconstructions.png`, `worst.png`, `best.png`, `positions.png`; ET's also `energy.png`, `dynamics.png`, `memories.png`, `kernels.png`.\n");
         let seconds: f64 = results.iter().map(|r| r.record.wall_seconds).sum();
         md.push_str(&report::footer(ctx, Some(seconds), ""));
         let ran = results.len();
