@@ -106,7 +106,7 @@ impl Reproduction for SfiTable3 {
                 benchmark::plan(Dataset::PeptidesFunc, ctx.preset).runs
             ),
         ));
-        md.push_str("Protocol and models as `sfi-table1` (same splits, seeds and scale), each SFi row with its (λ*, α, attention) from the paper: SP + Ã is eq. 11, SP the flow alone (no Ã, no γ), Ã the adjacency alone (no queries, keys or frictions).\n\n");
+        md.push_str("Protocol and models as `sfi-table1` (the same splits, seeds and graphs of each split; at `--cpu` fewer epochs, as above), each SFi row with its (λ*, α, attention) from the paper: SP + Ã is eq. 11, SP the flow alone (no Ã, no γ), Ã the adjacency alone (no queries, keys or frictions).\n\n");
         let mut t = report::Table::new([
             "dataset (metric)",
             "model",
