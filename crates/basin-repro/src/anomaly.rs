@@ -513,8 +513,10 @@ pub fn report(
     md.push_str("\n\n");
     md.push_str(&table);
     md.push_str(&missing.to_markdown());
-    md.push_str(&format!("\n{}\n", prose.curves));
-    md.push_str(&curves_markdown(results));
+    if !results.is_empty() {
+        md.push_str(&format!("\n{}\n", prose.curves));
+        md.push_str(&curves_markdown(results));
+    }
     let seconds: f64 = results.iter().map(|r| r.seconds).sum();
     md.push_str(&report::footer(ctx, Some(seconds), prose.records));
     Ok(Report::new(

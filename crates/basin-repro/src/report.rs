@@ -263,7 +263,8 @@ pub fn pair(v: [f64; 2]) -> String {
 /// [`crate::reproduce`].
 pub fn footer(ctx: &crate::Context, run_seconds: Option<f64>, extra: &str) -> String {
     let runs = run_seconds.map_or(String::new(), |s| {
-        format!("; the runs' recorded training time {s:.0} s")
+        // `+ 0.0`: an empty sum of f64 is −0.0, which would print as "-0 s".
+        format!("; the runs' recorded training time {:.0} s", s + 0.0)
     });
     format!(
         "\nDevice: {}. This pass {:.0} s{runs}.{}{extra}\n",
