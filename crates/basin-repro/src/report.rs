@@ -402,3 +402,16 @@ pub fn curve_ends(energy: &[(String, Vec<f64>)]) -> String {
         .collect::<Vec<_>>()
         .join("; ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_footer_of_a_table_with_no_runs_says_zero_seconds_not_minus_zero() {
+        let ctx = crate::Context::new("data".into(), "out".into(), tch::Device::Cpu, Preset::Quick);
+        let none: f64 = std::iter::empty::<f64>().sum();
+        let text = footer(&ctx, Some(none), "");
+        assert!(text.contains("training time 0 s"), "{text}");
+    }
+}
