@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 
 use basin_core::Energy;
 use basin_core::energy::autograd_energy_and_grad;
-use basin_core::{AttentionConfig, BlockConfig, EnergyBlock, SparseEdges, Structure};
+use basin_core::{
+    AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, SparseEdges, Structure,
+};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tch::{Device, Kind, Tensor, nn::VarStore};
 
@@ -37,10 +39,19 @@ fn device() -> Device {
 }
 
 fn et_config(dim: i64, heads: i64, head_dim: i64, memories: i64, steps: usize) -> BlockConfig {
-    let mut cfg = BlockConfig::et(dim, heads, head_dim, memories, steps);
-    cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.02)
-        .expect("the ET block's attention term");
-    cfg
+    let attention = AttentionConfig {
+        heads,
+        head_dim,
+        init_std: 0.02,
+        ..AttentionConfig::default()
+    };
+    basin_et::block(
+        dim,
+        attention,
+        memories,
+        steps,
+        DynamicsConfig::gradient_flow(0.1),
+    )
 }
 
 /// Times `iters` runs of `f`, synchronising the device at the end.

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use basin_core::hopfield::{AssociationConfig, Hopfield};
+use basin_hopfield::{AssociationConfig, Hopfield};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tch::{Device, Kind, Tensor, nn::VarStore};
 

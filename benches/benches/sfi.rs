@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use basin_core::flow::{FlowConfig, FlowSolver};
 use basin_sfi::attention::{Adjacency, SfiAttention, SfiAttentionConfig};
+use basin_sfi::flow::{FlowConfig, FlowSolver};
 use basin_sfi::gps::GraphBatchTensors;
 use basin_sfi::learner::GpsData;
 use basin_sfi::model::{EdgeEncoder, GpsModelConfig, NodeEncoder, PosEnc};

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use basin_core::energy::autograd_energy_and_grad;
-use basin_core::{AttentionConfig, BlockConfig, EnergyBlock, Structure};
+use basin_core::{AttentionConfig, DynamicsConfig, EnergyBlock, Structure};
 use tch::{Device, Kind, Tensor, nn::VarStore};
 
 /// Medians in milliseconds of `fs`, measured in interleaved rounds (each once per round,
@@ -67,9 +67,13 @@ fn matmul_rate(dev: Device) -> f64 {
 }
 
 fn block(vs: &VarStore, [_, _, d, h, y, k]: [i64; 6], steps: usize) -> EnergyBlock {
-    let mut cfg = BlockConfig::et(d, h, y, k, steps);
-    cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.02)
-        .expect("the ET block's attention term");
+    let attention = AttentionConfig {
+        heads: h,
+        head_dim: y,
+        init_std: 0.02,
+        ..AttentionConfig::default()
+    };
+    let cfg = basin_et::block(d, attention, k, steps, DynamicsConfig::gradient_flow(0.1));
     EnergyBlock::new(&vs.root(), &cfg).expect("valid config")
 }
 

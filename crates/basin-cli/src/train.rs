@@ -1,12 +1,14 @@
 //! `basin train` and `basin eval`: one run from a TOML run file, and its re-evaluation from
-//! the saved weights (see `basin_repro::runs` for the file's fields).
+//! the saved weights (see `basin_tasks::run_file` for the file's fields).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use basin_core::device::DeviceChoice;
-use basin_repro::runs::{self, EXAMPLES, RunSpec};
+use basin_repro::examples::{EXAMPLES, example};
+use basin_tasks::TaskError;
 use basin_tasks::run::RunOptions;
+use basin_tasks::run_file::{self, RunSpec};
 
 /// Arguments of `basin train`.
 #[derive(clap::Args)]
@@ -84,7 +86,7 @@ pub fn train(args: &TrainArgs, quiet: bool) -> Result<()> {
                 crate::outln!("{n:<12} {what}");
             }
         } else {
-            crate::out!("{}", RunSpec::example(name)?);
+            crate::out!("{}", example(name)?);
         }
         return Ok(());
     }
@@ -130,14 +132,13 @@ pub fn train(args: &TrainArgs, quiet: bool) -> Result<()> {
     let outcome = spec.train(&opts).map_err(|e| {
         // The protocol or the dataset does not fit the task: name the run file it came from.
         let (field, message) = match &e {
-            basin_repro::ReproError::Config { field, message }
-            | basin_repro::ReproError::Task(basin_tasks::TaskError::Config { field, message }) => {
+            TaskError::Invalid { field, message } | TaskError::Config { field, message } => {
                 (field.clone(), message.clone())
             }
             _ => return e,
         };
         if ["protocol", "data", "architecture"].contains(&field.as_str()) {
-            basin_repro::ReproError::config(format!("{}: {field}", config.display()), message)
+            TaskError::invalid(format!("{}: {field}", config.display()), message)
         } else {
             e
         }
@@ -173,7 +174,7 @@ pub fn eval(args: &EvalArgs) -> Result<()> {
     let device = crate::device(args.device)?;
     let _hold = crate::hold(&args.run, None)?;
     let data = basin_data::datadir::data_dir(args.data_dir.as_deref());
-    let outcome = runs::eval(&args.run, Some(&data), device)?;
+    let outcome = run_file::eval(&args.run, Some(&data), device)?;
     for (dir, m) in &outcome.runs {
         crate::outln!("{dir}: {}", show(m));
     }

@@ -88,3 +88,15 @@ impl CoreError {
         }
     }
 }
+
+/// `Ok` when `v` is finite and > 0, else a config error naming `field.name`.
+pub(crate) fn positive(field: &str, name: &str, v: f64) -> Result<()> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(CoreError::config(
+            format!("{field}.{name}"),
+            format!("must be > 0, got {v}"),
+        ))
+    }
+}

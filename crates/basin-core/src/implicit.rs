@@ -27,210 +27,11 @@
 //! Use: in implicit mode a training forward (`train = true`, grad mode on) leaves a pending
 //! record in the block; the loss is passed through [`attach`] before its `backward`.
 
-use std::sync::Mutex;
-
-use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::block::EnergyBlock;
-use crate::dynamics::positive;
-use crate::error::{CoreError, Result};
+use crate::gradient::{FixedPoint, GradientMode, Pending, SettleStats, Solver};
 use crate::structure::Structure;
-
-/// How a block's parameters receive their gradient.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GradientMode {
-    /// Backpropagation through the T unrolled steps (the papers and every reference code).
-    #[default]
-    Unrolled,
-    /// The implicit function theorem at the converged state (see the module docs).
-    Implicit,
-    /// Backpropagation through `phantom_steps` steps from the detached fixed point.
-    Phantom,
-}
-
-/// The linear solver of the adjoint system.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Solver {
-    /// `v ← ∂L/∂x* + (∂f/∂x)ᵀ v`: converges when the step's Jacobian contracts.
-    FixedPoint,
-    /// Restarted GMRES (`restart` vectors): the operator is not symmetric, so not CG.
-    #[default]
-    Gmres,
-}
-
-/// Which fixed point a dynamics settles in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FixedPoint {
-    /// Of `g = LN(x)` only (a gradient flow of the energy): the settling map re-standardises.
-    Normalised,
-    /// Of `x` itself (a dynamics with a decay, CDAT's controlled dynamics).
-    Tokens,
-}
-
-/// The `gradient` section of a block: `gradient = "implicit"`, or a table.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct GradientConfig {
-    /// Unrolled, implicit or phantom.
-    pub mode: GradientMode,
-    /// The forward stops once the relative step falls below this.
-    pub tol: f64,
-    /// The forward's step cap (a forward that reaches it is counted as not converged).
-    pub max_steps: usize,
-    /// The adjoint solver.
-    pub solver: Solver,
-    /// The adjoint stops once `‖(I − Jᵀ) v − ∂L/∂x*‖ / ‖∂L/∂x*‖` falls below this.
-    pub solver_tol: f64,
-    /// The adjoint's cap on vector–Jacobian products.
-    pub solver_iters: usize,
-    /// GMRES's restart length.
-    pub restart: usize,
-    /// Steps backpropagated by the phantom gradient.
-    pub phantom_steps: usize,
-}
-
-impl Default for GradientConfig {
-    fn default() -> Self {
-        Self {
-            mode: GradientMode::Unrolled,
-            tol: 1e-4,
-            max_steps: 200,
-            solver: Solver::Gmres,
-            solver_tol: 1e-4,
-            solver_iters: 100,
-            restart: 20,
-            phantom_steps: 5,
-        }
-    }
-}
-
-impl GradientConfig {
-    /// Reads `gradient = "implicit"` (a mode, the other fields at their defaults) as well as
-    /// the table form; errors name the field as the table's do.
-    pub fn deserialize_either<'de, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> std::result::Result<Self, D::Error> {
-        struct Either;
-        impl<'de> serde::de::Visitor<'de> for Either {
-            type Value = GradientConfig;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("\"unrolled\", \"implicit\", \"phantom\" or a table with `mode`")
-            }
-            fn visit_str<E: serde::de::Error>(
-                self,
-                v: &str,
-            ) -> std::result::Result<Self::Value, E> {
-                let mode =
-                    GradientMode::deserialize(serde::de::value::StrDeserializer::<E>::new(v))?;
-                Ok(GradientConfig {
-                    mode,
-                    ..GradientConfig::default()
-                })
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                map: A,
-            ) -> std::result::Result<Self::Value, A::Error> {
-                GradientConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-            }
-        }
-        d.deserialize_any(Either)
-    }
-
-    /// The implicit gradient with the default tolerances.
-    pub fn implicit() -> Self {
-        Self {
-            mode: GradientMode::Implicit,
-            ..Self::default()
-        }
-    }
-
-    /// Whether this is the default (unrolled, default tolerances): left out of config files.
-    pub fn is_default(&self) -> bool {
-        *self == Self::default()
-    }
-
-    /// Checks the values; `field` is the config path.
-    pub fn validate(&self, field: &str) -> Result<()> {
-        positive(field, "tol", self.tol)?;
-        positive(field, "solver_tol", self.solver_tol)?;
-        for (name, v) in [
-            ("max_steps", self.max_steps),
-            ("solver_iters", self.solver_iters),
-            ("restart", self.restart),
-            ("phantom_steps", self.phantom_steps),
-        ] {
-            if v == 0 {
-                return Err(CoreError::config(format!("{field}.{name}"), "must be ≥ 1"));
-            }
-        }
-        Ok(())
-    }
-}
-
-/// What the settling descents and adjoint solves of a block did since it was last asked
-/// ([`EnergyBlock::take_settle_stats`]): reported per epoch, so a forward that did not
-/// converge is never silent.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SettleStats {
-    /// Settling forwards.
-    pub forwards: usize,
-    /// Of them, those that stopped at `max_steps`.
-    pub unconverged: usize,
-    /// Steps summed over the forwards.
-    pub steps: usize,
-    /// The largest final relative step.
-    pub max_residual: f64,
-    /// Adjoint solves.
-    pub solves: usize,
-    /// Of them, those that stopped at `solver_iters`.
-    pub solves_unconverged: usize,
-    /// Vector–Jacobian products summed over the solves.
-    pub solver_iterations: usize,
-    /// The largest final relative residual of a solve.
-    pub max_solver_residual: f64,
-}
-
-impl SettleStats {
-    /// Adds `other` in.
-    pub fn merge(&mut self, other: &SettleStats) {
-        self.forwards += other.forwards;
-        self.unconverged += other.unconverged;
-        self.steps += other.steps;
-        self.max_residual = self.max_residual.max(other.max_residual);
-        self.solves += other.solves;
-        self.solves_unconverged += other.solves_unconverged;
-        self.solver_iterations += other.solver_iterations;
-        self.max_solver_residual = self.max_solver_residual.max(other.max_solver_residual);
-    }
-
-    /// Epoch-record metrics (`settle_steps`, `settle_unconverged`, …); none without forwards.
-    pub fn metrics(&self) -> Vec<(String, f64)> {
-        if self.forwards == 0 {
-            return Vec::new();
-        }
-        let mut m = vec![
-            (
-                "settle_steps".into(),
-                self.steps as f64 / self.forwards as f64,
-            ),
-            ("settle_unconverged".into(), self.unconverged as f64),
-            ("settle_residual".into(), self.max_residual),
-        ];
-        if self.solves > 0 {
-            m.push((
-                "adjoint_iterations".into(),
-                self.solver_iterations as f64 / self.solves as f64,
-            ));
-            m.push(("adjoint_unconverged".into(), self.solves_unconverged as f64));
-            m.push(("adjoint_residual".into(), self.max_solver_residual));
-        }
-        m
-    }
-}
 
 /// A converged (or capped) descent.
 #[derive(Debug)]
@@ -243,34 +44,6 @@ pub struct Settled {
     pub residual: f64,
     /// Whether the residual fell below `tol`.
     pub converged: bool,
-}
-
-/// The backward pass a training forward in implicit mode still owes.
-#[derive(Debug)]
-pub(crate) struct Pending {
-    /// `x*` detached.
-    state: Tensor,
-    /// The output leaf the loss was computed from.
-    output: Tensor,
-    structure: Structure,
-    train: bool,
-}
-
-/// Per block: the pending records and the statistics.
-#[derive(Debug, Default)]
-pub(crate) struct ImplicitState {
-    pending: Mutex<Vec<Pending>>,
-    stats: Mutex<SettleStats>,
-}
-
-impl ImplicitState {
-    fn stats(&self) -> std::sync::MutexGuard<'_, SettleStats> {
-        self.stats.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn pending(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 /// The result of an adjoint solve.
@@ -537,11 +310,6 @@ impl EnergyBlock {
     /// What the settling forwards and adjoint solves did since the last call (then reset).
     pub fn take_settle_stats(&self) -> SettleStats {
         std::mem::take(&mut *self.implicit.stats())
-    }
-
-    /// Drops the pending backward passes (a training forward whose loss was never attached).
-    pub fn clear_pending(&self) {
-        self.implicit.pending().clear();
     }
 }
 

@@ -15,18 +15,14 @@
 //! - Terms ([`terms`]): [`terms::attention::EnergyAttention`] (ET eq. 3–4; with unit queries
 //!   and keys, CDAT's vMF attention, eq. 10–11), [`terms::hopfield_memory::HopfieldEnergy`]
 //!   (ET eq. 5; CDAT eq. 15).
-//! - [`dynamics`]: gradient flow (eq. 6) and Langevin (eq. 27); [`controlled`]: CDAT's
-//!   controlled excitation–inhibition dynamics (eq. 4) with its storage functional V (eq. 6).
+//! - [`dynamics`]: gradient flow (eq. 6) and Langevin (eq. 27); a family adds its own (CDAT's
+//!   controlled excitation–inhibition dynamics live in `basin-cdat`).
 //! - [`registry`]: the open catalogue behind `kind = "…"` in config files; a new term or
 //!   dynamics registers itself in its own file, in any crate.
-//! - [`flow`]: SFi-Former's sparse-flow attention (eq. 8–10): the unrolled proximal solver
-//!   with Barzilai–Borwein steps, the exact minimiser, and softmax as its λ = 0 case.
 //! - [`block::EnergyBlock`]: norm + energy + dynamics for T steps, with a [`block::Trace`];
 //!   [`landscape`] draws a descent over a plane of its energy (CDAT Figures 1 and 3).
 //! - [`implicit`]: training at the attractor: the block settles and its parameters receive the
 //!   implicit-function-theorem gradient of the fixed point (or a phantom gradient).
-//! - [`hopfield`]: the Hopfield, HopfieldPooling and HopfieldLayer modules and the classical,
-//!   dense and modern Hopfield networks of the Hopfield slides.
 //! - [`init`]: dense layers started as PyTorch, flax or tch start them; PyTorch's batch norm.
 //! - [`checkpoint`]: safetensors with the config beside them, written atomically.
 //! - [`device`]: CPU or CUDA at run time (`BASIN_DEVICE`).
@@ -40,14 +36,12 @@
 
 pub mod block;
 pub mod checkpoint;
-pub mod controlled;
 pub mod device;
 pub mod dynamics;
 pub mod energy;
 pub mod error;
-pub mod flow;
 pub mod fsio;
-pub mod hopfield;
+pub mod gradient;
 pub mod implicit;
 pub mod init;
 pub mod landscape;
@@ -62,11 +56,10 @@ pub mod testing;
 pub use inventory;
 
 pub use block::{BlockConfig, EnergyBlock, Recompute, Trace, TraceOptions};
-pub use controlled::{Controlled, ControlledConfig};
 pub use dynamics::{Dynamics, GradientFlow, Langevin, StepContext};
 pub use energy::{Energy, EnergySum};
 pub use error::{CoreError, Result};
-pub use implicit::{FixedPoint, GradientConfig, GradientMode, SettleStats, Solver};
+pub use gradient::{FixedPoint, GradientConfig, GradientMode, SettleStats, Solver};
 pub use norm::{EnergyLayerNorm, NormConfig};
 pub use registry::{BuildContext, DynamicsConfig, DynamicsParams, TermConfig, TermParams};
 pub use structure::{Interaction, SparseEdges, Structure};

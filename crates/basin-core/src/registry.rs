@@ -32,7 +32,7 @@ use tch::nn;
 use crate::dynamics::Dynamics;
 use crate::energy::Energy;
 use crate::error::{CoreError, Result};
-use crate::implicit::FixedPoint;
+use crate::gradient::FixedPoint;
 
 /// Where a block's parameters are created.
 #[derive(Debug)]

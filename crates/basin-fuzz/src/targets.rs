@@ -615,9 +615,9 @@ fn checkpoint() -> Target {
 }
 
 fn run_toml() -> Target {
-    let seeds = basin_repro::runs::EXAMPLES
+    let seeds = basin_repro::examples::EXAMPLES
         .iter()
-        .filter_map(|(name, _)| basin_repro::runs::RunSpec::example(name).ok())
+        .filter_map(|(name, _)| basin_repro::examples::example(name).ok())
         .map(|t| one("run.toml", t.into_bytes()))
         .collect();
     Target {
@@ -627,7 +627,7 @@ fn run_toml() -> Target {
         read: |dir| {
             let p = dir.join("run.toml");
             let text = std::fs::read_to_string(&p).map_err(err)?;
-            basin_repro::runs::RunSpec::parse(&text, "run.toml")
+            basin_tasks::run_file::RunSpec::parse(&text, "run.toml")
                 .map(drop)
                 .map_err(err)
         },

@@ -178,19 +178,6 @@ impl PeCache {
         Self { dir: dir.into() }
     }
 
-    /// `$BASIN_CACHE_DIR/pe`, else `$XDG_CACHE_HOME/basin/pe`, else `~/.cache/basin/pe`.
-    pub fn default_dir() -> Option<PathBuf> {
-        let env = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        env("BASIN_CACHE_DIR")
-            .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("basin")))
-            .or_else(|| env("HOME").map(|d| d.join(".cache/basin")))
-            .map(|d| d.join("pe"))
-    }
-
     /// The cache folder.
     pub fn dir(&self) -> &Path {
         &self.dir

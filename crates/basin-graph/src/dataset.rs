@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::csr::Csr;
 use crate::error::{GraphError, Result};
 use crate::graph::Graph;
-use crate::split::Split;
+use basin_data::split::Split;
 
 /// What a graph-level dataset predicts.
 #[derive(Clone, Debug, PartialEq)]

@@ -11,8 +11,7 @@
 //!   every LRGB layout, with a learnable target);
 //! - preprocessing: [`laplacian`] (normalised-Laplacian eigenvectors, dense per graph in
 //!   parallel, sparse LOBPCG for big graphs; ET eq. 23), [`batch`] (CLS, padding with a cap,
-//!   masks, neighbour CSR), [`sample`] (induced-subgraph and neighbour sampling), [`split`]
-//!   (seeded stratified splits with a hash), [`cache`] (preprocessed results on disk),
+//!   masks, neighbour CSR), [`sample`] (induced-subgraph and neighbour sampling), [`cache`] (preprocessed results on disk),
 //!   [`features`] (attribute scaling fitted on training items only);
 //! - [`source`]: opens a graph dataset by path or by registered name (where datasets are and
 //!   how they are fetched is basin-data's: `basin_data::registry`, `basin_data::datadir`);
@@ -60,13 +59,12 @@ pub mod posenc;
 pub mod sample;
 pub mod sbm;
 pub mod source;
-pub mod split;
 pub mod synthetic;
 mod text;
 pub mod tu;
 
+pub use basin_data::split::{KFoldConfig, Split, SplitConfig, stratified_kfold, stratified_split};
 pub use csr::Csr;
 pub use dataset::{DatasetStats, GraphDataset, LinkTargets, NodeDataset, Relation, Targets};
 pub use error::{GraphError, Result};
 pub use graph::Graph;
-pub use split::{KFoldConfig, Split, SplitConfig, stratified_kfold, stratified_split};

@@ -29,8 +29,8 @@ use rayon::prelude::*;
 
 use crate::error::{GraphError, Result};
 use crate::npz::{NpzReader, NpzWriter};
-use crate::split::Split;
 use crate::{Csr, Graph, GraphDataset, LinkTargets, Targets};
+use basin_data::split::Split;
 
 /// Peptides-func's npz inside its folder.
 pub const PEPTIDES_FUNC_NPZ: &str = "peptides-func.npz";

@@ -6,7 +6,7 @@
 //! datasets (`fte.zip`: a `dataset` object with `data`, `nlab` and `ident.milbag`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{GraphError, Result};
 
@@ -209,17 +209,4 @@ pub fn load_prtools_zip(zip_path: &Path, member: &str) -> Result<MilDataset> {
         .map_err(|e| GraphError::format(&shown, format!("truncated or corrupt entry: {e}")))?;
     let name = member.trim_end_matches(".mat");
     load_prtools_mat(name, &shown, &bytes)
-}
-
-/// The benchmark files found in a `mil` data folder: `(name, path)` for the CSVs, and the
-/// `.mat` files inside `fte.zip` (`fox`, `tiger`, `elephant`) when the zip is present.
-pub fn benchmark_files(dir: &Path) -> Vec<(String, PathBuf)> {
-    let mut out = Vec::new();
-    for name in ["musk1", "musk2", "elephant", "ucsb_breast_cancer"] {
-        let p = dir.join(format!("{name}.csv"));
-        if p.exists() {
-            out.push((name.to_owned(), p));
-        }
-    }
-    out
 }

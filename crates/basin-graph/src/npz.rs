@@ -13,8 +13,8 @@ use npyz::{DType, Order, TypeChar, WriterBuilder};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
-use crate::split::Split;
 use crate::{Csr, Graph, NodeDataset};
+use basin_data::split::Split;
 
 /// An array read from an npz: its shape and its values in C (row-major) order.
 #[derive(Clone, Debug, PartialEq)]

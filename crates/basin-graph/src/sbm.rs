@@ -27,8 +27,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{GraphError, Result};
-use crate::split::Split;
 use crate::{Csr, Graph, GraphDataset, Targets};
+use basin_data::split::Split;
 
 /// Parameters of an unbalanced stochastic block model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

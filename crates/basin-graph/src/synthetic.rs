@@ -15,8 +15,8 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::error::Result;
 use crate::lrgb::{LrgbSet, LrgbTask};
-use crate::split::Split;
 use crate::{Csr, Graph, GraphDataset, LinkTargets, Targets};
+use basin_data::split::Split;
 
 /// `graphs` graphs in `set`'s layout drawn with `seed`, split 70 / 15 / 15 in order.
 pub fn lrgb_like(set: LrgbSet, graphs: usize, seed: u64) -> Result<GraphDataset> {

@@ -8,7 +8,6 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use basin_core::CoreError;
 use basin_data::DataError;
 use basin_graph::GraphError;
-use basin_repro::ReproError;
 use basin_tasks::TaskError;
 use basin_train::TrainError;
 use pyo3::PyErr;
@@ -99,12 +98,13 @@ impl Classify for TrainError {
 impl Classify for TaskError {
     fn kind(&self) -> Kind {
         match self {
-            Self::Config { .. } => Kind::Value,
+            Self::Config { .. } | Self::Invalid { .. } | Self::Metric(_) => Kind::Value,
             Self::Core(e) => e.kind(),
             Self::Train(e) => e.kind(),
+            Self::Data(e) => e.kind(),
             Self::Graph(e) => e.kind(),
             Self::Image(e) => image_kind(e),
-            _ => Kind::Runtime,
+            Self::Torch(_) => Kind::Runtime,
         }
     }
 }
@@ -117,22 +117,6 @@ fn image_kind(e: &basin_image::ImageError) -> Kind {
         E::Format { .. } | E::Invalid { .. } => Kind::Value,
         #[allow(unreachable_patterns)]
         _ => Kind::Runtime,
-    }
-}
-
-impl Classify for ReproError {
-    fn kind(&self) -> Kind {
-        match self {
-            Self::Config { .. } => Kind::Value,
-            Self::Core(e) => e.kind(),
-            Self::Train(e) => e.kind(),
-            Self::Task(e) => e.kind(),
-            Self::Data(e) => e.kind(),
-            Self::Graph(e) => e.kind(),
-            Self::Image(e) => image_kind(e),
-            Self::Metric(_) => Kind::Value,
-            Self::Torch(_) => Kind::Runtime,
-        }
     }
 }
 

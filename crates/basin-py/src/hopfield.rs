@@ -2,7 +2,7 @@
 //! (states retrieve from a stored set), `HopfieldPooling` (learned queries pool a set) and
 //! `HopfieldLayer` (learned stored patterns), built from an [`AssociationConfig`].
 
-use basin_core::hopfield::{AssociationConfig, Hopfield, HopfieldLayer, HopfieldPooling};
+use basin_hopfield::{AssociationConfig, Hopfield, HopfieldLayer, HopfieldPooling};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3_tch::PyTensor;

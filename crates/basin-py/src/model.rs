@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use basin_repro::runs::{OpenRun, RunSpec, apply_sets};
+use basin_tasks::run_file::{OpenRun, RunSpec};
+use basin_tasks::sets::apply_sets;
 use basin_train::runner::{epoch_batches, epoch_start};
 use pyo3::prelude::*;
 use pyo3_tch::PyTensor;
@@ -89,7 +90,11 @@ impl Model {
             // An implicit block's step runs a backward pass of its own (the adjoint's).
             let (learner, rng) = (&mut self.open.learner, &mut self.rng);
             let out = without_gil(py, || learner.train_step(&items, rng)).py()?;
-            Ok(PyTensor(out.loss))
+            // As the runner does: an implicit block's gradient comes through the attached loss.
+            Ok(PyTensor(basin_core::implicit::attach(
+                &out.loss,
+                learner.blocks(),
+            )))
         })
     }
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use basin_repro::runs::RunSpec;
+use basin_tasks::run_file::RunSpec;
 use basin_repro::{Context, Preset};
 use basin_tasks::run::RunOptions;
 use pyo3::exceptions::PyValueError;
@@ -123,5 +123,5 @@ pub fn write_checkpoint(
 /// The text of an example run file (`basin train --example NAME`; `list` names them all).
 #[pyfunction]
 pub fn example(name: &str) -> PyResult<String> {
-    RunSpec::example(name).py()
+    basin_repro::examples::example(name).py()
 }

@@ -19,7 +19,7 @@ use basin_train::runner::TrainConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, Missing, Report};
-use crate::{Context, ReproError, Reproduction, Result, selected};
+use crate::{Context, Reproduction, Result, TaskError, selected};
 
 /// The anomaly graphs the tables look for.
 pub const DATASETS: &[&str] = &[
@@ -49,7 +49,7 @@ pub fn load(name: &str, data_dir: &Path) -> std::result::Result<Result<NodeDatas
             format!("`{name}` is a {other:?} dataset, not a node-anomaly graph"),
         )),
     }
-    .map_err(ReproError::from))
+    .map_err(TaskError::from))
 }
 
 /// How much an anomaly table runs.
@@ -238,7 +238,7 @@ pub fn run(
                             ),
                             land,
                         )
-                        .map_err(|e| crate::ReproError::config("landscape.png", e.to_string()))?;
+                        .map_err(|e| crate::TaskError::invalid("landscape.png", e.to_string()))?;
                     }
                 }
                 tracing::info!(

@@ -28,7 +28,7 @@ use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::report::plot_terms;
-use crate::{ReproError, Result};
+use crate::{Result, TaskError};
 
 /// What the demo runs.
 #[derive(Clone, Debug, Serialize)]
@@ -123,7 +123,7 @@ pub fn run(
 ) -> Result<DemoSummary> {
     let start = Instant::now();
     if !(1..16).contains(&opts.masked) {
-        return Err(ReproError::config(
+        return Err(TaskError::invalid(
             "--masked",
             format!("between 1 and 15 patches, got {}", opts.masked),
         ));
@@ -208,7 +208,7 @@ pub fn run(
             .model
             .forward(&b, false, Some(TraceOptions::default()))
     });
-    let trace = trace.ok_or_else(|| ReproError::config("trace", "no trace recorded"))?;
+    let trace = trace.ok_or_else(|| TaskError::invalid("trace", "no trace recorded"))?;
     let mean = |t: &Tensor| {
         ImageCompletion::per_image_mse(t, &b)
             .mean(Kind::Double)
@@ -286,7 +286,7 @@ pub fn run(
     };
     let json: PathBuf = out.join("demo.json");
     let text = serde_json::to_string_pretty(&summary)
-        .map_err(|e| ReproError::config("demo.json", e.to_string()))?;
+        .map_err(|e| TaskError::invalid("demo.json", e.to_string()))?;
     basin_core::fsio::write_atomic(&json, text.as_bytes())?;
     say(&format!(
         "\nwrote {}, {} and {} ({:.1} s in all)",

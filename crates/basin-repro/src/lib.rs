@@ -1,38 +1,19 @@
 //! # basin-repro
 //!
-//! Every paper table basin reproduces, as a [`Reproduction`] in one registry ([`registry`],
-//! the only list of tables: `basin reproduce --list` prints it and `cargo xtask` asks the
-//! binary for it), plus what experiments share: [`report`] (paper numbers from
-//! `data/papers/*.toml`, missing datasets, energy plots, `report.md` + `report.json`), [`tu`]
-//! (TU classification under leak-free CV with baselines, for every family), [`runs`]
-//! (`basin train` / `basin eval` run files) and the [`demo`].
+//! Every paper table basin reproduces, each a [`Reproduction`] in its own file that registers
+//! itself ([`register_table!`]; [`registry`] collects them, `basin reproduce --list` prints
+//! them and `cargo xtask` asks the binary for them), plus what experiments share: [`report`]
+//! (paper numbers from `data/papers/*.toml`, missing datasets, energy plots, `report.md` +
+//! `report.json`), [`tu`] (TU classification under leak-free CV with baselines, for every
+//! family), [`examples`] (the example run files of `basin train --example`) and the [`demo`].
 //!
 //! Tables are named by id and subject, not by one paper's numbering alone: CDAT's Table 1 is
 //! ET's Table 2 task, so a table that compares families lives here, where every family is in
-//! reach.
+//! reach. The modules [`et`], [`cdat`], [`sfi`] and [`hopfield`] hold each paper's tables, one
+//! file per table (or per group of tables that share their runs).
 //!
-//! | id | module |
-//! |---|---|
-//! | `et-table1` | [`et::anomaly_table1`]: node anomaly detection |
-//! | `et-table2` | [`et::tu_table2`]: TU graph classification |
-//! | `et-table7` | [`et::gnn_table7`]: PATTERN and CLUSTER node classification |
-//! | `et-table12` | [`et::heterogeneous_table12`]: anomaly detection over relation subgraphs |
-//! | `et-table13` | [`et::ablation_table13`]: ATT and HN ablation of node anomaly detection |
-//! | `et-table14` | [`et::ablation_table14`]: module ablation of masked image completion |
-//! | `et-table15` | [`et::params_table15`]: parameters of ViT-Base, ALBERT ViT-Base and ET |
-//! | `et-table16` | [`et::vit_table16`]: ET against a ViT of about its size, image completion |
-//! | `cdat-table1`, `cdat-table3`, `cdat-table11` | [`cdat::tu_tables`]: TU classification, CDAT beside ET; the rank of W; ablations |
-//! | `cdat-table2` | [`cdat::anomaly_table2`]: node anomaly detection, CDAT beside ET |
-//! | `cdat-table12` | [`cdat::ablation_table12`]: ET, SUPP, Wx and full CDAT on node anomaly detection |
-//! | `cdat-table4` | [`cdat::cost_table4`]: parameters and time of GT, ET and CDAT |
-//! | `cdat-params` | [`cdat::params_tables13_14`]: parameter counts of CDAT and ET (Tables 13, 14) |
-//! | `sfi-table1` | [`sfi::lrgb_table1`]: Peptides-func, GatedGCN/GPS/DFi/SFi beside a no-graph model |
-//! | `sfi-table2` | [`sfi::gnn_table2`]: PATTERN and CLUSTER (regenerated) |
-//! | `sfi-table3` | [`sfi::ablation_table3`]: λ*, α and attention ablations on Peptides-func |
-//! | `sfi-table4` | [`sfi::stats_table4`]: dataset statistics |
-//! | `sfi-params` | [`sfi::params`]: parameter counts of every Table 5/6 model |
-//! | `hopfield-memory` | [`hopfield::memory`]: the Hopfield slides' claims, measured |
-//! | `hopfield-mil` | [`hopfield::mil`]: MIL benchmarks with HopfieldPooling |
+//! Adding a table is its file (a unit struct, its [`TableInfo`], its `run`, and
+//! `register_table!`) and its paper numbers in `data/papers/<id>.toml`.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -43,8 +24,8 @@ use tch::Device;
 
 pub mod anomaly;
 pub mod demo;
+pub mod examples;
 pub mod report;
-pub mod runs;
 pub mod tu;
 
 /// The Energy Transformer's tables.
@@ -80,55 +61,8 @@ pub mod hopfield {
 
 pub use report::Report;
 
-/// Errors of basin-repro.
-#[derive(Debug, thiserror::Error)]
-pub enum ReproError {
-    /// A configuration value, flag or run file is invalid.
-    #[error("{field}: {message}")]
-    Config {
-        /// The field, flag or file.
-        field: String,
-        /// What was expected.
-        message: String,
-    },
-    /// From the energy core.
-    #[error(transparent)]
-    Core(#[from] basin_core::CoreError),
-    /// From training and evaluation.
-    #[error(transparent)]
-    Train(#[from] basin_train::TrainError),
-    /// From a task.
-    #[error(transparent)]
-    Task(#[from] basin_tasks::TaskError),
-    /// From finding a dataset.
-    #[error(transparent)]
-    Data(#[from] basin_data::DataError),
-    /// From graph data.
-    #[error(transparent)]
-    Graph(#[from] basin_graph::GraphError),
-    /// From image data.
-    #[error(transparent)]
-    Image(#[from] basin_image::ImageError),
-    /// From a metric.
-    #[error(transparent)]
-    Metric(#[from] basin_train::metrics::MetricError),
-    /// From libtorch.
-    #[error(transparent)]
-    Torch(#[from] tch::TchError),
-}
-
-impl ReproError {
-    /// Shorthand for a [`ReproError::Config`].
-    pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Config {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-/// The result type of basin-repro.
-pub type Result<T, E = ReproError> = std::result::Result<T, E>;
+/// basin-repro's errors and results are basin-tasks': a table is tasks run many times.
+pub use basin_tasks::{Result, TaskError};
 
 /// How much of a table to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -303,57 +237,108 @@ impl Context {
     }
 }
 
-/// A paper table, end to end.
-pub trait Reproduction: Sync {
+/// What a table is, as one value: its id, what it shows, where in its paper, the datasets it
+/// looks for, its presets (the first is the default), the overrides it accepts, and whether
+/// shards can split it.
+#[derive(Clone, Copy, Debug)]
+pub struct TableInfo {
     /// Its id, e.g. `et-table1`.
-    fn id(&self) -> &'static str;
+    pub id: &'static str,
     /// One line on what it is.
-    fn title(&self) -> &'static str;
+    pub title: &'static str,
     /// The paper (the paper's name and the section or table).
-    fn paper(&self) -> &'static str;
+    pub paper: &'static str,
     /// The datasets it looks for.
-    fn datasets(&self) -> &'static [&'static str];
+    pub datasets: &'static [&'static str],
     /// The presets it has; the first is the default.
-    fn presets(&self) -> &'static [Preset];
+    pub presets: &'static [Preset],
     /// The overrides it accepts.
-    fn accepts(&self) -> &'static [Override];
+    pub accepts: &'static [Override],
     /// Whether all its training goes through runs that keep records (cross-validation folds,
     /// anomaly seeds), so that shards split it with nothing run twice and `basin reproduce
     /// --jobs N` can train it in N processes at once; a table that also trains outside them (a
     /// grid, timings) says no.
-    fn shards(&self) -> bool {
-        false
-    }
-    /// Runs it; the report is not written yet (see [`reproduce`]).
-    fn run(&self, ctx: &Context) -> Result<Report>;
+    pub shards: bool,
 }
 
-/// Every table, in the order `--list` shows them: the only list there is.
+/// A paper table, end to end: its [`TableInfo`] and one function that runs it. A table
+/// registers itself in its own file with [`register_table!`]; nothing else lists it.
+pub trait Reproduction: Sync {
+    /// What the table is.
+    fn info(&self) -> &'static TableInfo;
+    /// Runs it; the report is not written yet (see [`reproduce`]).
+    fn run(&self, ctx: &Context) -> Result<Report>;
+    /// Its id, e.g. `et-table1`.
+    fn id(&self) -> &'static str {
+        self.info().id
+    }
+    /// One line on what it is.
+    fn title(&self) -> &'static str {
+        self.info().title
+    }
+    /// The paper (the paper's name and the section or table).
+    fn paper(&self) -> &'static str {
+        self.info().paper
+    }
+    /// The datasets it looks for.
+    fn datasets(&self) -> &'static [&'static str] {
+        self.info().datasets
+    }
+    /// The presets it has; the first is the default.
+    fn presets(&self) -> &'static [Preset] {
+        self.info().presets
+    }
+    /// The overrides it accepts.
+    fn accepts(&self) -> &'static [Override] {
+        self.info().accepts
+    }
+    /// Whether shards can split it ([`TableInfo::shards`]).
+    fn shards(&self) -> bool {
+        self.info().shards
+    }
+}
+
+/// A registered table (what [`register_table!`] submits).
+pub struct TableEntry(pub &'static dyn Reproduction);
+
+inventory::collect!(TableEntry);
+
+/// Registers a table (a unit struct implementing [`Reproduction`]) so that `basin reproduce`
+/// and `--list` know it. Write it next to the table.
+#[macro_export]
+macro_rules! register_table {
+    ($table:expr) => {
+        $crate::inventory::submit! { $crate::TableEntry(&$table) }
+    };
+}
+
+/// Re-exported for [`register_table!`].
+#[doc(hidden)]
+pub use inventory;
+
+/// Where a table stands in listings: by paper (ET, CDAT, SFi-Former, the Hopfield slides),
+/// then by table number (tables without one last), then by id.
+fn listing_order(id: &str) -> (usize, u32, &str) {
+    let (paper, rest) = id.split_once('-').unwrap_or((id, ""));
+    let rank = ["et", "cdat", "sfi", "hopfield"]
+        .iter()
+        .position(|p| *p == paper)
+        .unwrap_or(usize::MAX);
+    let number = rest
+        .strip_prefix("table")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u32::MAX);
+    (rank, number, id)
+}
+
+/// Every registered table, in the order `--list` shows them ([`register_table!`]).
 pub fn registry() -> Vec<&'static dyn Reproduction> {
-    vec![
-        &et::anomaly_table1::EtTable1,
-        &et::tu_table2::EtTable2,
-        &et::heterogeneous_table12::EtTable12,
-        &et::ablation_table13::EtTable13,
-        &et::ablation_table14::EtTable14,
-        &et::params_table15::EtTable15,
-        &et::vit_table16::EtTable16,
-        &et::gnn_table7::EtTable7,
-        &cdat::tu_tables::CdatTable1,
-        &cdat::anomaly_table2::CdatTable2,
-        &cdat::cost_table4::CdatTable4,
-        &cdat::tu_tables::CdatTable3,
-        &cdat::tu_tables::CdatTable11,
-        &cdat::ablation_table12::CdatTable12,
-        &cdat::params_tables13_14::CdatParams,
-        &sfi::lrgb_table1::SfiTable1,
-        &sfi::gnn_table2::SfiTable2,
-        &sfi::ablation_table3::SfiTable3,
-        &sfi::stats_table4::SfiTable4,
-        &sfi::params::SfiParams,
-        &hopfield::memory::HopfieldMemory,
-        &hopfield::mil::HopfieldMil,
-    ]
+    let mut tables: Vec<&'static dyn Reproduction> = inventory::iter::<TableEntry>
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    tables.sort_by_key(|t| listing_order(t.id()));
+    tables
 }
 
 /// The table `id`; a name without its paper's prefix (`table14`) when one paper has such a
@@ -371,7 +356,7 @@ pub fn find(id: &str) -> Result<&'static dyn Reproduction> {
         1 => Ok(papers.remove(0)),
         0 => {
             let known: Vec<&str> = registry().iter().map(|r| r.id()).collect();
-            Err(ReproError::config(
+            Err(TaskError::invalid(
                 "table",
                 format!("unknown table `{id}`; known: {}", known.join(", ")),
             ))
@@ -381,7 +366,7 @@ pub fn find(id: &str) -> Result<&'static dyn Reproduction> {
                 .iter()
                 .map(|r| format!("`{}` ({})", r.id(), r.title()))
                 .collect();
-            Err(ReproError::config(
+            Err(TaskError::invalid(
                 "table",
                 format!(
                     "`{id}` is a table of {} papers; name one: {}",
@@ -420,7 +405,7 @@ pub fn tables(name: &str, only: &[String]) -> Result<Vec<&'static dyn Reproducti
         found.retain(keep);
         if found.is_empty() {
             let ids: Vec<&str> = all.iter().map(|t| t.id()).collect();
-            return Err(ReproError::config(
+            return Err(TaskError::invalid(
                 "--only",
                 format!(
                     "{} leaves none of {}; name a paper (et, cdat, sfi, hopfield) or an id",
@@ -438,7 +423,7 @@ pub fn tables(name: &str, only: &[String]) -> Result<Vec<&'static dyn Reproducti
 pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
     if !table.presets().contains(&ctx.preset) {
         let has: Vec<&str> = table.presets().iter().map(|p| p.flag()).collect();
-        return Err(ReproError::config(
+        return Err(TaskError::invalid(
             ctx.preset.flag(),
             format!(
                 "{} has no such preset; it has {}",
@@ -458,7 +443,7 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
         (o.ema.is_some(), Override::Ema),
     ] {
         if given && !table.accepts().contains(&which) {
-            return Err(ReproError::config(
+            return Err(TaskError::invalid(
                 which.flag(),
                 format!("{} does not take this flag", table.id()),
             ));
@@ -466,7 +451,7 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
     }
     for d in &o.datasets {
         if !table.datasets().iter().any(|k| k.eq_ignore_ascii_case(d)) {
-            return Err(ReproError::config(
+            return Err(TaskError::invalid(
                 "--dataset",
                 format!(
                     "{} has no dataset `{d}`; it runs {}",
@@ -617,7 +602,7 @@ fn write_index(out: &std::path::Path, index: &[IndexEntry]) -> Result<()> {
     std::fs::create_dir_all(out).map_err(|e| basin_core::CoreError::io(out, e))?;
     basin_core::fsio::write_atomic(&out.join("index.md"), md.as_bytes())?;
     let json = serde_json::to_string_pretty(index)
-        .map_err(|e| ReproError::config("index.json", format!("cannot serialise: {e}")))?;
+        .map_err(|e| TaskError::invalid("index.json", format!("cannot serialise: {e}")))?;
     basin_core::fsio::write_atomic(&out.join("index.json"), json.as_bytes())?;
     Ok(())
 }

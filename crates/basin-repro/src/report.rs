@@ -11,7 +11,7 @@ use basin_train::plot::{Series, line_panels};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Preset, ReproError, Result};
+use crate::{Preset, Result, TaskError};
 
 /// The papers' published numbers, one TOML file per table (compiled in, so a report never
 /// depends on where the binary runs).
@@ -120,8 +120,8 @@ pub fn paper<T: DeserializeOwned>(id: &str) -> Result<T> {
         .iter()
         .find(|(name, _)| *name == id)
         .map(|(_, text)| *text)
-        .ok_or_else(|| ReproError::config(&file, "no such paper table"))?;
-    toml::from_str(text).map_err(|e| ReproError::config(file, e.to_string()))
+        .ok_or_else(|| TaskError::invalid(&file, "no such paper table"))?;
+    toml::from_str(text).map_err(|e| TaskError::invalid(file, e.to_string()))
 }
 
 /// One cell of a table worth seeing in an index: what it is, ours, and the paper's.
@@ -163,7 +163,7 @@ impl Report {
     /// A report from its Markdown and anything serialisable.
     pub fn new(markdown: String, json: &impl Serialize, ran: usize) -> Result<Self> {
         let json = serde_json::to_value(json)
-            .map_err(|e| ReproError::config("report.json", format!("cannot serialise: {e}")))?;
+            .map_err(|e| TaskError::invalid("report.json", format!("cannot serialise: {e}")))?;
         Ok(Self {
             markdown,
             json,
@@ -183,7 +183,7 @@ impl Report {
         std::fs::create_dir_all(out).map_err(|e| basin_core::CoreError::io(out, e))?;
         basin_core::fsio::write_atomic(&out.join("report.md"), self.markdown.as_bytes())?;
         let text = serde_json::to_string_pretty(&self.json)
-            .map_err(|e| ReproError::config("report.json", format!("cannot serialise: {e}")))?;
+            .map_err(|e| TaskError::invalid("report.json", format!("cannot serialise: {e}")))?;
         basin_core::fsio::write_atomic(&out.join("report.json"), text.as_bytes())?;
         Ok(())
     }
@@ -327,7 +327,7 @@ pub fn plot_curves(path: &Path, title: &str, x: &str, curves: &[(String, Vec<f64
         return Ok(());
     }
     line_panels(path, title, x, &series)
-        .map_err(|e| ReproError::config(path.display().to_string(), e.to_string()))
+        .map_err(|e| TaskError::invalid(path.display().to_string(), e.to_string()))
 }
 
 /// Curves meant to be compared (models, training beside validation) on one axis with a legend
@@ -361,7 +361,7 @@ pub fn plot_compared(
         return Ok(());
     }
     basin_train::plot::line_chart(path, title, x, &series)
-        .map_err(|e| ReproError::config(path.display().to_string(), e.to_string()))
+        .map_err(|e| TaskError::invalid(path.display().to_string(), e.to_string()))
 }
 
 /// `energy`, or `energy and V` where the curves include a storage functional (CDAT's

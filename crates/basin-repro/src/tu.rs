@@ -349,7 +349,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                         ),
                         land,
                     )
-                    .map_err(|e| crate::ReproError::config("landscape.png", e.to_string()))?;
+                    .map_err(|e| crate::TaskError::invalid("landscape.png", e.to_string()))?;
                 }
             }
             tracing::info!("{name} {}: CV {}", m.name, cv.show("test_accuracy", 100.0));

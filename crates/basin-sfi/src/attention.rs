@@ -3,14 +3,14 @@
 //!
 //! `a = (1+γ)⁻¹ · concat_h[(Ã + γ·Z^h) V^h] W_O + b_O`,
 //!
-//! with `Z^h` the sparse flow of [`basin_core::flow`] between resistances `R = softmax(−QKᵀ/√d_k)`
+//! with `Z^h` the sparse flow of [`crate::flow`] between resistances `R = softmax(−QKᵀ/√d_k)`
 //! and frictions `F = softmax(Q̃K̃ᵀ/√d_k)` (a second attention), λ = λ*/N* (N* the
 //! batch's largest graph, as the paper's Table 3 states), and Ã = D̂^{-1/2}(A+I)D̂^{-1/2}. Rows are
 //! queries (the reviewers' reading of the printed orientation). DFi-Former is the same
 //! layer with the `dense` solver (softmax, no friction branch used). The residual, dropout and
 //! BatchNorm of the GPS layer wrap this branch outside.
 
-use basin_core::flow::{FlowConfig, FlowSolver, masked_softmax, sparse_flow, sparse_flow_traced};
+use crate::flow::{FlowConfig, FlowSolver, masked_softmax, sparse_flow, sparse_flow_traced};
 use basin_core::init::{self, DenseInit};
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
@@ -244,7 +244,7 @@ impl SfiAttention {
     }
 
     /// The solver's trace on tokens `x`: the energy of eq. 9 at each iterate and at the exact
-    /// minimiser ([`basin_core::flow::sparse_flow_traced`]); `None` without flows.
+    /// minimiser ([`crate::flow::sparse_flow_traced`]); `None` without flows.
     pub fn flow_trace(&self, x: &Tensor, mask: &Tensor) -> Option<(Vec<f64>, f64)> {
         let (s, f, lambda) = self.problem(x, mask, None)?;
         let (_, trace, optimum) = sparse_flow_traced(&s, &f, mask, &lambda, &self.cfg.flow);

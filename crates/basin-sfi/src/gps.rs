@@ -220,11 +220,6 @@ impl GraphBatchTensors {
         dense.index_put(&[Some(&self.batch), Some(&self.position)], h, false)
     }
 
-    /// Padded `[B, N*, d]` → `[M, d]`.
-    pub fn from_dense(&self, x: &Tensor) -> Tensor {
-        x.index(&[Some(&self.batch), Some(&self.position)])
-    }
-
     /// `f(x, mask, Ã)` of every size bucket (`x` its nodes `h` `[M, d]` padded to `[b, n, d]`),
     /// back as `[M, d]` rows of the batch's nodes.
     pub fn per_bucket(

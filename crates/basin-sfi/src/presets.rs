@@ -9,7 +9,7 @@
 //! counts have 2d + 1 parameters per layer that nothing in the text identifies: the SFi
 //! presets here count `paper − L(2d + 1)`, tested (`sfi-params` reports each).
 
-use basin_core::flow::{FlowConfig, FlowSolver};
+use crate::flow::{FlowConfig, FlowSolver};
 use basin_graph::lrgb::LrgbSet;
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::Metric;

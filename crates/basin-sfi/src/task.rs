@@ -157,3 +157,5 @@ impl Task for GpsRun {
             .collect())
     }
 }
+
+basin_tasks::register_task!(GpsRun);

@@ -6,16 +6,15 @@
 //! the task owns encoding, structure, readout and loss.
 //!
 //! - [`task`]: the [`task::Task`] contract, a task as its run file names it; each task module
-//!   below implements it (and basin-sfi's GPS model); [`run`] trains any task's run file
-//!   into a directory and scores it again (`basin train`, `basin eval`).
+//!   below implements it and registers itself ([`register_task!`]; basin-sfi's GPS model too);
+//!   [`run_file`] reads a run file of any registered task ([`sets`]: its `--set` overrides) and
+//!   [`run`] trains it into a directory and scores it again (`basin train`, `basin eval`).
 //! - [`graph_classification`]: graph classification with a CLS token, Laplacian encodings and
 //!   the parameterised adjacency of ET eq. 23–25 (ET Section 5; CDAT's graph model).
 //! - [`node_anomaly`]: node anomaly detection with neighbour-restricted attention on sparse
 //!   graphs (ET Section 4; CDAT's anomaly model).
 //! - [`image_completion`]: masked image completion with one recurrent block (ET Section 3),
 //!   its learner and pictures.
-//! - [`bag_classification`]: multiple-instance bags pooled by `HopfieldPooling` (the Hopfield
-//!   MIL benchmarks).
 //! - [`baselines`]: what every report sets beside the energy models on the same splits — a
 //!   no-graph baseline (pooled node features → MLP), GIN, and the node-anomaly floor (features
 //!   and neighbour means → MLP).
@@ -24,24 +23,37 @@
 //! - `testing` (feature `testing`, for test builds): what learners' tests share (toy
 //!   datasets, a trained classifier's accuracy, the check that size buckets change no answer).
 
-pub mod bag_classification;
 pub mod baselines;
 pub mod graph_classification;
 pub mod image_completion;
 pub mod node_anomaly;
 pub mod run;
+pub mod run_file;
+pub mod sets;
 pub mod task;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod transformer;
 
-/// Errors of basin-tasks.
+/// Re-exported for [`register_task!`].
+#[doc(hidden)]
+pub use inventory;
+
+/// Errors of basin-tasks (and of basin-repro, whose tables are tasks run many times).
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
     /// A configuration value is invalid.
     #[error("config field `{field}`: {message}")]
     Config {
         /// The field.
+        field: String,
+        /// What was expected.
+        message: String,
+    },
+    /// A flag, a table or a run file is invalid (the field names which).
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The flag, file or field.
         field: String,
         /// What was expected.
         message: String,
@@ -55,6 +67,9 @@ pub enum TaskError {
     /// From graph data and preprocessing.
     #[error(transparent)]
     Graph(#[from] basin_graph::GraphError),
+    /// From finding a dataset.
+    #[error(transparent)]
+    Data(#[from] basin_data::DataError),
     /// From image loading and preparation.
     #[error(transparent)]
     Image(#[from] basin_image::ImageError),
@@ -70,6 +85,14 @@ impl TaskError {
     /// Shorthand for a [`TaskError::Config`].
     pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Config {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Shorthand for a [`TaskError::Invalid`].
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Invalid {
             field: field.into(),
             message: message.into(),
         }

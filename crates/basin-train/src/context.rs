@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::TrainError;
-use crate::protocol::PlannedRun;
+use crate::plan::PlannedRun;
 use crate::runner::{Runner, TrainConfig};
 
 /// One of `count` processes that share a command's runs (`basin train|reproduce … --shard

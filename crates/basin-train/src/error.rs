@@ -42,7 +42,7 @@ pub enum TrainError {
     Unpaired(String),
     /// From loading or preparing data (splits, batches, loaders).
     #[error(transparent)]
-    Data(#[from] basin_graph::GraphError),
+    Data(#[from] basin_data::DataError),
     /// From a learner's own code (a task or model crate's error, with its source chain).
     #[error(transparent)]
     Learner(Box<dyn std::error::Error + Send + Sync>),

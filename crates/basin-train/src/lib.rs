@@ -35,6 +35,7 @@ pub mod interrupt;
 pub mod loss;
 pub mod metrics;
 pub mod optim;
+pub mod plan;
 pub mod plot;
 pub mod protocol;
 pub mod record;

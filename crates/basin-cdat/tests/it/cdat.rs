@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
+use basin_cdat::controlled::{ControlledConfig, CouplingSpace};
 use basin_cdat::graph::{tu_cpu, tu_paper, tu_reference, with_rank};
-use basin_core::controlled::{ControlledConfig, CouplingSpace};
 use basin_core::testing::lock_generator;
 use basin_graph::batch::make_batch;
 use basin_graph::{Csr, Split};

@@ -2,4 +2,7 @@
 //! its own under `tests/` (one link instead of one per file).
 #![allow(clippy::unwrap_used)]
 
+mod attractor;
 mod cdat;
+mod common;
+mod controlled;

@@ -4,6 +4,7 @@
 //! Comparisons use burn's rule `|a − b| ≤ max(rel·|a + b|/2, abs)` element-wise.
 
 pub mod conformance;
+pub mod implicit;
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -33,6 +34,19 @@ pub fn variables_by_name(vs: &tch::nn::VarStore) -> Vec<(String, Tensor)> {
     let mut vars: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     vars.sort_by(|a, b| a.0.cmp(&b.0));
     vars
+}
+
+/// A small ET block for tests: attention of `heads` heads of width `head_dim` and a ReLU
+/// Hopfield memory of `memories` rows on `dim`-wide tokens, `steps` steps of gradient flow with
+/// α = 0.1 (the shape of [`BlockConfig::default`](crate::BlockConfig)).
+pub fn et_block(
+    dim: i64,
+    heads: i64,
+    head_dim: i64,
+    memories: i64,
+    steps: usize,
+) -> crate::BlockConfig {
+    crate::block::default::et(dim, heads, head_dim, memories, steps)
 }
 
 /// A relative/absolute tolerance.

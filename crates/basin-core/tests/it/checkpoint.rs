@@ -17,7 +17,7 @@ fn round_trip_is_exact() {
     tch::manual_seed(50);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("block.safetensors");
-    let cfg = BlockConfig::et(12, 3, 4, 20, 5);
+    let cfg = basin_core::testing::et_block(12, 3, 4, 20, 5);
     let (vs, _) = block(&cfg);
     checkpoint::save(&vs, &path, &cfg).unwrap();
     assert!(
@@ -133,7 +133,7 @@ fn mismatched_checkpoint_lists_every_problem_and_changes_nothing() {
     tch::manual_seed(52);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("block.safetensors");
-    let cfg = BlockConfig::et(12, 3, 4, 20, 5);
+    let cfg = basin_core::testing::et_block(12, 3, 4, 20, 5);
     let (vs, _) = block(&cfg);
     checkpoint::save(&vs, &path, &cfg).unwrap();
     // A model with more memories (xi has another shape) and no... same names otherwise.
@@ -149,7 +149,7 @@ fn mismatched_checkpoint_lists_every_problem_and_changes_nothing() {
     assert!(msg.contains("missing tensor `memory.xi`"), "{msg}");
     assert!(msg.contains("unexpected tensor `hopfield.xi`"), "{msg}");
     // Shapes: a config with another width.
-    let (vs3, _) = block(&BlockConfig::et(13, 3, 4, 20, 5));
+    let (vs3, _) = block(&basin_core::testing::et_block(13, 3, 4, 20, 5));
     let msg = checkpoint::load(&vs3, &path).unwrap_err().to_string();
     assert!(
         msg.contains("tensor `attention.w_q`: expected shape [3, 4, 13], the file has [3, 4, 12]"),

@@ -3,13 +3,13 @@
 
 use crate::common::*;
 use basin_core::{
-    Activation, AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, HopfieldMemoryConfig,
-    Structure, TraceOptions,
+    Activation, AttentionConfig, DynamicsConfig, EnergyBlock, HopfieldMemoryConfig, Structure,
+    TraceOptions,
 };
 use tch::Kind;
 
 fn block(vs: &tch::nn::VarStore, alpha: f64, softmax: bool) -> EnergyBlock {
-    let mut cfg = BlockConfig::et(8, 2, 4, 16, 100);
+    let mut cfg = basin_core::testing::et_block(8, 2, 4, 16, 100);
     cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.3)
         .unwrap();
     cfg.edit_terms(|h: &mut HopfieldMemoryConfig| {

@@ -110,10 +110,10 @@ fn cuda_float32_descent_with_and_without_tf32() {
         println!("skipped: no CUDA device");
         return;
     }
-    use basin_core::{AttentionConfig, BlockConfig, DynamicsConfig, EnergyBlock, TraceOptions};
+    use basin_core::{AttentionConfig, DynamicsConfig, EnergyBlock, TraceOptions};
     let _generator = basin_core::testing::lock_generator();
     tch::manual_seed(81);
-    let mut cfg = BlockConfig::et(128, 4, 32, 512, 50);
+    let mut cfg = basin_core::testing::et_block(128, 4, 32, 512, 50);
     cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.05)
         .unwrap();
     cfg.dynamics = DynamicsConfig::gradient_flow(0.05);

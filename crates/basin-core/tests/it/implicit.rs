@@ -5,19 +5,20 @@
 //! point are refused, naming the field. Float64 throughout.
 
 use crate::common::*;
-use basin_core::implicit::{attach, standardise};
-use basin_core::testing::{max_rel_error, seeded};
-use basin_core::{
-    AttentionConfig, BlockConfig, ControlledConfig, DynamicsConfig, EnergyBlock, FixedPoint,
-    GradientConfig, GradientMode, HopfieldMemoryConfig, NormConfig, Solver, Structure, TermConfig,
-    TraceOptions, VmfAttentionConfig,
+use basin_core::testing::implicit::{
+    self, Case, assert_grads_close, case, implicit_grads, loss_of, params, tight,
 };
-use tch::{Kind, Tensor, nn::VarStore};
+use basin_core::testing::max_rel_error;
+use basin_core::{
+    AttentionConfig, BlockConfig, DynamicsConfig, GradientConfig, GradientMode,
+    HopfieldMemoryConfig, Solver, Structure, TraceOptions,
+};
+use tch::Tensor;
 
 const D: i64 = 6;
 
 fn et_config() -> BlockConfig {
-    let mut cfg = BlockConfig::et(D, 2, 3, 8, 4);
+    let mut cfg = basin_core::testing::et_block(D, 2, 3, 8, 4);
     cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.3)
         .unwrap();
     cfg.edit_terms(|h: &mut HopfieldMemoryConfig| h.init_std = 0.3)
@@ -26,172 +27,14 @@ fn et_config() -> BlockConfig {
     cfg
 }
 
-fn cdat_config() -> BlockConfig {
-    BlockConfig {
-        dim: D,
-        steps: 4,
-        norm: NormConfig::default(),
-        terms: vec![
-            TermConfig::new(&VmfAttentionConfig {
-                heads: 2,
-                head_dim: 3,
-                beta: Some(1.0),
-                init_std: 1.0,
-                ..Default::default()
-            }),
-            TermConfig::new(&HopfieldMemoryConfig {
-                memories: 8,
-                init_std: 1.0,
-                ..HopfieldMemoryConfig::default()
-            }),
-        ],
-        // Smaller weights leave x* so small that LN's 1/σ makes the step chatter (reported as
-        // unconverged); at this scale the descent settles in a few hundred steps.
-        dynamics: DynamicsConfig::new(&ControlledConfig {
-            alpha: 0.1,
-            ..ControlledConfig::default()
-        }),
-        gradient: GradientConfig::default(),
-    }
-}
-
-fn tight(mode: GradientMode, solver: Solver) -> GradientConfig {
-    GradientConfig {
-        mode,
-        tol: 1e-13,
-        max_steps: 3000,
-        solver,
-        solver_tol: 1e-11,
-        solver_iters: 400,
-        ..GradientConfig::default()
-    }
-}
-
-struct Case {
-    vs: VarStore,
-    block: EnergyBlock,
-    x0: Tensor,
-    weights: Tensor,
-}
-
-fn case(mut cfg: BlockConfig, seed: i64) -> Case {
-    cfg.gradient = tight(GradientMode::Implicit, Solver::Gmres);
-    seeded(seed, || {
-        let mut vs = store();
-        let block = EnergyBlock::new(&vs.root(), &cfg).unwrap();
-        vs.double();
-        let x0 = Tensor::randn([2, 4, D], F64);
-        let weights = Tensor::randn([2, 4, D], F64);
-        Case {
-            vs,
-            block,
-            x0,
-            weights,
-        }
-    })
-}
-
-fn params(vs: &VarStore) -> Vec<(String, Tensor)> {
-    let mut v: Vec<(String, Tensor)> = vs
-        .variables()
-        .into_iter()
-        .filter(|(_, t)| t.requires_grad())
-        .collect();
-    v.sort_by(|a, b| a.0.cmp(&b.0));
-    v
-}
-
-/// The loss read at the block's output: a fixed linear functional of the tokens.
-fn loss_of(c: &Case, y: &Tensor) -> Tensor {
-    (y * &c.weights).sum(Kind::Double)
-}
-
-/// The block's implicit gradient of the loss, for every parameter.
-fn implicit_grads(c: &Case) -> Vec<Tensor> {
-    let s = Structure::full();
-    let y = c.block.forward(&c.x0, &s, true);
-    let loss = attach(&loss_of(c, &y), [&c.block]);
-    let ps = params(&c.vs);
-    let refs: Vec<&Tensor> = ps.iter().map(|(_, t)| t).collect();
-    Tensor::run_backward(&[loss], &refs, false, false)
-}
-
-/// The gradient through `steps` unrolled steps of the same settling map from `x0`.
-fn unrolled_grads(c: &Case, steps: usize) -> Vec<Tensor> {
-    let s = Structure::full();
-    let mut x = if c.block.dynamics.name() == "controlled" {
-        c.x0.shallow_clone()
-    } else {
-        standardise(&c.x0, None)
-    };
-    for t in 0..steps {
-        x = c.block.settle_step(&x, &s, t, true);
-    }
-    let ps = params(&c.vs);
-    let refs: Vec<&Tensor> = ps.iter().map(|(_, t)| t).collect();
-    Tensor::run_backward(&[loss_of(c, &x)], &refs, false, false)
-}
-
-fn assert_grads_close(label: &str, c: &Case, a: &[Tensor], b: &[Tensor], tol: f64) {
-    for ((name, _), (ga, gb)) in params(&c.vs).iter().zip(a.iter().zip(b)) {
-        assert!(
-            ga.defined() && gb.defined(),
-            "{label}: {name} has no gradient"
-        );
-        let err = max_rel_error(ga, gb, 1e-8);
-        assert!(err < tol, "{label}: {name} differs by {err:e}\n{ga}\n{gb}");
-    }
-}
-
 #[test]
 fn implicit_gradient_equals_a_long_unrolled_descent() {
-    for (label, cfg) in [("et", et_config()), ("cdat", cdat_config())] {
-        let c = case(cfg, 3);
-        let implicit = implicit_grads(&c);
-        let stats = c.block.take_settle_stats();
-        assert_eq!(stats.forwards, 1, "{label}");
-        assert_eq!(stats.unconverged, 0, "{label}: {stats:?}");
-        assert_eq!(stats.solves, 1, "{label}");
-        assert!(
-            stats.max_solver_residual < 1e-11,
-            "{label}: adjoint residual {stats:?}"
-        );
-        // The unrolled gradient through many more steps than the descent needed.
-        let unrolled = unrolled_grads(&c, stats.steps + 600);
-        assert_grads_close(label, &c, &implicit, &unrolled, 1e-6);
-    }
+    implicit::equals_unrolled("et", et_config(), 3);
 }
 
 #[test]
 fn implicit_gradient_equals_finite_differences_at_the_attractor() {
-    for (label, cfg) in [("et", et_config()), ("cdat", cdat_config())] {
-        let c = case(cfg, 5);
-        let implicit = implicit_grads(&c);
-        let s = Structure::full();
-        let at = |c: &Case| {
-            tch::no_grad(|| loss_of(c, &c.block.forward(&c.x0, &s, false)).double_value(&[]))
-        };
-        let h = 1e-5;
-        for ((name, var), g) in params(&c.vs).iter().zip(&implicit) {
-            let flat = var.view([-1]);
-            let n = flat.size()[0].min(3);
-            for i in 0..n {
-                let old = flat.double_value(&[i]);
-                let set = |v: f64| tch::no_grad(|| flat.get(i).fill_(v));
-                let _ = set(old + h);
-                let up = at(&c);
-                let _ = set(old - h);
-                let down = at(&c);
-                let _ = set(old);
-                let fd = (up - down) / (2.0 * h);
-                let got = g.view([-1]).double_value(&[i]);
-                assert!(
-                    (fd - got).abs() <= 1e-5 * (1.0 + fd.abs()),
-                    "{label}: {name}[{i}] implicit {got} vs finite difference {fd}"
-                );
-            }
-        }
-    }
+    implicit::equals_finite_differences("et", et_config(), 5);
 }
 
 #[test]
@@ -286,32 +129,11 @@ fn without_a_fixed_point_the_block_is_refused_naming_the_field() {
     let mut per_feature = et_config();
     per_feature.norm.per_feature_gain = true;
     assert!(refused(per_feature).contains("norm.per_feature_gain"));
-    for (edit, field) in [
-        (
-            (|c: &mut ControlledConfig| c.drive_dropout = 0.1) as fn(&mut ControlledConfig),
-            "dynamics.drive_dropout",
-        ),
-        (|c| c.inhibition = false, "dynamics.inhibition"),
-        (|c| c.sigma = 0.1, "dynamics.sigma"),
-    ] {
-        let mut cfg = cdat_config();
-        cfg.dynamics.edit(edit).unwrap();
-        assert!(refused(cfg).contains(field), "{field}");
-    }
-    // Noiseless Langevin is a gradient flow, and a controlled block with a gain per feature
-    // settles in x: both are accepted.
+    // Noiseless Langevin is a gradient flow: accepted.
     let mut quiet = et_config();
     quiet.dynamics = DynamicsConfig::langevin(0.1, 0.0);
     quiet.gradient = GradientConfig::implicit();
     quiet.validate().unwrap();
-    let mut cdat = cdat_config();
-    cdat.norm.per_feature_gain = true;
-    cdat.gradient = GradientConfig::implicit();
-    cdat.validate().unwrap();
-    assert_eq!(
-        cdat.dynamics.fixed_point("dynamics").unwrap(),
-        FixedPoint::Tokens
-    );
 }
 
 #[test]

@@ -4,13 +4,10 @@
 
 use crate::common::*;
 use basin_core::landscape::landscape;
-use basin_core::{
-    AttentionConfig, BlockConfig, ControlledConfig, DynamicsConfig, EnergyBlock,
-    HopfieldMemoryConfig, Structure,
-};
+use basin_core::{AttentionConfig, DynamicsConfig, EnergyBlock, HopfieldMemoryConfig, Structure};
 
 fn block(vs: &tch::nn::VarStore, dynamics: DynamicsConfig) -> EnergyBlock {
-    let mut cfg = BlockConfig::et(8, 2, 4, 16, 12);
+    let mut cfg = basin_core::testing::et_block(8, 2, 4, 16, 12);
     cfg.edit_terms(|a: &mut AttentionConfig| a.init_std = 0.3)
         .unwrap();
     cfg.edit_terms(|h: &mut HopfieldMemoryConfig| h.init_std = 0.3)
@@ -47,25 +44,4 @@ fn a_gradient_flow_block_retraces_the_flow_over_a_grid_of_its_energy() {
     for p in &own.points {
         assert!(land.u[0] <= p[0] && p[0] <= land.u[8] && land.v[0] <= p[1] && p[1] <= land.v[8]);
     }
-}
-
-#[test]
-fn controlled_dynamics_leave_the_flow_and_carry_their_storage_functional() {
-    tch::manual_seed(5);
-    let vs = store();
-    let b = block(&vs, DynamicsConfig::new(&ControlledConfig::default()));
-    let x0 = tokens(1, 6, 8).to_kind(tch::Kind::Float);
-    let land = landscape(&b, &x0, &Structure::full(), 0.1, 5);
-    let [own, flow] = &land.paths[..] else {
-        panic!("two paths")
-    };
-    assert_eq!(own.points[0], flow.points[0], "one start");
-    let apart = own
-        .points
-        .iter()
-        .zip(&flow.points)
-        .map(|(p, q)| (p[0] - q[0]).hypot(p[1] - q[1]))
-        .fold(0.0, f64::max);
-    assert!(apart > 1e-6, "CDAT's path is the flow's");
-    assert_eq!(own.storage.as_ref().map(Vec::len), Some(own.energy.len()));
 }

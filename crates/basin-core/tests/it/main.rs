@@ -4,13 +4,10 @@
 
 mod checkpoint;
 mod common;
-mod controlled;
 mod custom_term;
 mod descent;
 mod device;
-mod flow;
 mod gradients;
-mod hopfield;
 mod implicit;
 mod init;
 mod landscape;

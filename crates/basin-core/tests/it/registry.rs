@@ -84,7 +84,7 @@ fn unknown_kinds_fields_and_bad_values_are_named() {
 
 #[test]
 fn typed_edits_reach_only_their_kind() {
-    let mut cfg = BlockConfig::et(8, 2, 4, 16, 2);
+    let mut cfg = basin_core::testing::et_block(8, 2, 4, 16, 2);
     cfg.edit_terms(|a: &mut AttentionConfig| a.heads = 3)
         .unwrap();
     let a: AttentionConfig = cfg.terms[0].params().unwrap();

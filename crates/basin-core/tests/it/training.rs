@@ -6,15 +6,15 @@
 use crate::common::*;
 use basin_core::testing::{finite_difference, lock_generator, max_rel_error};
 use basin_core::{
-    AttentionConfig, BlockConfig, DynamicsConfig, Energy, EnergyBlock, EnergySum,
-    HopfieldMemoryConfig, Structure,
+    AttentionConfig, DynamicsConfig, Energy, EnergyBlock, EnergySum, HopfieldMemoryConfig,
+    Structure,
 };
 use tch::{Kind, Tensor, nn::VarStore};
 
 const D: i64 = 4;
 
 fn tiny_block(vs: &VarStore) -> EnergyBlock {
-    let mut cfg = BlockConfig::et(D, 2, 3, 5, 3);
+    let mut cfg = basin_core::testing::et_block(D, 2, 3, 5, 3);
     cfg.edit_terms(|a: &mut AttentionConfig| {
         a.init_std = 0.5;
         a.learn_beta = true;

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use basin_core::TraceOptions;
 use basin_core::testing::lock_generator;
-use basin_core::{BlockConfig, TraceOptions};
 use basin_et::image::{ablation, cifar10_cpu, imagenet};
 use basin_image::{Augment, ImageSet, MaskStrategy, Normalize};
 use basin_tasks::image_completion::{
@@ -27,7 +27,7 @@ fn small_config() -> ImageCompletionConfig {
         height: 16,
         width: 16,
         patch: 4,
-        block: BlockConfig::et(32, 2, 8, 64, 6),
+        block: basin_core::testing::et_block(32, 2, 8, 64, 6),
         self_attention: false,
         cls_token: false,
         token_init_std: 0.02,

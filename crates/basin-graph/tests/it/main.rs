@@ -9,5 +9,4 @@ mod laplacian;
 mod loaders;
 mod mil;
 mod posenc;
-mod split;
 mod tu;

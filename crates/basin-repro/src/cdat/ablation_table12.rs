@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::cdat::anomaly_table2::{cdat_model, options};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// CDAT Table 12.
 #[derive(Debug)]
@@ -62,27 +62,19 @@ impl PaperTable {
 }
 
 impl Reproduction for CdatTable12 {
-    fn id(&self) -> &'static str {
-        "cdat-table12"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "cdat-table12",
+            title: "CDAT Table 12: ET, SUPP, Wx and full CDAT on node anomaly detection at 1/40/70 % training",
+            paper: "cdat.txt, Appendix C, Table 12 (hyperparameters: Tables 8 and 9)",
+            datasets: DATASETS,
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: true,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "CDAT Table 12: ET, SUPP, Wx and full CDAT on node anomaly detection at 1/40/70 % training"
-    }
-    fn paper(&self) -> &'static str {
-        "cdat.txt, Appendix C, Table 12 (hyperparameters: Tables 8 and 9)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        DATASETS
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
-    }
-    fn shards(&self) -> bool {
-        true
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
         let paper: PaperTable = report::paper("cdat-table12")?;
@@ -149,3 +141,4 @@ impl Reproduction for CdatTable12 {
         anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }
+crate::register_table!(CdatTable12);

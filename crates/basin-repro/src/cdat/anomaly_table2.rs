@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::anomaly::{self, AnomalyOptions, DATASETS, TableModel};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// CDAT Table 2.
 #[derive(Debug)]
@@ -85,28 +85,19 @@ pub(crate) fn cdat_model(preset: Preset, dataset: &str, ratio: f64) -> NodeAnoma
 }
 
 impl Reproduction for CdatTable2 {
-    fn id(&self) -> &'static str {
-        "cdat-table2"
-    }
-    fn title(&self) -> &'static str {
-        "CDAT Table 2: node anomaly detection at 1/40/70 % training, CDAT beside ET and the floor"
-    }
-    fn paper(&self) -> &'static str {
-        "cdat.txt, Table 2 (hyperparameters: Tables 8 and 9)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        DATASETS
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "cdat-table2",
+            title: "CDAT Table 2: node anomaly detection at 1/40/70 % training, CDAT beside ET and the floor",
+            paper: "cdat.txt, Table 2 (hyperparameters: Tables 8 and 9)",
+            datasets: DATASETS,
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: true,
+        };
+        &INFO
     }
 
-    fn shards(&self) -> bool {
-        true
-    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
         let preset = ctx.preset;
@@ -151,3 +142,4 @@ impl Reproduction for CdatTable2 {
         anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }
+crate::register_table!(CdatTable2);

@@ -17,7 +17,7 @@ use basin_train::runner::{Learner, TrainConfig, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, Report};
-use crate::{Context, Override, Preset, ReproError, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, TaskError, selected};
 
 /// CDAT Table 4.
 #[derive(Debug)]
@@ -103,24 +103,19 @@ fn learner_costs<L: Learner>(
 }
 
 impl Reproduction for CdatTable4 {
-    fn id(&self) -> &'static str {
-        "cdat-table4"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "cdat-table4",
+            title: "CDAT Table 4: parameters, inference ms per batch, training s per epoch of GT, ET, CDAT",
+            paper: "cdat.txt, Table 4",
+            datasets: &["NCI109", "NCI1", "MUTAG"],
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Dataset],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "CDAT Table 4: parameters, inference ms per batch, training s per epoch of GT, ET, CDAT"
-    }
-    fn paper(&self) -> &'static str {
-        "cdat.txt, Table 4"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &["NCI109", "NCI1", "MUTAG"]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Dataset]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("cdat-table4")?;
         let candidates = match ctx.preset {
@@ -132,7 +127,7 @@ impl Reproduction for CdatTable4 {
             .map(|n| (n.clone(), ctx.data_dir.join("tu").join(n)))
             .find(|(_, d)| d.is_dir())
         else {
-            return Err(ReproError::config(
+            return Err(TaskError::invalid(
                 "data",
                 format!(
                     "none of {} under {}",
@@ -171,14 +166,14 @@ impl Reproduction for CdatTable4 {
         costs.push(learner_costs(
             "GT",
             |seed| {
-                Ok(GraphTransformerLearner::new(
+                GraphTransformerLearner::new(
                     data.clone(),
                     pe.clone(),
                     &gt,
                     &items,
                     seed,
                     ctx.device,
-                )?)
+                )
             },
             &items,
             batch,
@@ -190,14 +185,14 @@ impl Reproduction for CdatTable4 {
             costs.push(learner_costs(
                 model,
                 |seed| {
-                    Ok(GraphClassifierLearner::new(
+                    GraphClassifierLearner::new(
                         data.clone(),
                         pe.clone(),
                         &cfg,
                         &items,
                         seed,
                         ctx.device,
-                    )?)
+                    )
                 },
                 &items,
                 batch,
@@ -268,3 +263,4 @@ impl Reproduction for CdatTable4 {
         .with_headline(headline))
     }
 }
+crate::register_table!(CdatTable4);

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
 use crate::report::{self, Report};
-use crate::{Context, Override, Preset, ReproError, Reproduction, Result};
+use crate::{Context, Preset, Reproduction, Result, TableInfo, TaskError};
 
 /// CDAT Tables 13 and 14.
 #[derive(Debug)]
@@ -66,7 +66,7 @@ pub fn anomaly() -> Result<[Built; 2]> {
     use basin_cdat::anomaly::{reference, reference_unused_parameters, table9};
     let (nodes, features) = AMAZON;
     let row = table9("amazon", 0.4)
-        .ok_or_else(|| ReproError::config("cdat-params", "Table 9 has no Amazon 40 % row"))?;
+        .ok_or_else(|| TaskError::invalid("cdat-params", "Table 9 has no Amazon 40 % row"))?;
     let cfg = reference(row, nodes);
     let vs = nn::VarStore::new(Device::Cpu);
     NodeAnomaly::new(&vs.root(), &cfg, features, nodes, 1)?;
@@ -140,24 +140,19 @@ fn millions(n: i64, decimals: usize) -> String {
 }
 
 impl Reproduction for CdatParams {
-    fn id(&self) -> &'static str {
-        "cdat-params"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "cdat-params",
+            title: "CDAT Tables 13/14: parameters of CDAT and ET (anomaly, graph classification), built and counted",
+            paper: "cdat.txt, Appendix D, Tables 13 and 14",
+            datasets: &[],
+            presets: &[Preset::Paper, Preset::Quick],
+            accepts: &[],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "CDAT Tables 13/14: parameters of CDAT and ET (anomaly, graph classification), built and counted"
-    }
-    fn paper(&self) -> &'static str {
-        "cdat.txt, Appendix D, Tables 13 and 14"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &[]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("cdat-params")?;
         let (anomaly, graph) = (anomaly()?, graph()?);
@@ -253,6 +248,7 @@ impl Reproduction for CdatParams {
         .with_headline(headline))
     }
 }
+crate::register_table!(CdatParams);
 
 #[cfg(test)]
 mod tests {

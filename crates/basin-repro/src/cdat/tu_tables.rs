@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
 use crate::tu::{self, TuModel, TuOptions};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
 
 const TU: &[&str] = &[
     "PROTEINS",
@@ -94,35 +94,26 @@ struct Table1Paper {
 }
 
 impl Reproduction for CdatTable1 {
-    fn id(&self) -> &'static str {
-        "cdat-table1"
-    }
-    fn title(&self) -> &'static str {
-        "CDAT Table 1: TU classification, CDAT beside ET (leak-free CV and the training-set procedure)"
-    }
-    fn paper(&self) -> &'static str {
-        "cdat.txt, Table 1 (hyperparameters: Table 10)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        TU
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[
-            Override::Epochs,
-            Override::Dataset,
-            Override::Repeats,
-            Override::Selection,
-            Override::InnerFolds,
-            Override::Ema,
-        ]
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "cdat-table1",
+            title: "CDAT Table 1: TU classification, CDAT beside ET (leak-free CV and the training-set procedure)",
+            paper: "cdat.txt, Table 1 (hyperparameters: Table 10)",
+            datasets: TU,
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[
+                Override::Epochs,
+                Override::Dataset,
+                Override::Repeats,
+                Override::Selection,
+                Override::InnerFolds,
+                Override::Ema,
+            ],
+            shards: true,
+        };
+        &INFO
     }
 
-    fn shards(&self) -> bool {
-        true
-    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
             Preset::Paper => TU,
@@ -242,6 +233,7 @@ impl Reproduction for CdatTable1 {
         .with_headline(headline))
     }
 }
+crate::register_table!(CdatTable1);
 
 // ------------------------------------------------------------------------------ Table 3
 
@@ -273,35 +265,26 @@ const RANKS: [(&str, Option<i64>); 7] = [
 ];
 
 impl Reproduction for CdatTable3 {
-    fn id(&self) -> &'static str {
-        "cdat-table3"
-    }
-    fn title(&self) -> &'static str {
-        "CDAT Table 3: the rank of W (none, 1, 2, 4, 8, 16, full) on DD and NCI1"
-    }
-    fn paper(&self) -> &'static str {
-        "cdat.txt, Table 3"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &["DD", "NCI1", "MUTAG"]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[
-            Override::Epochs,
-            Override::Dataset,
-            Override::Repeats,
-            Override::Selection,
-            Override::InnerFolds,
-            Override::Ema,
-        ]
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "cdat-table3",
+            title: "CDAT Table 3: the rank of W (none, 1, 2, 4, 8, 16, full) on DD and NCI1",
+            paper: "cdat.txt, Table 3",
+            datasets: &["DD", "NCI1", "MUTAG"],
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[
+                Override::Epochs,
+                Override::Dataset,
+                Override::Repeats,
+                Override::Selection,
+                Override::InnerFolds,
+                Override::Ema,
+            ],
+            shards: true,
+        };
+        &INFO
     }
 
-    fn shards(&self) -> bool {
-        true
-    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         // DD graphs reach 500 nodes: on a CPU the sweep runs NCI1; the quick run uses MUTAG
         // as a stand-in (say so in the report).
@@ -420,6 +403,7 @@ impl Reproduction for CdatTable3 {
         .with_headline(headline))
     }
 }
+crate::register_table!(CdatTable3);
 
 // ----------------------------------------------------------------------------- Table 11
 
@@ -428,9 +412,9 @@ const PRIOR: &str = "full+prior";
 
 /// Eq. 3's prior as Table 11's extra row runs it: ring distance over the feature indices (so no
 /// index is an edge; the report's text says so), the default J₀ and a, learned.
-fn prior() -> basin_core::controlled::PriorConfig {
-    basin_core::controlled::PriorConfig {
-        distance: basin_core::controlled::PriorDistance::Ring,
+fn prior() -> basin_cdat::controlled::PriorConfig {
+    basin_cdat::controlled::PriorConfig {
+        distance: basin_cdat::controlled::PriorDistance::Ring,
         learn: true,
         ..Default::default()
     }
@@ -456,35 +440,26 @@ struct Table11Paper {
 }
 
 impl Reproduction for CdatTable11 {
-    fn id(&self) -> &'static str {
-        "cdat-table11"
-    }
-    fn title(&self) -> &'static str {
-        "CDAT Table 11: ablations (without mutual excitation, without self-inhibition, full)"
-    }
-    fn paper(&self) -> &'static str {
-        "cdat.txt, Table 11"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &["DD", "NCI1", "NCI109", "MUTAG"]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[
-            Override::Epochs,
-            Override::Dataset,
-            Override::Repeats,
-            Override::Selection,
-            Override::InnerFolds,
-            Override::Ema,
-        ]
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "cdat-table11",
+            title: "CDAT Table 11: ablations (without mutual excitation, without self-inhibition, full)",
+            paper: "cdat.txt, Table 11",
+            datasets: &["DD", "NCI1", "NCI109", "MUTAG"],
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[
+                Override::Epochs,
+                Override::Dataset,
+                Override::Repeats,
+                Override::Selection,
+                Override::InnerFolds,
+                Override::Ema,
+            ],
+            shards: true,
+        };
+        &INFO
     }
 
-    fn shards(&self) -> bool {
-        true
-    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
             Preset::Paper => &["DD", "NCI1", "NCI109", "MUTAG"],
@@ -611,3 +586,4 @@ impl Reproduction for CdatTable11 {
         .with_headline(headline))
     }
 }
+crate::register_table!(CdatTable11);

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// ET Table 13.
 #[derive(Debug)]
@@ -52,27 +52,19 @@ impl PaperTable {
 }
 
 impl Reproduction for EtTable13 {
-    fn id(&self) -> &'static str {
-        "et-table13"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "et-table13",
+            title: "ET Table 13: ATT-only, HN-only and full ET on node anomaly detection (macro-F1, AUC)",
+            paper: "energy-transformer.txt, Appendix F.1, Table 13 (hyperparameters: Table 6)",
+            datasets: DATASETS,
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: true,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "ET Table 13: ATT-only, HN-only and full ET on node anomaly detection (macro-F1, AUC)"
-    }
-    fn paper(&self) -> &'static str {
-        "energy-transformer.txt, Appendix F.1, Table 13 (hyperparameters: Table 6)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        DATASETS
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
-    }
-    fn shards(&self) -> bool {
-        true
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
         let paper: PaperTable = report::paper("et-table13")?;
@@ -131,3 +123,4 @@ impl Reproduction for EtTable13 {
         anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }
+crate::register_table!(EtTable13);

@@ -22,35 +22,31 @@ use basin_train::record::RunRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
 
 /// ET Table 14.
 #[derive(Debug)]
 pub struct EtTable14;
 
 impl Reproduction for EtTable14 {
-    fn id(&self) -> &'static str {
-        "et-table14"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "et-table14",
+            title: "ET Table 14: module ablation of masked image completion (ImageNet-1k; CIFAR-10, Fashion-MNIST at CPU scale)",
+            paper: "energy-transformer.txt, Appendix B, Table 14 (ImageNet-1k; Table 4's training)",
+            datasets: &["imagenet-1k", "cifar10", "fashion-mnist"],
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset, Override::TrainImages],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "ET Table 14: module ablation of masked image completion (ImageNet-1k; CIFAR-10, Fashion-MNIST at CPU scale)"
-    }
-    fn paper(&self) -> &'static str {
-        "energy-transformer.txt, Appendix B, Table 14 (ImageNet-1k; Table 4's training)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &["imagenet-1k", "cifar10", "fashion-mnist"]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset, Override::TrainImages]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         run(&Table14Options::for_context(self, ctx), ctx)
     }
 }
+crate::register_table!(EtTable14);
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {

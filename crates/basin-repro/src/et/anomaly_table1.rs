@@ -18,39 +18,31 @@ use serde::Deserialize;
 
 use crate::anomaly::{self, AnomalyOptions, AnomalyResult, DATASETS};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// ET Table 1.
 #[derive(Debug)]
 pub struct EtTable1;
 
 impl Reproduction for EtTable1 {
-    fn id(&self) -> &'static str {
-        "et-table1"
-    }
-    fn title(&self) -> &'static str {
-        "ET Table 1: node anomaly detection (macro-F1, AUC) on the anomaly graphs found"
-    }
-    fn paper(&self) -> &'static str {
-        "energy-transformer.txt, Section 4, Table 1 (hyperparameters: Table 6)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        DATASETS
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "et-table1",
+            title: "ET Table 1: node anomaly detection (macro-F1, AUC) on the anomaly graphs found",
+            paper: "energy-transformer.txt, Section 4, Table 1 (hyperparameters: Table 6)",
+            datasets: DATASETS,
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: true,
+        };
+        &INFO
     }
 
-    fn shards(&self) -> bool {
-        true
-    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         run(&options(ctx.preset).with_overrides(self, ctx), ctx)
     }
 }
+crate::register_table!(EtTable1);
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {

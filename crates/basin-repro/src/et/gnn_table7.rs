@@ -26,9 +26,9 @@ use basin_train::schedule::{Schedule, Unit};
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
-use crate::sfi::gnn_table2::generate;
+use crate::sfi::sets::generate;
 use crate::sfi::{ModelSpec, RunPlan, no_graph, run_rows, selected_val};
-use crate::{Context, Override, Preset, ReproError, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, TaskError, selected};
 
 /// ET Table 7.
 #[derive(Debug)]
@@ -79,7 +79,7 @@ impl Set {
                 Self::Superpixels(Dataset::Cifar10, LrgbSet::Cifar10Superpixels)
             }
             "zinc" => Self::Zinc,
-            other => return Err(ReproError::config(other, "not a dataset of ET Table 7")),
+            other => return Err(TaskError::invalid(other, "not a dataset of ET Table 7")),
         })
     }
 
@@ -200,7 +200,7 @@ fn load(
     let official = raw
         .official_split
         .clone()
-        .ok_or_else(|| ReproError::config(name, "no published split"))?;
+        .ok_or_else(|| TaskError::invalid(name, "no published split"))?;
     let split = match set {
         Set::Sbm(_) => official,
         _ => official.subset(sizes(ctx.preset), 0),
@@ -209,24 +209,19 @@ fn load(
 }
 
 impl Reproduction for EtTable7 {
-    fn id(&self) -> &'static str {
-        "et-table7"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "et-table7",
+            title: "ET Table 7: CIFAR10, MNIST, PATTERN, CLUSTER (regenerated) and ZINC beside a no-graph model and GatedGCN",
+            paper: "energy-transformer.txt, Appendix D, Table 7 (hyperparameters: Tables 10 and 11)",
+            datasets: DATASETS,
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "ET Table 7: CIFAR10, MNIST, PATTERN, CLUSTER (regenerated) and ZINC beside a no-graph model and GatedGCN"
-    }
-    fn paper(&self) -> &'static str {
-        "energy-transformer.txt, Appendix D, Table 7 (hyperparameters: Tables 10 and 11)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        DATASETS
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("et-table7")?;
         let runs = if ctx.preset == Preset::Paper { 4 } else { 1 };
@@ -423,3 +418,4 @@ impl Reproduction for EtTable7 {
         .with_headline(headline))
     }
 }
+crate::register_table!(EtTable7);

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use crate::anomaly::{self, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// ET Table 12.
 #[derive(Debug)]
@@ -67,27 +67,19 @@ fn per_relation(cfg: &NodeAnomalyConfig, pool: RelationPool) -> NodeAnomalyConfi
 }
 
 impl Reproduction for EtTable12 {
-    fn id(&self) -> &'static str {
-        "et-table12"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "et-table12",
+            title: "ET Table 12: heterogeneous anomaly detection, max pooling and concatenation over relations",
+            paper: "energy-transformer.txt, Appendix E, Table 12 (hyperparameters: Table 6)",
+            datasets: DATASETS,
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: true,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "ET Table 12: heterogeneous anomaly detection, max pooling and concatenation over relations"
-    }
-    fn paper(&self) -> &'static str {
-        "energy-transformer.txt, Appendix E, Table 12 (hyperparameters: Table 6)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        DATASETS
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
-    }
-    fn shards(&self) -> bool {
-        true
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
         let paper: PaperTable = report::paper("et-table12")?;
@@ -136,3 +128,4 @@ impl Reproduction for EtTable12 {
         anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }
+crate::register_table!(EtTable12);

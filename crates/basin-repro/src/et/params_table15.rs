@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
 use crate::report::{self, Report};
-use crate::{Context, Override, Preset, ReproError, Reproduction, Result};
+use crate::{Context, Preset, Reproduction, Result, TableInfo, TaskError};
 
 /// ET Table 15.
 #[derive(Debug)]
@@ -102,7 +102,7 @@ pub fn count() -> Result<Counts> {
                 ..TransformerConfig::vit_base()
             },
         )
-        .map_err(|e| ReproError::config("transformer", e.to_string()))?;
+        .map_err(|e| TaskError::invalid("transformer", e.to_string()))?;
         let w = weights(&vs);
         let layer: BTreeMap<String, i64> = w
             .iter()
@@ -141,24 +141,19 @@ fn drop(n: i64, base: i64) -> f64 {
 }
 
 impl Reproduction for EtTable15 {
-    fn id(&self) -> &'static str {
-        "et-table15"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "et-table15",
+            title: "ET Table 15: parameters of ViT-Base, ALBERT ViT-Base and ET, built and counted",
+            paper: "energy-transformer.txt, Appendix G, Table 15",
+            datasets: &[],
+            presets: &[Preset::Paper, Preset::Quick],
+            accepts: &[],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "ET Table 15: parameters of ViT-Base, ALBERT ViT-Base and ET, built and counted"
-    }
-    fn paper(&self) -> &'static str {
-        "energy-transformer.txt, Appendix G, Table 15"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &[]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("et-table15")?;
         let Counts {
@@ -320,6 +315,7 @@ impl Reproduction for EtTable15 {
         .with_headline(headline))
     }
 }
+crate::register_table!(EtTable15);
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
 use crate::tu::{self, TuModel, TuOptions};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
 
 /// ET Table 2.
 #[derive(Debug)]
@@ -28,35 +28,26 @@ const DATASETS: &[&str] = &[
 ];
 
 impl Reproduction for EtTable2 {
-    fn id(&self) -> &'static str {
-        "et-table2"
-    }
-    fn title(&self) -> &'static str {
-        "ET Table 2: TU classification, leak-free CV beside the paper's et-paper procedure"
-    }
-    fn paper(&self) -> &'static str {
-        "energy-transformer.txt, Section 5, Table 2 (hyperparameters: Table 9)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        DATASETS
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[
-            Override::Epochs,
-            Override::Dataset,
-            Override::Repeats,
-            Override::Selection,
-            Override::InnerFolds,
-            Override::Ema,
-        ]
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "et-table2",
+            title: "ET Table 2: TU classification, leak-free CV beside the paper's et-paper procedure",
+            paper: "energy-transformer.txt, Section 5, Table 2 (hyperparameters: Table 9)",
+            datasets: DATASETS,
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[
+                Override::Epochs,
+                Override::Dataset,
+                Override::Repeats,
+                Override::Selection,
+                Override::InnerFolds,
+                Override::Ema,
+            ],
+            shards: true,
+        };
+        &INFO
     }
 
-    fn shards(&self) -> bool {
-        true
-    }
     fn run(&self, ctx: &Context) -> Result<Report> {
         let mut opts = tu::with_overrides(options(ctx.preset), ctx);
         let default: Vec<&str> = opts.datasets.iter().map(String::as_str).collect();
@@ -64,6 +55,7 @@ impl Reproduction for EtTable2 {
         run(&opts, ctx)
     }
 }
+crate::register_table!(EtTable2);
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::et::ablation_table14::{AblationResult, Table14Options, train_models};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// ET Table 16.
 #[derive(Debug)]
@@ -52,24 +52,19 @@ pub fn vit_for(cfg: &ImageCompletionConfig) -> ImageCompletionConfig {
 }
 
 impl Reproduction for EtTable16 {
-    fn id(&self) -> &'static str {
-        "et-table16"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "et-table16",
+            title: "ET Table 16: ET against a ViT of about its size on image completion (PSNR, SSIM)",
+            paper: "energy-transformer.txt, Appendix G, Table 16 (ImageNet-1k)",
+            datasets: &["imagenet-1k", "cifar10", "fashion-mnist"],
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset, Override::TrainImages],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "ET Table 16: ET against a ViT of about its size on image completion (PSNR, SSIM)"
-    }
-    fn paper(&self) -> &'static str {
-        "energy-transformer.txt, Appendix G, Table 16 (ImageNet-1k)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &["imagenet-1k", "cifar10", "fashion-mnist"]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset, Override::TrainImages]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let mut opts = Table14Options::for_context(self, ctx);
         opts.ablations.clear();
@@ -166,3 +161,4 @@ impl Reproduction for EtTable16 {
         .with_headline(headline))
     }
 }
+crate::register_table!(EtTable16);

@@ -4,9 +4,7 @@
 
 use tch::{Device, Kind, Tensor};
 
-use basin_core::hopfield::{
-    ClassicalHopfield, DamInteraction, DenseAssociativeMemory, ModernHopfield,
-};
+use basin_hopfield::{ClassicalHopfield, DamInteraction, DenseAssociativeMemory, ModernHopfield};
 
 const F64: (Kind, Device) = (Kind::Double, Device::Cpu);
 

@@ -11,38 +11,34 @@ use tch::{Kind, Tensor};
 
 use super::claims::{self as hopfield_demos, Memory};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, ReproError, Reproduction, Result};
+use crate::{Context, Preset, Reproduction, Result, TableInfo, TaskError};
 
 /// The Hopfield slides' claims.
 #[derive(Debug)]
 pub struct HopfieldMemory;
 
 impl Reproduction for HopfieldMemory {
-    fn id(&self) -> &'static str {
-        "hopfield-memory"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "hopfield-memory",
+            title: "Hopfield slides: retrieval, metastability, capacity, energy, image retrieval, spurious states",
+            paper: "hopfield-networks-is-all-you-need-slides.txt (Theorems 2, 3, 4, 5; capacity; retrieval at β = 8 and 0.5; spurious minima)",
+            datasets: &["fashion-mnist"],
+            presets: &[Preset::Cpu, Preset::Quick],
+            accepts: &[],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "Hopfield slides: retrieval, metastability, capacity, energy, image retrieval, spurious states"
-    }
-    fn paper(&self) -> &'static str {
-        "hopfield-networks-is-all-you-need-slides.txt (Theorems 2, 3, 4, 5; capacity; retrieval at β = 8 and 0.5; spurious minima)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &["fashion-mnist"]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         run(ctx)
     }
 }
+crate::register_table!(HopfieldMemory);
 
-fn plot_err(e: impl std::fmt::Display) -> ReproError {
-    ReproError::config("plot", e.to_string())
+fn plot_err(e: impl std::fmt::Display) -> TaskError {
+    TaskError::invalid("plot", e.to_string())
 }
 
 /// Measures and plots the claims into `ctx.out` (on the CPU: the computations are small).
@@ -292,7 +288,7 @@ fn image_section(
         }
     };
     if test.channels != 1 || test.labels.len() < 6 {
-        return Err(ReproError::config(
+        return Err(TaskError::invalid(
             "fashion-mnist",
             "expected at least six grey images",
         ));

@@ -1,5 +1,5 @@
 //! `hopfield-mil`: a HopfieldPooling bag classifier
-//! ([`basin_tasks::bag_classification`]) on the MIL benchmarks, evaluated by repeated stratified
+//! ([`basin_hopfield::bags`]) on the MIL benchmarks, evaluated by repeated stratified
 //! 10-fold cross-validation with hyperparameter selection inside the training folds (the epoch
 //! count among them: [`EpochChoice::InnerFolds`]), reported beside the slides' table.
 
@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use basin_graph::KFoldConfig;
 use basin_graph::mil::{load_csv, load_prtools_zip};
-use basin_tasks::bag_classification::{BagClassifierConfig, BagClassifierLearner};
+use basin_hopfield::bags::{BagClassifierConfig, BagClassifierLearner};
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{
     EpochChoice, GridSearch, Metric, NestedCrossValidation, Protocol, ProtocolReport, nothing_after,
@@ -17,7 +17,7 @@ use basin_train::runner::TrainConfig;
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, selected};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
 
 /// The Hopfield slides' MIL table.
 #[derive(Debug)]
@@ -33,24 +33,19 @@ const DATASETS: &[&str] = &[
 ];
 
 impl Reproduction for HopfieldMil {
-    fn id(&self) -> &'static str {
-        "hopfield-mil"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "hopfield-mil",
+            title: "Hopfield slides: MIL benchmarks (Tiger, Fox, Elephant, UCSB, Musk), nested CV",
+            paper: "hopfield-networks-is-all-you-need-slides.txt, the MIL table",
+            datasets: DATASETS,
+            presets: &[Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "Hopfield slides: MIL benchmarks (Tiger, Fox, Elephant, UCSB, Musk), nested CV"
-    }
-    fn paper(&self) -> &'static str {
-        "hopfield-networks-is-all-you-need-slides.txt, the MIL table"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        DATASETS
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let quick = ctx.preset == Preset::Quick;
         // Quick runs skip the largest sets.
@@ -62,6 +57,7 @@ impl Reproduction for HopfieldMil {
         run(ctx, &selected(self, ctx, &default))
     }
 }
+crate::register_table!(HopfieldMil);
 
 #[derive(Deserialize)]
 struct PaperRow {

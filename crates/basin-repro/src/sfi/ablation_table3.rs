@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::{ZERO_NOTE, benchmark, no_graph, row_cells, run_rows, sets};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// SFi-Former Table 3.
 #[derive(Debug)]
@@ -70,24 +70,19 @@ fn models(
 }
 
 impl Reproduction for SfiTable3 {
-    fn id(&self) -> &'static str {
-        "sfi-table3"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "sfi-table3",
+            title: "SFi-Former Table 3: λ*, α and attention ablations on PascalVOC-SP, Peptides-func and Peptides-struct",
+            paper: "sfi-former.txt, Table 3",
+            datasets: &["pascalvoc-sp", "peptides-func", "peptides-struct"],
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "SFi-Former Table 3: λ*, α and attention ablations on PascalVOC-SP, Peptides-func and Peptides-struct"
-    }
-    fn paper(&self) -> &'static str {
-        "sfi-former.txt, Table 3"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &["pascalvoc-sp", "peptides-func", "peptides-struct"]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("sfi-table3")?;
         let mut md = String::from("# SFi-Former Table 3 — ablations\n\n");
@@ -200,3 +195,4 @@ impl Reproduction for SfiTable3 {
         .with_headline(headline))
     }
 }
+crate::register_table!(SfiTable3);

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::{RunPlan, attention_figure, gap_figure, row_cells, run_rows, sets, solver_figure};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Preset, ReproError, Reproduction, Result, selected};
+use crate::{Context, Preset, Reproduction, Result, TaskError, selected};
 
 /// One row of the paper's table.
 #[derive(Debug, Deserialize)]
@@ -65,7 +65,7 @@ pub(crate) fn datasets(table: &dyn Reproduction, ctx: &Context) -> Result<Vec<Da
         .iter()
         .map(|n| {
             Dataset::from_name(n)
-                .ok_or_else(|| ReproError::config(n, "not a dataset of the SFi-Former tables"))
+                .ok_or_else(|| TaskError::invalid(n, "not a dataset of the SFi-Former tables"))
         })
         .collect()
 }

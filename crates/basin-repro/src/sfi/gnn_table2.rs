@@ -4,76 +4,33 @@
 //! pickles had no seed, so only the distribution is the same): GatedGCN, GraphGPS, DFi-Former,
 //! SFi-Former and SFi-Former+ beside the model that ignores the graph.
 
-use basin_graph::sbm::{ClusterConfig, PatternConfig, generate_cluster, generate_pattern};
-use basin_sfi::presets::Dataset;
-
 use super::benchmark;
 use crate::report::Report;
-use crate::{Context, Override, Preset, ReproError, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// SFi-Former Table 2.
 #[derive(Debug)]
 pub struct SfiTable2;
 
-/// The generated PATTERN or CLUSTER at `preset` (train/val/test graphs).
-pub(crate) fn generate(d: Dataset, preset: Preset) -> Result<basin_graph::GraphDataset> {
-    Ok(match d {
-        Dataset::Pattern => generate_pattern(&match preset {
-            Preset::Paper => PatternConfig::default(),
-            Preset::Cpu => PatternConfig {
-                per_pattern: [10, 2, 2],
-                ..PatternConfig::default()
-            },
-            Preset::Quick => PatternConfig {
-                patterns: 10,
-                per_pattern: [4, 1, 1],
-                ..PatternConfig::default()
-            },
-        })?,
-        Dataset::Cluster => generate_cluster(&match preset {
-            Preset::Paper => ClusterConfig::default(),
-            Preset::Cpu => ClusterConfig {
-                sizes: [1000, 200, 200],
-                ..ClusterConfig::default()
-            },
-            Preset::Quick => ClusterConfig {
-                sizes: [40, 10, 10],
-                ..ClusterConfig::default()
-            },
-        })?,
-        other => {
-            return Err(ReproError::config(
-                other.name(),
-                "only PATTERN and CLUSTER are generated",
-            ));
-        }
-    })
-}
-
 impl Reproduction for SfiTable2 {
-    fn id(&self) -> &'static str {
-        "sfi-table2"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "sfi-table2",
+            title: "SFi-Former Table 2: MNIST, CIFAR10, PATTERN and CLUSTER (regenerated) — GatedGCN, GPS, DFi, SFi, SFi+ beside a no-graph model",
+            paper: "sfi-former.txt, Table 2 (configs: Table 6 and the GraphGPS code)",
+            datasets: &[
+                "mnist-superpixels",
+                "cifar10-superpixels",
+                "pattern",
+                "cluster",
+            ],
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "SFi-Former Table 2: MNIST, CIFAR10, PATTERN and CLUSTER (regenerated) — GatedGCN, GPS, DFi, SFi, SFi+ beside a no-graph model"
-    }
-    fn paper(&self) -> &'static str {
-        "sfi-former.txt, Table 2 (configs: Table 6 and the GraphGPS code)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &[
-            "mnist-superpixels",
-            "cifar10-superpixels",
-            "pattern",
-            "cluster",
-        ]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         benchmark::run(
             self,
@@ -83,3 +40,4 @@ impl Reproduction for SfiTable2 {
         )
     }
 }
+crate::register_table!(SfiTable2);

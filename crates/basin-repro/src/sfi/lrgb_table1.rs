@@ -5,37 +5,32 @@
 
 use super::benchmark;
 use crate::report::Report;
-use crate::{Context, Override, Preset, Reproduction, Result};
+use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// SFi-Former Table 1.
 #[derive(Debug)]
 pub struct SfiTable1;
 
 impl Reproduction for SfiTable1 {
-    fn id(&self) -> &'static str {
-        "sfi-table1"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "sfi-table1",
+            title: "SFi-Former Table 1: the five LRGB sets — GatedGCN, GPS, DFi, SFi, SFi+ beside a no-graph model",
+            paper: "sfi-former.txt, Table 1 (configs: Table 5 and the GraphGPS code)",
+            datasets: &[
+                "coco-sp",
+                "pascalvoc-sp",
+                "peptides-func",
+                "peptides-struct",
+                "pcqm-contact",
+            ],
+            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
+            accepts: &[Override::Epochs, Override::Dataset],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "SFi-Former Table 1: the five LRGB sets — GatedGCN, GPS, DFi, SFi, SFi+ beside a no-graph model"
-    }
-    fn paper(&self) -> &'static str {
-        "sfi-former.txt, Table 1 (configs: Table 5 and the GraphGPS code)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &[
-            "coco-sp",
-            "pascalvoc-sp",
-            "peptides-func",
-            "peptides-struct",
-            "pcqm-contact",
-        ]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Cpu, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [Override] {
-        &[Override::Epochs, Override::Dataset]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         benchmark::run(
             self,
@@ -45,3 +40,4 @@ impl Reproduction for SfiTable1 {
         )
     }
 }
+crate::register_table!(SfiTable1);

@@ -9,14 +9,14 @@ mod benchmark;
 pub mod gnn_table2;
 pub mod lrgb_table1;
 pub mod params;
-mod sets;
+pub(crate) mod sets;
 pub mod stats_table4;
 
 use std::path::Path;
 use std::sync::Arc;
 
-use basin_core::flow::FlowSolver;
 use basin_graph::Split;
+use basin_sfi::flow::FlowSolver;
 use basin_sfi::learner::{GpsData, GpsLearner};
 use basin_sfi::model::{GpsModelConfig, PosEnc};
 use basin_train::protocol::{FixedSplitProtocol, Metric, Protocol, ProtocolReport, PublishedSplit};
@@ -152,7 +152,7 @@ pub fn run_rows(
                     .find(|(n, _)| n == from)
                     .map(|(_, d)| d.clone())
                     .ok_or_else(|| {
-                        crate::ReproError::config(
+                        crate::TaskError::invalid(
                             &spec.name,
                             format!("warm start from `{from}`, which is not an earlier row"),
                         )
@@ -253,7 +253,7 @@ pub fn gap_figure(path: &Path, title: &str, rows: &[RowResult]) -> Result<String
         .map(|(n, v)| basin_train::plot::Series::new(n.clone(), v.clone()))
         .collect();
     basin_train::plot::line_chart(path, title, "epoch", &series)
-        .map_err(|e| crate::ReproError::config(path.display().to_string(), e.to_string()))?;
+        .map_err(|e| crate::TaskError::invalid(path.display().to_string(), e.to_string()))?;
     let ends: Vec<String> = curves
         .iter()
         .map(|(n, c)| {
@@ -328,7 +328,7 @@ pub fn attention_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
     let labels: Vec<&str> = drawn.iter().map(|r| r.model.as_str()).collect();
     let scale = (256 / n.max(1)).clamp(1, 8);
     image_grid(path, &pictures, &labels, scale)
-        .map_err(|e| crate::ReproError::config(path.display().to_string(), e.to_string()))?;
+        .map_err(|e| crate::TaskError::invalid(path.display().to_string(), e.to_string()))?;
     Ok(format!(
         "\nAttention (flows Z) on the first test graph ({n} nodes), one picture per layer and head, log scale from 10⁻⁸ (black) to 1 (white), rows = queries (Figure 4): `{}`.\n",
         path.file_name()
@@ -369,7 +369,7 @@ pub fn solver_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
         "iteration",
         &series,
     )
-    .map_err(|e| crate::ReproError::config(path.display().to_string(), e.to_string()))?;
+    .map_err(|e| crate::TaskError::invalid(path.display().to_string(), e.to_string()))?;
     Ok(format!(
         "\nSolver trace (run 0, up to 16 test graphs, mean over graphs and heads), energy of eq. 9 from the softmax start to the last unrolled prox-BB iterate, beside the exact minimiser's: {}. Plot: `{}`.\n",
         text.join("; "),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
 use crate::report::{self, Report};
-use crate::{Context, Preset, ReproError, Reproduction, Result};
+use crate::{Context, Preset, Reproduction, Result, TableInfo, TaskError};
 
 /// SFi-Former Tables 5/6, `#params`.
 #[derive(Debug)]
@@ -41,7 +41,7 @@ fn count(model: Dataset) -> Result<i64> {
     let cfg = paper(model, Variant::Sfi);
     let vs = nn::VarStore::new(Device::Cpu);
     GpsModel::new(&vs.root(), &cfg, model.task().outputs(cfg.dim()))
-        .map_err(|e| ReproError::config(model.name(), e.to_string()))?;
+        .map_err(|e| TaskError::invalid(model.name(), e.to_string()))?;
     Ok(vs
         .trainable_variables()
         .iter()
@@ -50,24 +50,19 @@ fn count(model: Dataset) -> Result<i64> {
 }
 
 impl Reproduction for SfiParams {
-    fn id(&self) -> &'static str {
-        "sfi-params"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "sfi-params",
+            title: "SFi-Former Tables 5/6: parameter counts of all nine models, built and counted",
+            paper: "sfi-former.txt, Tables 5 and 6 (#params)",
+            datasets: &[],
+            presets: &[Preset::Paper, Preset::Quick],
+            accepts: &[],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "SFi-Former Tables 5/6: parameter counts of all nine models, built and counted"
-    }
-    fn paper(&self) -> &'static str {
-        "sfi-former.txt, Tables 5 and 6 (#params)"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &[]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [crate::Override] {
-        &[]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = report::paper("sfi-params")?;
         let mut md = String::from("# SFi-Former Tables 5/6 — parameter counts\n\n");
@@ -121,3 +116,4 @@ impl Reproduction for SfiParams {
         Ok(Report::new(md, &serde_json::json!({ "rows": rows }), 1)?.with_headline(headline))
     }
 }
+crate::register_table!(SfiParams);

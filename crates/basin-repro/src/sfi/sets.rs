@@ -7,15 +7,15 @@ use std::time::Instant;
 
 use basin_data::registry;
 use basin_graph::Split;
+use basin_graph::sbm::{ClusterConfig, PatternConfig, generate_cluster, generate_pattern};
 use basin_sfi::learner::GpsData;
 use basin_sfi::model::PosEnc;
 use basin_sfi::presets::{self, Dataset, Variant};
 use basin_train::protocol::Metric;
 
 use super::ModelSpec;
-use super::gnn_table2::generate;
 use crate::report::Missing;
-use crate::{Context, Preset, ReproError, Result};
+use crate::{Context, Preset, Result, TaskError};
 
 /// The parts of the official split each preset uses (training graphs, validation, test; `None`
 /// for all of a part). The generated sets are sized by their generator instead.
@@ -104,7 +104,7 @@ pub(crate) fn load(
         }
     };
     let official = ds.official_split.clone().ok_or_else(|| {
-        ReproError::config(
+        TaskError::invalid(
             d.name(),
             "no official split (the split JSON beside the npz)",
         )
@@ -147,4 +147,39 @@ pub(crate) fn published(v: &[f64], scale: f64) -> String {
         [m] => format!("{:.2} (one run)", m * scale),
         _ => "–".into(),
     }
+}
+
+/// The generated PATTERN or CLUSTER at `preset` (train/val/test graphs).
+pub(crate) fn generate(d: Dataset, preset: Preset) -> Result<basin_graph::GraphDataset> {
+    Ok(match d {
+        Dataset::Pattern => generate_pattern(&match preset {
+            Preset::Paper => PatternConfig::default(),
+            Preset::Cpu => PatternConfig {
+                per_pattern: [10, 2, 2],
+                ..PatternConfig::default()
+            },
+            Preset::Quick => PatternConfig {
+                patterns: 10,
+                per_pattern: [4, 1, 1],
+                ..PatternConfig::default()
+            },
+        })?,
+        Dataset::Cluster => generate_cluster(&match preset {
+            Preset::Paper => ClusterConfig::default(),
+            Preset::Cpu => ClusterConfig {
+                sizes: [1000, 200, 200],
+                ..ClusterConfig::default()
+            },
+            Preset::Quick => ClusterConfig {
+                sizes: [40, 10, 10],
+                ..ClusterConfig::default()
+            },
+        })?,
+        other => {
+            return Err(TaskError::invalid(
+                other.name(),
+                "only PATTERN and CLUSTER are generated",
+            ));
+        }
+    })
 }

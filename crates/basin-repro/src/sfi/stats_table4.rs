@@ -8,9 +8,9 @@ use std::time::Instant;
 use basin_data::registry;
 use basin_sfi::presets::Dataset;
 
-use super::gnn_table2::generate;
+use super::sets::generate;
 use crate::report::{self, Missing, Report};
-use crate::{Context, Preset, Reproduction, Result};
+use crate::{Context, Preset, Reproduction, Result, TableInfo};
 
 /// SFi-Former Table 4 (the local rows).
 #[derive(Debug)]
@@ -24,24 +24,19 @@ const PRINTED: &[(&str, usize, f64, f64)] = &[
 ];
 
 impl Reproduction for SfiTable4 {
-    fn id(&self) -> &'static str {
-        "sfi-table4"
+    fn info(&self) -> &'static TableInfo {
+        const INFO: TableInfo = TableInfo {
+            id: "sfi-table4",
+            title: "SFi-Former Table 4: statistics of Peptides-func and the regenerated PATTERN and CLUSTER",
+            paper: "sfi-former.txt, Table 4",
+            datasets: &["pattern", "cluster", "peptides-func"],
+            presets: &[Preset::Paper, Preset::Quick],
+            accepts: &[],
+            shards: false,
+        };
+        &INFO
     }
-    fn title(&self) -> &'static str {
-        "SFi-Former Table 4: statistics of Peptides-func and the regenerated PATTERN and CLUSTER"
-    }
-    fn paper(&self) -> &'static str {
-        "sfi-former.txt, Table 4"
-    }
-    fn datasets(&self) -> &'static [&'static str] {
-        &["pattern", "cluster", "peptides-func"]
-    }
-    fn presets(&self) -> &'static [Preset] {
-        &[Preset::Paper, Preset::Quick]
-    }
-    fn accepts(&self) -> &'static [crate::Override] {
-        &[]
-    }
+
     fn run(&self, ctx: &Context) -> Result<Report> {
         let mut md = String::from("# SFi-Former Table 4 — dataset statistics\n\n");
         md.push_str(&report::banner(
@@ -115,3 +110,4 @@ impl Reproduction for SfiTable4 {
         .with_headline(headline))
     }
 }
+crate::register_table!(SfiTable4);

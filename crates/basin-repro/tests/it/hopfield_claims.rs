@@ -1,7 +1,7 @@
 //! The Hopfield slides' claims, with thresholds that fail when the implementation is wrong.
 
-use basin_core::hopfield::*;
 use basin_core::testing::lock_generator;
+use basin_hopfield::*;
 use basin_repro::hopfield::claims::*;
 
 #[test]

@@ -109,7 +109,7 @@ fn the_code_terms_variant_is_cdat_with_ets_terms() {
 
 /// Run file `text` (named `name` in errors), which must be a graph-classification run.
 fn graph_run(text: &str, name: &str) -> basin_tasks::graph_classification::GraphRun {
-    basin_repro::runs::RunSpec::parse(text, name)
+    basin_tasks::run_file::RunSpec::parse(text, name)
         .unwrap()
         .get::<basin_tasks::graph_classification::GraphRun>()
         .unwrap_or_else(|| panic!("{name} is not a graph-classification run file"))
@@ -121,7 +121,7 @@ fn graph_run(text: &str, name: &str) -> basin_tasks::graph_classification::Graph
 #[test]
 fn the_graph_examples_use_the_tu_tables_folds() {
     for name in ["et-graph", "cdat-graph"] {
-        let run = graph_run(&basin_repro::runs::RunSpec::example(name).unwrap(), name);
+        let run = graph_run(&basin_repro::examples::example(name).unwrap(), name);
         assert_eq!(run.protocol.folds, basin_repro::tu::cv_folds(10), "{name}");
     }
 }
@@ -131,7 +131,7 @@ fn the_graph_examples_use_the_tu_tables_folds() {
 #[test]
 fn the_graph_examples_name_inner_folds_in_a_comment_that_works() {
     for name in ["et-graph", "cdat-graph"] {
-        let text = basin_repro::runs::RunSpec::example(name).unwrap();
+        let text = basin_repro::examples::example(name).unwrap();
         assert_eq!(graph_run(&text, name).protocol.inner_folds, 0, "{name}");
         let line = text
             .lines()

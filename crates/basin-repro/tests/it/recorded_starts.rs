@@ -207,7 +207,7 @@ fn the_other_recorded_models_start_where_their_runs_started() {
     use basin_cdat::anomaly::{TABLE8, model, reference, tolokers};
     use basin_graph::anomaly::{PlantedConfig, generate_planted};
     use basin_graph::mil::{Bag, MilDataset};
-    use basin_tasks::bag_classification::BagClassifierLearner;
+    use basin_hopfield::bags::BagClassifierLearner;
     use basin_tasks::baselines::{GraphTransformerConfig, GraphTransformerLearner};
     use basin_tasks::node_anomaly::NodeAnomalyLearner;
     let _g = lock_generator();

@@ -2,9 +2,9 @@
 //! with rows as queries; the layer is permutation equivariant and blind to padding; the "Ã"
 //! ablation ignores queries and keys; gradients reach every projection and γ.
 
-use basin_core::flow::{FlowConfig, FlowSolver};
 use basin_core::testing::{lock_generator, max_rel_error, variables_by_name};
 use basin_sfi::attention::{Adjacency, SfiAttention, SfiAttentionConfig, gcn_normalize};
+use basin_sfi::flow::{FlowConfig, FlowSolver};
 use tch::{Kind, Tensor, nn};
 
 const OPTS: (Kind, tch::Device) = (Kind::Double, tch::Device::Cpu);

@@ -3,10 +3,10 @@
 //! outputs, gradients reach every weight, and size buckets change how the attention's work is
 //! cut, not what the layer computes.
 
-use basin_core::flow::{FlowConfig, FlowSolver};
 use basin_core::testing::{lock_generator, max_rel_error, variables_by_name};
 use basin_graph::batch::{BUCKET_OVERHEAD, size_buckets};
 use basin_sfi::attention::{LambdaNorm, SfiAttentionConfig};
+use basin_sfi::flow::{FlowConfig, FlowSolver};
 use basin_sfi::gps::{GpsConfig, GpsLayer, GraphBatchTensors};
 use tch::{Kind, Tensor, nn};
 

@@ -4,6 +4,7 @@
 
 mod attention;
 mod encoders;
+mod flow;
 mod gated_gcn;
 mod gps;
 mod model;

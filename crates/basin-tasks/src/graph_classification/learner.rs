@@ -277,15 +277,11 @@ impl Learner for GraphClassifierLearner {
             let edges = Tensor::stack(&aux, 0).sum(Kind::Float) / items.len().max(1) as f64;
             loss = loss + edges * self.model.cfg.edge_reconstruction;
         }
-        let loss = basin_core::implicit::attach(&loss, self.model.blocks());
         Ok(StepOutput::loss(loss).with_data_seconds(data))
     }
 
-    fn epoch_metrics(&mut self) -> std::collections::BTreeMap<String, f64> {
-        basin_core::implicit::take_stats(self.model.blocks())
-            .metrics()
-            .into_iter()
-            .collect()
+    fn blocks(&self) -> Vec<&basin_core::EnergyBlock> {
+        self.model.blocks().iter().collect()
     }
 
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {

@@ -176,3 +176,5 @@ impl Task for GraphRun {
         Some(self.architecture.describe())
     }
 }
+
+crate::register_task!(GraphRun);

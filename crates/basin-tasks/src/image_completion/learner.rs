@@ -268,15 +268,12 @@ impl Learner for ImageLearner {
         } else {
             self.model.forward(&b, true, None).0
         };
-        let loss = basin_core::implicit::attach(&self.model.loss(&pred, &b), self.model.block());
+        let loss = self.model.loss(&pred, &b);
         Ok(StepOutput::loss(loss).with_data_seconds(data))
     }
 
-    fn epoch_metrics(&mut self) -> BTreeMap<String, f64> {
-        basin_core::implicit::take_stats(self.model.block())
-            .metrics()
-            .into_iter()
-            .collect()
+    fn blocks(&self) -> Vec<&basin_core::EnergyBlock> {
+        self.model.block().into_iter().collect()
     }
 
     fn after_backward(&mut self) {

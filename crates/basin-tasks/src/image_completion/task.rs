@@ -139,3 +139,5 @@ impl Task for ImageRun {
         Ok(terms)
     }
 }
+
+crate::register_task!(ImageRun);

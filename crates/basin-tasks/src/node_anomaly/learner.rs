@@ -184,12 +184,6 @@ impl NodeAnomalyLearner {
         Ok((ids, logits))
     }
 
-    /// `loss` with the implicit gradients of the block's pending forwards attached
-    /// ([`basin_core::implicit::attach`]; unchanged for an unrolled block).
-    fn attached(&self, loss: &Tensor) -> Tensor {
-        basin_core::implicit::attach(loss, [self.model.block()])
-    }
-
     /// The model.
     pub fn model(&self) -> &NodeAnomaly {
         &self.model
@@ -223,7 +217,8 @@ impl Learner for NodeAnomalyLearner {
                 &[&pool, val, test],
                 ratio,
                 rng,
-            )?;
+            )
+            .map_err(TaskError::from)?;
             let device = self.vs.device();
             // The sample already carries its self loops.
             let (ids, logits) = self.subgraph_logits(&sub, false)?;
@@ -249,14 +244,15 @@ impl Learner for NodeAnomalyLearner {
             .index_put(&[Some(rest)], &scored, false);
             return Ok(StepOutput {
                 pre_step_scores: Some(Scores::from_tensor(&all)?),
-                ..StepOutput::loss(self.attached(&loss))
+                ..StepOutput::loss(loss)
             });
         }
         if let Some(ratio) = self.cfg.subgraph_ratio {
             // Appendix C.2: a fresh subgraph induced by a share of the training nodes each epoch.
             let pool: Vec<u32> = train.iter().map(|&i| i as u32).collect();
             let sub =
-                basin_graph::sample::induced_by_ratio(&self.graph, Some(&pool), ratio, false, rng)?;
+                basin_graph::sample::induced_by_ratio(&self.graph, Some(&pool), ratio, false, rng)
+                    .map_err(TaskError::from)?;
             let (ids, logits) = self.subgraph_logits(&sub, self.cfg.self_loops)?;
             let labels: Vec<bool> = sub
                 .nodes
@@ -268,7 +264,7 @@ impl Learner for NodeAnomalyLearner {
                 &self.labels.index_select(0, &ids),
                 anomaly_weight(&labels),
             );
-            return Ok(StepOutput::loss(self.attached(&loss)));
+            return Ok(StepOutput::loss(loss));
         }
         let logits = self.model.forward(&self.features, &self.structures, true);
         let pre = Scores::from_tensor(&logits.detach().sigmoid())?;
@@ -281,15 +277,12 @@ impl Learner for NodeAnomalyLearner {
         );
         Ok(StepOutput {
             pre_step_scores: Some(pre),
-            ..StepOutput::loss(self.attached(&loss))
+            ..StepOutput::loss(loss)
         })
     }
 
-    fn epoch_metrics(&mut self) -> std::collections::BTreeMap<String, f64> {
-        basin_core::implicit::take_stats([self.model.block()])
-            .metrics()
-            .into_iter()
-            .collect()
+    fn blocks(&self) -> Vec<&basin_core::EnergyBlock> {
+        vec![self.model.block()]
     }
 
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {

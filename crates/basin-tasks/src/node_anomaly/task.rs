@@ -131,3 +131,5 @@ impl Task for AnomalyRun {
         Ok(learner.energy_per_step())
     }
 }
+
+crate::register_task!(AnomalyRun);

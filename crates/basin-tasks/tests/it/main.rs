@@ -2,6 +2,5 @@
 //! its own under `tests/` (one link instead of one per file).
 #![allow(clippy::unwrap_used)]
 
-mod bag_classification;
 mod baselines;
 mod task;

@@ -20,7 +20,7 @@ fn eval_rescores_a_graph_run_with_its_own_metric() {
     let data = work.path().join("SHAPES");
     basin_graph::tu::write_tu(&rings_and_stars(24), &data).unwrap();
     let mut architecture = GraphClassifierConfig {
-        block: basin_core::BlockConfig::et(8, 2, 4, 8, 1),
+        block: basin_core::testing::et_block(8, 2, 4, 8, 1),
         batch: 8,
         ..GraphClassifierConfig::default()
     };
@@ -66,7 +66,7 @@ fn rescoring_an_anomaly_run_needs_its_threshold() {
     let run = AnomalyRun {
         data: "planted".into(),
         architecture: NodeAnomalyConfig {
-            block: basin_core::BlockConfig::et(8, 1, 8, 8, 1),
+            block: basin_core::testing::et_block(8, 1, 8, 8, 1),
             readout_hidden: 8,
             ..NodeAnomalyConfig::default()
         },

@@ -8,13 +8,14 @@
 
 use std::collections::BTreeMap;
 
-use basin_graph::{SplitConfig, stratified_split};
+use basin_data::split::{SplitConfig, stratified_split};
 use serde::{Deserialize, Serialize};
 
-use super::{PlannedRun, Protocol, ProtocolReport, config_of, graph_err, ids};
+use super::{PlannedRun, Protocol, ProtocolReport, config_of, split_err};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::metrics::{self, MetricError};
+use crate::plan::ids;
 use crate::runner::{Learner, TrainConfig, Validation};
 
 /// Which scores the anomaly protocol evaluates.
@@ -122,7 +123,7 @@ impl Protocol for AnomalyProtocol {
                 field: "labelled".into(),
                 message: "a node id is beyond the labels".into(),
             })?;
-        let split = stratified_split(labelled, &labels, &self.split).map_err(graph_err)?;
+        let split = stratified_split(labelled, &labels, &self.split).map_err(split_err)?;
         Ok((0..self.runs)
             .map(|r| PlannedRun::new(format!("run-{r}"), split.clone(), self.seed + r as u64))
             .collect())

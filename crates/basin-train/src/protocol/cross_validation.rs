@@ -5,15 +5,16 @@
 
 use std::collections::BTreeMap;
 
-use basin_graph::{KFoldConfig, Split, stratified_kfold};
+use basin_data::split::{KFoldConfig, Split, stratified_kfold};
 use serde::{Deserialize, Serialize};
 
 use super::fit::{final_epoch_run, fold_runs, inner_choice, inner_run};
 use super::metric::Metric;
 use super::selection::Selection;
-use super::{PlannedRun, Protocol, ProtocolReport, config_of, field_err, ids};
+use super::{PlannedRun, Protocol, ProtocolReport, config_of, field_err};
 use crate::TrainError;
 use crate::context::RunContext;
+use crate::plan::ids;
 use crate::runner::{Learner, TrainConfig};
 
 /// Stratified k-fold cross-validation with an inner validation split (leak-free).

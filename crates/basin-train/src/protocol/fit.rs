@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use basin_graph::Split;
+use basin_data::split::Split;
 
-use super::ids;
 use super::metric::{Metric, TargetView};
 use super::selection::Selection;
 use crate::TrainError;
+use crate::plan::ids;
 use crate::record::RunRecord;
 use crate::runner::{Learner, Runner, Validation};
 

@@ -1,13 +1,13 @@
 //! A published train/val/test split (the GNN Benchmark, LRGB) with best-validation-epoch
 //! selection, as GraphGPS and SFi-Former evaluate.
 
-use basin_graph::Split;
+use basin_data::split::Split;
 use serde::{Deserialize, Serialize};
 
 use super::fit::fold_runs_with_curves;
 use super::metric::{Metric, TargetView};
 use super::selection::Selection;
-use super::{PlannedRun, Protocol, ProtocolReport, config_of, graph_err};
+use super::{PlannedRun, Protocol, ProtocolReport, config_of, split_err};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::runner::{Learner, TrainConfig};
@@ -53,7 +53,7 @@ impl Protocol for FixedSplitProtocol {
     /// The runs on the published split: seeds `seed, seed + 1, …`, directories `run-<r>`.
     fn plan(&self, targets: PublishedSplit<'_>) -> Result<Vec<PlannedRun>, TrainError> {
         let split = targets.split;
-        split.check_disjoint().map_err(graph_err)?;
+        split.check_disjoint().map_err(split_err)?;
         Ok((0..self.runs.max(1))
             .map(|r| PlannedRun::new(format!("run-{r}"), split.clone(), self.seed + r as u64))
             .collect())

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use basin_graph::Split;
+use basin_data::split::Split;
 use serde::{Deserialize, Serialize};
 
 use super::{PlannedRun, Protocol, ProtocolReport, config_of};
@@ -143,7 +143,7 @@ impl Protocol for ImageProtocol {
 
     /// The one run, [`IMAGE_RUN`], on the drawn parts.
     fn plan(&self, targets: ImageTargets<'_>) -> Result<Vec<PlannedRun>, TrainError> {
-        targets.split.check_disjoint().map_err(super::graph_err)?;
+        targets.split.check_disjoint().map_err(super::split_err)?;
         Ok(vec![PlannedRun::new(
             IMAGE_RUN,
             targets.split.clone(),

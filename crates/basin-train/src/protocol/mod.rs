@@ -16,14 +16,13 @@
 //! items are scored against) and [`selection`] (how a run's epoch is chosen).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-use basin_graph::Split;
 use serde::{Deserialize, Serialize};
 
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::metrics;
+pub use crate::plan::PlannedRun;
 use crate::record::RunRecord;
 use crate::runner::Learner;
 
@@ -82,16 +81,12 @@ pub fn nothing_after<L>(_: &PlannedRun, _: &mut L) -> Result<(), TrainError> {
     Ok(())
 }
 
-pub(crate) fn ids(v: &[u32]) -> Vec<usize> {
-    v.iter().map(|&i| i as usize).collect()
-}
-
-pub(crate) fn graph_err(e: basin_graph::GraphError) -> TrainError {
+pub(crate) fn split_err(e: basin_data::DataError) -> TrainError {
     field_err("split")(e)
 }
 
 /// A split error named as the protocol field it comes from.
-pub(crate) fn field_err(field: &'static str) -> impl Fn(basin_graph::GraphError) -> TrainError {
+pub(crate) fn field_err(field: &'static str) -> impl Fn(basin_data::DataError) -> TrainError {
     move |e| TrainError::Config {
         field: field.into(),
         message: e.to_string(),
@@ -105,49 +100,6 @@ pub(crate) fn config_of(p: &impl Serialize) -> Result<serde_json::Value, TrainEr
 
 /// Mean ± std (population) of each summary metric over runs.
 pub type Aggregate = BTreeMap<String, (f64, f64)>;
-
-/// One run (or fold) of a protocol, known before anything trains: the directory it writes
-/// under the protocol's output directory, its split and its model seed. `make` gets it to
-/// build the learner, `basin eval` gets the same list to find each run again; the directory
-/// names exist only here.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlannedRun {
-    /// Directory under the protocol's output, e.g. `repeat-0/fold-3` or `run-1`.
-    pub dir: String,
-    /// Train / validation / test items.
-    pub split: Split,
-    /// Model seed.
-    pub seed: u64,
-    /// The grid candidate the run trains ([`GridSearch`]); `None` elsewhere.
-    pub candidate: Option<usize>,
-}
-
-impl PlannedRun {
-    /// A run of no grid candidate.
-    pub fn new(dir: impl Into<String>, split: Split, seed: u64) -> Self {
-        Self {
-            dir: dir.into(),
-            split,
-            seed,
-            candidate: None,
-        }
-    }
-
-    /// The training items as indices.
-    pub fn train(&self) -> Vec<usize> {
-        ids(&self.split.train)
-    }
-
-    /// The validation items as indices.
-    pub fn val(&self) -> Vec<usize> {
-        ids(&self.split.val)
-    }
-
-    /// The test items as indices.
-    pub fn test(&self) -> Vec<usize> {
-        ids(&self.split.test)
-    }
-}
 
 /// The result of a protocol: every run's record and the aggregate.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -250,14 +202,5 @@ impl ProtocolReport {
             ));
         }
         md
-    }
-
-    /// Writes `report.json` into `dir`, atomically.
-    pub fn write_json(&self, dir: &Path) -> Result<PathBuf, TrainError> {
-        let path = dir.join("report.json");
-        let json = serde_json::to_string_pretty(self)
-            .map_err(|e| TrainError::State(format!("cannot serialise the report: {e}")))?;
-        basin_core::fsio::write_atomic(&path, json.as_bytes())?;
-        Ok(path)
     }
 }

@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use basin_graph::{KFoldConfig, Split, stratified_kfold};
+use basin_data::split::{KFoldConfig, Split, stratified_kfold};
 use serde::{Deserialize, Serialize};
 
 use super::fit::{final_epoch_run, fold_runs};
 use super::metric::Metric;
 use super::selection::Selection;
-use super::{PlannedRun, Protocol, ProtocolReport, config_of, graph_err};
+use super::{PlannedRun, Protocol, ProtocolReport, config_of, split_err};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::metrics;
@@ -154,7 +154,7 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
                     ..p.outer.clone()
                 },
             )
-            .map_err(graph_err)?;
+            .map_err(split_err)?;
             for (f, split) in outer.into_iter().enumerate() {
                 plan.push(PlannedRun::new(
                     format!("repeat-{r}/fold-{f}"),
@@ -205,7 +205,7 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
                     seed,
                 },
             )
-            .map_err(graph_err)?;
+            .map_err(split_err)?;
             let mut scores = Vec::with_capacity(grid.len());
             let mut epochs = Vec::with_capacity(grid.len());
             let sign = if p.metric == Metric::Mae { -1.0 } else { 1.0 };

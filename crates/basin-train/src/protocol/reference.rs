@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use basin_graph::Split;
+use basin_data::split::Split;
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -12,10 +12,11 @@ use serde::{Deserialize, Serialize};
 
 use super::fit::final_epoch_run;
 use super::metric::Metric;
-use super::{PlannedRun, Protocol, ProtocolReport, config_of, ids};
+use super::{PlannedRun, Protocol, ProtocolReport, config_of};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::metrics;
+use crate::plan::ids;
 use crate::runner::{Learner, TrainConfig, Validation};
 
 // ---------------------------------------------------------------------------- code-cv

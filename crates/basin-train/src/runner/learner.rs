@@ -125,12 +125,12 @@ pub trait Learner {
     /// backward pass the loss's graph does not reach, such as a block trained with recomputed
     /// activations ([`basin_core::Recompute`]). The default does nothing.
     fn after_backward(&mut self) {}
-    /// Metrics the model gathered over the epoch (its training steps and validation), added
-    /// to the epoch's record: an implicit block's settling steps and residuals
-    /// ([`basin_core::SettleStats::metrics`]), so a descent that did not converge is never
-    /// silent. The default has none.
-    fn epoch_metrics(&mut self) -> BTreeMap<String, f64> {
-        BTreeMap::new()
+    /// The model's energy blocks. The runner attaches the implicit gradients of their settling
+    /// forwards to each training step's loss ([`basin_core::implicit::attach`]) and adds their
+    /// settling statistics to each epoch's record ([`basin_core::SettleStats::metrics`]), so no
+    /// learner can forget either. The default has none.
+    fn blocks(&self) -> Vec<&basin_core::EnergyBlock> {
+        Vec::new()
     }
     /// The model's configuration (architecture and switches), recorded with each run: a run
     /// directory holding a checkpoint of another model is refused rather than resumed into

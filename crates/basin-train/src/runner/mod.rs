@@ -226,7 +226,7 @@ impl Runner {
             phases.evaluation = t_eval.elapsed().as_secs_f64();
             let mut metrics = v.metrics.clone();
             metrics.insert("train_loss".into(), out.loss);
-            metrics.extend(learner.epoch_metrics());
+            metrics.extend(basin_core::implicit::take_stats(learner.blocks()).metrics());
             if best.as_ref().is_none_or(|(b, _)| {
                 v.score > b.score || (v.score == b.score && v.tie_break > b.tie_break)
             }) {

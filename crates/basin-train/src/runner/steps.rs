@@ -55,8 +55,11 @@ pub(crate) fn train_epoch<L: Learner + ?Sized>(
             items: items.len(),
             batch: batch.len(),
         });
-        let loss = out.as_ref().map(|o| &o.loss);
-        total += steps.step(loss, share, || learner.after_backward())?;
+        // An implicit block's gradient reaches its parameters through the attached loss.
+        let loss = out
+            .as_ref()
+            .map(|o| basin_core::implicit::attach(&o.loss, learner.blocks()));
+        total += steps.step(loss.as_ref(), share, || learner.after_backward())?;
         n += 1;
         if let Some(scores) = out.and_then(|o| o.pre_step_scores) {
             pre_step_scores = Some(scores);

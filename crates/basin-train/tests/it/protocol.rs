@@ -5,7 +5,7 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
-use basin_graph::{KFoldConfig, Split, SplitConfig};
+use basin_data::split::{KFoldConfig, Split, SplitConfig};
 use basin_train::context::RunContext;
 use basin_train::loss::{cross_entropy, weighted_bce};
 use basin_train::protocol::*;

@@ -46,7 +46,7 @@ use crate::structure::{SparseEdges, Structure};
 
 /// Logit given to pairs that may not interact (finite, so that rows with no key at all give
 /// finite values whose contribution is then multiplied by zero, instead of NaN).
-pub(crate) const BLOCKED_LOGIT: f64 = -1e30;
+pub const BLOCKED_LOGIT: f64 = -1e30;
 
 /// Configuration of an [`EnergyAttention`] term.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! no overlap, determinism in the seed, a hash that identifies the split, k-fold test folds
 //! that partition the data.
 
-use basin_graph::split::{KFoldConfig, SplitConfig, stratified_kfold, stratified_split};
+use basin_data::split::{KFoldConfig, SplitConfig, stratified_kfold, stratified_split};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

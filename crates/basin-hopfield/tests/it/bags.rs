@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use basin_graph::KFoldConfig;
 use basin_graph::mil::{Bag, MilDataset};
-use basin_tasks::bag_classification::{BagClassifierConfig, BagClassifierLearner};
+use basin_hopfield::bags::{BagClassifierConfig, BagClassifierLearner};
 use basin_train::context::RunContext;
 use basin_train::optim::OptimConfig;
 use basin_train::protocol::{

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use basin_core::hopfield::{AssociationConfig, HopfieldPooling};
+use crate::layers::{AssociationConfig, HopfieldPooling};
 use basin_graph::mil::MilDataset;
 use basin_train::TrainError;
 use basin_train::protocol::Candidate;
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{self, Module, ModuleT};
 use tch::{Device, Kind, Reduction, Tensor};
 
-use crate::{Result, TaskError};
+use basin_tasks::{Result, TaskError};
 
 /// The model's hyperparameters (one candidate of a selection grid).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,10 @@
-//! Unit tests of the run-file layer.
+//! The example run files through the run-file layer: `--set` overrides and errors by line.
 
-use super::*;
-use crate::runs::sets::apply_sets;
+use basin_tasks::graph_classification::GraphRun;
+use basin_tasks::run_file::RunSpec;
+use basin_tasks::sets::apply_sets;
+
+use super::example;
 
 fn sets(s: &[&str]) -> Vec<String> {
     s.iter().map(|s| s.to_string()).collect()

@@ -1,6 +1,6 @@
 //! Run files (`basin train`, `basin eval`): a dispatcher over every task that implements
-//! `basin_tasks::task::Task`. A run file names the task, the dataset, the model and the
-//! protocol:
+//! [`Task`] and registers itself ([`register_task!`]). A run file names the task, the dataset,
+//! the model and the protocol:
 //!
 //! ```toml
 //! task = "graph-classification"   # or "node-anomaly", "image-completion", "gps"
@@ -16,40 +16,28 @@
 //! repeats = 1
 //! ```
 //!
-//! [`RunSpec`] reads one ([`sets`]: `--set` overrides first), and trains or re-scores it
-//! through `basin_tasks::run`; [`examples`] prints complete ones. The tasks are listed once,
-//! in [`TASKS`].
+//! [`RunSpec`] reads one (`--set` overrides first, [`crate::sets`]) and trains or re-scores it
+//! through [`crate::run`].
 
 use std::any::Any;
 use std::path::Path;
 
-use basin_sfi::task::GpsRun;
-use basin_tasks::graph_classification::GraphRun;
-use basin_tasks::image_completion::ImageRun;
-use basin_tasks::node_anomaly::AnomalyRun;
-use basin_tasks::run::{self, RunOptions, to_toml};
-use basin_tasks::task::Task;
 use basin_train::protocol::{PlannedRun, Protocol};
 use basin_train::runner::Learner;
 use serde::Deserialize;
 use tch::Device;
 
-pub use basin_tasks::run::RunOutcome;
-pub use examples::{EXAMPLES, example};
-pub use sets::apply_sets;
-
-use crate::{ReproError, Result};
-
-pub mod examples;
-pub mod sets;
-#[cfg(test)]
-mod tests;
+use crate::run::{self, RunOptions, RunOutcome, to_toml};
+use crate::sets::apply_sets;
+use crate::task::Task;
+use crate::{Result, TaskError};
 
 /// A run file of one task, behind the dispatcher.
-trait RunFile: std::fmt::Debug + Send + Sync {
+#[doc(hidden)]
+pub trait RunFile: std::fmt::Debug + Send + Sync {
     fn task(&self) -> &'static str;
     fn data(&self) -> &str;
-    fn validate(&self) -> basin_tasks::Result<()>;
+    fn validate(&self) -> Result<()>;
     fn to_toml(&self) -> Result<String>;
     fn train(&self, opts: &RunOptions) -> Result<RunOutcome>;
     fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome>;
@@ -84,26 +72,24 @@ impl<T: Task + Send + Sync + 'static> RunFile for T {
     fn data(&self) -> &str {
         self.data_name()
     }
-    fn validate(&self) -> basin_tasks::Result<()> {
+    fn validate(&self) -> Result<()> {
         Task::validate(self)
     }
     fn to_toml(&self) -> Result<String> {
-        Ok(to_toml(self)?)
+        to_toml(self)
     }
     fn train(&self, opts: &RunOptions) -> Result<RunOutcome> {
-        Ok(run::train(self, opts, |old| {
-            same_run_but_repeats(old, self)
-        })?)
+        run::train(self, opts, |old| same_run_but_repeats(old, self))
     }
     fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome> {
-        Ok(run::eval(self, out, data_dir, device)?)
+        run::eval(self, out, data_dir, device)
     }
     fn open(&self, run: usize, data_dir: Option<&Path>, device: Device) -> Result<OpenRun> {
         let data = self.load(data_dir, device)?;
         let plan = self.protocol().plan(self.targets(&data))?;
         let runs = plan.len();
         let planned = plan.into_iter().nth(run).ok_or_else(|| {
-            ReproError::config("run", format!("the protocol plans {runs} runs (0..{runs})"))
+            TaskError::invalid("run", format!("the protocol plans {runs} runs (0..{runs})"))
         })?;
         let learner = self.learner(&data, &planned, device)?;
         Ok(OpenRun {
@@ -132,27 +118,41 @@ fn same_run_but_repeats<T: Task>(old: &str, new: &T) -> bool {
     matches!((strip(&old), strip(new)), (Some(a), Some(b)) if a == b)
 }
 
-/// A task the run files know: its name and how its file is read.
+/// A task the run files know: its name and how its file is read (what [`register_task!`]
+/// submits).
 pub struct TaskEntry {
     /// `task = "…"`.
     pub name: &'static str,
     parse: fn(&str) -> std::result::Result<Box<dyn RunFile>, toml::de::Error>,
 }
 
-const fn entry<T: Task + Send + Sync + 'static>() -> TaskEntry {
-    TaskEntry {
-        name: T::NAME,
-        parse: |text| Ok(Box::new(parse_as::<T>(text)?)),
+impl TaskEntry {
+    /// The registration of `T`.
+    pub const fn of<T: Task + Send + Sync + 'static>() -> Self {
+        Self {
+            name: T::NAME,
+            parse: |text| Ok(Box::new(parse_as::<T>(text)?)),
+        }
     }
 }
 
-/// Every task a run file may name: the only list there is.
-pub const TASKS: &[TaskEntry] = &[
-    entry::<AnomalyRun>(),
-    entry::<GraphRun>(),
-    entry::<ImageRun>(),
-    entry::<GpsRun>(),
-];
+inventory::collect!(TaskEntry);
+
+/// Registers a run file's task (a type implementing [`Task`]) so that `task = "<its NAME>"`
+/// works in run files. Write it next to the task.
+#[macro_export]
+macro_rules! register_task {
+    ($task:ty) => {
+        $crate::inventory::submit! { $crate::run_file::TaskEntry::of::<$task>() }
+    };
+}
+
+/// Every registered task, sorted by name.
+pub fn tasks() -> Vec<&'static TaskEntry> {
+    let mut v: Vec<&TaskEntry> = inventory::iter::<TaskEntry>.into_iter().collect();
+    v.sort_by_key(|t| t.name);
+    v
+}
 
 fn parse_as<T: Task>(fields: &str) -> std::result::Result<T, toml::de::Error> {
     toml::from_str(&without_task_line(fields))
@@ -185,11 +185,6 @@ fn without_task_line(text: &str) -> String {
 pub struct RunSpec(Box<dyn RunFile>);
 
 impl RunSpec {
-    /// The complete example run file `name` (see [`EXAMPLES`]), as TOML.
-    pub fn example(name: &str) -> Result<String> {
-        example(name)
-    }
-
     /// Parses a run file; errors name the file and the field.
     pub fn read(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| basin_core::CoreError::io(path, e))?;
@@ -216,11 +211,12 @@ impl RunSpec {
             task: String,
         }
         let err =
-            |e: toml::de::Error| ReproError::config(file, e.to_string().trim_end().to_owned());
+            |e: toml::de::Error| TaskError::invalid(file, e.to_string().trim_end().to_owned());
         let named: Named = toml::from_str(text).map_err(err)?;
-        let Some(task) = TASKS.iter().find(|t| t.name == named.task) else {
-            let known: Vec<String> = TASKS.iter().map(|t| format!("`{}`", t.name)).collect();
-            return Err(ReproError::config(
+        let tasks = tasks();
+        let Some(task) = tasks.iter().find(|t| t.name == named.task) else {
+            let known: Vec<String> = tasks.iter().map(|t| format!("`{}`", t.name)).collect();
+            return Err(TaskError::invalid(
                 format!("{file}: task"),
                 format!(
                     "unknown task `{}`; expected one of {}",
@@ -232,7 +228,7 @@ impl RunSpec {
         let parsed = (task.parse)(text).map_err(err)?;
         parsed
             .validate()
-            .map_err(|e| ReproError::config(file, e.to_string()))?;
+            .map_err(|e| TaskError::invalid(file, e.to_string()))?;
         Ok(Self(parsed))
     }
 

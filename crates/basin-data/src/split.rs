@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::error::{GraphError, Result};
+use crate::error::{DataError, Result};
 
 /// Train, validation and test ids (node ids or graph indices), each ascending, plus a SHA-256
 /// of the three lists that identifies the split in run records.
@@ -102,7 +102,7 @@ impl Split {
             .collect();
         all.sort_unstable();
         if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
-            return Err(GraphError::invalid(
+            return Err(DataError::invalid(
                 "split",
                 format!("id {} is in more than one part", w[0]),
             ));
@@ -143,7 +143,7 @@ impl SplitConfig {
     fn validate(&self) -> Result<()> {
         let ok = |x: f64| x.is_finite() && (0.0..=1.0).contains(&x);
         if !ok(self.train_ratio) || !ok(self.test_fraction_of_rest) {
-            return Err(GraphError::invalid(
+            return Err(DataError::invalid(
                 "split config",
                 format!(
                     "train_ratio ({}) and test_fraction_of_rest ({}) must lie in [0, 1]",
@@ -211,7 +211,7 @@ fn allocate(counts: &[usize], total: usize) -> Vec<usize> {
 
 fn check_inputs(ids: &[u32], labels: &[usize]) -> Result<()> {
     if ids.len() != labels.len() {
-        return Err(GraphError::invalid(
+        return Err(DataError::invalid(
             "split input",
             format!("{} ids but {} labels", ids.len(), labels.len()),
         ));
@@ -219,7 +219,7 @@ fn check_inputs(ids: &[u32], labels: &[usize]) -> Result<()> {
     let mut sorted = ids.to_vec();
     sorted.sort_unstable();
     if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-        return Err(GraphError::invalid(
+        return Err(DataError::invalid(
             "split input",
             format!("id {} appears twice", w[0]),
         ));
@@ -282,7 +282,7 @@ impl Default for KFoldConfig {
 pub fn stratified_kfold(ids: &[u32], labels: &[usize], cfg: &KFoldConfig) -> Result<Vec<Split>> {
     check_inputs(ids, labels)?;
     if cfg.folds < 2 || cfg.folds > ids.len() {
-        return Err(GraphError::invalid(
+        return Err(DataError::invalid(
             "k-fold config",
             format!(
                 "folds = {} must be at least 2 and at most the {} items",
@@ -292,7 +292,7 @@ pub fn stratified_kfold(ids: &[u32], labels: &[usize], cfg: &KFoldConfig) -> Res
         ));
     }
     if !(cfg.val_ratio.is_finite() && (0.0..1.0).contains(&cfg.val_ratio)) {
-        return Err(GraphError::invalid(
+        return Err(DataError::invalid(
             "k-fold config",
             format!("val_ratio = {} must lie in [0, 1)", cfg.val_ratio),
         ));
@@ -311,7 +311,7 @@ pub fn stratified_kfold(ids: &[u32], labels: &[usize], cfg: &KFoldConfig) -> Res
         let mut distinct = labels.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
-        return Err(GraphError::invalid(
+        return Err(DataError::invalid(
             "k-fold config",
             format!(
                 "folds = {} is more than the {} items of class {}, the smallest: some test folds would hold none of it",

@@ -3,7 +3,7 @@
 //! descent for symmetric and non-symmetric W and any ω — while the energy itself may rise.
 
 use crate::common::*;
-use basin_core::controlled::{
+use basin_cdat::controlled::{
     Controlled, ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace,
     OmegaMode, PriorConfig, PriorDistance,
 };
@@ -188,7 +188,7 @@ fn padded_tokens_are_not_coupled_and_do_not_move() {
 
 #[test]
 fn the_reference_anomaly_step_subtracts_the_layer_output() {
-    use basin_core::controlled::Drive;
+    use basin_cdat::controlled::Drive;
     seeded(12, || {
         // The anomaly code: h ← h − α(g + D(−∂E/∂g)) − α(1 + c)h + αWh.
         let cfg = ControlledConfig {
@@ -447,7 +447,7 @@ fn blocks_of_one_model_share_w_and_omega() {
     let vs = store();
     let cfg = BlockConfig {
         dynamics: DynamicsConfig::new(&ControlledConfig::default()),
-        ..BlockConfig::et(D, 2, 3, 8, 1)
+        ..basin_core::testing::et_block(D, 2, 3, 8, 1)
     };
     let shared = vs.root() / "shared";
     let _a = EnergyBlock::with_shared(&(vs.root() / "block0"), &shared, &cfg).unwrap();

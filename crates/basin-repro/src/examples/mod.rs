@@ -3,6 +3,7 @@
 //! from nothing.
 
 use basin_sfi::task::GpsRun;
+use basin_tasks::TaskError;
 use basin_tasks::graph_classification::GraphRun;
 use basin_tasks::image_completion::ImageRun;
 use basin_tasks::node_anomaly::AnomalyRun;
@@ -11,7 +12,10 @@ use basin_train::protocol::{
     AnomalyProtocol, CrossValidation, FixedSplitProtocol, ImageProtocol, Metric,
 };
 
-use crate::{ReproError, Result};
+use crate::Result;
+
+#[cfg(test)]
+mod tests;
 
 /// The examples: name, one line on what it runs, and how its run file is made.
 pub const EXAMPLES: &[(&str, &str)] = &[
@@ -104,7 +108,7 @@ pub fn example(name: &str) -> Result<String> {
         })?,
         other => {
             let known: Vec<&str> = EXAMPLES.iter().map(|(n, _)| *n).collect();
-            return Err(ReproError::config(
+            return Err(TaskError::invalid(
                 "--example",
                 format!("`{other}` is not an example; expected {}", known.join(", ")),
             ));

@@ -13,12 +13,12 @@ use tch::{Kind, Tensor, nn};
 use crate::dynamics::{Dynamics, StepContext};
 use crate::energy::{Energy, EnergySum};
 use crate::error::{CoreError, Result};
-use crate::implicit::{FixedPoint, GradientConfig, GradientMode, ImplicitState};
+use crate::gradient::{FixedPoint, GradientConfig, GradientMode, ImplicitState};
 use crate::norm::{EnergyLayerNorm, NormConfig};
 use crate::registry::{DynamicsConfig, TermConfig, TermParams};
 use crate::structure::Structure;
-use crate::terms::attention::AttentionConfig;
-use crate::terms::hopfield_memory::HopfieldMemoryConfig;
+
+pub(crate) mod default;
 
 /// Configuration of an [`EnergyBlock`] (TOML or JSON).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,7 +35,7 @@ pub struct BlockConfig {
     /// The dynamics.
     pub dynamics: DynamicsConfig,
     /// How the parameters receive their gradient: through the unrolled steps (the default,
-    /// left out of files), or at the attractor (`gradient = "implicit"`, [`crate::implicit`]).
+    /// left out of files), or at the attractor (`gradient = "implicit"`, [`crate::gradient`]).
     #[serde(
         skip_serializing_if = "GradientConfig::is_default",
         deserialize_with = "GradientConfig::deserialize_either"
@@ -43,41 +43,7 @@ pub struct BlockConfig {
     pub gradient: GradientConfig,
 }
 
-impl Default for BlockConfig {
-    fn default() -> Self {
-        Self::et(64, 4, 16, 256, 12)
-    }
-}
-
 impl BlockConfig {
-    /// An ET block: attention (H heads of width Y) plus a ReLU Hopfield memory with K memories,
-    /// gradient flow with α = 0.1 for `steps` steps.
-    pub fn et(dim: i64, heads: i64, head_dim: i64, memories: i64, steps: usize) -> Self {
-        Self {
-            dim,
-            steps,
-            norm: NormConfig::default(),
-            terms: vec![
-                TermConfig::new(&AttentionConfig {
-                    heads,
-                    head_dim,
-                    ..AttentionConfig::default()
-                }),
-                TermConfig::new(&HopfieldMemoryConfig {
-                    memories,
-                    ..HopfieldMemoryConfig::default()
-                }),
-            ],
-            dynamics: DynamicsConfig::gradient_flow(0.1),
-            gradient: GradientConfig::default(),
-        }
-    }
-
-    /// The ImageNet ET of the paper (Table 4): D = 768, 12 heads of 64, K = 3072, T = 12, α = 0.1.
-    pub fn et_imagenet() -> Self {
-        Self::et(768, 12, 64, 3072, 12)
-    }
-
     /// Checks every value and that term names are unique.
     pub fn validate(&self) -> Result<()> {
         if self.dim < 1 {
@@ -145,11 +111,6 @@ impl BlockConfig {
     /// The parameters of the first term of kind `T`, if the block has one.
     pub fn term<T: TermParams>(&self) -> Option<T> {
         self.terms.iter().find_map(|t| t.params::<T>().ok())
-    }
-
-    /// Whether the block has a term of kind `T`.
-    pub fn has_term<T: TermParams>(&self) -> bool {
-        self.terms.iter().any(TermConfig::is::<T>)
     }
 
     /// Parses a TOML config and validates it; errors name the line or the field.

@@ -3,10 +3,10 @@
 //! sparsity growing with λ, padding that carries no flow, and gradients against finite
 //! differences.
 
-use basin_core::flow::{
+use basin_core::testing::{finite_difference, max_rel_error, seeded};
+use basin_sfi::flow::{
     FlowConfig, FlowSolver, StepRule, flow_energy, resistances, sparse_flow, sparse_flow_traced,
 };
-use basin_core::testing::{finite_difference, max_rel_error, seeded};
 use tch::{Kind, Tensor};
 
 const OPTS: (Kind, tch::Device) = (Kind::Double, tch::Device::Cpu);

@@ -1,8 +1,8 @@
 //! The Hopfield module: the slides' claims with thresholds that fail when the implementation is
 //! wrong, and the layers against a direct computation from the formulas (float64).
 
-use basin_core::hopfield::*;
 use basin_core::testing::{max_rel_error, seeded};
+use basin_hopfield::*;
 use tch::{Device, Kind, Tensor, nn};
 
 const F64: (Kind, Device) = (Kind::Double, Device::Cpu);

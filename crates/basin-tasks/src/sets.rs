@@ -1,6 +1,6 @@
 //! `basin train --set KEY=VALUE`: overrides applied to a run file's text before it is read.
 
-use crate::{ReproError, Result};
+use crate::{Result, TaskError};
 
 /// `text` (a run file) with each `KEY=VALUE` of `sets` applied in order: KEY a dotted path
 /// (`architecture.batching.pe.k`; an array element by its index, `architecture.block.terms.1.memories`),
@@ -10,10 +10,10 @@ use crate::{ReproError, Result};
 pub fn apply_sets(text: &str, sets: &[String], file: &str) -> Result<String> {
     let mut doc = toml::Value::Table(
         toml::from_str(text)
-            .map_err(|e| ReproError::config(file, e.to_string().trim_end().to_owned()))?,
+            .map_err(|e| TaskError::invalid(file, e.to_string().trim_end().to_owned()))?,
     );
     for set in sets {
-        let bad = |message: String| ReproError::config(format!("{file}: --set {set}"), message);
+        let bad = |message: String| TaskError::invalid(format!("{file}: --set {set}"), message);
         let Some((key, value)) = set.split_once('=') else {
             return Err(bad(
                 "expected KEY=VALUE (e.g. architecture.batching.pe.k=8)".into(),
@@ -55,5 +55,5 @@ pub fn apply_sets(text: &str, sets: &[String], file: &str) -> Result<String> {
         }
         *node = value;
     }
-    toml::to_string(&doc).map_err(|e| ReproError::config(file, format!("cannot serialise: {e}")))
+    toml::to_string(&doc).map_err(|e| TaskError::invalid(file, format!("cannot serialise: {e}")))
 }

@@ -86,9 +86,9 @@ impl Default for FlowConfig {
 
 impl FlowConfig {
     /// Refuses settings that cannot run, naming the field.
-    pub fn validate(&self) -> crate::Result<()> {
+    pub fn validate(&self) -> basin_core::Result<()> {
         if !(self.alpha.is_finite() && self.alpha > 0.0) {
-            return Err(crate::CoreError::config(
+            return Err(basin_core::CoreError::config(
                 "alpha",
                 format!("must be a positive number, got {}", self.alpha),
             ));

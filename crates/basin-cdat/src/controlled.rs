@@ -34,10 +34,10 @@
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
-use crate::dynamics::{Dynamics, StepContext};
-use crate::error::{CoreError, Result};
-use crate::implicit::FixedPoint;
-use crate::registry::{BuildContext, DynamicsParams};
+use basin_core::dynamics::{Dynamics, StepContext};
+use basin_core::error::{CoreError, Result};
+use basin_core::gradient::FixedPoint;
+use basin_core::registry::{BuildContext, DynamicsParams};
 
 /// What W couples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -597,4 +597,4 @@ impl DynamicsParams for ControlledConfig {
         Some(self.alpha)
     }
 }
-crate::register_dynamics!(ControlledConfig);
+basin_core::register_dynamics!(ControlledConfig);

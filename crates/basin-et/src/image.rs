@@ -1,0 +1,106 @@
+//! Masked image completion (ET Section 3, Appendix B; Tables 4 and 14).
+
+use basin_core::init::DenseInit;
+use basin_core::{AttentionConfig, DynamicsConfig};
+use basin_tasks::TaskError;
+use basin_tasks::image_completion::{ImageCompletionConfig, ImageLoss};
+
+fn et(dim: i64, heads: i64, head_dim: i64, memories: i64, steps: usize) -> basin_core::BlockConfig {
+    crate::block(
+        dim,
+        AttentionConfig {
+            heads,
+            head_dim,
+            beta: Some(1.0 / (head_dim as f64).sqrt()),
+            ..AttentionConfig::default()
+        },
+        memories,
+        steps,
+        DynamicsConfig::gradient_flow(0.1),
+    )
+}
+
+/// The paper's ImageNet model (Table 4): 224² RGB, 16² patches, D = 768, 12 heads of 64,
+/// β = 1/8, K = 3072 ReLU memories, T = 12, α = 0.1, the reference's CLS token. Needs an
+/// ImageNet-style folder and a GPU.
+pub fn imagenet() -> ImageCompletionConfig {
+    ImageCompletionConfig {
+        channels: 3,
+        height: 224,
+        width: 224,
+        patch: 16,
+        block: et(768, 12, 64, 3072, 12),
+        self_attention: false,
+        cls_token: true,
+        token_init_std: 0.002,
+        loss: ImageLoss::MaskedMse,
+        recompute: false,
+        dense_init: DenseInit::Tch,
+        vit: None,
+    }
+}
+
+/// CIFAR-10 at CPU scale: 32² RGB, 4² patches (64 tokens), D = 64, 4 heads of 16,
+/// K = 256 (4·D, the paper's ratio), T = 12, α = 0.1 — the paper's architecture shrunk
+/// twelvefold in width so that a training run takes minutes on two cores.
+pub fn cifar10_cpu() -> ImageCompletionConfig {
+    ImageCompletionConfig {
+        channels: 3,
+        height: 32,
+        width: 32,
+        patch: 4,
+        block: et(64, 4, 16, 256, 12),
+        ..imagenet()
+    }
+}
+
+/// Fashion-MNIST at CPU scale: 28² grey, 4² patches (49 tokens), otherwise as
+/// [`cifar10_cpu`].
+pub fn fashion_mnist_cpu() -> ImageCompletionConfig {
+    ImageCompletionConfig {
+        channels: 1,
+        height: 28,
+        width: 28,
+        ..cifar10_cpu()
+    }
+}
+
+/// ImageNet-1k at CPU scale, for smoke runs of the streamed path: 64² RGB crops, 8² patches
+/// (64 tokens), otherwise as [`cifar10_cpu`].
+pub fn imagenet_cpu() -> ImageCompletionConfig {
+    ImageCompletionConfig {
+        height: 64,
+        width: 64,
+        patch: 8,
+        ..cifar10_cpu()
+    }
+}
+
+/// The Table 14 ablations, in the paper's order.
+pub const ABLATIONS: [&str; 5] = ["full", "full+self", "nohn+self", "nohn", "noatt"];
+
+/// The Table 14 ablation `name` of `cfg`: `full`, `full+self`, `nohn`, `nohn+self` (no
+/// Hopfield memory), `noatt` (no attention); `+self` lets a patch attend to itself.
+pub fn ablation(
+    cfg: &ImageCompletionConfig,
+    name: &str,
+) -> Result<ImageCompletionConfig, TaskError> {
+    let (att, hn, selfatt) = match name {
+        "full" => (true, true, false),
+        "full+self" => (true, true, true),
+        "nohn" => (true, false, false),
+        "nohn+self" => (true, false, true),
+        "noatt" => (false, true, false),
+        other => {
+            return Err(TaskError::config(
+                "ablation",
+                format!("one of {}; got `{other}`", ABLATIONS.join(", ")),
+            ));
+        }
+    };
+    Ok(ImageCompletionConfig {
+        self_attention: selfatt,
+        block: crate::keep_modules(&cfg.block, att, hn),
+        ..cfg.clone()
+    })
+}
