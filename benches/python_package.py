@@ -46,7 +46,7 @@ def et_step(anchor_path, reps):
     block = basin.EnergyBlock(
         dim=D, steps=4,
         terms=[basin.terms.Attention(heads=H, head_dim=Y, beta=Y ** -0.5, learn_beta=False),
-               basin.terms.Hopfield(memories=K)],
+               basin.terms.HopfieldMemory(memories=K)],
         dynamics=basin.dynamics.GradientFlow(alpha=0.1))
     x, target = ref.x, ref.target
 

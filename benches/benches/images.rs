@@ -9,7 +9,6 @@
 //!   Reported as images/s; `benches/image_folder.py` is the Python anchor (PIL decoding and
 //!   torchvision's crops in two worker processes) on the same files: with
 //!   `BASIN_BENCH_IMAGE_DIR=DIR` the folder is written there and kept for it.
-//!   `benches/RESULTS.md` keeps the measurements.
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! basin-core's rpath, and the git revision the binary is built from (`BASIN_GIT_REVISION`):
 //! run records name it wherever the binary runs, a copy outside the repository included.
 
-#[path = "../basin-core/build.rs"]
+#[path = "../basin-core/rpath.rs"]
 mod rpath;
 
 use std::path::Path;

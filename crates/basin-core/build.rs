@@ -1,24 +1,30 @@
-//! Shared by every crate that links libtorch (`build = "../basin-core/build.rs"`).
-//!
-//! torch-sys sets no rpath, so test binaries and `cargo run` would not find `libtorch_cpu.so`.
-//! We embed the library directory of the libtorch in use (`LIBTORCH`, which
-//! `.cargo/config.toml` points at the `.torch` link made by `cargo xtask setup`).
+//! basin-core's build script: the rpath every crate that links libtorch embeds ([`rpath`]), and
+//! `cpp/tf32.cpp`, libtorch's TF32 switches behind a C interface (`device::set_tf32`),
+//! compiled against the headers of the libtorch that torch-sys links (its `libtorch_lib`).
 
-/// Embeds the libtorch `lib/` as rpath (basin-dist's build script calls it too).
-pub fn main() {
-    println!("cargo:rerun-if-env-changed=LIBTORCH");
-    let Some(root) = std::env::var_os("LIBTORCH") else {
-        return;
+#[path = "rpath.rs"]
+mod rpath;
+
+use std::path::PathBuf;
+
+fn main() {
+    rpath::main();
+    println!("cargo:rerun-if-changed=cpp/tf32.cpp");
+    let Some(lib) = std::env::var_os("DEP_TCH_LIBTORCH_LIB") else {
+        panic!("torch-sys did not say where libtorch is (DEP_TCH_LIBTORCH_LIB)");
     };
-    // Kept as given (not resolved): when `cargo xtask setup` re-points the `.torch` link,
-    // binaries already built follow it.
-    let lib = std::path::Path::new(&root).join("lib");
-    if lib.join("libtorch_cpu.so").exists() {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
-    } else {
-        println!(
-            "cargo:warning=LIBTORCH={} has no lib/libtorch_cpu.so; run `cargo xtask setup`",
-            root.to_string_lossy()
-        );
-    }
+    let include = PathBuf::from(lib)
+        .parent()
+        .map(|root| root.join("include"))
+        .expect("libtorch's lib/ has a parent");
+    cc::Build::new()
+        .cpp(true)
+        .file("cpp/tf32.cpp")
+        .include(&include)
+        .flag("-std=c++17")
+        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        .flag_if_supported("-Wno-unused-parameter")
+        .flag_if_supported("-Wno-deprecated-declarations")
+        .warnings(false)
+        .compile("basin_core_tf32");
 }

@@ -6,7 +6,7 @@
 //! `BASIN_GLOO_INCLUDE`, then `/usr/include` and `/usr/local/include`. Without them the crate
 //! still builds, with no backend: creating a process group then says how to get one.
 
-#[path = "../basin-core/build.rs"]
+#[path = "../basin-core/rpath.rs"]
 mod rpath;
 
 use std::path::{Path, PathBuf};

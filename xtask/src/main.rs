@@ -5,6 +5,7 @@
 //!   work afterwards; and the gloo headers data-parallel training compiles against
 //!   (`libgloo-dev`, installed with apt-get when run as root).
 //! - `test`: setup, `cargo fmt --check`, clippy with `-D warnings`, the single-ndarray check,
+//!   the API docs without a warning,
 //!   `cargo test --workspace`, then the Python package: its lints, its wheel and its pytest
 //!   suite in the package's environment.
 //! - `wheel`: setup, then the Python package's wheel (`target/wheels/`), built by maturin in a
@@ -40,8 +41,8 @@ enum Task {
     /// `~/.cache/basin/libtorch-2.11.0`, shared by every clone. An exported `LIBTORCH` is used
     /// as it is.
     Setup,
-    /// Setup, then formatting, clippy (-D warnings), the one-ndarray check and all tests,
-    /// the Python package's pytest suite included.
+    /// Setup, then formatting, clippy (-D warnings), the one-ndarray check, the API docs
+    /// (no warning) and all tests, the Python package's pytest suite included.
     Test,
     /// Setup, then build the Python package's wheel into `target/wheels/` (maturin, release)
     /// and install it into the package's environment; prints how to `pip install` it
@@ -113,6 +114,12 @@ fn run(cli: Cli) -> Result<()> {
                 ],
             )?;
             check_single_ndarray(&root)?;
+            // The API docs build without a warning (a broken link is one).
+            cargo_with(
+                &root,
+                &["doc", "--workspace", "--no-deps"],
+                &[("RUSTDOCFLAGS", Path::new("-D warnings"))],
+            )?;
             // Tests that need a dataset the data directory lacks are skipped, one line each
             // (`BASIN_REQUIRE_DATA=1` makes them fail instead, as CI does); they are counted here.
             let log = root.join("target").join("skipped-data-tests.log");

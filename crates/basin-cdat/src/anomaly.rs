@@ -95,9 +95,8 @@ pub fn model(row: Table9Row) -> NodeAnomalyConfig {
 
 /// basin's model for tolokers, which Table 9 has no row for (not in the paper): Table 8's
 /// width, heads and ω₀ with α = 1, no noise and no dropout on the drive, chosen on
-/// validation AUC at the 40 % split. At Table 8's α = 0.1 and ω₀ = 1 each step shrinks a
-/// token by 1 − α(1 + ω) = 0.8 before the drive (measured: `crates/basin-repro/RESULTS.md`,
-/// "Node anomaly detection at CPU scale").
+/// validation AUC at the 40 % split. α = 1 because at Table 8's α = 0.1 and ω₀ = 1 each step
+/// of eq. 4 shrinks a token by 1 − α(1 + ω) = 0.8 before the drive, which slows training.
 pub fn tolokers() -> NodeAnomalyConfig {
     let dynamics = ControlledConfig {
         alpha: 1.0,

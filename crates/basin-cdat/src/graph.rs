@@ -1,4 +1,4 @@
-//! Graph classification (CDAT §5.1, Appendix B.3; Tables 1, 3, 10, 14; Table 11 is [`ablate`]).
+//! Graph classification (CDAT §5.1, Appendix B.3; Tables 1, 3, 10, 14; Table 11 is [`ablate`](crate::ablate)).
 
 use basin_core::{HopfieldMemoryConfig, VmfAttentionConfig};
 use basin_graph::batch::BatchConfig;
@@ -17,8 +17,7 @@ use crate::block::{block, code_terms, paper_dynamics, reference_dynamics};
 /// text and CDAT's code do), with Â built from the tokens' cosines (`Gram::Cosine`, not
 /// in the papers): the papers' X ⊗ X grows with the square of the tokens and throws vMF
 /// logits far out of [−β, β], and without Â (`AdjacencyMode::MaskOnly`) CDAT fits ENZYMES
-/// more slowly (measured: `crates/basin-repro/RESULTS.md`, "Why CDAT fits more slowly than
-/// ET").
+/// more slowly.
 pub fn tu_paper() -> GraphClassifierConfig {
     GraphClassifierConfig {
         block: block(128, 12, 64, 512, 1, paper_dynamics()),
@@ -40,9 +39,9 @@ pub fn tu_paper() -> GraphClassifierConfig {
 
 /// A CPU-scale version: D = 32, 4 heads of 8, K = 128, 2 blocks × 2 steps, batch 32, with
 /// the front end and readout of ET's CPU preset (k = 8 Laplacian eigenvectors and
-/// `Readout::ClsMoments`, neither in the paper), so the two families compare on the same
-/// front end (measured: `crates/basin-repro/RESULTS.md`, "The presets now: k = 8 and the
-/// moments readout", "Attention over the edges in the CPU presets").
+/// `Readout::ClsMoments`, neither in the paper; see
+/// [`GraphClassifierConfig::with_tu_cpu_front_end`]), so the two families compare on the same
+/// front end.
 pub fn tu_cpu() -> GraphClassifierConfig {
     tu_cpu_k15().with_tu_cpu_front_end()
 }
@@ -53,8 +52,7 @@ pub fn tu_cpu() -> GraphClassifierConfig {
 /// (`readout_hidden`; a linear readout under-fits CDAT), its last layer started at 0.1 ×
 /// Kaiming (`readout_init_gain`): the model of the TU table of the earlier presets. Â's A′
 /// projects the adjacency alone (`batching.dense_edge_features` off), as in ET's CPU
-/// preset (measured: `crates/basin-repro/RESULTS.md`, "The table of the earlier presets
-/// (k = 15, `cls-mean-size`)", "Why CDAT fits more slowly than ET").
+/// preset.
 pub fn tu_cpu_k15() -> GraphClassifierConfig {
     GraphClassifierConfig {
         block: block(32, 4, 8, 128, 2, paper_dynamics()),
@@ -90,9 +88,7 @@ pub fn tu_reference() -> GraphClassifierConfig {
 /// everything else (dynamics, front end, readout) as it was: the switch that isolates
 /// CDAT's energy from its dynamics. At the CPU scale these are exactly ET's CPU terms.
 /// `cdat-table1` runs it beside the paper's CDAT: these terms fit faster, but not to higher
-/// test accuracy everywhere, so the paper's terms stay the default (measured:
-/// `crates/basin-repro/RESULTS.md`, "CDAT with the public code's terms", "Why CDAT fits
-/// more slowly than ET").
+/// test accuracy everywhere, so the paper's terms (eq. 9–11, 15) stay the default.
 pub fn with_code_terms(cfg: &GraphClassifierConfig) -> Result<GraphClassifierConfig, TaskError> {
     let missing =
         |kind: &str| TaskError::config("block.terms", format!("no {kind} term to replace"));

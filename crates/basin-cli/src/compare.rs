@@ -10,7 +10,19 @@ use basin_train::compare::{Paired, read_records};
 use basin_train::record::RunRecord;
 use basin_train::select::Selected;
 
-/// Arguments of `basin compare`.
+/// Compare two models' runs on the same folds, fold by fold (mean difference ± standard
+/// error, wins / ties / losses).
+///
+/// Runs are paired when they were evaluated on the same test split, matched by the split hashes
+/// of their records: `basin train` outputs with the same fold seed, or a reproduction's
+/// `OUT/NCI1/ET/cv` beside its `OUT/NCI1/baseline-pooled`. For each `test_*` metric it prints
+/// both means and the mean paired difference ± its standard error with wins / ties / losses:
+/// folds differ in difficulty by several points on the TU sets, which hides a one-point
+/// difference between two means but not the paired difference. The TU reports with baselines
+/// (`et-table2`, `cdat-table1`, `cdat-table11`) carry the same comparison of every model with
+/// both baselines.
+///
+/// Example: `basin compare runs/mutag-cdat runs/mutag`.
 #[derive(clap::Args)]
 pub struct Args {
     /// The first model's runs: a directory written by `basin train`, or one model's folder of a
@@ -120,7 +132,20 @@ fn markdown(pa: &Path, pb: &Path, a: &[RunRecord], b: &[RunRecord], paired: &[Pa
     md
 }
 
-/// Arguments of `basin select`.
+/// Choose among candidate configurations fold by fold, by each fold's validation score
+/// (never its test score): the chosen runs, as one model's, for `basin compare`.
+///
+/// The candidates are runs of one file with one field changed (`pe.k = 15` and `pe.k = 8`, say:
+/// `basin train --set …` with an `--out` per value). Each test fold takes the candidate whose
+/// run scored best on that fold's own validation data (`selected_val_<metric>`, or
+/// `inner_<metric>` under inner folds), ordered by the runs' own rule (`metric-then-loss`: ties
+/// to the lower validation loss), remaining ties to the first candidate listed. Test scores are
+/// only reported: the selected runs' mean estimates "this model with that hyperparameter chosen
+/// on validation", where the best candidate's own mean over the same test folds is optimistic
+/// (it was chosen on them).
+///
+/// Example: `basin select runs/mutag runs/mutag-k15 --out runs/sel`, then
+/// `basin compare runs/sel BASELINE`.
 #[derive(clap::Args)]
 pub struct SelectArgs {
     /// Each candidate's runs on the same folds, the default first (it keeps the splits where

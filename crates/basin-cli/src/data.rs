@@ -33,7 +33,12 @@ use basin_graph::laplacian::{PeConfig, Solver};
 use basin_graph::source::{Dataset, open};
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// Arguments of `basin data`.
+/// List, fetch and verify the registered datasets; print a dataset's statistics or export its
+/// Laplacian positional encodings.
+///
+/// Names are looked up under `--data-dir`, else BASIN_DATA_DIR, else
+/// `$XDG_CACHE_HOME/basin/data` or `~/.cache/basin/data`. `data/README.md` describes the
+/// registry, these commands and every dataset.
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]

@@ -7,7 +7,13 @@ use anyhow::Result;
 use basin_core::device::DeviceChoice;
 use basin_repro::demo::DemoOptions;
 
-/// Arguments of `basin demo`.
+/// Fit a small ET block on synthetic patterns, then complete masked ones (energy plot, pictures).
+///
+/// An ET block learns 16×16 grey stripes and checkerboards (16 patches of 4×4 pixels) in
+/// seconds, then completes images with `--masked` patches hidden by descending its energy; it
+/// prints the energy per step and the completion error beside two baselines.
+///
+/// Example: `basin demo --out reports/demo`.
 #[derive(clap::Args)]
 pub struct Args {
     /// Output directory for energy.png, completions.png and demo.json.

@@ -22,11 +22,28 @@ use tch::{Kind, Tensor, nn::VarStore};
 /// Names in the input file that are inputs, not weights.
 pub const INPUT_NAMES: [&str; 5] = ["x", "padding", "mask", "bias", "edge_index"];
 
-/// Arguments of `basin energy`.
+/// Run an energy block's descent on input tokens and write energies, final tokens and ∂E/∂g.
+///
+/// To inspect an energy landscape, or to check another implementation against basin's: the
+/// block of `--config`, with the weights in `--input` (or `--weights`), descends from the tokens
+/// `x` for T steps; the energy of every step and of each term, the final tokens and ∂E/∂g at the
+/// input go to `--output`, and the energy per step (mean over the batch) is printed. Bad input
+/// (malformed TOML, a missing tensor, a wrong shape) is an error that names the field or tensor
+/// and the shapes.
+///
+/// Example: `basin energy --config data/blocks/et-small.toml --input in.safetensors --output
+/// out.safetensors`.
 #[derive(clap::Args)]
 pub struct Args {
     /// Block config (TOML): dim, steps, `[norm]`, `[[terms]]` (kind = a registered term), `[dynamics]`
     /// (kind = a registered dynamics). `--kinds` lists the registered kinds.
+    ///
+    /// `data/blocks/et-small.toml` is a complete one. `[norm]`: eps. Each `[[terms]]` has its
+    /// `kind`, a `name` (default: the kind), a `weight` (default 1) and its kind's fields, e.g.
+    /// `attention`: heads, head_dim, beta (default 1/√head_dim), learn_beta, init_std, …;
+    /// `hopfield`: memories, activation (relu, power, exp or softmax), beta (exp, softmax), power
+    /// (power), init_std, …. `[dynamics]`: `kind = "gradient-flow"` with alpha, or
+    /// `kind = "langevin"` with alpha, sigma, decay, in_eval.
     #[arg(long, required_unless_present = "kinds")]
     config: Option<PathBuf>,
     /// List the registered energy terms and dynamics (the `kind`s a config may name) and exit.
@@ -34,15 +51,30 @@ pub struct Args {
     kinds: bool,
     /// Safetensors file with the input tokens `x` (and optional padding/mask/bias/edge_index),
     /// plus the weights unless `--weights` is given.
+    ///
+    /// `x` `[B, N, D]` float: the tokens (required). `padding` `[B, N]` bool or int: nonzero =
+    /// a real token. At most one of `mask` `[B, N, N]` bool or int (nonzero: query q may attend
+    /// key k), `bias` `[B, H, N, N]` float (added to the β-scaled logits; -inf blocks a pair)
+    /// and `edge_index` `[2, E]` int64 (a sparse pattern over the flattened B·N tokens, PyG's
+    /// convention: row 0 = source = key, row 1 = target = query); none of them: all pairs.
+    ///
+    /// The weights go by their checkpoint names (term names from the config; these are the
+    /// defaults): `norm.gamma` `[]` and `norm.delta` `[D]` (the layer norm); `attention.w_q`
+    /// and `attention.w_k` `[H, Y, D]`, `attention.beta` `[H]`; `hopfield.xi` `[K, D]` (and
+    /// `hopfield.beta` `[]` for exp and softmax).
     #[arg(long, required_unless_present = "kinds")]
     input: Option<PathBuf>,
     /// Safetensors file with the block's weights (e.g. a checkpoint), if not in `--input`.
     #[arg(long)]
     weights: Option<PathBuf>,
     /// Where to write the results (safetensors).
+    ///
+    /// `energy` `[T+1, B]` (entry t: the energy at x_t), `energy.<term>` `[T+1, B]` for each
+    /// term, `x_final` `[B, N, D]` and `grad_input` `[B, N, D]`, ∂E/∂g at the input; the config,
+    /// the self-attention switch and the device are in its `__metadata__`.
     #[arg(long, required_unless_present = "kinds")]
     output: Option<PathBuf>,
-    /// Override the number of descent steps of the config.
+    /// Override the number of descent steps (T) of the config.
     #[arg(long)]
     steps: Option<usize>,
     /// Let tokens attend to themselves (ET eq. 3 excludes it; the image reference code does not).
@@ -138,7 +170,12 @@ fn structure(
 fn list_kinds() {
     crate::outln!("energy terms ([[terms]] kind = …):");
     for k in basin_core::registry::term_kinds() {
-        crate::outln!("  {:<16} {}", k.kind, k.about);
+        let also = if k.aliases.is_empty() {
+            String::new()
+        } else {
+            format!(" (also read as: {})", k.aliases.join(", "))
+        };
+        crate::outln!("  {:<16} {}{also}", k.kind, k.about);
     }
     crate::outln!("dynamics ([dynamics] kind = …):");
     for k in basin_core::registry::dynamics_kinds() {

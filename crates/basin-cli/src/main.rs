@@ -1,174 +1,25 @@
-//! `basin`: one run of an energy-based attractor transformer per invocation.
+//! `basin`: the command line of the basin crates, one run of an energy-based attractor
+//! transformer per invocation, on the CPU or CUDA from one binary.
 //!
-//! - `basin energy`: run an energy block's descent on given tokens and write the energy per
-//!   step, the final tokens and ∂E/∂g (inspect an energy landscape; compare implementations).
+//! - `basin energy`: one energy block's descent on given tokens (energies, final tokens, ∂E/∂g).
 //! - `basin demo`: fit a small ET block and watch it complete masked patterns.
-//! - `basin data`: inspect a dataset's statistics, export its Laplacian encodings.
-//! - `basin train` / `basin eval`: train a model from a run file; score it again.
+//! - `basin data`: list, fetch and verify datasets; their statistics; Laplacian encodings.
+//! - `basin train` / `basin eval`: train a model from a run file; score its weights again.
 //! - `basin reproduce`: a paper table end to end.
 //! - `basin compare`: two models' runs on the same folds, paired fold by fold.
 //! - `basin select`: a hyperparameter chosen fold by fold among candidates' runs, by validation.
 //!
+//! `basin --help` names the environment variables every command reads (device, TF32, threads,
+//! logging); `basin <command> --help` gives that command's arguments, files and behaviour. That
+//! help is the doc comments of the clap structs here (one module per command), so it is written
+//! once, for the command line.
 //!
 //! ```sh
-//! cargo run -p basin-cli -- --help
-//! cargo run -p basin-cli -- energy --config data/blocks/et-small.toml --input in.safetensors --output out.safetensors
-//! cargo run -p basin-cli -- demo --out reports/demo
-//! cargo run --release -p basin-cli -- reproduce --list
+//! cargo run --release -p basin-cli -- --help
+//! cargo run --release -p basin-cli -- train --example et-graph > mutag.toml
+//! cargo run --release -p basin-cli -- train mutag.toml --out runs/mutag
 //! cargo run --release -p basin-cli -- reproduce et-table14 --quick --data-dir DATA
-//! cargo run --release -p basin-cli -- train --example et-graph
 //! ```
-//!
-//! ## `basin energy`: inspect an energy landscape, compare implementations
-//!
-//! Runs one block's descent on given tokens. The block config is TOML (see
-//! [`data/blocks/et-small.toml`](data/blocks/et-small.toml)):
-//!
-//! ```toml
-//! dim = 32
-//! steps = 12
-//! [norm]
-//! eps = 1e-5
-//! [[terms]]
-//! kind = "attention"      # heads, head_dim, beta (default 1/sqrt(head_dim)), learn_beta, init_std
-//! heads = 4
-//! head_dim = 8
-//! [[terms]]
-//! kind = "hopfield"       # memories, activation = relu | power | exp | softmax, beta, power, init_std
-//! memories = 128          # every term also takes name (default: the kind) and weight (default 1)
-//! [dynamics]
-//! kind = "gradient-flow"  # or kind = "langevin" with sigma, decay, in_eval
-//! alpha = 0.1
-//! ```
-//!
-//! The input safetensors file holds the tokens and, unless `--weights FILE` is given, the weights.
-//! Weights use the checkpoint names (term names come from the config; these are the defaults):
-//!
-//! | tensor | shape | |
-//! |---|---|---|
-//! | `x` | `[B, N, D]` float | input tokens (required) |
-//! | `padding` | `[B, N]` bool/int | nonzero = real token (optional) |
-//! | `mask` | `[B, N, N]` bool/int | nonzero: query `q` may attend key `k` (optional) |
-//! | `bias` | `[B, H, N, N]` float | added to the β-scaled logits; `-inf` blocks a pair (optional) |
-//! | `edge_index` | `[2, E]` int64 | sparse pattern over the flattened `B·N` tokens, PyG convention: row 0 = source = key, row 1 = target = query (optional) |
-//! | `norm.gamma`, `norm.delta` | `[]`, `[D]` | layer norm |
-//! | `attention.w_q`, `attention.w_k`, `attention.beta` | `[H, Y, D]`, `[H, Y, D]`, `[H]` | energy attention |
-//! | `hopfield.xi` (`hopfield.beta` for exp/softmax) | `[K, D]` (`[]`) | Hopfield memories |
-//!
-//! At most one of `mask`, `bias`, `edge_index`; none means all pairs. `--self-attention` lets
-//! tokens attend to themselves, `--steps` overrides T, `--double` computes in float64,
-//! `--train-mode` turns Langevin noise on. The output file holds `energy` `[T+1, B]` (entry t
-//! is the energy at `x_t`), `energy.<term>` `[T+1, B]` for each term, `x_final` `[B, N, D]` and
-//! `grad_input` = ∂E/∂g at the input `[B, N, D]`; the config is in its `__metadata__`. Bad input
-//! (malformed TOML, a missing tensor, a wrong shape) is an error that names the field or tensor
-//! and the shapes, never a panic.
-//!
-//! ## `basin data`: datasets by name
-//!
-//! `basin data list | fetch | verify | inspect | pe`: the registry, its commands and every
-//! dataset are described in `data/README.md`.
-//!
-//! ## `basin train` / `basin eval`: one run from a file
-//!
-//! ```sh
-//! basin train --example list                           # et-graph, et-anomaly, cdat-graph, cdat-anomaly, et-image
-//! basin train --example et-graph > mutag.toml          # a complete run file (CPU-scale ET model)
-//! basin train mutag.toml --out runs/mutag --data-dir DATA
-//! basin train mutag.toml --set architecture.batching.pe.k=15 --out runs/mutag-k15 # one field overridden
-//! basin eval runs/mutag                                # score the saved weights again
-//! basin compare runs/mutag-cdat runs/mutag             # two models on the same folds, fold by fold
-//! basin select runs/mutag runs/mutag-k15 --out runs/sel # a hyperparameter chosen fold by fold on validation
-//! basin train --example et-image > fmnist.toml && basin train fmnist.toml --out runs/fmnist
-//! ```
-//!
-//! A run file names the `task` (`node-anomaly` under the anomaly protocol, `graph-classification`
-//! under stratified k-fold cross-validation, `image-completion` on seeded draws of training,
-//! validation and test images, scored over several masking seeds with PSNR and SSIM beside two
-//! baselines on the same masks: predicting the training mean and each image's visible mean),
-//! `data` (a name or path, as for `basin data`),
-//! `[architecture]` (the task's config with its `[architecture.block]`: any registered terms and
-//! dynamics; omitted fields take ET's preset) and `[protocol]` (split, runs or folds, epochs,
-//! optimiser, schedule). Unknown fields and kinds are errors that name the file and the field.
-//! `--set KEY=VALUE` (repeatable) overrides one field of the file: a dotted key, an array element
-//! by its index (`architecture.block.terms.1.memories=256`), a TOML value or a bare word as a
-//! string (`--set data=PROTEINS`); the resulting file is what `run.toml` records, so a sweep is one
-//! file and an `--out` per value, and `basin select` then chooses among them fold by fold.
-//! `train` loads and encodes the data once and writes `run.toml`, a directory per run or fold with
-//! its `record.json` and `checkpoint.safetensors` (it resumes from there when restarted with the
-//! same file), `report.md`/`report.json` and `energy.png` (each block's energy per step under the
-//! first run's selected weights). `eval` rebuilds every split from `run.toml` (the protocol's own
-//! plan), refuses a split whose hash differs from the run's record, loads the selected weights and
-//! writes `eval.md`/`eval.json`.
-//! `compare A B` pairs the runs of two models that were evaluated on the same test splits (matched
-//! by the split hashes of their records: `basin train` outputs with the same fold seed, or a
-//! reproduction's `OUT/NCI1/ET/cv` beside its `OUT/NCI1/baseline-pooled`) and prints, per `test_*`
-//! metric, both means and the mean paired difference ± its standard error with wins / ties /
-//! losses (`--json` for programs). Folds differ in difficulty by several points on the TU sets,
-//! which hides a one-point difference between two means; the paired difference does not. The TU
-//! reports with baselines (`et-table2`, `cdat-table1`, `cdat-table11`) carry the same comparison of every model with both
-//! baselines.
-//! `select A B …` chooses among candidate configurations (the same run file with `pe.k = 15` and
-//! `pe.k = 8`, say) fold by fold: each test fold takes the candidate whose run scored best on that
-//! fold's own validation data (`selected_val_<metric>`, or `inner_<metric>` under inner folds),
-//! ordered by the runs' own rule (`metric-then-loss`: ties to the lower validation loss), remaining
-//! ties to the first candidate listed. The test scores are read only to report: the selected runs'
-//! mean estimates "this model with that hyperparameter chosen on validation", where the best
-//! candidate's mean over the same test folds is optimistic (it was chosen on them). `--out DIR`
-//! writes the chosen runs (and `selection.json`, `selection.md`) as one model's runs, for
-//! `basin compare DIR BASELINE`.
-//!
-//! Bad values are refused when the file is read, before any data is loaded or anything written,
-//! naming the file and the field (a table-driven test holds one bad value per field); what depends
-//! on the data (folds against the smallest class, the PE `k` against the node cap) is refused once
-//! the data is read, still before `run.toml` is written. A run killed at any moment (SIGKILL) and
-//! restarted ends with the same records as an uninterrupted one, wall-clock fields aside: every
-//! file is written to a temporary, fsynced and renamed, and temporaries of killed writes are
-//! removed on restart (`crates/basin-cli/tests/it/kill_resume.rs` kills a run 12 times). A reproduction
-//! killed and restarted resumes each run from its checkpoint (finished runs are not trained
-//! again) and ends with the same records (the same test kills `reproduce et-table14 --quick`).
-//! Each record also carries its model's configuration (`model` in `record.json`, from
-//! `Learner::config`): a checkpoint left by another model under the same protocol, seed and splits
-//! is refused on resume instead of being trained on, and the refusal names the first fields that
-//! differ (records written before the field existed are resumed on trust). A recorded `model` is
-//! read through the learner's configuration type first (`Learner::read_config`), so a switch added
-//! since the run takes its default; a switch's default keeps the behaviour from before it (so far
-//! `dense_init` and `multihead_init`; the `recorded_starts` test holds the tables' models to their
-//! recorded starts). ET's DD records of the earlier presets' TU table (`crates/basin-repro/RESULTS.md`) predate `dense_init` and resume under
-//! its default `tch`; any other value is refused.
-//!
-//! Determinism: the same seed on CPU with the same thread count gives the same `record.json` from
-//! two processes, wall-clock fields aside (checked: 3 folds of `--example et-graph`). With another
-//! thread count (`OMP_NUM_THREADS`) libtorch splits float32 reductions differently: measured, 1
-//! against 2 threads changed two training losses in the 8th significant digit (0.63091551 vs
-//! 0.63091552) and nothing else over 3 folds × 3 epochs; the record's `device` names the thread
-//! count.
-//!
-//! While training, a terminal shows a bar per run (epoch, loss, validation metric, ETA) and
-//! protocols log `run i/N` before each run; without a terminal (CI logs, `nohup`) the bar becomes
-//! one line per epoch; `basin --quiet …` keeps only warnings and errors. Every run's per-epoch
-//! metrics are in `record.json` and, for pandas or a spreadsheet, `record.csv` beside it. An
-//! image-completion run also writes `reconstructions.png`, `worst.png`, `best.png`, `dynamics.png`,
-//! `memories.png`, `kernels.png` and `positions.png`.
-//!
-//! The model switches of each task (readouts, kernels, encodings, initialisations) are the
-//! fields of its config, each documented where it is defined (`basin_tasks`), with what was
-//! measured of them in `crates/basin-repro/RESULTS.md`.
-//!
-//! # Devices
-//!
-//!
-//! One binary serves CPU and GPU: `BASIN_DEVICE=cpu|cuda|auto` (default `auto`, or `--device`).
-//! rustc drops `libtorch_cuda.so` at link time because nothing references it, so
-//! `basin_core::device` `dlopen`s it at start-up; on a machine without CUDA libraries that fails
-//! quietly and the CPU is used, while `BASIN_DEVICE=cuda` then fails with the reason. To run on a
-//! GPU machine that has PyTorch 2.11 (cu130) but no Rust, build here and point the loader at its
-//! libtorch: `LD_LIBRARY_PATH=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib`.
-//!
-//! `BASIN_TF32=1` lets CUDA's float32 matrix products run on TF32 tensor cores (10-bit mantissa),
-//! as `torch.backends.cuda.matmul.allow_tf32 = True` does; off by default, as in PyTorch. Run records
-//! and reports name it in the device (`cuda:0 (of 1 devices, tf32)`). It changes nothing on a CPU.
-//!
-//! GPU measurements: `crates/basin-repro/RESULTS.md`, "On an NVIDIA H100 80GB HBM3 (2026-11-27)".
 
 /// `println!` for the command's output: when its reader has gone (`basin data list | head -1`)
 /// the process ends quietly, as command-line tools do, instead of panicking on the closed pipe.
@@ -236,8 +87,7 @@ use clap::{Parser, Subcommand};
 /// mimalloc serves every allocation of the process: with the `override` feature it replaces
 /// `malloc` and `free` themselves, libtorch's included. A training step frees and allocates
 /// the same tensors again and again, and glibc's bins (and mimalloc's default of returning freed
-/// pages to the OS) make each one slow; `benches/RESULTS.md` ("The allocator") has the
-/// measurements.
+/// pages to the OS) make each one slow.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -258,9 +108,43 @@ fn keep_freed_memory() {
 }
 
 /// basin: energy-based attractor transformers (Energy Transformer, CDAT, SFi-Former, modern
-/// Hopfield networks) on libtorch.
+/// Hopfield networks) on libtorch, one run per invocation. `basin <command> --help` describes
+/// each command.
 ///
-/// The device is chosen by `--device` or `BASIN_DEVICE` (cpu, cuda, auto; default auto).
+/// The environment (a command's flag, where it has one, wins):
+///
+/// BASIN_DEVICE=cpu|cuda|auto (a command's `--device`; default auto): auto takes CUDA where its
+/// libraries load and the CPU otherwise, cuda fails with the reason. One binary serves both
+/// (libtorch_cuda.so is opened at start-up). To run a binary built elsewhere on a GPU machine
+/// that has PyTorch 2.11 (cu130) but no Rust, point the loader at that PyTorch's libtorch:
+/// `LD_LIBRARY_PATH=$(python3 -c 'import torch,os;print(os.path.dirname(torch.__file__))')/lib`.
+///
+/// BASIN_TF32=1: CUDA's float32 matrix products run on TF32 tensor cores (10-bit mantissa), as
+/// PyTorch's `torch.backends.cuda.matmul.allow_tf32 = True` does; off by default, as in PyTorch,
+/// and nothing changes on a CPU. Records and reports name it in the device
+/// (`cuda:0 (of 1 devices, tf32)`).
+///
+/// BASIN_DATA_DIR (a command's `--data-dir`): where datasets live, else
+/// `$XDG_CACHE_HOME/basin/data` or `~/.cache/basin/data`. BASIN_DATA_MIRROR: a copy of a data
+/// directory (URL or folder) that `basin data fetch` fetches from.
+///
+/// OMP_NUM_THREADS: libtorch's CPU threads. The same seed on the CPU with the same thread count
+/// gives the same `record.json`, wall-clock fields aside; another thread count splits float32
+/// reductions differently, which can move losses in their last digits, so a record's `device`
+/// names the thread count.
+///
+/// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and LOCAL_RANK (set by torchrun or srun),
+/// BASIN_DIST_TIMEOUT (seconds a rendezvous or collective may wait, default 300) and
+/// GLOO_SOCKET_IFNAME (the network interface): data-parallel training, `basin train --help`
+/// (`--nproc`).
+///
+/// RUST_LOG: the log filter (default `info`, `warn` with `--quiet`). MIMALLOC_PURGE_DELAY:
+/// basin keeps freed memory for reuse; a delay in milliseconds hands it back to the OS after it.
+///
+/// Progress: on a terminal a bar per run (epoch, loss, validation metric, ETA), and each protocol
+/// logs `run i/N` before each run; without one (CI logs, nohup) one line per epoch. SIGINT or
+/// SIGTERM stops training at its next step with its finished epochs saved (exit status 130; the
+/// same command resumes); a second signal stops at once.
 #[derive(Parser)]
 #[command(name = "basin", version, about, long_about)]
 struct Cli {
@@ -271,25 +155,17 @@ struct Cli {
     quiet: bool,
 }
 
+// The commands. Each one's help (`about`, `long_about`) is the doc comment of its arguments
+// struct: a doc comment on a variant here would replace it.
 #[derive(Subcommand)]
 enum Command {
-    /// Run an energy block's descent on input tokens and write energies, final tokens and ∂E/∂g.
     Energy(energy::Args),
-    /// Fit a small ET block on synthetic patterns, then complete masked ones (energy plot, pictures).
     Demo(demo::Args),
-    /// Reproduce a paper table end to end (report.md and report.json beside the paper's numbers).
     Reproduce(reproduce::Args),
-    /// Inspect a dataset (statistics as JSON) or export its Laplacian positional encodings.
     Data(data::Args),
-    /// Train a model from a run file (records, checkpoints, report); `--example` prints one.
     Train(train::TrainArgs),
-    /// Score a trained run's saved weights on its held-out split again (and plot its energy).
     Eval(train::EvalArgs),
-    /// Compare two models' runs on the same folds, fold by fold (mean difference ± standard
-    /// error, wins / ties / losses).
     Compare(compare::Args),
-    /// Choose among candidate configurations fold by fold, by each fold's validation score
-    /// (never its test score): the chosen runs, as one model's, for `basin compare`.
     Select(compare::SelectArgs),
 }
 

@@ -7,7 +7,14 @@ use anyhow::{Result, bail};
 use basin_core::device::DeviceChoice;
 use basin_repro::{Context, Overrides, Preset, Reproduction};
 
-/// Arguments of `basin reproduce`.
+/// Reproduce a paper table end to end (report.md and report.json beside the paper's numbers).
+///
+/// `basin reproduce --list` shows the tables, their presets with their recorded wall time, and
+/// their datasets present and missing. Killed and started again with the same command, a
+/// reproduction resumes each run from its checkpoint (finished runs are not trained again) and
+/// ends with the same records.
+///
+/// Example: `basin reproduce et-table14 --quick --data-dir DATA`.
 #[derive(clap::Args)]
 pub struct Args {
     /// The table, e.g. `et-table1` (`--list` shows them all); `table14` names the table of the
@@ -118,7 +125,7 @@ fn explicit(args: &Args) -> Option<Preset> {
 fn preset_of(table: &dyn Reproduction, args: &Args, cuda: bool) -> (Preset, String) {
     match explicit(args) {
         Some(p) => (p, format!("{} given", p.flag())),
-        None => Preset::for_machine(table, cuda),
+        None => table.info().preset_for_machine(cuda),
     }
 }
 
@@ -225,6 +232,10 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
             command_started,
         );
         let index = basin_repro::reproduce_all(&tables, &ctx, |t| preset_of(t, args, cuda))?;
+        if basin_train::interrupt::requested() {
+            // One line: what stopped and how to go on (the index lists what finished).
+            return Err(basin_train::TrainError::Interrupted.into());
+        }
         for e in &index {
             match &e.error {
                 Some(why) => crate::outln!("{}: failed: {why}", e.id),
@@ -271,9 +282,9 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
         preset.flag(),
         ctx.preset_reason,
         ctx.device_name(),
-        ctx.data_dir.display(),
+        ctx.data_dir().display(),
         recorded_time(table, preset),
-        ctx.out.display()
+        ctx.out().display()
     );
     let report = basin_repro::reproduce(id, &ctx)?;
     if report.ran == 0 && !table.datasets().is_empty() {
@@ -286,7 +297,7 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
             .collect();
         bail!(
             "no dataset could be loaded from {}:\n{}",
-            ctx.data_dir.display(),
+            ctx.data_dir().display(),
             why.join("\n")
         );
     }
@@ -295,12 +306,12 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
         if std::env::var_os(basin_dist::launch::LAUNCHED_SHARD).is_none() {
             crate::outln!(
                 "shard {s}: its runs are in {}; once every shard is done, run this command again without --shard to write the report",
-                ctx.out.display()
+                ctx.out().display()
             );
         }
         return Ok(());
     }
-    crate::outln!("wrote {}", ctx.out.join("report.md").display());
+    crate::outln!("wrote {}", ctx.out().join("report.md").display());
     Ok(())
 }
 
@@ -314,7 +325,7 @@ fn context(
     preset: Preset,
     command_started: std::time::Instant,
 ) -> Context {
-    Context {
+    let mut ctx = Context {
         overrides: Overrides {
             epochs: args.epochs,
             datasets: args.dataset.clone(),
@@ -324,10 +335,13 @@ fn context(
             inner_folds: args.inner_folds.map(|k| k as usize),
             ema: args.ema,
         },
-        shard: args.shard,
-        progress: !quiet,
-        restart_damaged: args.restart_damaged,
         command_started,
         ..Context::new(data_dir, out, device, preset)
-    }
+    };
+    ctx.run = ctx
+        .run
+        .with_shard(args.shard)
+        .with_progress(!quiet)
+        .with_restart_damaged(args.restart_damaged);
+    ctx
 }

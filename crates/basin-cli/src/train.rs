@@ -7,10 +7,39 @@ use anyhow::{Context, Result, bail};
 use basin_core::device::DeviceChoice;
 use basin_repro::examples::{EXAMPLES, example};
 use basin_tasks::TaskError;
-use basin_tasks::run::RunOptions;
 use basin_tasks::run_file::{self, RunSpec};
+use basin_train::context::RunContext;
 
-/// Arguments of `basin train`.
+/// Train a model from a run file (records, checkpoints, report); `--example` prints one.
+///
+/// Start from an example: `basin train --example list` names them, `basin train --example
+/// et-graph > mutag.toml` prints one (a CPU-scale ET on MUTAG under 10-fold cross-validation),
+/// `basin train mutag.toml --out runs/mutag` trains it and `basin eval runs/mutag` scores its
+/// saved weights again; `basin compare` and `basin select` set runs side by side.
+///
+/// A run file names the `task`: `graph-classification` (stratified k-fold cross-validation),
+/// `node-anomaly` (the anomaly protocol) or `image-completion` (seeded draws of training,
+/// validation and test images, scored over several masking seeds by PSNR and SSIM beside two
+/// baselines on the same masks: the training mean and each image's visible mean). Then the
+/// `data` (a name or a path, as for `basin data`), `[architecture]` (the task's config with its
+/// `[architecture.block]`: any registered terms and dynamics; omitted fields take ET's preset)
+/// and `[protocol]` (split, runs or folds, epochs, optimiser, schedule). Unknown fields and
+/// kinds are errors naming the file and the field. Each field (the model switches: readouts,
+/// kernels, encodings, initialisations) is documented where it is defined, in `basin_tasks`.
+///
+/// Bad values are refused when the file is read, before any data is loaded or anything is
+/// written, naming the file and the field; what depends on the data (folds against the smallest
+/// class, the encodings' k against the node cap) once the data is read, still before `run.toml`
+/// is written.
+///
+/// A run killed at any moment (SIGKILL included) and started again with the same file and
+/// `--out` resumes each run from its checkpoint, trains no finished run again and ends with the
+/// same records as an uninterrupted one, wall-clock fields aside (every file is written to a
+/// temporary and renamed; temporaries of killed writes are removed). Each record holds its
+/// model's configuration (`model` in `record.json`): a checkpoint of another model under the
+/// same protocol, seed and splits is refused instead of trained on, naming the first fields that
+/// differ (records from before `model` was recorded are resumed on trust). A switch added since
+/// a run was recorded takes its default there, which keeps the behaviour from before it.
 #[derive(clap::Args)]
 pub struct TrainArgs {
     /// The run file (TOML): `task` (graph-classification, node-anomaly or image-completion), `data`,
@@ -23,6 +52,13 @@ pub struct TrainArgs {
     example: Option<String>,
     /// Output directory (run.toml, per-run records and checkpoints, report, energy.png). An
     /// interrupted run resumes from its last checkpoint when started again with the same file.
+    ///
+    /// `run.toml` (the run file as run, `--set` applied); a directory per run or fold with its
+    /// `record.json`, `record.csv` (the per-epoch metrics, for pandas or a spreadsheet) and
+    /// `checkpoint.safetensors`; `report.md`, `report.json` and `energy.png` (each block's
+    /// energy per step under the first run's selected weights). Image completion also writes
+    /// `reconstructions.png`, `worst.png`, `best.png`, `dynamics.png`, `memories.png`,
+    /// `kernels.png` and `positions.png`.
     #[arg(long, default_value = "runs/latest")]
     out: PathBuf,
     /// Data directory for dataset names (default: BASIN_DATA_DIR, else ~/.cache/basin/data).
@@ -61,12 +97,17 @@ pub struct TrainArgs {
     /// Override one field of the run file (repeatable, applied in order): a dotted KEY, a TOML
     /// VALUE or a bare word for a string. `--set architecture.batching.pe.k=8 --set data=PROTEINS`;
     /// an array element by index (`architecture.block.terms.1.memories=256`). The run's
-    /// `run.toml` holds the result, so a sweep is one file and several --out directories.
+    /// `run.toml` holds the result, so a sweep is one file and several --out directories, among
+    /// which `basin select` chooses fold by fold.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
 }
 
-/// Arguments of `basin eval`.
+/// Score a trained run's saved weights on its held-out splits again (and plot its energy).
+///
+/// Rebuilds every split from the directory's `run.toml` (the protocol's own plan), refuses a
+/// split whose hash differs from the run's record, loads each run's selected weights and writes
+/// `eval.md`, `eval.json` and `energy.png`.
 #[derive(clap::Args)]
 pub struct EvalArgs {
     /// A directory written by `basin train`.
@@ -124,12 +165,14 @@ pub fn train(args: &TrainArgs, quiet: bool) -> Result<()> {
     let data = basin_data::datadir::data_dir(args.data_dir.as_deref());
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let mut opts = RunOptions::new(&args.out, device);
-    opts.data_dir = Some(data);
-    opts.shard = args.shard;
-    opts.progress = !quiet;
-    opts.restart_damaged = args.restart_damaged;
-    let outcome = spec.train(&opts).map_err(|e| {
+    let ctx = RunContext::new(spec.title())
+        .with_out(&args.out)
+        .with_device(device)
+        .with_data_dir(data)
+        .with_shard(args.shard)
+        .with_progress(!quiet)
+        .with_restart_damaged(args.restart_damaged);
+    let outcome = spec.train(&ctx).map_err(|e| {
         // The protocol or the dataset does not fit the task: name the run file it came from.
         let (field, message) = match &e {
             TaskError::Invalid { field, message } | TaskError::Config { field, message } => {

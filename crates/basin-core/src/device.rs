@@ -44,10 +44,10 @@ impl FromStr for DeviceChoice {
             "cpu" => Ok(Self::Cpu),
             "cuda" | "gpu" => Ok(Self::Cuda),
             "auto" | "" => Ok(Self::Auto),
-            other => Err(CoreError::config(
-                DEVICE_ENV,
-                format!("expected one of cpu, cuda, auto; got `{other}`"),
-            )),
+            other => Err(CoreError::Environment {
+                name: DEVICE_ENV.into(),
+                message: format!("expected one of cpu, cuda, auto; got `{other}`"),
+            }),
         }
     }
 }
@@ -100,7 +100,7 @@ pub fn cuda_available() -> bool {
 pub fn select(choice: DeviceChoice) -> Result<Device> {
     let device = select_device(choice)?;
     if device.is_cuda() {
-        set_tf32(tf32_from_env()?)?;
+        set_tf32(tf32_from_env()?);
     }
     Ok(device)
 }
@@ -112,65 +112,33 @@ pub fn tf32_from_env() -> Result<bool> {
         Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
             "1" | "true" | "on" | "yes" => Ok(true),
             "0" | "false" | "off" | "no" | "" => Ok(false),
-            other => Err(CoreError::config(
-                TF32_ENV,
-                format!("expected 1 or 0; got `{other}`"),
-            )),
+            other => Err(CoreError::Environment {
+                name: TF32_ENV.into(),
+                message: format!("expected 1 or 0; got `{other}`"),
+            }),
         },
     }
 }
 
-/// Looks a C++ symbol of libtorch up in the process (libtorch_cpu is linked in).
+// `cpp/tf32.cpp`, compiled by the build script against the linked libtorch's headers.
 #[allow(unsafe_code)]
-fn torch_symbol(mangled: &str) -> Result<*mut libc::c_void> {
-    let name = CString::new(mangled).map_err(|e| CoreError::Device(e.to_string()))?;
-    // SAFETY: `name` is a valid NUL-terminated string; RTLD_DEFAULT searches the global scope.
-    let ptr = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-    if ptr.is_null() {
-        return Err(CoreError::Device(format!(
-            "libtorch has no `{mangled}`: TF32 cannot be switched in this build"
-        )));
+mod ffi {
+    unsafe extern "C" {
+        pub(super) safe fn basin_set_allow_tf32(on: bool);
+        pub(super) safe fn basin_allow_tf32() -> bool;
     }
-    Ok(ptr)
-}
-
-/// `at::globalContext()`, the object that holds libtorch's math switches.
-#[allow(unsafe_code)]
-fn global_context() -> Result<*mut libc::c_void> {
-    let f = torch_symbol("_ZN2at13globalContextEv")?;
-    // SAFETY: `at::Context& at::globalContext()` takes nothing and returns a reference, which
-    // the Itanium C++ ABI passes as a pointer.
-    let f: extern "C" fn() -> *mut libc::c_void = unsafe { std::mem::transmute(f) };
-    Ok(f())
 }
 
 /// Allows (or forbids) TF32 in cuBLAS float32 products and cuDNN convolutions, as PyTorch's
 /// `torch.backends.cuda.matmul.allow_tf32` and `torch.backends.cudnn.allow_tf32` do. Process
 /// wide; a no-op for CPU kernels.
-#[allow(unsafe_code)]
-pub fn set_tf32(on: bool) -> Result<()> {
-    let ctx = global_context()?;
-    for setter in [
-        "_ZN2at7Context18setAllowTF32CuBLASEb",
-        "_ZN2at7Context17setAllowTF32CuDNNEb",
-    ] {
-        let f = torch_symbol(setter)?;
-        // SAFETY: `void at::Context::setAllowTF32…(bool)`: a member function takes `this`
-        // as its first argument under the Itanium C++ ABI.
-        let f: extern "C" fn(*mut libc::c_void, bool) = unsafe { std::mem::transmute(f) };
-        f(ctx, on);
-    }
-    Ok(())
+pub fn set_tf32(on: bool) {
+    ffi::basin_set_allow_tf32(on);
 }
 
 /// Whether cuBLAS float32 products may use TF32 now (see [`set_tf32`]).
-#[allow(unsafe_code)]
-pub fn tf32() -> Result<bool> {
-    let ctx = global_context()?;
-    let f = torch_symbol("_ZNK2at7Context15allowTF32CuBLASEv")?;
-    // SAFETY: `bool at::Context::allowTF32CuBLAS() const`, `this` first.
-    let f: extern "C" fn(*mut libc::c_void) -> bool = unsafe { std::mem::transmute(f) };
-    Ok(f(ctx))
+pub fn tf32() -> bool {
+    ffi::basin_allow_tf32()
 }
 
 fn select_device(choice: DeviceChoice) -> Result<Device> {
@@ -213,11 +181,7 @@ pub fn describe(device: Device) -> String {
         Device::Cuda(i) => format!(
             "cuda:{i} (of {} devices{})",
             tch::Cuda::device_count(),
-            if tf32().unwrap_or(false) {
-                ", tf32"
-            } else {
-                ""
-            }
+            if tf32() { ", tf32" } else { "" }
         ),
         other => format!("{other:?}"),
     }

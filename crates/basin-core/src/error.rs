@@ -50,6 +50,24 @@ pub enum CoreError {
         /// What was found.
         got: String,
     },
+    /// Another process is writing the directory (its lock file names it).
+    #[error("{}: another process is writing this directory: pid {pid} (`{command}`); wait for it to end, or choose another --out", path.display())]
+    Busy {
+        /// The directory.
+        path: PathBuf,
+        /// The process holding it.
+        pid: u32,
+        /// Its command line.
+        command: String,
+    },
+    /// An environment variable holds a value basin cannot use.
+    #[error("environment variable {name}: {message}")]
+    Environment {
+        /// The variable, e.g. `BASIN_DEVICE`.
+        name: String,
+        /// What was expected.
+        message: String,
+    },
     /// The requested device cannot be used.
     #[error("device: {0}")]
     Device(String),

@@ -157,12 +157,10 @@ impl Holder {
     }
 
     fn refusal(&self, dir: &Path) -> CoreError {
-        CoreError::config(
-            dir.display().to_string(),
-            format!(
-                "another process is writing this directory: pid {} (`{}`); wait for it to end, or choose another --out",
-                self.pid, self.command
-            ),
-        )
+        CoreError::Busy {
+            path: dir.to_path_buf(),
+            pid: self.pid,
+            command: self.command.clone(),
+        }
     }
 }

@@ -54,6 +54,12 @@ pub trait TermParams: Serialize + DeserializeOwned {
     const KIND: &'static str;
     /// One line on what the term is (listings, error messages).
     const ABOUT: &'static str;
+    /// Kinds the term had before a rename: a config file that names one still reads as this
+    /// term (and is written back under [`TermParams::KIND`]).
+    const ALIASES: &'static [&'static str] = &[];
+    /// The term's name in traces and checkpoints when its config gives none (default: its
+    /// kind; a renamed term keeps its old name, so its checkpoints still load).
+    const DEFAULT_NAME: &'static str = Self::KIND;
     /// Checks the values; `field` is the config path for errors, e.g. `terms[1]`.
     fn validate(&self, _field: &str) -> Result<()> {
         Ok(())
@@ -109,6 +115,10 @@ pub struct TermKind {
     pub kind: &'static str,
     /// One line on what it is.
     pub about: &'static str,
+    /// Older kinds that still name it ([`TermParams::ALIASES`]).
+    pub aliases: &'static [&'static str],
+    /// Its name in traces and checkpoints when the config gives none.
+    pub default_name: &'static str,
     validate: ValidateFn,
     build: BuildTermFn,
     heads: fn(&toml::Table) -> Option<i64>,
@@ -182,6 +192,8 @@ impl TermKind {
         Self {
             kind: T::KIND,
             about: T::ABOUT,
+            aliases: T::ALIASES,
+            default_name: T::DEFAULT_NAME,
             validate: validate_term::<T>,
             build: build_term::<T>,
             heads: heads_of::<T>,
@@ -234,9 +246,16 @@ pub fn dynamics_kinds() -> Vec<&'static DynamicsKind> {
     v
 }
 
+impl TermKind {
+    /// Whether `kind` names this term (its kind or an alias).
+    pub fn is_named(&self, kind: &str) -> bool {
+        self.kind == kind || self.aliases.contains(&kind)
+    }
+}
+
 fn term_kind(kind: &str, field: &str) -> Result<&'static TermKind> {
     let kinds = term_kinds();
-    kinds.iter().copied().find(|k| k.kind == kind).ok_or_else(|| {
+    kinds.iter().copied().find(|k| k.is_named(kind)).ok_or_else(|| {
         let known: Vec<&str> = kinds.iter().map(|k| k.kind).collect();
         CoreError::config(
             format!("{field}.kind"),
@@ -278,13 +297,25 @@ fn table_of<T: Serialize>(params: &T) -> Result<toml::Table> {
     }
 }
 
+/// `kind` as its registered term calls it now: an alias ([`TermParams::ALIASES`]) becomes the
+/// kind; an unknown kind is kept as written, for validation to refuse by name.
+fn canonical_kind<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    let kind = String::deserialize(d)?;
+    Ok(term_kinds()
+        .into_iter()
+        .find(|k| k.aliases.contains(&kind.as_str()))
+        .map_or(kind, |k| k.kind.to_owned()))
+}
+
 /// One energy term of a block as written in a config file: `kind`, optional `name` and
 /// `weight`, and the kind's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TermConfig {
-    /// A registered term kind (`attention`, `hopfield`, or one registered by another crate).
+    /// A registered term kind (`attention`, `hopfield-memory`, or one registered by another
+    /// crate); an older kind of a renamed term reads as the term's kind.
+    #[serde(deserialize_with = "canonical_kind")]
     pub kind: String,
-    /// Name in traces and checkpoints (default: the kind).
+    /// Name in traces and checkpoints (default: the kind's [`TermParams::DEFAULT_NAME`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Factor of the term in the block's energy sum (CDAT eq. 9's λ; default 1).
@@ -326,12 +357,15 @@ impl TermConfig {
 
     /// The name in traces and checkpoints.
     pub fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.kind)
+        match &self.name {
+            Some(name) => name,
+            None => term_kind(&self.kind, "").map_or(self.kind.as_str(), |k| k.default_name),
+        }
     }
 
     /// Whether this term is of kind `T`.
     pub fn is<T: TermParams>(&self) -> bool {
-        self.kind == T::KIND
+        self.kind == T::KIND || T::ALIASES.contains(&self.kind.as_str())
     }
 
     /// The parameters as `T`, if the term is of that kind.

@@ -73,8 +73,7 @@ pub fn ablations(cfg: &NodeAnomalyConfig) -> Vec<(&'static str, NodeAnomalyConfi
 
 /// The model for datasets Table 6 does not list: Y = 64, K = 128, T = 2, H = 1, without the
 /// per-node positional embeddings (the reference code's choice; with them the model
-/// memorises the training nodes). Chosen on validation AUC on Tolokers at 40 % (measured:
-/// `crates/basin-repro/RESULTS.md`, "Node anomaly detection at CPU scale").
+/// memorises the training nodes). Chosen on validation AUC on Tolokers at 40 %.
 pub fn default_model() -> NodeAnomalyConfig {
     NodeAnomalyConfig {
         positional: false,

@@ -22,8 +22,7 @@ pub fn tu_paper() -> GraphClassifierConfig {
 /// maximum (`Readout::ClsMoments`, PNA's aggregators; not in the paper) by an MLP, with
 /// attention over the edges (the same model). The std and max are what a mean readout
 /// misses: at these few small steps the tokens stay close to a linear encoding of the node
-/// labels (measured: `crates/basin-repro/RESULTS.md`, "The presets now: k = 8 and the
-/// moments readout", "Fewer Laplacian eigenvectors", "What the descent contributes").
+/// labels.
 pub fn tu_cpu() -> GraphClassifierConfig {
     tu_cpu_k15().with_tu_cpu_front_end()
 }
@@ -35,9 +34,8 @@ pub fn tu_cpu() -> GraphClassifierConfig {
 /// blocks are close to the identity and the CLS token carries little of the graph. The
 /// readout is an MLP with 64 hidden units (`readout_hidden`, not in the paper) whose last
 /// layer starts at 0.1 × Kaiming (`readout_init_gain`), so the untrained model starts near
-/// loss ln C. Â's A′ projects the adjacency, not the edge features as [`tu_paper`] does
-/// (measured: `crates/basin-repro/RESULTS.md`, "The table of the earlier presets (k = 15,
-/// `cls-mean-size`)", "Against the no-graph baseline and GIN; more pilots").
+/// loss ln C. Â's A′ (eq. 24) projects the adjacency, not the edge features as [`tu_paper`]
+/// does: at this size the bond types do not help.
 pub fn tu_cpu_k15() -> GraphClassifierConfig {
     let mut cfg = model(32, 4, 8, 128, 2, 2);
     cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.02);

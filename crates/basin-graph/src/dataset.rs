@@ -77,6 +77,10 @@ pub struct GraphDataset {
     pub class_values: Vec<i64>,
     /// The dataset's official split, if it has one (LRGB).
     pub official_split: Option<Split>,
+    /// How the node features were made where they are not the published ones (a TU set with
+    /// neither node labels nor attributes gets its nodes' one-hot degree: see
+    /// [`crate::tu::NodeFeatures`]); `None` when they are as published. Reports print it.
+    pub node_features: Option<String>,
 }
 
 impl GraphDataset {
@@ -155,6 +159,7 @@ impl GraphDataset {
             targets,
             class_values: self.class_values.clone(),
             official_split: None,
+            node_features: self.node_features.clone(),
         })
     }
 

@@ -203,6 +203,7 @@ mod tests {
             },
             class_values: vec![0, 1],
             official_split: None,
+            node_features: None,
         }
     }
 

@@ -91,9 +91,8 @@ impl SignFlip {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PeConfig {
-    /// Number of eigenvectors (ET graph: 15). The CPU presets take 8 (`BatchConfig::tu_cpu`),
-    /// the paper presets 15 (measured: `crates/basin-repro/RESULTS.md`, "Fewer Laplacian
-    /// eigenvectors").
+    /// Number of eigenvectors (ET graph: 15). The paper presets take 15, the CPU presets 8
+    /// (`BatchConfig::tu_cpu`, which says why).
     pub k: usize,
     /// Use the CLS-augmented adjacency (row/column 0 = CLS; ET eq. 23).
     pub cls: bool,

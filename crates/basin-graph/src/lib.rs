@@ -32,6 +32,7 @@
 //!     targets: Targets::Classes { labels: vec![0, 1], num_classes: 2 },
 //!     class_values: vec![0, 1],
 //!     official_split: None,
+//!     node_features: None,
 //! };
 //! let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
 //! let batch = make_batch(&ds, &[0, 1], &BatchConfig::et_graph(), None, &mut rng)?;

@@ -374,6 +374,7 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
         targets,
         class_values: Vec::new(),
         official_split,
+        node_features: None,
     })
 }
 

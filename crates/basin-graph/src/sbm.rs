@@ -338,6 +338,7 @@ pub fn generate_cluster(cfg: &ClusterConfig) -> Result<GraphDataset> {
         },
         class_values: (0..cfg.sbm.communities as i64).collect(),
         official_split: Some(official(cfg.sizes)),
+        node_features: None,
     })
 }
 
@@ -423,6 +424,7 @@ pub fn generate_pattern(cfg: &PatternConfig) -> Result<GraphDataset> {
         targets: Targets::NodeClasses { num_classes: 2 },
         class_values: vec![0, 1],
         official_split: Some(official(sizes)),
+        node_features: None,
     })
 }
 

@@ -109,6 +109,7 @@ pub fn lrgb_like(set: LrgbSet, graphs: usize, seed: u64) -> Result<GraphDataset>
             ids[a..b].to_vec(),
             ids[b..].to_vec(),
         )),
+        node_features: None,
     };
     ds.validate()?;
     Ok(ds)

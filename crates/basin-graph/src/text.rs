@@ -87,12 +87,15 @@ impl Cell for i64 {
     }
 }
 
+/// A feature value: finite. None of the formats read here writes NaN for a missing value, so a
+/// NaN or an infinity (or a number beyond f32's range) is refused where it stands, by file and
+/// line, instead of surfacing later as a non-finite loss.
 impl Cell for f32 {
-    const EXPECTED: &'static str = "a number";
+    const EXPECTED: &'static str = "a finite number (NaN and infinity are refused)";
     fn parse(b: &[u8]) -> Option<Self> {
         let s = std::str::from_utf8(b).ok()?;
         let v: f64 = s.parse().ok()?;
-        Some(v as f32)
+        Some(v as f32).filter(|v| v.is_finite())
     }
 }
 

@@ -11,6 +11,11 @@
 //!
 //! Every line of `DS_A.txt` is one directed entry (the files list both directions of each
 //! undirected edge). Unlike PyG, self loops and duplicates are kept as stored.
+//!
+//! The collection's social-network sets (IMDB, REDDIT, COLLAB) publish neither node labels nor
+//! attributes. Such a set gets its nodes' one-hot degree, as GIN (Xu et al., 2019, Section 7)
+//! and PyG's `OneHotDegree` give them ([`NodeFeatures`]), and the dataset says so
+//! ([`GraphDataset::node_features`]), so that every task, table and baseline trains on it.
 
 use std::path::{Path, PathBuf};
 
@@ -21,6 +26,27 @@ use serde::{Deserialize, Serialize};
 use crate::error::{GraphError, Result};
 use crate::text::{Table, parse_table, read};
 use crate::{Csr, Graph, GraphDataset, Targets};
+
+/// The highest degree [`NodeFeatures::Degree`] encodes on its own; nodes of higher degree share
+/// its last column (PyG's `OneHotDegree(max_degree)` refuses them instead).
+pub const MAX_DEGREE: usize = 64;
+
+/// What the nodes of a TU set carry as features.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeFeatures {
+    /// The published features (attributes, then one-hot labels; [`TuOptions`]); for a set
+    /// published with neither, the one-hot degree ([`NodeFeatures::Degree`]).
+    #[default]
+    Auto,
+    /// The published features only: a set with neither labels nor attributes is refused.
+    Published,
+    /// Each node's degree (its stored entries in `DS_A.txt`), one-hot over `0..=d` where `d` is
+    /// the largest degree of the set capped at [`MAX_DEGREE`], in place of the published ones.
+    Degree,
+    /// One feature, 1, for every node (PyG's `Constant`), in place of the published ones.
+    Constant,
+}
 
 /// Which optional TU files become features.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +60,8 @@ pub struct TuOptions {
     pub edge_attributes: bool,
     /// Put the one-hot `DS_edge_labels.txt` into the edge features.
     pub edge_labels_one_hot: bool,
+    /// What the nodes carry (default: the published features, else the one-hot degree).
+    pub node_features: NodeFeatures,
 }
 
 impl Default for TuOptions {
@@ -43,6 +71,7 @@ impl Default for TuOptions {
             node_labels_one_hot: true,
             edge_attributes: true,
             edge_labels_one_hot: true,
+            node_features: NodeFeatures::Auto,
         }
     }
 }
@@ -255,6 +284,7 @@ pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<
         }
         node_labels_raw = Some((0..n).map(|r| t.values[r * t.cols]).collect());
     }
+    let published = !node_blocks.is_empty();
     let node_features = hcat(n, node_blocks);
 
     // Optional per-edge files.
@@ -328,8 +358,71 @@ pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<
         },
         class_values,
         official_split: None,
+        node_features: None,
     };
-    Ok(ds)
+    match (opts.node_features, published) {
+        (NodeFeatures::Auto, true) | (NodeFeatures::Published, true) => Ok(ds),
+        (NodeFeatures::Auto, false) => {
+            let mut ds = NodeFeatures::Degree.apply(ds)?;
+            if let Some(made) = ds.node_features.as_mut() {
+                made.push_str(": the set publishes no node labels or attributes");
+            }
+            Ok(ds)
+        }
+        (chosen, _) => chosen.apply(ds),
+    }
+}
+
+impl NodeFeatures {
+    /// `ds` with its nodes' features made as `self` says ([`GraphDataset::node_features`] names
+    /// them); `Auto` leaves it as loaded, `Published` refuses a set whose features were made.
+    pub fn apply(self, mut ds: GraphDataset) -> Result<GraphDataset> {
+        match self {
+            Self::Auto => {}
+            Self::Published => {
+                let none = ds
+                    .graphs
+                    .first()
+                    .is_some_and(|g| g.node_features.ncols() == 0);
+                if none || ds.node_features.is_some() {
+                    return Err(GraphError::invalid(
+                        format!("{} node features", ds.name),
+                        "the set publishes no node labels or attributes; choose node_features = \"degree\" or \"constant\"",
+                    ));
+                }
+            }
+            Self::Degree => {
+                let degree = |g: &Graph| -> Vec<usize> {
+                    (0..g.num_nodes())
+                        .map(|v| g.adjacency.row(v).len())
+                        .collect()
+                };
+                let largest = ds.graphs.iter().flat_map(degree).max().unwrap_or(0);
+                let top = largest.min(MAX_DEGREE);
+                for g in &mut ds.graphs {
+                    let d = degree(g);
+                    let mut f = Array2::zeros((d.len(), top + 1));
+                    for (v, &k) in d.iter().enumerate() {
+                        f[[v, k.min(top)]] = 1.0;
+                    }
+                    g.node_features = f;
+                }
+                let capped = if largest > top {
+                    ", higher degrees in the last column"
+                } else {
+                    ""
+                };
+                ds.node_features = Some(format!("one-hot node degree (0..={top}{capped})"));
+            }
+            Self::Constant => {
+                for g in &mut ds.graphs {
+                    g.node_features = Array2::ones((g.num_nodes(), 1));
+                }
+                ds.node_features = Some("one constant feature per node".to_owned());
+            }
+        }
+        Ok(ds)
+    }
 }
 
 /// Writes `ds` in the TU text format into `dir` as `<name>_*.txt` (node attributes = the node

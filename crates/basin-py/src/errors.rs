@@ -56,8 +56,9 @@ impl Classify for CoreError {
             Self::Format { .. }
             | Self::Mismatch { .. }
             | Self::Config { .. }
+            | Self::Environment { .. }
             | Self::Tensor { .. } => Kind::Value,
-            Self::Device(_) | Self::Torch(_) => Kind::Runtime,
+            Self::Busy { .. } | Self::Device(_) | Self::Torch(_) => Kind::Runtime,
         }
     }
 }
@@ -88,7 +89,7 @@ impl Classify for GraphError {
 impl Classify for TrainError {
     fn kind(&self) -> Kind {
         match self {
-            Self::Config { .. } | Self::Unpaired(_) => Kind::Value,
+            Self::Config { .. } | Self::Flag { .. } | Self::Unpaired(_) => Kind::Value,
             Self::Data(e) => e.kind(),
             _ => Kind::Runtime,
         }

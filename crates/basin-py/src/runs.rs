@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use basin_tasks::run_file::RunSpec;
 use basin_repro::{Context, Preset};
-use basin_tasks::run::RunOptions;
+use basin_train::context::RunContext;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3_tch::PyTensor;
@@ -35,11 +35,13 @@ pub fn train(
         std::fs::create_dir_all(&out)
             .map_err(|e| basin_core::CoreError::io(&out, e))
             .py()?;
-        let mut opts = RunOptions::new(&out, device);
-        opts.data_dir = Some(basin_data::datadir::data_dir(data_dir.as_deref()));
-        opts.progress = progress;
+        let ctx = RunContext::new(spec.title())
+            .with_out(&out)
+            .with_device(device)
+            .with_data_dir(basin_data::datadir::data_dir(data_dir.as_deref()))
+            .with_progress(progress);
         // Training can take minutes: other Python threads run meanwhile.
-        let outcome = py.allow_threads(|| spec.train(&opts)).py()?;
+        let outcome = py.allow_threads(|| spec.train(&ctx)).py()?;
         serde_json::to_string(&outcome).map_err(|e| PyValueError::new_err(e.to_string()))
     })
 }
@@ -71,7 +73,7 @@ pub fn reproduce(
     guard(|| {
         let data = basin_data::datadir::data_dir(data_dir.as_deref());
         let mut ctx = Context::new(data, out.clone(), device, preset);
-        ctx.progress = progress;
+        ctx.run.progress = progress;
         ctx.preset_reason = "given by the caller".into();
         let table = table.to_owned();
         let report = py

@@ -8,7 +8,7 @@ from basin import dynamics, terms
 
 EVERY_TERM = [
     terms.Attention(heads=2, head_dim=3),
-    terms.Hopfield(memories=5),
+    terms.HopfieldMemory(memories=5),
     terms.VmfAttention(heads=2, head_dim=3),
 ]
 

@@ -41,7 +41,7 @@ def test_implicit_gradients_equal_a_long_unrolled_descent():
         return basin.EnergyBlock(
             # Weights large enough that x* is not tiny (LN's 1/σ would make the step chatter).
             dim=6, terms=[terms.VmfAttention(heads=2, head_dim=3, beta=1.0, init_std=1.0),
-                          terms.Hopfield(memories=8, init_std=1.0)],
+                          terms.HopfieldMemory(memories=8, init_std=1.0)],
             dynamics=dynamics.Controlled(alpha=0.1), dtype=torch.float64, **kw).train()
 
     implicit = build(steps=2, gradient={"mode": "implicit", "tol": 1e-12, "max_steps": 5000,

@@ -17,8 +17,9 @@ use std::path::Path;
 use basin_core::registry::{BuildContext, TermParams};
 use basin_core::{Energy, Structure};
 use basin_tasks::graph_classification::GraphRun;
-use basin_tasks::run::{RunOptions, RunOutcome, train};
+use basin_tasks::run::{RunOutcome, train};
 use basin_tasks::task::Task;
+use basin_train::context::RunContext;
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
@@ -172,9 +173,10 @@ pub fn run(work: &Path) -> Result<RunOutcome, Box<dyn std::error::Error>> {
     write_shapes(&work.join("tu"), 90)?;
     let run: GraphRun = toml::from_str(RUN_FILE)?;
     run.validate()?;
-    let mut opts = RunOptions::new(work.join("run"), tch::Device::Cpu);
-    opts.data_dir = Some(work.to_path_buf());
-    Ok(train(&run, &opts, |_| false)?)
+    let ctx = RunContext::new("custom term")
+        .with_out(work.join("run"))
+        .with_data_dir(work);
+    Ok(train(&run, &ctx, |_| false)?)
 }
 
 #[allow(dead_code)]

@@ -155,7 +155,7 @@ pub fn run(
 ) -> Result<Vec<AnomalyResult>> {
     let mut results = Vec::new();
     for name in &opts.datasets {
-        let data = match load(name, &ctx.data_dir) {
+        let data = match load(name, ctx.data_dir()) {
             Ok(d) => d?,
             Err(why) => {
                 missing.0.push(why);
@@ -188,7 +188,7 @@ pub fn run(
                 score,
             } in models(name, ratio, nodes)
             {
-                let out = ctx.out.join(&tag).join(&model);
+                let out = ctx.out().join(&tag).join(&model);
                 let mut energy = Vec::new();
                 let mut landscape = None;
                 let protocol = AnomalyProtocol {
@@ -206,7 +206,7 @@ pub fn run(
                             &cfg,
                             run,
                             protocol.score,
-                            ctx.device,
+                            ctx.device(),
                         )?)
                     },
                     |_, learner| {
@@ -277,11 +277,11 @@ pub fn run(
                         &opts.floor,
                         &run.train(),
                         run.seed,
-                        ctx.device,
+                        ctx.device(),
                     )?)
                 },
                 |_, _| Ok(()),
-                &ctx.runs(format!("{tag} floor"), &ctx.out).writing_to(None),
+                &ctx.runs(format!("{tag} floor"), ctx.out()).writing_to(None),
             )?;
             tracing::info!(
                 "{tag} floor: macro-F1 {}, AUC {}",

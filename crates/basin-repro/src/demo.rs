@@ -162,9 +162,11 @@ pub fn run(
         },
         ..TrainConfig::default()
     };
-    let runner = RunContext::new("basin")
-        .with_device_label(basin_core::device::describe(device))
-        .runner(&run, train_config, serde_json::json!({}));
+    let runner = RunContext::new("basin").with_device(device).runner(
+        &run,
+        train_config,
+        serde_json::json!({}),
+    );
     let eval_seed = opts.seed.wrapping_add(1_000_003);
     let record = runner.fit(
         &mut learner,

@@ -1,5 +1,5 @@
-//! What every table's report repeats, written once: the paper's numbers from
-//! `data/papers/*.toml` and their rows found by key ([`paper`], [`find_row`]), Markdown tables
+//! What every table's report repeats, written once: the rows of the paper's numbers found by
+//! key ([`find_row`]; the numbers themselves: [`crate::papers`]), Markdown tables
 //! ([`Table`]), the preset banner, the datasets that could not be run and where to get them
 //! ([`Missing`]), the footer with the device and the times ([`footer`]), the headline cells an
 //! index shows ([`Headline`]), energy plots, and the two files written at the end (`report.md`
@@ -9,94 +9,8 @@ use std::path::Path;
 
 use basin_train::plot::{Series, line_panels};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::{Preset, Result, TaskError};
-
-/// The papers' published numbers, one TOML file per table (compiled in, so a report never
-/// depends on where the binary runs).
-const PAPERS: &[(&str, &str)] = &[
-    (
-        "sfi-params",
-        include_str!("../../../data/papers/sfi-params.toml"),
-    ),
-    (
-        "et-table1",
-        include_str!("../../../data/papers/et-table1.toml"),
-    ),
-    (
-        "et-table2",
-        include_str!("../../../data/papers/et-table2.toml"),
-    ),
-    (
-        "et-table12",
-        include_str!("../../../data/papers/et-table12.toml"),
-    ),
-    (
-        "et-table13",
-        include_str!("../../../data/papers/et-table13.toml"),
-    ),
-    (
-        "et-table15",
-        include_str!("../../../data/papers/et-table15.toml"),
-    ),
-    (
-        "et-table16",
-        include_str!("../../../data/papers/et-table16.toml"),
-    ),
-    (
-        "et-table14",
-        include_str!("../../../data/papers/et-table14.toml"),
-    ),
-    (
-        "cdat-table1",
-        include_str!("../../../data/papers/cdat-table1.toml"),
-    ),
-    (
-        "cdat-table2",
-        include_str!("../../../data/papers/cdat-table2.toml"),
-    ),
-    (
-        "cdat-table12",
-        include_str!("../../../data/papers/cdat-table12.toml"),
-    ),
-    (
-        "cdat-table3",
-        include_str!("../../../data/papers/cdat-table3.toml"),
-    ),
-    (
-        "cdat-table4",
-        include_str!("../../../data/papers/cdat-table4.toml"),
-    ),
-    (
-        "cdat-params",
-        include_str!("../../../data/papers/cdat-params.toml"),
-    ),
-    (
-        "cdat-table11",
-        include_str!("../../../data/papers/cdat-table11.toml"),
-    ),
-    (
-        "et-table7",
-        include_str!("../../../data/papers/et-table7.toml"),
-    ),
-    (
-        "sfi-table1",
-        include_str!("../../../data/papers/sfi-table1.toml"),
-    ),
-    (
-        "sfi-table2",
-        include_str!("../../../data/papers/sfi-table2.toml"),
-    ),
-    (
-        "sfi-table3",
-        include_str!("../../../data/papers/sfi-table3.toml"),
-    ),
-    (
-        "hopfield-mil",
-        include_str!("../../../data/papers/hopfield-mil.toml"),
-    ),
-];
 
 /// The recorded wall times of the tables' commands (`data/timings.toml`).
 const TIMINGS: &str = include_str!("../../../data/timings.toml");
@@ -111,17 +25,6 @@ pub fn recorded_seconds(id: &str, preset: Preset) -> Option<f64> {
         .get(key)?
         .as_float()
         .or_else(|| table.get(id)?.get(key)?.as_integer().map(|s| s as f64))
-}
-
-/// The paper's numbers of table `id` (`data/papers/<id>.toml`), parsed as `T`.
-pub fn paper<T: DeserializeOwned>(id: &str) -> Result<T> {
-    let file = format!("data/papers/{id}.toml");
-    let text = PAPERS
-        .iter()
-        .find(|(name, _)| *name == id)
-        .map(|(_, text)| *text)
-        .ok_or_else(|| TaskError::invalid(&file, "no such paper table"))?;
-    toml::from_str(text).map_err(|e| TaskError::invalid(file, e.to_string()))
 }
 
 /// One cell of a table worth seeing in an index: what it is, ours, and the paper's.

@@ -4,6 +4,7 @@
 //! procedure (`et-paper`), and the two baselines on the same folds — a no-graph MLP on pooled
 //! node features and GIN — so that a table shows whether a model learned the graph.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -132,6 +133,9 @@ pub struct TuResult {
     /// Seconds the runs took, summed over their records (whichever process trained them: a
     /// resumed or sharded reproduction counts each run once); data loading not included.
     pub seconds: f64,
+    /// How the node features were made, where the set publishes none
+    /// ([`GraphDataset::node_features`]).
+    pub node_features: Option<String>,
 }
 
 impl TuResult {
@@ -265,7 +269,7 @@ fn maker<'a>(
             config,
             &run.train(),
             run.seed,
-            ctx.device,
+            ctx.device(),
         )?)
     }
 }
@@ -275,11 +279,20 @@ fn maker<'a>(
 /// code-cv procedures; writes run records, `<dataset>/<model>/energy.png` and `<dataset>/loss.png`.
 pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec<TuResult>> {
     let mut results = Vec::new();
-    for name in &opts.datasets {
-        let dir = ctx.data_dir.join("tu").join(name);
+    for spec in &opts.datasets {
+        // A TU folder by its path (`--dataset PATH`), or a set by name under the data directory.
+        let (name, dir) = match Path::new(spec) {
+            p if p.is_dir() => (
+                p.file_name()
+                    .map_or_else(|| spec.clone(), |n| n.to_string_lossy().into_owned()),
+                p.to_path_buf(),
+            ),
+            _ => (spec.clone(), ctx.data_dir().join("tu").join(spec)),
+        };
+        let name = &name;
         if !dir.is_dir() {
             match basin_data::registry::find(name) {
-                Some(info) => missing.push(name, info.missing(&ctx.data_dir)),
+                Some(info) => missing.push(name, info.missing(ctx.data_dir())),
                 None => missing.push(
                     name,
                     format!(
@@ -300,7 +313,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
         // Each model's configuration, encodings and training, kept for its later procedures.
         let mut prepared = Vec::new();
         for m in &opts.models {
-            let out = ctx.out.join(name).join(&m.name);
+            let out = ctx.out().join(name).join(&m.name);
             let config = for_dataset(&m.config, &data);
             let pe = dataset_pe(&data, &config.batching)?.map(Arc::new);
             let train = TrainConfig {
@@ -384,13 +397,13 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                         &opts.pooled,
                         &run.train(),
                         run.seed,
-                        ctx.device,
+                        ctx.device(),
                     )?)
                 },
                 |_, _| Ok(()),
                 &ctx.runs(
                     format!("{name} no-graph"),
-                    ctx.out.join(name).join("baseline-pooled"),
+                    ctx.out().join(name).join("baseline-pooled"),
                 ),
             )?;
             let g = baseline.run(
@@ -401,13 +414,13 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                         &opts.gin,
                         &run.train(),
                         run.seed,
-                        ctx.device,
+                        ctx.device(),
                     )?)
                 },
                 |_, _| Ok(()),
                 &ctx.runs(
                     format!("{name} GIN"),
-                    ctx.out.join(name).join("baseline-gin"),
+                    ctx.out().join(name).join("baseline-gin"),
                 ),
             )?;
             tracing::info!(
@@ -424,7 +437,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
         // says whether a model learned the graph is CV against the baselines.
         for ((m, result), (config, pe, train)) in opts.models.iter().zip(&mut models).zip(&prepared)
         {
-            let out = ctx.out.join(name).join(&m.name);
+            let out = ctx.out().join(name).join(&m.name);
             let make = maker(&data, pe, config, ctx);
             let train = train.clone();
             let et_paper = if opts.et_paper_repeats > 0 && !m.cv_only {
@@ -473,7 +486,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
         }
         if ctx.reports() {
             report::plot_compared(
-                &ctx.out.join(name).join("loss.png"),
+                &ctx.out().join(name).join("loss.png"),
                 &format!(
                     "{name}: cross-entropy per epoch, mean over folds (training with label smoothing)"
                 ),
@@ -495,6 +508,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             pooled,
             gin,
             seconds,
+            node_features: data.node_features.clone(),
         });
     }
     Ok(results)
@@ -516,8 +530,7 @@ pub fn for_dataset(config: &GraphClassifierConfig, data: &GraphDataset) -> Graph
 pub const CPU_EPOCHS: usize = 100;
 
 /// Peak learning rate of the CPU-scale TU runs: the CPU models (D = 32) fit ENZYMES slowly at
-/// the papers' 1e-3 (measured: `crates/basin-repro/RESULTS.md`, "The table of the earlier
-/// presets (k = 15, `cls-mean-size`)").
+/// the papers' 1e-3.
 pub const CPU_LR: f64 = 3e-3;
 
 /// The TU tables' training: AdamW as the ET graph reference (β₂ 0.99, weight decay 0.05,
@@ -553,12 +566,18 @@ pub fn show(report: Option<&ProtocolReport>, metric: &str) -> String {
 /// Side of the grid the energy landscapes are evaluated on.
 const LANDSCAPE_GRID: usize = 25;
 
-/// One line per dataset and model: the energy's (and V's) first and last value per block, and
+/// The node features of a set that publishes none, then one line per dataset and model: the energy's (and V's) first and last value per block, and
 /// the training loss's; the energy at the end of the block's descent and of plain gradient flow
 /// on graph 0, drawn over the landscape (CDAT Figures 1 and 3).
 pub fn curves_markdown(results: &[TuResult]) -> String {
     let mut md = String::new();
     for r in results {
+        if let Some(made) = &r.node_features {
+            md.push_str(&format!(
+                "- **{}** node features (every model and baseline): {made}.\n",
+                r.dataset
+            ));
+        }
         for m in &r.models {
             let landscape = m.landscape.as_ref().map_or(String::new(), |l| {
                 let ends: Vec<String> = l
@@ -738,6 +757,7 @@ mod tests {
             },
             class_values: vec![0, 1],
             official_split: None,
+            node_features: None,
         };
         // The CPU presets run sparse everywhere; the rule is for the dense ones.
         assert!(basin_et::graph::tu_cpu().sparse_attention);

@@ -270,10 +270,10 @@ impl GinLearner {
     ) -> Result<Self> {
         tch::manual_seed(seed as i64);
         let (labels, classes) = graph_classes(&data)?;
-        let f = data
-            .graphs
-            .first()
-            .map_or(1, |g| g.node_features.ncols() as i64);
+        let f = crate::node_width(
+            &data.name,
+            data.graphs.first().map_or(1, |g| g.node_features.ncols()),
+        )?;
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let mut layers = Vec::new();
@@ -595,10 +595,10 @@ impl GraphTransformerLearner {
         }
         tch::manual_seed(seed as i64);
         let (labels, classes) = graph_classes(&data)?;
-        let f = data
-            .graphs
-            .first()
-            .map_or(1, |g| g.node_features.ncols() as i64);
+        let f = crate::node_width(
+            &data.name,
+            data.graphs.first().map_or(1, |g| g.node_features.ncols()),
+        )?;
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let d = cfg.dim;

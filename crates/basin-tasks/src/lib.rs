@@ -122,6 +122,20 @@ pub(crate) fn prefix_field(prefix: &str, e: basin_core::CoreError) -> TaskError 
     }
 }
 
+/// The width of the node features of `name`'s nodes (`width`), refused by name where it is 0:
+/// no layer can read features that are not there.
+pub(crate) fn node_width(name: &str, width: usize) -> Result<i64> {
+    if width == 0 {
+        return Err(TaskError::config(
+            "data",
+            format!(
+                "dataset `{name}`: its nodes carry no features (width 0); a TU set can be given its nodes' degree or a constant instead (node_features = \"degree\" or \"constant\")"
+            ),
+        ));
+    }
+    Ok(width as i64)
+}
+
 /// `[n]` int64 indices on `device`.
 pub(crate) fn index_tensor(items: &[usize], device: tch::Device) -> tch::Tensor {
     tch::Tensor::from_slice(&items.iter().map(|&i| i as i64).collect::<Vec<_>>()).to_device(device)

@@ -10,7 +10,7 @@
 //! loads the selected weights and scores the held-out part again.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use basin_train::context::RunContext;
 use basin_train::plot::{Series, line_panels};
@@ -22,39 +22,6 @@ use tch::Device;
 
 use crate::task::Task;
 use crate::{Result, TaskError};
-
-/// Where and how a run file trains.
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    /// The data directory for registered names (`None`: `BASIN_DATA_DIR`, else the cache).
-    pub data_dir: Option<PathBuf>,
-    /// The run's directory.
-    pub out: PathBuf,
-    /// The device.
-    pub device: Device,
-    /// This process's share of the runs (`basin train --shard`); a sharded process writes no
-    /// report.
-    pub shard: Option<basin_train::context::Shard>,
-    /// Show progress.
-    pub progress: bool,
-    /// Retrain the runs whose checkpoint cannot be read instead of stopping
-    /// (`--restart-damaged`); every finished run is kept.
-    pub restart_damaged: bool,
-}
-
-impl RunOptions {
-    /// Options for `out` on `device`, every run, with progress.
-    pub fn new(out: impl Into<PathBuf>, device: Device) -> Self {
-        Self {
-            data_dir: None,
-            out: out.into(),
-            device,
-            shard: None,
-            progress: true,
-            restart_damaged: false,
-        }
-    }
-}
 
 /// What a train or eval call produced.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -70,6 +37,9 @@ pub struct RunOutcome {
     /// Runs `eval` could not score, each with why (none after `train`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unscored: Vec<(String, String)>,
+    /// What the report says about the data as loaded ([`Task::data_notes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_notes: Vec<String>,
 }
 
 /// `run` as its run file's TOML, `task = "…"` first.
@@ -85,14 +55,20 @@ fn in_run_file(e: basin_train::TrainError) -> TaskError {
     TaskError::config("protocol", e.to_string())
 }
 
-/// Trains `run` under `opts.out`, resuming an interrupted run there. `resumes(old)` says
-/// whether a run file found in the directory is this one (a graph run may grow by repeats).
+/// Trains `run` under `ctx.out`, resuming an interrupted run there, on `ctx.device` with the
+/// datasets of `ctx.data_dir`. `resumes(old)` says whether a run file found in the directory
+/// is this one (a graph run may grow by repeats).
 pub fn train<T: Task>(
     run: &T,
-    opts: &RunOptions,
+    ctx: &RunContext,
     resumes: impl Fn(&str) -> bool,
 ) -> Result<RunOutcome> {
-    let out = &opts.out;
+    let Some(out) = ctx.out.as_ref() else {
+        return Err(TaskError::invalid(
+            "out",
+            "a run file trains into a directory: give the context one (RunContext::with_out)",
+        ));
+    };
     let file = out.join("run.toml");
     let text = to_toml(run)?;
     basin_core::fsio::remove_stale_temporaries(out);
@@ -105,7 +81,7 @@ pub fn train<T: Task>(
             "this directory holds another run (a graph run may change its `protocol.repeats` alone); choose another --out or remove it",
         ));
     }
-    let data = run.load(opts.data_dir.as_deref(), opts.device)?;
+    let data = run.load(ctx.data_dir.as_deref(), ctx.device)?;
     let targets = run.targets(&data);
     run.protocol().plan(targets).map_err(in_run_file)?;
     // The run file is written once the data is read and the protocol fits it: a refused run
@@ -114,16 +90,12 @@ pub fn train<T: Task>(
     if writer {
         basin_core::fsio::write_atomic(&file, text.as_bytes())?;
     }
-    let ctx = RunContext::new(run.title(&data))
-        .with_out(out)
-        .with_device_label(basin_core::device::describe(opts.device))
-        .with_shard(opts.shard)
-        .with_progress(opts.progress)
-        .with_restart_damaged(opts.restart_damaged);
+    let ctx = ctx.clone().named(run.title(&data));
+    let device = ctx.device;
     let mut energy = Vec::new();
     let report = run.protocol().run(
         targets,
-        |r: &PlannedRun| Ok(run.learner(&data, r, opts.device)?),
+        |r: &PlannedRun| Ok(run.learner(&data, r, device)?),
         |r, learner| {
             if energy.is_empty() && writer {
                 energy = run.figures(&data, learner, r, &out.join(&r.dir))?;
@@ -153,6 +125,7 @@ pub fn train<T: Task>(
             .collect(),
         energy,
         unscored: Vec::new(),
+        data_notes: run.data_notes(&data),
     };
     if writer && ctx.reports() {
         write_outputs(run, out, &outcome, Some(&report), "report")?;
@@ -217,6 +190,7 @@ pub fn eval<T: Task>(
         runs,
         energy,
         unscored,
+        data_notes: run.data_notes(&data),
     };
     write_outputs(run, out, &outcome, None, "eval")?;
     Ok(outcome)
@@ -273,6 +247,9 @@ fn write_outputs<T: Task>(
     let mut md = format!("# {title} — {stem}\n\n");
     if let Some(model) = run.describe() {
         md.push_str(&format!("Model: {model} (every setting: `run.toml`).\n\n"));
+    }
+    for note in &outcome.data_notes {
+        md.push_str(&format!("Data: {note}.\n\n"));
     }
     match report {
         Some(r) => {

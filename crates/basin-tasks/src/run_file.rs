@@ -1,5 +1,5 @@
 //! Run files (`basin train`, `basin eval`): a dispatcher over every task that implements
-//! [`Task`] and registers itself ([`register_task!`]). A run file names the task, the dataset,
+//! [`Task`] and registers itself ([`register_task!`](crate::register_task)). A run file names the task, the dataset,
 //! the model and the protocol:
 //!
 //! ```toml
@@ -27,7 +27,9 @@ use basin_train::runner::Learner;
 use serde::Deserialize;
 use tch::Device;
 
-use crate::run::{self, RunOptions, RunOutcome, to_toml};
+use basin_train::context::RunContext;
+
+use crate::run::{self, RunOutcome, to_toml};
 use crate::sets::apply_sets;
 use crate::task::Task;
 use crate::{Result, TaskError};
@@ -39,7 +41,7 @@ pub trait RunFile: std::fmt::Debug + Send + Sync {
     fn data(&self) -> &str;
     fn validate(&self) -> Result<()>;
     fn to_toml(&self) -> Result<String>;
-    fn train(&self, opts: &RunOptions) -> Result<RunOutcome>;
+    fn train(&self, ctx: &RunContext) -> Result<RunOutcome>;
     fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome>;
     fn open(&self, run: usize, data_dir: Option<&Path>, device: Device) -> Result<OpenRun>;
     fn as_any(&self) -> &dyn Any;
@@ -78,8 +80,8 @@ impl<T: Task + Send + Sync + 'static> RunFile for T {
     fn to_toml(&self) -> Result<String> {
         to_toml(self)
     }
-    fn train(&self, opts: &RunOptions) -> Result<RunOutcome> {
-        run::train(self, opts, |old| same_run_but_repeats(old, self))
+    fn train(&self, ctx: &RunContext) -> Result<RunOutcome> {
+        run::train(self, ctx, |old| same_run_but_repeats(old, self))
     }
     fn eval(&self, out: &Path, data_dir: Option<&Path>, device: Device) -> Result<RunOutcome> {
         run::eval(self, out, data_dir, device)
@@ -118,7 +120,7 @@ fn same_run_but_repeats<T: Task>(old: &str, new: &T) -> bool {
     matches!((strip(&old), strip(new)), (Some(a), Some(b)) if a == b)
 }
 
-/// A task the run files know: its name and how its file is read (what [`register_task!`]
+/// A task the run files know: its name and how its file is read (what [`register_task!`](crate::register_task)
 /// submits).
 pub struct TaskEntry {
     /// `task = "…"`.
@@ -253,8 +255,8 @@ impl RunSpec {
     }
 
     /// Trains as the file says (see `basin_tasks::run::train`).
-    pub fn train(&self, opts: &RunOptions) -> Result<RunOutcome> {
-        self.0.train(opts)
+    pub fn train(&self, ctx: &RunContext) -> Result<RunOutcome> {
+        self.0.train(ctx)
     }
 
     /// Run `run` of the protocol's plan with its learner built and not trained (the data
@@ -276,9 +278,11 @@ pub fn train(
     out: &Path,
     device: Device,
 ) -> Result<RunOutcome> {
-    let mut opts = RunOptions::new(out, device);
-    opts.data_dir = data_dir.map(Path::to_path_buf);
-    spec.train(&opts)
+    let mut ctx = RunContext::new(spec.title())
+        .with_out(out)
+        .with_device(device);
+    ctx.data_dir = data_dir.map(Path::to_path_buf);
+    spec.train(&ctx)
 }
 
 /// Reads `out/run.toml` and scores every trained run there again.

@@ -45,6 +45,12 @@ pub trait Task: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwn
             .file_name()
             .map_or(name.to_owned(), |f| f.to_string_lossy().into_owned())
     }
+    /// What a report must say about the data as it was loaded (node features made for a set
+    /// that publishes none, say). The default: nothing.
+    fn data_notes(&self, data: &Self::Data) -> Vec<String> {
+        let _ = data;
+        Vec::new()
+    }
     /// What the protocol scores the items of `data` against.
     fn targets<'a>(&self, data: &'a Self::Data) -> <Self::Protocol as Protocol>::Targets<'a>;
     /// A fresh learner for `run` (its training items only for any fitted statistics).

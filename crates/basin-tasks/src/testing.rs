@@ -81,6 +81,7 @@ pub fn classified(
         },
         class_values: (0..num_classes as i64).collect(),
         official_split: None,
+        node_features: None,
     }
 }
 

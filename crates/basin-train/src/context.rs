@@ -1,6 +1,6 @@
-//! Where and how a protocol's runs train: [`RunContext`] names the evaluation, its output
-//! directory, the device's description, the process's [`Shard`] of the runs and whether
-//! progress is shown. Every protocol takes one, and builds each run's [`Runner`] from it, so no
+//! Where and how runs train: [`RunContext`] names the evaluation, its output directory, the
+//! device, the data directory, the process's [`Shard`] of the runs and whether progress is
+//! shown. The one context of training: `basin train` builds one, a paper table wraps one. Every protocol takes one, and builds each run's [`Runner`] from it, so no
 //! setting of a command lives in process-wide state.
 
 use std::path::{Path, PathBuf};
@@ -41,8 +41,8 @@ impl std::str::FromStr for Shard {
 
     /// `I/N` with `0 ≤ I < N`.
     fn from_str(s: &str) -> Result<Self, TrainError> {
-        let bad = |m: &str| TrainError::Config {
-            field: "shard".into(),
+        let bad = |m: &str| TrainError::Flag {
+            flag: "--shard".into(),
             message: format!("`{s}`: {m}"),
         };
         let (i, n) = s
@@ -71,8 +71,13 @@ pub struct RunContext {
     /// Where each run writes its record and checkpoints (`out/<run dir>`); without one nothing
     /// is written and a crash loses the runs.
     pub out: Option<PathBuf>,
+    /// The device the runs train on.
+    pub device: tch::Device,
     /// The device as records name it (`basin_core::device::describe`).
     pub device_label: String,
+    /// Where datasets named by their registered name are read from (`None`: `BASIN_DATA_DIR`,
+    /// else the user cache).
+    pub data_dir: Option<PathBuf>,
     /// This process's share of the runs (`None`: all of them).
     pub shard: Option<Shard>,
     /// Show progress bars (hidden anyway when stderr is not a terminal).
@@ -87,7 +92,9 @@ impl RunContext {
         Self {
             name: name.into(),
             out: None,
+            device: tch::Device::Cpu,
             device_label: "cpu".into(),
+            data_dir: None,
             shard: None,
             progress: true,
             restart_damaged: false,
@@ -106,9 +113,22 @@ impl RunContext {
         self
     }
 
-    /// The same context with the device named `label`.
-    pub fn with_device_label(mut self, label: impl Into<String>) -> Self {
-        self.device_label = label.into();
+    /// The same context training on `device` (and naming it so in records).
+    pub fn with_device(mut self, device: tch::Device) -> Self {
+        self.device = device;
+        self.device_label = basin_core::device::describe(device);
+        self
+    }
+
+    /// The same context reading registered datasets from `dir`.
+    pub fn with_data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// The same context under another name.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
         self
     }
 

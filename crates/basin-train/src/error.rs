@@ -11,6 +11,14 @@ pub enum TrainError {
         /// What was expected.
         message: String,
     },
+    /// A command-line flag is invalid (`--shard 3/2`).
+    #[error("{flag}: {message}")]
+    Flag {
+        /// The flag, e.g. `--shard`.
+        flag: String,
+        /// What was expected.
+        message: String,
+    },
     /// A NaN or infinity appeared; the run stops where it happened.
     #[error("non-finite {what}{}{}", epoch.map(|e| format!(" at epoch {e}")).unwrap_or_default(), step.map(|s| format!(", step {s}")).unwrap_or_default())]
     NonFinite {

@@ -19,7 +19,7 @@ pub struct PlannedRun {
     pub split: Split,
     /// Model seed.
     pub seed: u64,
-    /// The grid candidate the run trains ([`GridSearch`]); `None` elsewhere.
+    /// The grid candidate the run trains ([`GridSearch`](crate::protocol::GridSearch)); `None` elsewhere.
     pub candidate: Option<usize>,
 }
 

@@ -257,3 +257,74 @@ fn sigterm_stops_a_training_and_the_same_command_resumes_it() {
     assert!(basin(&args).status().unwrap().success());
     same_records(&whole, &stopped);
 }
+
+/// One SIGINT during `reproduce table1` stops the whole command: the table that was training
+/// stops at its next step, no later table starts, and one line says how to resume.
+#[test]
+fn one_interrupt_stops_every_table_of_the_command() {
+    basin_data::require_data!("anomaly/reddit.npz");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("all");
+    let args = [
+        "reproduce",
+        "table1",
+        "--quick",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let child = basin(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once ET Table 1 has checkpointed an epoch, interrupt it.
+    let t0 = Instant::now();
+    let trained = || {
+        walk(&out.join("et-table1"))
+            .iter()
+            .any(|p| p.ends_with("checkpoint.safetensors"))
+    };
+    while !trained() && t0.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(trained(), "ET Table 1 checkpointed no epoch");
+    let signalled = Instant::now();
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let done = child.wait_with_output().unwrap();
+    assert!(
+        signalled.elapsed() < Duration::from_secs(20),
+        "took {:?} to stop",
+        signalled.elapsed()
+    );
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{err}");
+    assert!(err.contains("the same command resumes"), "{err}");
+    assert!(!err.contains("failed"), "{err}");
+    for later in ["cdat-table1", "sfi-table1"] {
+        assert!(
+            !out.join(later).exists(),
+            "{later} started after the interrupt"
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files
+}

@@ -498,7 +498,7 @@ fn cdat_tables_quick() {
         let m = entry(list(&json["options"], "models"), "name", model);
         list(&m["config"]["block"], "terms")
             .iter()
-            .find(|t| t["kind"] == "hopfield")
+            .find(|t| t["kind"] == "hopfield-memory")
             .unwrap()
             .clone()
     };

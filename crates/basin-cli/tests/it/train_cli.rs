@@ -76,6 +76,83 @@ fn et_graph_trains_and_evaluates_on_mutag() {
     );
 }
 
+/// A TU folder published without node labels or attributes (as the social-network sets are)
+/// trains end to end in `basin train` and in `reproduce et-table2 --dataset PATH` with its
+/// baselines, on its nodes' one-hot degree, and both reports say so.
+#[test]
+fn a_tu_set_without_node_features_trains_on_the_degree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("RINGS");
+    std::fs::create_dir(&dir).unwrap();
+    // 40 graphs: rings (class 0) and stars (class 1) of 5 to 8 nodes.
+    let (mut a, mut indicator, mut labels, mut next) =
+        (String::new(), String::new(), String::new(), 1);
+    for g in 0..40 {
+        let n = 5 + g % 4;
+        let star = g % 2 == 1;
+        for v in 0..n {
+            indicator.push_str(&format!("{}\n", g + 1));
+            let (s, t) = if star { (0, v) } else { (v, (v + 1) % n) };
+            if s != t {
+                a.push_str(&format!(
+                    "{}, {}\n{}, {}\n",
+                    next + s,
+                    next + t,
+                    next + t,
+                    next + s
+                ));
+            }
+        }
+        labels.push_str(&format!("{}\n", u8::from(star)));
+        next += n;
+    }
+    std::fs::write(dir.join("RINGS_A.txt"), a).unwrap();
+    std::fs::write(dir.join("RINGS_graph_indicator.txt"), indicator).unwrap();
+    std::fs::write(dir.join("RINGS_graph_labels.txt"), labels).unwrap();
+    let data = dir.to_str().unwrap().to_owned();
+    let run = tiny_run(
+        tmp.path(),
+        "et-graph",
+        &[
+            ("data = \"MUTAG\"", &format!("data = \"{data}\"")),
+            ("folds = 10", "folds = 2"),
+            ("epochs = 100", "epochs = 1"),
+        ],
+    );
+    let out = tmp.path().join("out");
+    let (ok, _, err) = basin(&[
+        "train",
+        run.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("Data: node features: one-hot node degree (0..=7)"),
+        "{report}"
+    );
+    let table = tmp.path().join("table");
+    let (ok, _, err) = basin(&[
+        "reproduce",
+        "et-table2",
+        "--quick",
+        "--dataset",
+        &data,
+        "--out",
+        table.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    let report = std::fs::read_to_string(table.join("report.md")).unwrap();
+    assert!(
+        report.contains("**RINGS** node features (every model and baseline): one-hot node degree"),
+        "{report}"
+    );
+    for baseline in ["GIN", "no-graph"] {
+        assert!(report.contains(baseline), "{baseline} missing:\n{report}");
+    }
+}
+
 /// `--jobs 2` trains the folds in two processes and writes one report: the same runs, metric for
 /// metric, as one process at the same thread count, each listed once.
 #[test]
@@ -871,6 +948,8 @@ fn a_second_process_into_one_directory_is_refused_and_a_dead_holder_taken_over()
             && err.contains(&format!("pid {}", first.id())),
         "{err}"
     );
+    // A directory in use is not a config field.
+    assert!(!err.contains("config field"), "{err}");
     first.kill().unwrap();
     first.wait().unwrap();
     assert!(hold.exists(), "a killed process leaves its hold behind");
@@ -962,4 +1041,61 @@ fn an_image_folder_of_mixed_sizes_trains_streamed() {
     .unwrap();
     train_then_eval(&run, &out, 1);
     assert!(out.join("run-0").join("reconstructions.png").is_file());
+}
+
+/// A run directory `basin train` wrote before the crates were reorganised (its run file names
+/// the memory energy by its old kind, `hopfield`): `basin eval` reads its run file and
+/// checkpoints and scores each fold as training did, and `basin train` on the same file resumes
+/// it, training nothing again.
+#[test]
+fn a_run_written_before_the_reorganisation_still_loads() {
+    basin_data::require_data!("tu/MUTAG");
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-written-at-1618e95");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    copy_dir(&fixture, &out);
+    let run_file = std::fs::read_to_string(out.join("run.toml")).unwrap();
+    assert!(run_file.contains("kind = \"hopfield\"\n"), "{run_file}");
+    let recorded = |fold: usize| -> f64 {
+        let record: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join(format!("repeat-0/fold-{fold}/record.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        record["summary"]["test_accuracy"].as_f64().unwrap()
+    };
+    let (ok, evaluated, err) = basin(&["eval", out.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    for fold in 0..2 {
+        let line = format!("repeat-0/fold-{fold}: test_accuracy {:.4}", recorded(fold));
+        assert!(evaluated.contains(&line), "`{line}` not in:\n{evaluated}");
+    }
+    let before = std::fs::read(out.join("repeat-0/fold-0/checkpoint.safetensors")).unwrap();
+    let (ok, trained, err) = basin(&[
+        "train",
+        out.join("run.toml").to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    for fold in 0..2 {
+        let line = format!("repeat-0/fold-{fold}: test_accuracy {:.4}", recorded(fold));
+        assert!(trained.contains(&line), "`{line}` not in:\n{trained}");
+    }
+    let after = std::fs::read(out.join("repeat-0/fold-0/checkpoint.safetensors")).unwrap();
+    assert_eq!(before, after, "a finished fold was trained again");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
 }

@@ -339,8 +339,13 @@ impl HopfieldEnergy {
 }
 
 impl TermParams for HopfieldMemoryConfig {
-    const KIND: &'static str = "hopfield";
-    const ABOUT: &'static str = "Hopfield memory −Σ G(ξ·g) (ET eq. 5; relu, power, exp, softmax)";
+    const KIND: &'static str = "hopfield-memory";
+    const ABOUT: &'static str =
+        "Hopfield memory energy −Σ G(ξ·g) (ET eq. 5; relu, power, exp, softmax)";
+    /// Its kind before basin named the memory energy apart from the Hopfield layers.
+    const ALIASES: &'static [&'static str] = &["hopfield"];
+    /// Traces and checkpoints keep calling it `hopfield`.
+    const DEFAULT_NAME: &'static str = "hopfield";
 
     fn validate(&self, field: &str) -> Result<()> {
         HopfieldMemoryConfig::validate(self, field)

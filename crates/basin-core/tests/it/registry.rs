@@ -8,7 +8,7 @@ use basin_core::{AttentionConfig, BlockConfig, DynamicsConfig, HopfieldMemoryCon
 fn built_in_terms_and_dynamics_are_registered() {
     let terms: Vec<&str> = term_kinds().iter().map(|k| k.kind).collect();
     assert!(
-        terms.contains(&"attention") && terms.contains(&"hopfield"),
+        terms.contains(&"attention") && terms.contains(&"hopfield-memory"),
         "{terms:?}"
     );
     let dynamics: Vec<&str> = dynamics_kinds().iter().map(|k| k.kind).collect();
@@ -54,6 +54,31 @@ fn a_block_file_names_terms_by_kind_with_name_and_weight() {
     // The typed form and the file agree after a round trip.
     let back = BlockConfig::from_toml(&toml::to_string(&cfg).unwrap()).unwrap();
     assert_eq!(back, cfg);
+}
+
+#[test]
+fn a_renamed_kind_still_reads_and_keeps_its_checkpoint_name() {
+    // `hopfield` was the memory energy's kind before it became `hopfield-memory`: a file
+    // written then still reads, its term is the same, and is written back under the new kind.
+    let old =
+        BlockConfig::from_toml("dim = 8\n[[terms]]\nkind = \"hopfield\"\nmemories = 4\n").unwrap();
+    let new =
+        BlockConfig::from_toml("dim = 8\n[[terms]]\nkind = \"hopfield-memory\"\nmemories = 4\n")
+            .unwrap();
+    assert_eq!(old, new);
+    assert_eq!(old.terms[0].kind, "hopfield-memory");
+    assert!(old.terms[0].is::<HopfieldMemoryConfig>());
+    let text = toml::to_string(&old).unwrap();
+    assert!(text.contains("kind = \"hopfield-memory\""), "{text}");
+    // Its parameters keep their names in checkpoints and traces: `hopfield.xi`.
+    assert_eq!(old.terms[0].name(), "hopfield");
+    let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    basin_core::EnergyBlock::new(&vs.root(), &old).unwrap();
+    assert!(
+        vs.variables().contains_key("hopfield.xi"),
+        "{:?}",
+        vs.variables().keys()
+    );
 }
 
 #[test]

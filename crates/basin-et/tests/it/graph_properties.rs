@@ -170,6 +170,7 @@ fn graphs() -> Arc<GraphDataset> {
         },
         class_values: vec![0, 1],
         official_split: None,
+        node_features: None,
     })
 }
 

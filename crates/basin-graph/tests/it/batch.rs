@@ -41,6 +41,7 @@ fn dataset(sizes: &[u32]) -> GraphDataset {
         graphs,
         class_values: vec![0],
         official_split: None,
+        node_features: None,
     }
 }
 

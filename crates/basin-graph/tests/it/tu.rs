@@ -225,6 +225,57 @@ fn edge_attributes_then_one_hot_edge_labels() {
     assert!(e.to_string().contains("one-hot"), "{e}");
 }
 
+/// A set published as the TU social networks are (no node labels, no attributes) gets its
+/// nodes' one-hot degree and says so; `published` refuses it, `constant` gives every node a 1.
+#[test]
+fn a_set_without_node_features_gets_the_one_hot_degree() {
+    use basin_graph::tu::{NodeFeatures, TuOptions, load_tu_with};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("T");
+    std::fs::create_dir(&dir).unwrap();
+    tiny(&dir);
+    std::fs::remove_file(dir.join("T_node_labels.txt")).unwrap();
+    let ds = load_tu(&dir).unwrap();
+    // The triangle's nodes have degree 2, the edge's 1: one-hot over 0..=2.
+    assert_eq!(ds.graphs[0].node_features.ncols(), 3);
+    for v in 0..3 {
+        assert_eq!(
+            ds.graphs[0].node_features.row(v).to_vec(),
+            vec![0.0, 0.0, 1.0]
+        );
+    }
+    assert_eq!(
+        ds.graphs[1].node_features.row(0).to_vec(),
+        vec![0.0, 1.0, 0.0]
+    );
+    let made = ds.node_features.as_deref().unwrap();
+    assert!(
+        made.contains("one-hot node degree (0..=2)") && made.contains("no node labels"),
+        "{made}"
+    );
+    let with = |f: NodeFeatures| {
+        let opts = TuOptions {
+            node_features: f,
+            ..TuOptions::default()
+        };
+        load_tu_with(&dir, None, &opts)
+    };
+    let e = with(NodeFeatures::Published).unwrap_err().to_string();
+    assert!(e.contains("T node features") && e.contains("degree"), "{e}");
+    let constant = with(NodeFeatures::Constant).unwrap();
+    assert_eq!(constant.graphs[1].node_features.row(1).to_vec(), vec![1.0]);
+    // A set with labels keeps them under `auto`; `degree` replaces them when asked.
+    tiny(&dir);
+    let labelled = load_tu(&dir).unwrap();
+    assert!(labelled.node_features.is_none());
+    assert_eq!(labelled.graphs[0].node_features.ncols(), 3);
+    let degree = with(NodeFeatures::Degree).unwrap();
+    assert_eq!(
+        degree.node_features.as_deref(),
+        Some("one-hot node degree (0..=2)")
+    );
+}
+
 fn broken(edit: impl Fn(&Path)) -> GraphError {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("T");
@@ -297,6 +348,15 @@ fn malformed_files_give_named_errors() {
     // Not a number.
     let e = broken(|d| write(d, "T_graph_labels.txt", "7\nx\n"));
     assert!(matches!(&e, GraphError::Parse { line: 2, .. }), "{e}");
+    // A NaN or an infinity among the node attributes: refused at its file and line.
+    for bad in ["nan", "NaN", "inf", "-inf", "1e40"] {
+        let e = broken(|d| write(d, "T_node_attributes.txt", &format!("1\n2\n{bad}\n4\n5\n")));
+        assert!(
+            matches!(&e, GraphError::Parse { line: 3, path, .. } if path.ends_with("T_node_attributes.txt")),
+            "{bad}: {e}"
+        );
+        assert!(e.to_string().contains("T_node_attributes.txt:3"), "{e}");
+    }
     // An edge joining two graphs.
     let e = broken(|d| write(d, "T_A.txt", "1, 4\n"));
     assert!(e.to_string().contains("an edge inside one graph"), "{e}");

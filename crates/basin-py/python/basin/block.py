@@ -29,7 +29,7 @@ class EnergyBlock(torch.nn.Module):
 
         block = basin.EnergyBlock(dim=32, steps=4,
                                   terms=[basin.terms.Attention(heads=4, head_dim=8),
-                                         basin.terms.Hopfield(memories=64)],
+                                         basin.terms.HopfieldMemory(memories=64)],
                                   dynamics=basin.dynamics.GradientFlow(alpha=0.1))
         tokens, energy = block(x)           # x: [B, N, D]; energy: [T + 1, B]
 

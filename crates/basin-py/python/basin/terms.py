@@ -19,9 +19,13 @@ def Attention(heads, head_dim, beta=None, **fields):
     return term("attention", heads=heads, head_dim=head_dim, beta=beta, **fields)
 
 
-def Hopfield(memories, activation=None, **fields):
-    """ET's Hopfield memory (ET eq. 4): ``-½ Σ_C Σ_μ r(ξ_μ·g_C)²`` with ReLU ``r``, or softmax memories."""
-    return term("hopfield", memories=memories, activation=activation, **fields)
+def HopfieldMemory(memories, activation=None, **fields):
+    """ET's Hopfield memory energy (ET eq. 5): ``-½ Σ_C Σ_μ r(ξ_μ·g_C)²`` with ReLU ``r``, or softmax memories."""
+    return term("hopfield-memory", memories=memories, activation=activation, **fields)
+
+
+#: The memory energy's name before it was told apart from the Hopfield layers (``basin.Hopfield``).
+Hopfield = HopfieldMemory
 
 
 def VmfAttention(heads, head_dim, beta=None, **fields):

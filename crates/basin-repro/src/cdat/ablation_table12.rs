@@ -71,13 +71,15 @@ impl Reproduction for CdatTable12 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: true,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/cdat-table12.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
-        let paper: PaperTable = report::paper("cdat-table12")?;
+        let paper: PaperTable = crate::papers::numbers("cdat-table12")?;
         // Every variant of every dataset and ratio, built before anything trains: an ablation
         // the block cannot take is an error here, not halfway through the table.
         let mut variants = BTreeMap::new();

@@ -12,7 +12,7 @@ use basin_train::protocol::ScoreMode;
 use serde::Deserialize;
 
 use crate::anomaly::{self, AnomalyOptions, DATASETS, TableModel};
-use crate::report::{self, Missing, Report};
+use crate::report::{Missing, Report};
 use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// CDAT Table 2.
@@ -94,6 +94,8 @@ impl Reproduction for CdatTable2 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: true,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/cdat-table2.toml")),
         };
         &INFO
     }
@@ -101,7 +103,7 @@ impl Reproduction for CdatTable2 {
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
         let preset = ctx.preset;
-        let paper: PaperTable = report::paper("cdat-table2")?;
+        let paper: PaperTable = crate::papers::numbers("cdat-table2")?;
         let mut missing = Missing::default();
         let results = anomaly::run(
             &opts,

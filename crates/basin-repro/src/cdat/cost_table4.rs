@@ -55,7 +55,7 @@ fn learner_costs<L: Learner>(
     items: &[usize],
     batch: usize,
     runs: usize,
-    device_label: &str,
+    device: tch::Device,
 ) -> Result<Cost> {
     let (mut inference, mut training, mut params) = (Vec::new(), Vec::new(), 0);
     for r in 0..runs {
@@ -82,7 +82,7 @@ fn learner_costs<L: Learner>(
             ..TrainConfig::default()
         };
         let runner = RunContext::new(name)
-            .with_device_label(device_label)
+            .with_device(device)
             .with_progress(false)
             .runner(&run, one_epoch, serde_json::Value::Null);
         let record = runner.fit(
@@ -112,19 +112,21 @@ impl Reproduction for CdatTable4 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Dataset],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/cdat-table4.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = report::paper("cdat-table4")?;
+        let paper: PaperTable = crate::papers::numbers("cdat-table4")?;
         let candidates = match ctx.preset {
             Preset::Quick => selected(self, ctx, &["MUTAG"]),
             _ => selected(self, ctx, &["NCI109", "NCI1"]),
         };
         let Some((name, dir)) = candidates
             .iter()
-            .map(|n| (n.clone(), ctx.data_dir.join("tu").join(n)))
+            .map(|n| (n.clone(), ctx.data_dir().join("tu").join(n)))
             .find(|(_, d)| d.is_dir())
         else {
             return Err(TaskError::invalid(
@@ -132,7 +134,7 @@ impl Reproduction for CdatTable4 {
                 format!(
                     "none of {} under {}",
                     candidates.join(", "),
-                    ctx.data_dir.join("tu").display()
+                    ctx.data_dir().join("tu").display()
                 ),
             ));
         };
@@ -172,13 +174,13 @@ impl Reproduction for CdatTable4 {
                     &gt,
                     &items,
                     seed,
-                    ctx.device,
+                    ctx.device(),
                 )
             },
             &items,
             batch,
             runs,
-            &device,
+            ctx.device(),
         )?);
         for (model, mut cfg) in [("ET", et), ("CDAT", cdat)] {
             cfg.batch = batch;
@@ -191,13 +193,13 @@ impl Reproduction for CdatTable4 {
                         &cfg,
                         &items,
                         seed,
-                        ctx.device,
+                        ctx.device(),
                     )
                 },
                 &items,
                 batch,
                 runs,
-                &device,
+                ctx.device(),
             )?);
         }
         let mut md = String::from("# CDAT Table 4 — cost of GT, ET and CDAT\n\n");

@@ -149,12 +149,14 @@ impl Reproduction for CdatParams {
             presets: &[Preset::Paper, Preset::Quick],
             accepts: &[],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/cdat-params.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = report::paper("cdat-params")?;
+        let paper: PaperTable = crate::papers::numbers("cdat-params")?;
         let (anomaly, graph) = (anomaly()?, graph()?);
         let mut md = String::from("# CDAT Tables 13 and 14 — parameters of CDAT and ET\n\n");
         md.push_str("Each model is built (no data needed) and counted. **Table 13** (anomaly detection): the public anomaly code's model on Amazon (`basin_cdat::anomaly::reference`, Table 9's Amazon 40 % row: D = 256, 2 heads, 11,944 nodes, 25 attributes) with the weights that code allocates and counts but never uses (a per-node embedding, and per layer an output projection, a second LayerNorm and a scalar: `reference_unused_parameters`); ET is the same model without the controlled dynamics' parameters (the coupling W = PᵀCP over the nodes and ω's c). A block is one ET layer; the coupling is counted outside it, as the paper says. **Table 14** (graph classification): the graph reference models (`basin_cdat::graph::tu_reference`, `basin_et::graph::tu_reference`) on NCI109's 38 node attributes. A cell matches when ours, rounded as the paper prints it, is the paper's.\n\n");

@@ -110,6 +110,8 @@ impl Reproduction for CdatTable1 {
                 Override::Ema,
             ],
             shards: true,
+            dataset_paths: true,
+            numbers: Some(include_str!("../../../../data/papers/cdat-table1.toml")),
         };
         &INFO
     }
@@ -149,7 +151,7 @@ impl Reproduction for CdatTable1 {
             Preset::Quick => 3,
         };
         opts.code_cv_folds = opts.folds;
-        let paper: Table1Paper = report::paper("cdat-table1")?;
+        let paper: Table1Paper = crate::papers::numbers("cdat-table1")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
         let paired = tu::paired_rows(&results);
@@ -281,6 +283,8 @@ impl Reproduction for CdatTable3 {
                 Override::Ema,
             ],
             shards: true,
+            dataset_paths: true,
+            numbers: Some(include_str!("../../../../data/papers/cdat-table3.toml")),
         };
         &INFO
     }
@@ -313,7 +317,7 @@ impl Reproduction for CdatTable3 {
             // The baselines get the models' epoch budget, so the comparison is like for like.
             opts.baseline_epochs = opts.epochs;
         }
-        let paper: Table3Paper = report::paper("cdat-table3")?;
+        let paper: Table3Paper = crate::papers::numbers("cdat-table3")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
         let mut md = String::from("# CDAT Table 3 — the rank of W\n\n");
@@ -456,6 +460,8 @@ impl Reproduction for CdatTable11 {
                 Override::Ema,
             ],
             shards: true,
+            dataset_paths: true,
+            numbers: Some(include_str!("../../../../data/papers/cdat-table11.toml")),
         };
         &INFO
     }
@@ -492,7 +498,7 @@ impl Reproduction for CdatTable11 {
         let names = selected(self, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
-        let paper: Table11Paper = report::paper("cdat-table11")?;
+        let paper: Table11Paper = crate::papers::numbers("cdat-table11")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
         let paired = tu::paired_rows(&results);

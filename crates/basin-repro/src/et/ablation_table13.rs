@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
-use crate::report::{self, Missing, Report};
+use crate::report::{Missing, Report};
 use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// ET Table 13.
@@ -61,13 +61,15 @@ impl Reproduction for EtTable13 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: true,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/et-table13.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
-        let paper: PaperTable = report::paper("et-table13")?;
+        let paper: PaperTable = crate::papers::numbers("et-table13")?;
         let model_for = table6_models()?;
         let mut missing = Missing::default();
         let results = anomaly::run(

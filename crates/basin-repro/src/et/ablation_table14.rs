@@ -38,6 +38,8 @@ impl Reproduction for EtTable14 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset, Override::TrainImages],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/et-table14.toml")),
         };
         &INFO
     }
@@ -292,7 +294,7 @@ fn fmt_params(n: i64) -> String {
 
 /// Trains and scores on every dataset of `opts` found the models `models` makes from the
 /// dataset's CPU-scale configuration (with `opts.steps`), each on the same draw; run records
-/// and pictures go under `ctx.out/<dataset>/<model>/`. Datasets not found are noted in
+/// and pictures go under `ctx.out()/<dataset>/<model>/`. Datasets not found are noted in
 /// `missing`.
 pub fn train_models(
     opts: &Table14Options,
@@ -300,12 +302,12 @@ pub fn train_models(
     models: impl Fn(&ImageCompletionConfig) -> Result<Vec<(String, ImageCompletionConfig)>>,
     missing: &mut Missing,
 ) -> Result<Vec<AblationResult>> {
-    let (out, device) = (&ctx.out, ctx.device);
+    let (out, device) = (ctx.out(), ctx.device());
     let mut results = Vec::new();
     for &ds in &opts.datasets {
         let mut base = ds.config(ctx.preset);
         base.block.steps = opts.steps;
-        let (train_all, test_all) = match ds.load(&ctx.data_dir, &base, opts.on_corrupt) {
+        let (train_all, test_all) = match ds.load(ctx.data_dir(), &base, opts.on_corrupt) {
             Ok(sets) => sets,
             Err(e) => {
                 missing.push(ds.name(), e);
@@ -366,10 +368,10 @@ pub fn train_models(
 }
 
 /// Runs the ablation table with `opts`; run records and pictures go under
-/// `ctx.out/<dataset>/<ablation>/`.
+/// `ctx.out()/<dataset>/<ablation>/`.
 pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
     let started = Instant::now();
-    let paper: PaperTable = report::paper("et-table14")?;
+    let paper: PaperTable = crate::papers::numbers("et-table14")?;
     let mut missing = Missing::default();
     let results = train_models(
         opts,

@@ -34,6 +34,8 @@ impl Reproduction for EtTable1 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: true,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/et-table1.toml")),
         };
         &INFO
     }
@@ -61,9 +63,9 @@ struct PaperTable {
 }
 
 /// The options of a preset: the paper's protocol (ratios 1 % and 40 %, 5 runs of 100 epochs
-/// at lr 1e-3; for a GPU), CPU scale (2 runs of 100 epochs; timed by `benches/models.rs`:
-/// `benches/RESULTS.md`, "The dense step on two CPU cores"), or the CI smoke run (1 run of 3
-/// epochs). The floor runs 200 full-batch steps in every preset but `quick`.
+/// at lr 1e-3; for a GPU), CPU scale (2 runs of 100 epochs; its epoch is timed by
+/// `benches/models.rs`), or the CI smoke run (1 run of 3 epochs). The floor runs 200
+/// full-batch steps in every preset but `quick`.
 pub fn options(preset: Preset) -> AnomalyOptions {
     let paper = AnomalyOptions {
         datasets: DATASETS.iter().map(|s| s.to_string()).collect(),
@@ -113,7 +115,7 @@ impl PaperTable {
 /// ET's model at a dataset and training ratio: Table 6's row where the paper has it, the
 /// defaults (`basin_et::anomaly::default_model`) otherwise.
 pub fn table6_models() -> Result<impl Fn(&str, f64) -> NodeAnomalyConfig> {
-    let paper: PaperTable = report::paper("et-table1")?;
+    let paper: PaperTable = crate::papers::numbers("et-table1")?;
     Ok(move |dataset: &str, ratio: f64| {
         report::find_row(&paper.rows, &report::ratio_key(dataset, ratio), |r| {
             report::ratio_key(&r.dataset, r.ratio)
@@ -138,7 +140,7 @@ pub fn table6_of(cfg: &NodeAnomalyConfig) -> String {
 /// Runs Table 1 with `opts`: ET with Table 6's row where the paper has the dataset, the
 /// defaults otherwise.
 pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
-    let paper: PaperTable = report::paper("et-table1")?;
+    let paper: PaperTable = crate::papers::numbers("et-table1")?;
     let mut missing = Missing::default();
     let model_for = table6_models()?;
     let results = anomaly::run(

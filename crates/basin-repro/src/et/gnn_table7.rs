@@ -189,9 +189,9 @@ fn load(
                 _ => LrgbSet::Zinc,
             };
             let info = registry::get(name)?;
-            let dir = info.location(&ctx.data_dir);
+            let dir = info.location(ctx.data_dir());
             if !dir.is_dir() {
-                missing.push(info.name.as_str(), info.missing(&ctx.data_dir));
+                missing.push(info.name.as_str(), info.missing(ctx.data_dir()));
                 return Ok(None);
             }
             basin_graph::lrgb::load(&dir, layout)?
@@ -218,12 +218,14 @@ impl Reproduction for EtTable7 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/et-table7.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = report::paper("et-table7")?;
+        let paper: PaperTable = crate::papers::numbers("et-table7")?;
         let runs = if ctx.preset == Preset::Paper { 4 } else { 1 };
         let mut md = String::from("# ET Table 7 — the GNN Benchmark\n\n");
         md.push_str(&report::banner(
@@ -304,7 +306,7 @@ impl Reproduction for EtTable7 {
                     &et_cfg,
                     &run.train(),
                     run.seed,
-                    ctx.device,
+                    ctx.device(),
                 )?)
             };
             let et = protocol.run(
@@ -321,7 +323,7 @@ impl Reproduction for EtTable7 {
                         .sum();
                     Ok(())
                 },
-                &ctx.runs(format!("{name}/ET"), ctx.out.join(&name).join("et")),
+                &ctx.runs(format!("{name}/ET"), ctx.out().join(&name).join("et")),
             )?;
             let et_seconds = t0.elapsed().as_secs_f64();
             // Baselines from the SFi front end, on the same graphs and split.

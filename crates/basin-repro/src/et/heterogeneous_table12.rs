@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::anomaly::{self, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
-use crate::report::{self, Missing, Report};
+use crate::report::{Missing, Report};
 use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
 /// ET Table 12.
@@ -76,13 +76,15 @@ impl Reproduction for EtTable12 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: true,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/et-table12.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
-        let paper: PaperTable = report::paper("et-table12")?;
+        let paper: PaperTable = crate::papers::numbers("et-table12")?;
         let model_for = table6_models()?;
         let mut missing = Missing::default();
         let results = anomaly::run(

@@ -150,12 +150,14 @@ impl Reproduction for EtTable15 {
             presets: &[Preset::Paper, Preset::Quick],
             accepts: &[],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/et-table15.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = report::paper("et-table15")?;
+        let paper: PaperTable = crate::papers::numbers("et-table15")?;
         let Counts {
             rows,
             et,

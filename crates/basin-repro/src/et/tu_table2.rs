@@ -44,6 +44,8 @@ impl Reproduction for EtTable2 {
                 Override::Ema,
             ],
             shards: true,
+            dataset_paths: true,
+            numbers: Some(include_str!("../../../../data/papers/et-table2.toml")),
         };
         &INFO
     }
@@ -76,8 +78,8 @@ struct PaperTable {
 ///   epochs.
 /// - `cpu` (about an hour on two cores): MUTAG and ENZYMES, 10 folds of 100 epochs at peak lr
 ///   3e-3 ([`tu::CPU_LR`]) of the CPU model (`basin_et::graph::tu_cpu`), 10 et-paper repeats.
-///   Table 9's model trains several times slower, so the full table is for a GPU (measured:
-///   `benches/RESULTS.md`, "The dense step on two CPU cores"); `--dataset` adds the others.
+///   Table 9's model (D = 128) trains several times slower, so the full table is for a GPU;
+///   `--dataset` adds the others.
 /// - `quick` (CI): MUTAG and ENZYMES, 3 folds, 2 epochs, 5 et-paper repeats.
 pub fn options(preset: Preset) -> TuOptions {
     let paper = TuOptions {
@@ -129,7 +131,7 @@ pub fn options(preset: Preset) -> TuOptions {
 
 /// Runs Table 2 with `opts` (its first model is ET's column).
 pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
-    let paper: PaperTable = report::paper("et-table2")?;
+    let paper: PaperTable = crate::papers::numbers("et-table2")?;
     let mut missing = Missing::default();
     let results = tu::run(opts, ctx, &mut missing)?;
     let paired = tu::paired_rows(&results);

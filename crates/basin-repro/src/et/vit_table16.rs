@@ -61,6 +61,8 @@ impl Reproduction for EtTable16 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset, Override::TrainImages],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/et-table16.toml")),
         };
         &INFO
     }
@@ -68,7 +70,7 @@ impl Reproduction for EtTable16 {
     fn run(&self, ctx: &Context) -> Result<Report> {
         let mut opts = Table14Options::for_context(self, ctx);
         opts.ablations.clear();
-        let paper: PaperTable = report::paper("et-table16")?;
+        let paper: PaperTable = crate::papers::numbers("et-table16")?;
         let mut missing = Missing::default();
         let results = train_models(
             &opts,

@@ -71,6 +71,7 @@ pub fn example(name: &str) -> Result<String> {
             data: "MUTAG".into(),
             architecture,
             protocol: cpu_cross_validation(),
+            node_features: Default::default(),
         })
     };
     let anomaly = |architecture| {

@@ -27,6 +27,8 @@ impl Reproduction for HopfieldMemory {
             presets: &[Preset::Cpu, Preset::Quick],
             accepts: &[],
             shards: false,
+            dataset_paths: false,
+            numbers: None,
         };
         &INFO
     }
@@ -41,10 +43,10 @@ fn plot_err(e: impl std::fmt::Display) -> TaskError {
     TaskError::invalid("plot", e.to_string())
 }
 
-/// Measures and plots the claims into `ctx.out` (on the CPU: the computations are small).
+/// Measures and plots the claims into `ctx.out()` (on the CPU: the computations are small).
 pub fn run(ctx: &Context) -> Result<Report> {
     let started = Instant::now();
-    let (out, quick) = (&ctx.out, ctx.preset == Preset::Quick);
+    let (out, quick) = (ctx.out(), ctx.preset == Preset::Quick);
     tch::manual_seed(0);
     std::fs::create_dir_all(out).map_err(|e| basin_core::CoreError::io(out, e))?;
     let mut md = String::from("# Hopfield memories: the slides' claims, measured\n\n");
@@ -280,7 +282,7 @@ fn image_section(
     md: &mut String,
     missing: &mut Missing,
 ) -> Result<Option<serde_json::Value>> {
-    let test = match basin_image::source::open("fashion-mnist", Some(&ctx.data_dir)) {
+    let test = match basin_image::source::open("fashion-mnist", Some(ctx.data_dir())) {
         Ok((_, test)) => test,
         Err(e) => {
             missing.push("fashion-mnist", e);
@@ -319,7 +321,7 @@ fn image_section(
         row.push(picture(&classical.get(i), w, h)?);
         rows.push(row);
     }
-    image_grid(&ctx.out.join("retrieval.png"), &rows, &[], 3).map_err(plot_err)?;
+    image_grid(&ctx.out().join("retrieval.png"), &rows, &[], 3).map_err(plot_err)?;
     md.push_str(&format!("## Retrieving masked images (the slides' β = 8 and β = 0.5)\n\nFashion-MNIST test images {w}×{h}, pixels in [−1, 1]; the modern network stores the first {stored} and is queried with each image's upper half (the lower half set to 0), one update ξ ← X softmax(βXᵀξ):\n\n"));
     let mut t = report::Table::new([
         "β",

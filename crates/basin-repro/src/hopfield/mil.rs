@@ -42,6 +42,8 @@ impl Reproduction for HopfieldMil {
             presets: &[Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/hopfield-mil.toml")),
         };
         &INFO
     }
@@ -104,8 +106,8 @@ pub fn search_grid() -> Vec<BagClassifierConfig> {
 pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
     let started = Instant::now();
     let quick = ctx.preset == Preset::Quick;
-    let paper: PaperTable = report::paper("hopfield-mil")?;
-    let dir = ctx.data_dir.join("mil");
+    let paper: PaperTable = crate::papers::numbers("hopfield-mil")?;
+    let dir = ctx.data_dir().join("mil");
     let protocol = NestedCrossValidation {
         outer: KFoldConfig {
             folds: if quick { 3 } else { 10 },
@@ -216,11 +218,11 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
                     search.candidate(run),
                     &run.train(),
                     run.seed,
-                    ctx.device,
+                    ctx.device(),
                 )?)
             },
             nothing_after,
-            &ctx.runs(name, &ctx.out),
+            &ctx.runs(name, ctx.out()),
         )?;
         let over_repeats = report.show("test_auc_over_repeats", 100.0);
         let over_folds = report.show("test_auc", 100.0);

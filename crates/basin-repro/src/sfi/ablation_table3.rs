@@ -79,12 +79,14 @@ impl Reproduction for SfiTable3 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/sfi-table3.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = report::paper("sfi-table3")?;
+        let paper: PaperTable = crate::papers::numbers("sfi-table3")?;
         let mut md = String::from("# SFi-Former Table 3 — ablations\n\n");
         let epochs = models(
             &paper,

@@ -89,7 +89,7 @@ pub(crate) fn run(
     heading: &str,
     protocol: &str,
 ) -> Result<Report> {
-    let paper: PaperTable = report::paper(table.id())?;
+    let paper: PaperTable = crate::papers::numbers(table.id())?;
     let mut md = format!("# {heading}\n\n");
     let epochs = sets::table_models(Dataset::Pattern, ctx.preset, ctx.overrides.epochs)[1]
         .train
@@ -166,16 +166,16 @@ pub(crate) fn run(
             format!("{}: train − test {label} (Figure 3)", d.name())
         };
         figures.push_str(&gap_figure(
-            &ctx.out.join(format!("{}-gap.png", d.name())),
+            &ctx.out().join(format!("{}-gap.png", d.name())),
             &gap_title,
             &results,
         )?);
         figures.push_str(&attention_figure(
-            &ctx.out.join(format!("{}-attention.png", d.name())),
+            &ctx.out().join(format!("{}-attention.png", d.name())),
             &results,
         )?);
         figures.push_str(&solver_figure(
-            &ctx.out.join(format!("{}-solver.png", d.name())),
+            &ctx.out().join(format!("{}-solver.png", d.name())),
             &results,
         )?);
         json.push(serde_json::json!({

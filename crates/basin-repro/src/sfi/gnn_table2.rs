@@ -27,6 +27,8 @@ impl Reproduction for SfiTable2 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/sfi-table2.toml")),
         };
         &INFO
     }

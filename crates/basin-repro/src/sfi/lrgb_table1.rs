@@ -27,6 +27,8 @@ impl Reproduction for SfiTable1 {
             presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
             accepts: &[Override::Epochs, Override::Dataset],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/sfi-table1.toml")),
         };
         &INFO
     }

@@ -144,7 +144,7 @@ pub fn run_rows(
                 }
             })
             .collect();
-        let dir = ctx.out.join(dataset).join(format!("{i}-{slug}"));
+        let dir = ctx.out().join(dataset).join(format!("{i}-{slug}"));
         dirs.push((spec.name.clone(), dir.clone()));
         let source = match &spec.warm_start {
             Some(from) => Some(
@@ -173,7 +173,7 @@ pub fn run_rows(
             curves: plan.curves,
         };
         let report = protocol.run(PublishedSplit { split, target: (data.targets()) }, |run| {
-                let learner = GpsLearner::new(data.clone(), &spec.config, run.seed, ctx.device)?;
+                let learner = GpsLearner::new(data.clone(), &spec.config, run.seed, ctx.device())?;
                 if let Some(src) = &source {
                     let ckpt = src.join(&run.dir).join("checkpoint.safetensors");
                     let left = warm_start(&ckpt, basin_train::runner::Learner::vars(&learner))?;

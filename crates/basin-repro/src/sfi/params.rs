@@ -59,12 +59,14 @@ impl Reproduction for SfiParams {
             presets: &[Preset::Paper, Preset::Quick],
             accepts: &[],
             shards: false,
+            dataset_paths: false,
+            numbers: Some(include_str!("../../../../data/papers/sfi-params.toml")),
         };
         &INFO
     }
 
     fn run(&self, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = report::paper("sfi-params")?;
+        let paper: PaperTable = crate::papers::numbers("sfi-params")?;
         let mut md = String::from("# SFi-Former Tables 5/6 — parameter counts\n\n");
         md.push_str("Each model is built from `basin_sfi::presets::paper` (its SFi row; no data needed) and its trainable parameters counted. `L(2d + 1)` is what nothing in the paper's text identifies in the printed counts: a built model that matches `paper − L(2d + 1)` has every identified part right.\n\n");
         let mut t = report::Table::new([

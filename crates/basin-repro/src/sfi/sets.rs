@@ -95,9 +95,9 @@ pub(crate) fn load(
         None => generate(d, ctx.preset)?,
         Some(set) => {
             let info = registry::get(d.name())?;
-            let dir = info.location(&ctx.data_dir);
+            let dir = info.location(ctx.data_dir());
             if !dir.is_dir() {
-                missing.push(info.name.as_str(), info.missing(&ctx.data_dir));
+                missing.push(info.name.as_str(), info.missing(ctx.data_dir()));
                 return Ok(None);
             }
             basin_graph::lrgb::load(&dir, set)?

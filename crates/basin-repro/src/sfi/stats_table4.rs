@@ -33,6 +33,8 @@ impl Reproduction for SfiTable4 {
             presets: &[Preset::Paper, Preset::Quick],
             accepts: &[],
             shards: false,
+            dataset_paths: false,
+            numbers: None,
         };
         &INFO
     }
@@ -69,9 +71,9 @@ impl Reproduction for SfiTable4 {
                 "CLUSTER" => generate(Dataset::Cluster, scale)?,
                 _ => {
                     let info = registry::get("peptides-func")?;
-                    let dir = info.location(&ctx.data_dir);
+                    let dir = info.location(ctx.data_dir());
                     if !dir.is_dir() {
-                        missing.push(info.name.as_str(), info.missing(&ctx.data_dir));
+                        missing.push(info.name.as_str(), info.missing(ctx.data_dir()));
                         continue;
                     }
                     basin_graph::lrgb::load(&dir, basin_graph::lrgb::LrgbSet::PeptidesFunc)?

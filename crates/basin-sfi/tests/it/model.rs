@@ -105,6 +105,7 @@ fn a_superpixel_like_set_with_real_features_trains() {
         },
         class_values: vec![0, 1],
         official_split: None,
+        node_features: None,
     });
     let mut cfg = paper(Dataset::Mnist, Variant::Sfi);
     cfg.layers = 1;
@@ -177,6 +178,7 @@ fn real_valued_graph_targets_train_with_the_l1_loss_and_score_by_mae() {
         targets: Targets::Regression(y.clone()),
         class_values: vec![],
         official_split: None,
+        node_features: None,
     });
     let mut cfg = paper(Dataset::Mnist, Variant::Sfi);
     cfg.layers = 2;
@@ -263,6 +265,7 @@ fn links_are_scored_by_dot_products_trained_by_bce_and_ranked_by_mrr() {
         targets: Targets::Links(links.clone()),
         class_values: vec![],
         official_split: None,
+        node_features: None,
     });
     let mut cfg = toy_config(Level::Node, Variant::Gps);
     cfg.head_layers = 1;
@@ -357,6 +360,7 @@ fn toy() -> Arc<GraphDataset> {
         targets: Targets::NodeClasses { num_classes: 2 },
         class_values: vec![0, 1],
         official_split: None,
+        node_features: None,
     })
 }
 

@@ -97,17 +97,14 @@ pub struct GraphClassifierConfig {
     /// their encodings, before the first block), concatenated (not in the papers). GIN's
     /// readout sums every layer's node states, layer 0 included, as do jumping-knowledge
     /// networks (Xu et al. 2018): a pooled view of the input that the descent cannot wash out,
-    /// which is what the pooled-feature baseline sees. Off in the presets, as it moves ET's CPU
-    /// preset within noise (measured: `crates/basin-repro/RESULTS.md`, "Against the no-graph
-    /// baseline and GIN; more pilots").
+    /// which is what the pooled-feature baseline sees. Off in the presets, where it moves ET's
+    /// CPU preset within noise only.
     pub readout_initial: bool,
     /// The readout also sees four numbers about the graph's structure, each as ln(1 + ·): its
     /// node count and the mean, standard deviation and maximum of its nodes' degrees
     /// ([`structure_statistics`](super::structure_statistics); not in the papers). Masked softmax attention averages over a
     /// node's neighbours and cannot count them, while the pooled-feature baseline reads these
-    /// counts directly. Off in the presets, as ET's CPU preset scores no higher with it
-    /// (measured: `crates/basin-repro/RESULTS.md`, "What the pooled features carry on
-    /// PROTEINS").
+    /// counts directly. Off in the presets, as ET's CPU preset scores no higher with it.
     pub readout_degrees: bool,
     /// Dropout on the readout's input in training (0: none, as the papers).
     pub readout_dropout: f64,
@@ -128,17 +125,14 @@ pub struct GraphClassifierConfig {
     /// starts them (`nn.Dense`: lecun-normal weights, zero biases; tch's weights have √2
     /// that standard deviation), or `torch`. A′'s bias starts at 0 under each, as the
     /// reference's (non-edges masked at the start). The presets keep `tch`, `flax` scoring
-    /// within noise of it (measured: `crates/basin-repro/RESULTS.md`, "Against the no-graph
-    /// baseline and GIN; more pilots").
+    /// within noise of it.
     pub dense_init: DenseInit,
     /// `Some(m)`: Graphormer's centrality encoding (Ying et al. 2021, eq. 5; not in the ET or
     /// CDAT papers): a learned embedding of each node's degree in the batch's graph, degrees
     /// ≥ m sharing the last row, added to its initial token. Masked attention normalises over
     /// neighbours, so without it a token sees its degree only through the Laplacian encodings,
     /// while the pooled-feature baseline and GIN's sums see degrees directly. Off in the
-    /// presets, as it helps ET's CPU preset on NCI1 alone (measured:
-    /// `crates/basin-repro/RESULTS.md`, "Against the no-graph baseline and GIN; more pilots",
-    /// "Fewer Laplacian eigenvectors").
+    /// presets, as it helps ET's CPU preset on NCI1 alone.
     pub degree_encoding: Option<i64>,
     /// Attention over the mask's pairs as an edge list (basin-core's sparse structure, with Â
     /// computed at each edge only) instead of dense `[B, H, N', N']` scores: the same energies
@@ -187,9 +181,7 @@ impl GraphClassifierConfig {
     /// definition for both families: k = 8 Laplacian eigenvectors (`BatchConfig::tu_cpu`),
     /// [`Readout::ClsMoments`] (neither in the papers), and attention over the edges
     /// ([`Self::sparse_attention`], the same model): at this size it is the faster form on every
-    /// TU set here, not only on large graphs ([`SPARSE_MEAN_NODES`](super::SPARSE_MEAN_NODES)) (measured:
-    /// `crates/basin-repro/RESULTS.md`, "The presets now: k = 8 and the moments readout",
-    /// "Attention over the edges in the CPU presets").
+    /// TU set here, not only on large graphs ([`SPARSE_MEAN_NODES`](super::SPARSE_MEAN_NODES)).
     pub fn with_tu_cpu_front_end(self) -> Self {
         Self {
             batching: BatchConfig::tu_cpu(),

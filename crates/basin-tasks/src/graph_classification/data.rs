@@ -9,9 +9,9 @@ use crate::{Result, TaskError};
 
 /// Mean nodes per graph from which the TU tables run a dense-attention model over the edges
 /// (`sparse_attention`), the same model: of the TU sets here only DD (284 nodes on average) is
-/// above it. The papers' presets (D = 128, meant for a GPU) use the threshold; the CPU presets
-/// attend over the edges on every set ([`GraphClassifierConfig::with_tu_cpu_front_end`](super::GraphClassifierConfig::with_tu_cpu_front_end))
-/// (measured: `crates/basin-repro/RESULTS.md`, "Attention over the edges in the CPU presets").
+/// above it, and there masked dense scores are mostly wasted work. The papers' presets
+/// (D = 128, meant for a GPU) use the threshold; the CPU presets attend over the edges on every
+/// set ([`GraphClassifierConfig::with_tu_cpu_front_end`](super::GraphClassifierConfig::with_tu_cpu_front_end)).
 pub const SPARSE_MEAN_NODES: f64 = 100.0;
 
 /// Whether `data`'s graphs have [`SPARSE_MEAN_NODES`] or more nodes on average.

@@ -58,7 +58,8 @@ impl GraphClassifierLearner {
         device: Device,
     ) -> Result<Self> {
         tch::manual_seed(seed as i64);
-        let width = data.graphs.first().map_or(0, |g| g.node_features.ncols());
+        let width = data.graphs.first().map_or(1, |g| g.node_features.ncols());
+        crate::node_width(&data.name, width)?;
         let scaling = match cfg.features {
             FeatureScaling::Standardize => Standardizer::fit_graphs(&data, fit_on),
             FeatureScaling::Raw => Standardizer::identity(width),

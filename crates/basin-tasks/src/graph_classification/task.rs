@@ -8,6 +8,7 @@ use std::sync::Arc;
 use basin_graph::GraphDataset;
 use basin_graph::laplacian::LaplacianPe;
 use basin_graph::source::{Dataset, open};
+use basin_graph::tu::NodeFeatures;
 use basin_train::protocol::{CrossValidation, PlannedRun, TargetView};
 use basin_train::runner::{Learner, Validation};
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,15 @@ pub struct GraphRun {
     /// Folds, repeats, training (default: 10 folds, 1 repeat).
     #[serde(default)]
     pub protocol: CrossValidation,
+    /// What the nodes carry: `auto` (the default: the published features, else the one-hot
+    /// degree for a set that publishes none), `published`, `degree` or `constant`
+    /// ([`NodeFeatures`]).
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub node_features: NodeFeatures,
+}
+
+fn is_auto(f: &NodeFeatures) -> bool {
+    *f == NodeFeatures::Auto
 }
 
 /// A graph dataset with what every fold shares: each graph's class and its Laplacian
@@ -84,7 +94,8 @@ impl Task for GraphRun {
     /// The graphs, their classes and encodings; on the CPU a batch that cannot fit in memory is
     /// refused before any work.
     fn load(&self, data_dir: Option<&Path>, device: Device) -> Result<GraphData> {
-        let data = Arc::new(graph_dataset(&self.data, data_dir)?);
+        let data = graph_dataset(&self.data, data_dir)?;
+        let data = Arc::new(self.node_features.apply(data)?);
         let target: Vec<f64> = graph_classes(&data)?.0.iter().map(|&c| c as f64).collect();
         if device == Device::Cpu
             && let Some(available) = basin_core::device::available_memory_bytes()
@@ -115,6 +126,14 @@ impl Task for GraphRun {
 
     fn title(&self, data: &GraphData) -> String {
         data.data.name.clone()
+    }
+
+    fn data_notes(&self, data: &GraphData) -> Vec<String> {
+        data.data
+            .node_features
+            .iter()
+            .map(|made| format!("node features: {made}"))
+            .collect()
     }
 
     fn targets<'a>(&self, data: &'a GraphData) -> &'a [f64] {

@@ -168,6 +168,7 @@ fn dataset_encodings_of_large_graphs_are_those_of_the_cut_graph() {
         },
         class_values: vec![0, 1],
         official_split: None,
+        node_features: None,
     };
     let batching = BatchConfig {
         max_nodes: 20,

@@ -52,7 +52,7 @@ impl NodeAnomalyLearner {
         if cfg.features == FeatureScaling::Standardize {
             Standardizer::fit_rows(&x, fit_on).apply(&mut x);
         }
-        let (n, f) = (x.nrows() as i64, x.ncols() as i64);
+        let (n, f) = (x.nrows() as i64, crate::node_width(&data.name, x.ncols())?);
         let flat: Vec<f32> = x.iter().copied().collect();
         let features = Tensor::from_slice(&flat).view([n, f]).to_device(device);
         let (adjacencies, relation_names): (Vec<&Csr>, Vec<String>) =

@@ -45,6 +45,7 @@ fn dataset(graphs: Vec<ToyGraph>) -> Arc<GraphDataset> {
         },
         class_values: vec![0, 1],
         official_split: None,
+        node_features: None,
     })
 }
 
@@ -298,6 +299,7 @@ fn gin_scores_a_graph_alone_as_in_a_batch_and_under_relabelling() {
         },
         class_values: vec![0, 1],
         official_split: None,
+        node_features: None,
     });
     let all: Vec<usize> = (0..12).collect();
     // Narrow, so that the sum readout's logits stay small enough for no probability to round to

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use basin_tasks::graph_classification::{GraphClassifierConfig, GraphRun};
 use basin_tasks::node_anomaly::{AnomalyRun, NodeAnomalyConfig};
-use basin_tasks::run::{RunOptions, eval, train};
+use basin_tasks::run::{eval, train};
 use basin_tasks::task::Task;
 use basin_tasks::testing::rings_and_stars;
+use basin_train::context::RunContext;
 use basin_train::protocol::{AnomalyProtocol, CrossValidation, Metric};
 use basin_train::runner::{TrainConfig, Validation};
 use tch::Device;
@@ -41,12 +42,12 @@ fn eval_rescores_a_graph_run_with_its_own_metric() {
             },
             ..CrossValidation::default()
         },
+        node_features: Default::default(),
     };
     run.validate().unwrap();
     let out = work.path().join("run");
-    let mut opts = RunOptions::new(&out, Device::Cpu);
-    opts.progress = false;
-    let trained = train(&run, &opts, |_| false).unwrap();
+    let ctx = RunContext::new("task").with_out(&out).with_progress(false);
+    let trained = train(&run, &ctx, |_| false).unwrap();
     let scored = eval(&run, &out, None, Device::Cpu).unwrap();
     assert_eq!(scored.runs.len(), 2);
     for ((dir, again), (_, first)) in scored.runs.iter().zip(&trained.runs) {

@@ -119,9 +119,11 @@ impl Protocol for AnomalyProtocol {
             .iter()
             .map(|&i| is_anomaly.get(i as usize).map(|&a| usize::from(a)))
             .collect::<Option<_>>()
-            .ok_or_else(|| TrainError::Config {
-                field: "labelled".into(),
-                message: "a node id is beyond the labels".into(),
+            .ok_or_else(|| {
+                TrainError::Data(basin_data::DataError::invalid(
+                    "labelled nodes",
+                    "a node id is beyond the labels",
+                ))
             })?;
         let split = stratified_split(labelled, &labels, &self.split).map_err(split_err)?;
         Ok((0..self.runs)
@@ -162,11 +164,16 @@ impl Protocol for AnomalyProtocol {
                     let (val_p, test_now) = match mode {
                         ScoreMode::EvalAfterStep => (l.predict(&val)?.positive(), None),
                         ScoreMode::ReferencePreStep | ScoreMode::ReferenceSubsample => {
-                            let all = out.pre_step_scores.as_ref().ok_or_else(|| TrainError::Config {
-                                field: "score".into(),
-                                message: "reference scoring needs a learner that returns pre_step_scores".into(),
+                            let all = out.pre_step_scores.as_ref().ok_or_else(|| {
+                                TrainError::State(
+                                    "reference scoring needs a learner that returns pre_step_scores"
+                                        .into(),
+                                )
                             })?;
-                            (all.select(&val).positive(), Some(all.select(&test).positive()))
+                            (
+                                all.select(&val).positive(),
+                                Some(all.select(&test).positive()),
+                            )
                         }
                     };
                     // The sampled entries only (every entry outside `reference-subsample`).
@@ -174,11 +181,18 @@ impl Protocol for AnomalyProtocol {
                         if mode != ScoreMode::ReferenceSubsample {
                             return (y.to_vec(), p);
                         }
-                        y.iter().zip(p).filter(|(_, p)| p.is_finite()).map(|(&y, p)| (y, p)).unzip()
+                        y.iter()
+                            .zip(p)
+                            .filter(|(_, p)| p.is_finite())
+                            .map(|(&y, p)| (y, p))
+                            .unzip()
                     };
                     let (vy, val_p) = scored(&val_y, val_p);
                     let (threshold, f1) = metrics::best_threshold(&vy, &val_p)?;
-                    let mut val_metrics = BTreeMap::from([("val_macro_f1".into(), f1), ("threshold".into(), threshold)]);
+                    let mut val_metrics = BTreeMap::from([
+                        ("val_macro_f1".into(), f1),
+                        ("threshold".into(), threshold),
+                    ]);
                     match metrics::roc_auc(&vy, &val_p) {
                         Ok(auc) => {
                             val_metrics.insert("val_auc".into(), auc);
@@ -194,7 +208,9 @@ impl Protocol for AnomalyProtocol {
                             Some(match anomaly_metrics(&ty, &p, threshold) {
                                 // Likewise a test sample: its AUC and AP are undefined and left
                                 // out of the epoch's test metrics; its macro-F1 is kept.
-                                Err(MetricError::OneClass) if mode == ScoreMode::ReferenceSubsample => {
+                                Err(MetricError::OneClass)
+                                    if mode == ScoreMode::ReferenceSubsample =>
+                                {
                                     one_class_metrics(&ty, &p, threshold)?
                                 }
                                 m => m?,
@@ -212,7 +228,11 @@ impl Protocol for AnomalyProtocol {
                 },
                 |l, v| {
                     let threshold = recorded_threshold(v)?;
-                    Ok(anomaly_metrics(&test_y, &l.predict(&test)?.positive(), threshold)?)
+                    Ok(anomaly_metrics(
+                        &test_y,
+                        &l.predict(&test)?.positive(),
+                        threshold,
+                    )?)
                 },
             )?;
             finished(run, &mut learner)?;

@@ -7,8 +7,7 @@ use super::*;
 /// On the CPU the dense form's `[b, H, N, N]` core goes through the batch in chunks whose
 /// logits take at most this many bytes (about one core's L2), so that the logits, the softmax
 /// and the two weighted sums stay in cache between the batched matmuls; without autograd the
-/// projections go by the same chunks. Accelerators take the whole batch. (Measured in
-/// `benches/RESULTS.md`, "The dense step on two CPU cores".)
+/// projections go by the same chunks. Accelerators take the whole batch.
 pub const CPU_CHUNK_BYTES: i64 = 2 << 20;
 
 /// The dense pattern of one batch chunk: the structure's layout and scale split to it.

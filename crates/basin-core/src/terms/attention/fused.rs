@@ -24,9 +24,8 @@ use super::*;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AttentionKernel {
-    /// By device, the form measured fastest there: the explicit one on the CPU (1.5× ahead on
-    /// two cores, `benches/RESULTS.md`, "Fused attention kernels"), and on accelerators until
-    /// the fused one has been measured there.
+    /// By device, the form measured fastest there: the explicit one on the CPU, and on
+    /// accelerators until the fused one has been measured there.
     #[default]
     Auto,
     /// Logits, softmax and weighted sums as batched matmuls, in cache-sized batch chunks.

@@ -16,13 +16,11 @@ pub enum SparseKernels {
     /// fastest on the batches of small graphs of the TU sets (the bags' `embedding_bag` backward,
     /// which libtorch computes by sorting and adding short rows one by one, is slow there), but
     /// under autograd every gathered `[E, H, Y]` chunk is kept for the backward pass (four per
-    /// descent step) (measured: `crates/basin-repro/RESULTS.md`, "Attention over the edges in
-    /// the CPU presets").
+    /// descent step).
     Gather,
     /// Per head, a CSR sampled matmul for the scores and a weighted `embedding_bag` per sum:
     /// nothing per edge wider than `[E, H]` is kept under autograd, and no `[E, H, Y]` rows
-    /// stream through memory: the faster and smaller form on one large graph (measured:
-    /// `crates/basin-repro/RESULTS.md`, "Attention over the edges in the CPU presets").
+    /// stream through memory: the faster and smaller form on one large graph.
     Bags,
 }
 
