@@ -4,7 +4,7 @@
 //! itself ([`register_table!`]; [`registry()`] collects them, `basin reproduce --list` prints
 //! them and `cargo xtask` asks the binary for them), plus what experiments share: [`report`]
 //! (paper numbers from `data/papers/*.toml`, missing datasets, energy plots, `report.md` +
-//! `report.json`), [`tu`] (TU classification under leak-free CV with baselines, for every
+//! `report.json`), [`tu_classification`] (TU classification under leak-free CV with baselines, for every
 //! family), [`examples`] (the example run files of `basin train --example`) and the [`demo`].
 //!
 //! Tables are named by id and subject, not by one paper's numbering alone: CDAT's Table 1 is
@@ -26,7 +26,7 @@ pub mod papers;
 pub mod preset;
 pub mod registry;
 pub mod report;
-pub mod tu;
+pub mod tu_classification;
 
 /// The Energy Transformer's tables.
 pub mod et {

@@ -7,7 +7,7 @@
 //!
 //! - [`task`]: the [`task::Task`] contract, a task as its run file names it; each task module
 //!   below implements it and registers itself ([`register_task!`]; basin-sfi's GPS model too);
-//!   [`run_file`] reads a run file of any registered task ([`sets`]: its `--set` overrides) and
+//!   [`run_file`] reads a run file of any registered task ([`overrides`]: its `--set` overrides) and
 //!   [`run`] trains it into a directory and scores it again (`basin train`, `basin eval`).
 //! - [`graph_classification`]: graph classification with a CLS token, Laplacian encodings and
 //!   the parameterised adjacency of ET eq. 23–25 (ET Section 5; CDAT's graph model).
@@ -27,9 +27,9 @@ pub mod baselines;
 pub mod graph_classification;
 pub mod image_completion;
 pub mod node_anomaly;
+pub mod overrides;
 pub mod run;
 pub mod run_file;
-pub mod sets;
 pub mod task;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -16,7 +16,7 @@
 //! repeats = 1
 //! ```
 //!
-//! [`RunSpec`] reads one (`--set` overrides first, [`crate::sets`]) and trains or re-scores it
+//! [`RunSpec`] reads one (`--set` overrides first, [`crate::overrides`]) and trains or re-scores it
 //! through [`crate::run`].
 
 use std::any::Any;
@@ -29,8 +29,8 @@ use tch::Device;
 
 use basin_train::context::RunContext;
 
+use crate::overrides::apply_sets;
 use crate::run::{self, RunOutcome, to_toml};
-use crate::sets::apply_sets;
 use crate::task::Task;
 use crate::{Result, TaskError};
 

@@ -1,4 +1,4 @@
-//! CDAT's TU graph-classification tables, on the shared runner of [`crate::tu`]:
+//! CDAT's TU graph-classification tables, on the shared runner of [`crate::tu_classification`]:
 //!
 //! - `cdat-table1` (Table 1): CDAT beside ET under the same protocol and budget — leak-free CV
 //!   and the training-set procedure the ET column of the paper comes from — with the baselines;
@@ -13,7 +13,7 @@ use basin_train::protocol::Selection;
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
-use crate::tu::{self, TuModel, TuOptions};
+use crate::tu_classification::{self as tu, TuModel, TuOptions};
 use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
 
 const TU: &[&str] = &[

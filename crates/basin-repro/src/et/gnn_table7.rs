@@ -26,7 +26,7 @@ use basin_train::schedule::{Schedule, Unit};
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
-use crate::sfi::sets::generate;
+use crate::sfi::datasets::generate;
 use crate::sfi::{ModelSpec, RunPlan, no_graph, run_rows, selected_val};
 use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, TaskError, selected};
 

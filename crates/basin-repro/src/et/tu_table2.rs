@@ -2,14 +2,14 @@
 //! leak-free stratified 10-fold cross-validation (model selection on an inner validation split)
 //! and under the paper's own `et-paper` procedure (train on every graph, score subsets of the
 //! same graphs — training-set accuracies), beside the paper's numbers and two baselines on the
-//! same folds (see [`crate::tu`]).
+//! same folds (see [`crate::tu_classification`]).
 
 use basin_tasks::baselines::{GinConfig, MlpConfig};
 use basin_train::protocol::Selection;
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
-use crate::tu::{self, TuModel, TuOptions};
+use crate::tu_classification::{self as tu, TuModel, TuOptions};
 use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
 
 /// ET Table 2.

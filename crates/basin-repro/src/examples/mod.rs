@@ -46,12 +46,15 @@ pub const EXAMPLES: &[(&str, &str)] = &[
 ];
 
 /// The CPU-scale TU protocol of the graph examples: leak-free 10-fold CV on the TU tables'
-/// folds ([`crate::tu::cv_folds`]) with their training ([`crate::tu::tu_train`]) at their CPU
+/// folds ([`crate::tu_classification::cv_folds`]) with their training ([`crate::tu_classification::tu_train`]) at their CPU
 /// budget.
 fn cpu_cross_validation() -> CrossValidation {
     CrossValidation {
-        folds: crate::tu::cv_folds(10),
-        train: crate::tu::tu_train(crate::tu::CPU_EPOCHS, crate::tu::CPU_LR),
+        folds: crate::tu_classification::cv_folds(10),
+        train: crate::tu_classification::tu_train(
+            crate::tu_classification::CPU_EPOCHS,
+            crate::tu_classification::CPU_LR,
+        ),
         ..CrossValidation::default()
     }
 }

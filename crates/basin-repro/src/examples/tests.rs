@@ -1,8 +1,8 @@
 //! The example run files through the run-file layer: `--set` overrides and errors by line.
 
 use basin_tasks::graph_classification::GraphRun;
+use basin_tasks::overrides::apply_sets;
 use basin_tasks::run_file::RunSpec;
-use basin_tasks::sets::apply_sets;
 
 use super::example;
 

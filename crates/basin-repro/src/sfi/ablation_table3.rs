@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use basin_sfi::presets::{Dataset, Variant};
 use serde::Deserialize;
 
-use super::{ZERO_NOTE, benchmark, no_graph, row_cells, run_rows, sets};
+use super::datasets;
+use super::{ZERO_NOTE, benchmark, no_graph, row_cells, run_rows};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 
@@ -48,7 +49,7 @@ fn models(
                 Some("Ã") => Variant::SfiAdj,
                 Some(_) => Variant::Sfi,
             };
-            let mut m = sets::spec(d, preset, &p.model, variant);
+            let mut m = datasets::spec(d, preset, &p.model, variant);
             if let Some(l) = p.lambda_star {
                 m.config.layer.attention.lambda_star = l;
             }
@@ -61,9 +62,9 @@ fn models(
     if preset == Preset::Cpu && epochs.is_none() {
         // The CPU scale of the ablation: 8 epochs per row, so that its eleven rows fit in about
         // an hour on two cores.
-        sets::with_epochs(&mut rows, Some(8));
+        datasets::with_epochs(&mut rows, Some(8));
     }
-    sets::with_epochs(&mut rows, epochs);
+    datasets::with_epochs(&mut rows, epochs);
     let baseline = no_graph(&rows[0]);
     rows.insert(0, baseline);
     rows
@@ -120,14 +121,14 @@ impl Reproduction for SfiTable3 {
         let (mut missing, mut json, mut headline) = (Missing::default(), Vec::new(), Vec::new());
         let mut seconds = 0.0;
         for d in benchmark::datasets(self, ctx)? {
-            let (key, scale, label) = sets::metric_cell(d);
+            let (key, scale, label) = datasets::metric_cell(d);
             let rows = models(&paper, d, ctx.preset, ctx.overrides.epochs);
             // Figure 3's train − test curves are Table 1's; here they would double the evaluation.
             let plan = super::RunPlan {
                 curves: false,
                 ..benchmark::plan(d, ctx.preset)
             };
-            let results = match sets::load(ctx, d, &rows, &mut missing)? {
+            let results = match datasets::load(ctx, d, &rows, &mut missing)? {
                 Some((data, split)) => run_rows(ctx, d.name(), &data, &split, &rows, &plan)?,
                 None => Vec::new(),
             };
@@ -144,7 +145,7 @@ impl Reproduction for SfiTable3 {
                 };
                 let paper_cell = p
                     .and_then(|p| p.values.get(d.name()))
-                    .map_or("–".into(), |v| sets::published(v, scale));
+                    .map_or("–".into(), |v| datasets::published(v, scale));
                 let ours = results.iter().find(|r| r.model == m.name).map_or(
                     vec![if results.is_empty() {
                         "data absent (below)".into()

@@ -1,5 +1,5 @@
 //! What SFi-Former Tables 1 and 2 share: every selected dataset with the rows of
-//! [`sets::table_models`] on its published split and seeds, each beside the paper's cell, with
+//! [`datasets::table_models`] on its published split and seeds, each beside the paper's cell, with
 //! the train − test gap (Figure 3), the flows and the solver trace of each set; a set whose data
 //! is absent gets a row that says so.
 
@@ -9,7 +9,8 @@ use basin_sfi::presets::Dataset;
 use basin_train::protocol::Metric;
 use serde::Deserialize;
 
-use super::{RunPlan, attention_figure, gap_figure, row_cells, run_rows, sets, solver_figure};
+use super::datasets;
+use super::{RunPlan, attention_figure, gap_figure, row_cells, run_rows, solver_figure};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Reproduction, Result, TaskError, selected};
 
@@ -42,9 +43,12 @@ impl PaperTable {
         let mut s = p
             .values
             .get(d.name())
-            .map_or("–".into(), |v| sets::published(v, scale));
+            .map_or("–".into(), |v| datasets::published(v, scale));
         if let Some(q) = p.published.get(d.name()) {
-            s.push_str(&format!(" (GraphGPS paper {})", sets::published(q, scale)));
+            s.push_str(&format!(
+                " (GraphGPS paper {})",
+                datasets::published(q, scale)
+            ));
         }
         s
     }
@@ -91,7 +95,7 @@ pub(crate) fn run(
 ) -> Result<Report> {
     let paper: PaperTable = crate::papers::numbers(table.id())?;
     let mut md = format!("# {heading}\n\n");
-    let epochs = sets::table_models(Dataset::Pattern, ctx.preset, ctx.overrides.epochs)[1]
+    let epochs = datasets::table_models(Dataset::Pattern, ctx.preset, ctx.overrides.epochs)[1]
         .train
         .epochs;
     md.push_str(&report::banner(
@@ -99,7 +103,7 @@ pub(crate) fn run(
         &format!(
             "parts of each split and generated sets as the table says, {} run(s), {epochs} epochs ({} on the Peptides sets)",
             plan(Dataset::Pattern, ctx.preset).runs,
-            sets::table_models(Dataset::PeptidesFunc, ctx.preset, ctx.overrides.epochs)[1]
+            datasets::table_models(Dataset::PeptidesFunc, ctx.preset, ctx.overrides.epochs)[1]
                 .train
                 .epochs
         ),
@@ -121,11 +125,11 @@ pub(crate) fn run(
     let mut missing = Missing::default();
     let mut seconds = 0.0;
     for d in datasets(table, ctx)? {
-        let (key, scale, label) = sets::metric_cell(d);
+        let (key, scale, label) = datasets::metric_cell(d);
         let column = format!("{} ({label})", d.name());
-        let rows = sets::table_models(d, ctx.preset, ctx.overrides.epochs);
+        let rows = datasets::table_models(d, ctx.preset, ctx.overrides.epochs);
         let plan = plan(d, ctx.preset);
-        let Some((data, split)) = sets::load(ctx, d, &rows, &mut missing)? else {
+        let Some((data, split)) = datasets::load(ctx, d, &rows, &mut missing)? else {
             t.row([
                 column,
                 "–".into(),

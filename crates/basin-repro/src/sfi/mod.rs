@@ -6,10 +6,10 @@
 
 pub mod ablation_table3;
 mod benchmark;
+pub(crate) mod datasets;
 pub mod gnn_table2;
 pub mod lrgb_table1;
 pub mod params;
-pub(crate) mod sets;
 pub mod stats_table4;
 
 use std::path::Path;

@@ -8,7 +8,7 @@ use std::time::Instant;
 use basin_data::registry;
 use basin_sfi::presets::Dataset;
 
-use super::sets::generate;
+use super::datasets::generate;
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Reproduction, Result, TableInfo};
 

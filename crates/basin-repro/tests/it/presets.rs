@@ -122,7 +122,11 @@ fn graph_run(text: &str, name: &str) -> basin_tasks::graph_classification::Graph
 fn the_graph_examples_use_the_tu_tables_folds() {
     for name in ["et-graph", "cdat-graph"] {
         let run = graph_run(&basin_repro::examples::example(name).unwrap(), name);
-        assert_eq!(run.protocol.folds, basin_repro::tu::cv_folds(10), "{name}");
+        assert_eq!(
+            run.protocol.folds,
+            basin_repro::tu_classification::cv_folds(10),
+            "{name}"
+        );
     }
 }
 
