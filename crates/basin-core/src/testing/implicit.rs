@@ -104,14 +104,17 @@ pub fn unrolled_grads(c: &Case, steps: usize) -> Vec<Tensor> {
     Tensor::run_backward(&[loss_of(c, &x)], &refs, false, false)
 }
 
-/// Every parameter's two gradients within `tol` (relative), naming the first that is not.
+/// Every parameter's two gradients within `tol` (relative), naming the first that is not. A
+/// gradient that is zero at the attractor up to rounding (vMF attention's β: about 1e-13,
+/// whose last digits vary with libtorch's parallel sums) is compared against a floor of 1e-6,
+/// not against its own noise.
 pub fn assert_grads_close(label: &str, c: &Case, a: &[Tensor], b: &[Tensor], tol: f64) {
     for ((name, _), (ga, gb)) in params(&c.vs).iter().zip(a.iter().zip(b)) {
         assert!(
             ga.defined() && gb.defined(),
             "{label}: {name} has no gradient"
         );
-        let err = max_rel_error(ga, gb, 1e-8);
+        let err = max_rel_error(ga, gb, 1e-6);
         assert!(err < tol, "{label}: {name} differs by {err:e}\n{ga}\n{gb}");
     }
 }
