@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use basin_tasks::run_file::{OpenRun, RunSpec};
 use basin_tasks::overrides::apply_sets;
+use basin_tasks::run_file::{OpenRun, RunSpec};
 use basin_train::runner::{epoch_batches, epoch_start};
 use pyo3::prelude::*;
 use pyo3_tch::PyTensor;

@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use basin_tasks::run_file::RunSpec;
 use basin_repro::{Context, Preset};
+use basin_tasks::run_file::RunSpec;
 use basin_train::context::RunContext;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
