@@ -371,6 +371,64 @@ pub struct PaperRow {
     pub models: Vec<(String, [f64; 2], [f64; 2])>,
 }
 
+/// The paper's rows of anomaly table `id` (`data/papers/<id>.toml`) in the shared form: each
+/// row's `dataset` and `ratio`, and for each `(name, key)` of `models` the row's `<key>_f1` and
+/// `<key>_auc` (mean, std): one schema for every anomaly table.
+pub fn paper_rows(id: &str, models: &[(&str, &str)]) -> Result<Vec<PaperRow>> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        rows: Vec<toml::Table>,
+    }
+    let file: File = crate::papers::numbers(id)?;
+    let bad = |i: usize, what: &str| {
+        TaskError::invalid(
+            format!("data/papers/{id}.toml: rows[{i}].{what}"),
+            "expected a number, or a pair [mean, std] of numbers",
+        )
+    };
+    let number = |v: &toml::Value| v.as_float().or_else(|| v.as_integer().map(|n| n as f64));
+    file.rows
+        .iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let pair = |key: &str| -> Result<[f64; 2]> {
+                match row
+                    .get(key)
+                    .and_then(toml::Value::as_array)
+                    .map(Vec::as_slice)
+                {
+                    Some([m, s]) => Ok([
+                        number(m).ok_or_else(|| bad(i, key))?,
+                        number(s).ok_or_else(|| bad(i, key))?,
+                    ]),
+                    _ => Err(bad(i, key)),
+                }
+            };
+            Ok(PaperRow {
+                dataset: row
+                    .get("dataset")
+                    .and_then(toml::Value::as_str)
+                    .ok_or_else(|| bad(i, "dataset"))?
+                    .to_owned(),
+                ratio: row
+                    .get("ratio")
+                    .and_then(number)
+                    .ok_or_else(|| bad(i, "ratio"))?,
+                models: models
+                    .iter()
+                    .map(|&(name, key)| {
+                        Ok((
+                            name.to_owned(),
+                            pair(&format!("{key}_f1"))?,
+                            pair(&format!("{key}_auc"))?,
+                        ))
+                    })
+                    .collect::<Result<_>>()?,
+            })
+        })
+        .collect()
+}
+
 impl PaperRow {
     /// The key rows are found by ([`report::ratio_key`]).
     pub fn key(&self) -> String {

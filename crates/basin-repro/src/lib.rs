@@ -106,6 +106,50 @@ pub fn reproduce(id: &str, ctx: &Context) -> Result<Report> {
 mod tests {
     use super::*;
 
+    /// The five anomaly tables' published numbers read through one schema; a model key a
+    /// table's file lacks is an error naming the file, the row and the field.
+    #[test]
+    fn the_anomaly_tables_paper_rows_share_one_schema() {
+        let tables: [(&str, &[(&str, &str)]); 5] = [
+            ("et-table1", &[("ET", "et"), ("BWGNN", "bwgnn")]),
+            (
+                "et-table12",
+                &[
+                    ("MaxPool", "maxpool"),
+                    ("Concatenation", "concat"),
+                    ("BWGNN", "bwgnn"),
+                ],
+            ),
+            ("et-table13", &[("ATT", "att"), ("HN", "hn"), ("ET", "et")]),
+            ("cdat-table2", &[("CDAT", "cdat"), ("ET", "et")]),
+            (
+                "cdat-table12",
+                &[
+                    ("CDAT", "cdat"),
+                    ("SUPP", "supp"),
+                    ("Wx", "wx"),
+                    ("ET", "et"),
+                ],
+            ),
+        ];
+        for (id, models) in tables {
+            let rows = anomaly::paper_rows(id, models).unwrap_or_else(|e| panic!("{id}: {e}"));
+            assert!(!rows.is_empty(), "{id}");
+            assert!(rows.iter().all(|r| r.models.len() == models.len()), "{id}");
+        }
+        let et = anomaly::paper_rows("et-table1", &[("ET", "et")]).unwrap();
+        assert_eq!((et[0].dataset.as_str(), et[0].ratio), ("yelp", 0.01));
+        assert_eq!(et[0].models[0], ("ET".to_owned(), [63.0, 0.6], [73.2, 0.8]));
+        let e = anomaly::paper_rows("et-table1", &[("X", "nope")])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("data/papers/et-table1.toml: rows[0].nope_f1"),
+            "{e}"
+        );
+    }
+
     /// A table's name without its paper's prefix finds it when one paper has it, and is
     /// refused, naming the candidates, when several do.
     #[test]

@@ -5,8 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::cdat::anomaly_table2::{cdat_model, options};
 use crate::report::{self, Missing, Report};
@@ -22,44 +20,6 @@ const VARIANTS: [(&str, &str); 3] = [
     ("SUPP", "no-excitation"),
     ("Wx", "no-inhibition"),
 ];
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    dataset: String,
-    ratio: f64,
-    et_f1: [f64; 2],
-    supp_f1: [f64; 2],
-    wx_f1: [f64; 2],
-    cdat_f1: [f64; 2],
-    et_auc: [f64; 2],
-    supp_auc: [f64; 2],
-    wx_auc: [f64; 2],
-    cdat_auc: [f64; 2],
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
-
-impl PaperTable {
-    /// The rows in the shared form of the anomaly tables, named as the report's models.
-    fn rows(&self) -> Vec<anomaly::PaperRow> {
-        self.rows
-            .iter()
-            .map(|r| anomaly::PaperRow {
-                dataset: r.dataset.clone(),
-                ratio: r.ratio,
-                models: vec![
-                    ("CDAT".into(), r.cdat_f1, r.cdat_auc),
-                    ("SUPP".into(), r.supp_f1, r.supp_auc),
-                    ("Wx".into(), r.wx_f1, r.wx_auc),
-                    ("ET".into(), r.et_f1, r.et_auc),
-                ],
-            })
-            .collect()
-    }
-}
 
 impl Reproduction for CdatTable12 {
     fn info(&self) -> &'static TableInfo {
@@ -79,7 +39,15 @@ impl Reproduction for CdatTable12 {
 
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
-        let paper: PaperTable = crate::papers::numbers("cdat-table12")?;
+        let paper = anomaly::paper_rows(
+            "cdat-table12",
+            &[
+                ("CDAT", "cdat"),
+                ("SUPP", "supp"),
+                ("Wx", "wx"),
+                ("ET", "et"),
+            ],
+        )?;
         // Every variant of every dataset and ratio, built before anything trains: an ablation
         // the block cannot take is an error here, not halfway through the table.
         let mut variants = BTreeMap::new();
@@ -129,7 +97,7 @@ impl Reproduction for CdatTable12 {
         };
         let table = anomaly::results_table(
             &results,
-            &paper.rows(),
+            &paper,
             &["CDAT", "SUPP", "Wx", "ET"],
             &opts.ratios,
             &[("against full CDAT (F1 / AUC)", &against_full)],

@@ -9,7 +9,6 @@ use basin_cdat::anomaly::{TABLE8, model, reference, table9, tolokers};
 use basin_tasks::baselines::MlpConfig;
 use basin_tasks::node_anomaly::NodeAnomalyConfig;
 use basin_train::protocol::ScoreMode;
-use serde::Deserialize;
 
 use crate::anomaly::{self, AnomalyOptions, DATASETS, TableModel};
 use crate::report::{Missing, Report};
@@ -21,21 +20,6 @@ pub struct CdatTable2;
 
 /// The row of the public code's model.
 const CODE: &str = "CDAT-code";
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    dataset: String,
-    ratio: f64,
-    cdat_f1: [f64; 2],
-    cdat_auc: [f64; 2],
-    et_f1: [f64; 2],
-    et_auc: [f64; 2],
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 /// The protocol of CDAT's anomaly tables (2 and 12) at `preset`: 1/40/70 % training, five runs
 /// of 100 epochs at paper scale.
@@ -103,7 +87,6 @@ impl Reproduction for CdatTable2 {
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
         let preset = ctx.preset;
-        let paper: PaperTable = crate::papers::numbers("cdat-table2")?;
         let mut missing = Missing::default();
         let results = anomaly::run(
             &opts,
@@ -121,18 +104,7 @@ impl Reproduction for CdatTable2 {
             ctx,
             &mut missing,
         )?;
-        let rows: Vec<anomaly::PaperRow> = paper
-            .rows
-            .iter()
-            .map(|r| anomaly::PaperRow {
-                dataset: r.dataset.clone(),
-                ratio: r.ratio,
-                models: vec![
-                    ("CDAT".into(), r.cdat_f1, r.cdat_auc),
-                    ("ET".into(), r.et_f1, r.et_auc),
-                ],
-            })
-            .collect();
+        let rows = anomaly::paper_rows("cdat-table2", &[("CDAT", "cdat"), ("ET", "et")])?;
         let table =
             anomaly::results_table(&results, &rows, &["CDAT", CODE, "ET"], &opts.ratios, &[]);
         let prose = anomaly::Prose {

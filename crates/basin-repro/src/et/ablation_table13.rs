@@ -5,7 +5,6 @@
 //! same split and runs as Table 1 ([`crate::anomaly`]), with the floor beside them.
 
 use basin_et::anomaly::{ABLATIONS, ablations};
-use serde::Deserialize;
 
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
@@ -15,41 +14,6 @@ use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
 /// ET Table 13.
 #[derive(Debug)]
 pub struct EtTable13;
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    dataset: String,
-    ratio: f64,
-    att_f1: [f64; 2],
-    hn_f1: [f64; 2],
-    et_f1: [f64; 2],
-    att_auc: [f64; 2],
-    hn_auc: [f64; 2],
-    et_auc: [f64; 2],
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
-
-impl PaperTable {
-    /// The rows in the shared form of the anomaly tables, named as [`ABLATIONS`].
-    fn rows(&self) -> Vec<anomaly::PaperRow> {
-        self.rows
-            .iter()
-            .map(|r| anomaly::PaperRow {
-                dataset: r.dataset.clone(),
-                ratio: r.ratio,
-                models: vec![
-                    (ABLATIONS[0].into(), r.att_f1, r.att_auc),
-                    (ABLATIONS[1].into(), r.hn_f1, r.hn_auc),
-                    (ABLATIONS[2].into(), r.et_f1, r.et_auc),
-                ],
-            })
-            .collect()
-    }
-}
 
 impl Reproduction for EtTable13 {
     fn info(&self) -> &'static TableInfo {
@@ -69,7 +33,14 @@ impl Reproduction for EtTable13 {
 
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
-        let paper: PaperTable = crate::papers::numbers("et-table13")?;
+        let paper = anomaly::paper_rows(
+            "et-table13",
+            &[
+                (ABLATIONS[0], "att"),
+                (ABLATIONS[1], "hn"),
+                (ABLATIONS[2], "et"),
+            ],
+        )?;
         let model_for = table6_models()?;
         let mut missing = Missing::default();
         let results = anomaly::run(
@@ -108,7 +79,7 @@ impl Reproduction for EtTable13 {
         };
         let table = anomaly::results_table(
             &results,
-            &paper.rows(),
+            &paper,
             &ABLATIONS,
             &opts.ratios,
             &[

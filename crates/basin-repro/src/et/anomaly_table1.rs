@@ -50,10 +50,6 @@ crate::register_table!(EtTable1);
 struct PaperRow {
     dataset: String,
     ratio: f64,
-    et_f1: [f64; 2],
-    et_auc: [f64; 2],
-    bwgnn_f1: [f64; 2],
-    bwgnn_auc: [f64; 2],
     table6: Table6Row,
 }
 
@@ -95,23 +91,6 @@ pub fn options(preset: Preset) -> AnomalyOptions {
     }
 }
 
-impl PaperTable {
-    /// The rows in the shared form of the anomaly tables (ET and BWGNN per row).
-    fn rows(&self) -> Vec<anomaly::PaperRow> {
-        self.rows
-            .iter()
-            .map(|r| anomaly::PaperRow {
-                dataset: r.dataset.clone(),
-                ratio: r.ratio,
-                models: vec![
-                    ("ET".into(), r.et_f1, r.et_auc),
-                    ("BWGNN".into(), r.bwgnn_f1, r.bwgnn_auc),
-                ],
-            })
-            .collect()
-    }
-}
-
 /// ET's model at a dataset and training ratio: Table 6's row where the paper has it, the
 /// defaults (`basin_et::anomaly::default_model`) otherwise.
 pub fn table6_models() -> Result<impl Fn(&str, f64) -> NodeAnomalyConfig> {
@@ -140,7 +119,6 @@ pub fn table6_of(cfg: &NodeAnomalyConfig) -> String {
 /// Runs Table 1 with `opts`: ET with Table 6's row where the paper has the dataset, the
 /// defaults otherwise.
 pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
-    let paper: PaperTable = crate::papers::numbers("et-table1")?;
     let mut missing = Missing::default();
     let model_for = table6_models()?;
     let results = anomaly::run(
@@ -155,7 +133,7 @@ pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
     };
     let table = anomaly::results_table(
         &results,
-        &paper.rows(),
+        &anomaly::paper_rows("et-table1", &[("ET", "et"), ("BWGNN", "bwgnn")])?,
         &["ET"],
         &opts.ratios,
         &[("Y, K, T, H", &ykth)],

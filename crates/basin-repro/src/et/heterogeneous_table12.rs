@@ -6,7 +6,6 @@
 //! nothing to pool and is not run.
 
 use basin_tasks::node_anomaly::{NodeAnomalyConfig, RelationPool};
-use serde::Deserialize;
 
 use crate::anomaly::{self, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
@@ -22,40 +21,6 @@ pub const DATASETS: &[&str] = &["yelp", "amazon"];
 
 /// The rows of our side, in the table's order: the two aggregations, then the homogeneous ET.
 const MODELS: [&str; 3] = ["MaxPool", "Concatenation", "ET"];
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    dataset: String,
-    ratio: f64,
-    maxpool_f1: [f64; 2],
-    concat_f1: [f64; 2],
-    bwgnn_f1: [f64; 2],
-    maxpool_auc: [f64; 2],
-    concat_auc: [f64; 2],
-    bwgnn_auc: [f64; 2],
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
-
-impl PaperTable {
-    fn rows(&self) -> Vec<anomaly::PaperRow> {
-        self.rows
-            .iter()
-            .map(|r| anomaly::PaperRow {
-                dataset: r.dataset.clone(),
-                ratio: r.ratio,
-                models: vec![
-                    (MODELS[0].into(), r.maxpool_f1, r.maxpool_auc),
-                    (MODELS[1].into(), r.concat_f1, r.concat_auc),
-                    ("BWGNN (heterogeneous)".into(), r.bwgnn_f1, r.bwgnn_auc),
-                ],
-            })
-            .collect()
-    }
-}
 
 /// The heterogeneous form of `cfg`: one block per relation, pooled by `pool`.
 fn per_relation(cfg: &NodeAnomalyConfig, pool: RelationPool) -> NodeAnomalyConfig {
@@ -84,7 +49,14 @@ impl Reproduction for EtTable12 {
 
     fn run(&self, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(self, ctx);
-        let paper: PaperTable = crate::papers::numbers("et-table12")?;
+        let paper = anomaly::paper_rows(
+            "et-table12",
+            &[
+                (MODELS[0], "maxpool"),
+                (MODELS[1], "concat"),
+                ("BWGNN (heterogeneous)", "bwgnn"),
+            ],
+        )?;
         let model_for = table6_models()?;
         let mut missing = Missing::default();
         let results = anomaly::run(
@@ -116,7 +88,7 @@ impl Reproduction for EtTable12 {
         };
         let table = anomaly::results_table(
             &results,
-            &paper.rows(),
+            &paper,
             &MODELS,
             &opts.ratios,
             &[("relations", &relations), ("Y, K, T, H", &ykth)],
