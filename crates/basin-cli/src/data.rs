@@ -28,7 +28,7 @@ use anyhow::{Context, Result, bail};
 use basin_data::datadir::data_dir;
 use basin_data::fetch::{FetchEvent, FetchOptions, FetchOutcome};
 use basin_data::registry::{self, DatasetInfo, FileState, Presence};
-use basin_graph::cache::{DatasetPe, PeCache, PeLayout};
+use basin_graph::cache::{DatasetPe, EncodingCache, PeLayout};
 use basin_graph::laplacian::{PeConfig, Solver};
 use basin_graph::source::{Dataset, open};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -151,7 +151,8 @@ struct PeArgs {
     /// LOBPCG residual tolerance.
     #[arg(long, default_value_t = 1e-6)]
     tol: f64,
-    /// Reuse or fill an on-disk cache of encodings in this folder.
+    /// Reuse or fill the on-disk cache of encodings in this folder (default: the one every
+    /// run uses, BASIN_CACHE_DIR, else ~/.cache/basin/encodings; BASIN_CACHE_DIR=off: none).
     #[arg(long)]
     cache_dir: Option<PathBuf>,
 }
@@ -442,10 +443,11 @@ fn pe(a: &PeArgs) -> Result<()> {
         graphs = truncated.iter().collect();
     }
     let start = Instant::now();
-    let (encodings, cached) = match &a.cache_dir {
-        Some(dir) => PeCache::new(dir).load_or_compute(&graphs, &cfg)?,
-        None => (DatasetPe::compute(&graphs, &cfg)?, false),
+    let cache = match &a.cache_dir {
+        Some(dir) => EncodingCache::new(dir),
+        None => EncodingCache::user(),
     };
+    let (encodings, cached) = DatasetPe::compute(&graphs, &cfg, &cache)?;
     let seconds = start.elapsed().as_secs_f64();
     let layout = match a.layout {
         Layout::Packed => PeLayout::Packed,

@@ -151,11 +151,11 @@ fn presence(table: &dyn Reproduction, data_dir: &std::path::Path) -> (Vec<String
 
 /// The recorded wall time of `table` at `preset` on a two-core machine, in words.
 fn recorded_time(table: &dyn Reproduction, preset: Preset) -> String {
-    match basin_repro::report::recorded_seconds(table.id(), preset) {
-        Some(s) if s >= 5400.0 => format!("about {:.1} h", s / 3600.0),
-        Some(s) if s >= 90.0 => format!("about {:.0} min", s / 60.0),
-        Some(s) => format!("about {s:.0} s"),
-        None => "not recorded".into(),
+    match basin_repro::report::recorded_time(table.id(), preset) {
+        Some(t) => t.to_string(),
+        None if preset == Preset::Paper => "paper scale, for a GPU: not timed on a CPU".into(),
+        None => basin_repro::report::untimed(table.id())
+            .map_or_else(|| "not recorded".into(), |why| format!("not timed: {why}")),
     }
 }
 

@@ -18,6 +18,32 @@ pub const REQUIRE_ENV: &str = "BASIN_REQUIRE_DATA";
 /// If set, skipped tests append one line each to this file (`cargo xtask test` counts them).
 pub const SKIP_LOG_ENV: &str = "BASIN_SKIP_LOG";
 
+/// The environment variable naming the folder of derived files (cached encodings); `off`
+/// turns caching off.
+pub const CACHE_ENV: &str = "BASIN_CACHE_DIR";
+
+/// The per-user cache root: `$XDG_CACHE_HOME/basin`, else `~/.cache/basin`.
+fn user_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("."))
+        .join("basin")
+}
+
+/// Where derived files such as Laplacian encodings are cached: `BASIN_CACHE_DIR`, else
+/// `~/.cache/basin/encodings`; `None` when `BASIN_CACHE_DIR=off`. Apart from the data
+/// directory, which is often shared and read-only; entries are keyed by the data's contents,
+/// so one cache serves every copy of a dataset.
+pub fn cache_dir() -> Option<PathBuf> {
+    match std::env::var_os(CACHE_ENV).filter(|p| !p.is_empty()) {
+        Some(p) if p == "off" => None,
+        Some(p) => Some(PathBuf::from(p)),
+        None => Some(user_cache().join("encodings")),
+    }
+}
+
 /// The data directory: `explicit` if given, else `BASIN_DATA_DIR`, else the user cache.
 pub fn data_dir(explicit: Option<&Path>) -> PathBuf {
     if let Some(p) = explicit {
@@ -26,12 +52,7 @@ pub fn data_dir(explicit: Option<&Path>) -> PathBuf {
     if let Some(p) = std::env::var_os(DATA_ENV).filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    cache.join("basin").join("data")
+    user_cache().join("data")
 }
 
 /// The data directory as tests see it: [`data_dir`], with a relative `BASIN_DATA_DIR` taken

@@ -198,7 +198,7 @@ fn anomaly_npz(data: Option<&Path>, large: bool) -> Target {
 
 fn pe_cache() -> Target {
     use basin_graph::Csr;
-    use basin_graph::cache::{DatasetPe, PeLayout};
+    use basin_graph::cache::{DatasetPe, EncodingCache, PeLayout};
     use basin_graph::laplacian::PeConfig;
     let path_graph = |n: usize| {
         let edges: Vec<(u32, u32)> = (0..n as u32 - 1).map(|i| (i, i + 1)).collect();
@@ -214,7 +214,7 @@ fn pe_cache() -> Target {
         ..PeConfig::default()
     };
     let mut seeds = Vec::new();
-    if let Ok(pe) = DatasetPe::compute(&refs, &cfg) {
+    if let Ok((pe, _)) = DatasetPe::compute(&refs, &cfg, &EncodingCache::off()) {
         for layout in [PeLayout::Packed, PeLayout::PerGraph] {
             seeds.push(one(
                 "pe.npz",

@@ -1,5 +1,6 @@
 //! Positional encodings of a whole dataset: computed in parallel, written to and read from an
-//! npz, and cached on disk under a key that hashes the graphs and the settings.
+//! npz ([`DatasetPe`], what `basin data pe` exports), and cached on disk under a key that hashes
+//! the graphs and the settings ([`EncodingCache`], for every kind of per-graph encoding).
 //!
 //! The npz layouts (what `basin data pe` writes; readable with `numpy.load`):
 //!
@@ -12,6 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -19,9 +21,10 @@ use crate::Csr;
 use crate::error::{GraphError, Result};
 use crate::laplacian::{LaplacianPe, PeConfig, laplacian_pe_many};
 use crate::npz::{NpzReader, NpzWriter};
+use crate::posenc::GpsLaplacian;
 
-/// Version of the encoding algorithm; bump it when results change so old caches are ignored.
-const ALGORITHM: &str = "basin-graph laplacian-pe v1";
+/// Version of the encodings and their file; bump it when results change so old caches are ignored.
+const ALGORITHM: &str = "basin-graph encodings v2";
 
 /// How `pe` arrays are laid out in an npz.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,13 +49,18 @@ pub struct DatasetPe {
 }
 
 impl DatasetPe {
-    /// Computes the encodings of `graphs` in parallel.
-    pub fn compute(graphs: &[&Csr], cfg: &PeConfig) -> Result<Self> {
-        Ok(Self {
-            k: cfg.k,
-            cls: cfg.cls,
-            encodings: laplacian_pe_many(graphs, cfg)?,
-        })
+    /// The encodings of `graphs`, computed in parallel or read from `cache`; also whether they
+    /// came from the cache.
+    pub fn compute(graphs: &[&Csr], cfg: &PeConfig, cache: &EncodingCache) -> Result<(Self, bool)> {
+        let (encodings, cached) = cache.laplacian_pe(graphs, cfg)?;
+        Ok((
+            Self {
+                k: cfg.k,
+                cls: cfg.cls,
+                encodings,
+            },
+            cached,
+        ))
     }
 
     /// Writes an npz in the given layout (see the module docs).
@@ -141,13 +149,68 @@ impl DatasetPe {
     }
 }
 
-/// Hex SHA-256 of the graphs' structure and the settings that change the encodings.
-pub fn fingerprint(graphs: &[&Csr], cfg: &PeConfig) -> String {
+/// One graph's encoding as the cache stores it: a matrix of `f32` rows and a vector of values
+/// (stored as `f64`, so `f32` values come back bit for bit).
+pub trait Encoding: Sized {
+    /// The rows (one per node, or per node and CLS).
+    fn rows(&self) -> &Array2<f32>;
+    /// The values beside the rows (eigenvalues; empty when there are none).
+    fn values(&self) -> Vec<f64>;
+    /// The encoding rebuilt from what [`Self::rows`] and [`Self::values`] returned.
+    fn from_parts(rows: Array2<f32>, values: Vec<f64>) -> Self;
+}
+
+impl Encoding for LaplacianPe {
+    fn rows(&self) -> &Array2<f32> {
+        &self.vectors
+    }
+    fn values(&self) -> Vec<f64> {
+        self.values.clone()
+    }
+    fn from_parts(vectors: Array2<f32>, values: Vec<f64>) -> Self {
+        Self { vectors, values }
+    }
+}
+
+impl Encoding for GpsLaplacian {
+    fn rows(&self) -> &Array2<f32> {
+        &self.vectors
+    }
+    fn values(&self) -> Vec<f64> {
+        self.values.iter().map(|&v| f64::from(v)).collect()
+    }
+    fn from_parts(vectors: Array2<f32>, values: Vec<f64>) -> Self {
+        Self {
+            vectors,
+            values: values.into_iter().map(|v| v as f32).collect(),
+        }
+    }
+}
+
+/// Random-walk encodings ([`crate::posenc::rwse`]): rows only.
+impl Encoding for Array2<f32> {
+    fn rows(&self) -> &Array2<f32> {
+        self
+    }
+    fn values(&self) -> Vec<f64> {
+        Vec::new()
+    }
+    fn from_parts(rows: Array2<f32>, _: Vec<f64>) -> Self {
+        rows
+    }
+}
+
+/// Hex SHA-256 of the graphs' structure, the encoding's `kind` and the `settings` that change
+/// it (serialised as JSON): the cache key.
+pub fn fingerprint(graphs: &[&Csr], kind: &str, settings: &impl Serialize) -> String {
     let mut h = Sha256::new();
     h.update(ALGORITHM.as_bytes());
-    // Only fields that change results (not the solver tolerance's bookkeeping order).
-    let settings = serde_json::to_string(cfg).unwrap_or_default();
-    h.update(settings.as_bytes());
+    h.update(kind.as_bytes());
+    h.update(
+        serde_json::to_string(settings)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
     h.update((graphs.len() as u64).to_le_bytes());
     for g in graphs {
         h.update((g.num_nodes() as u64).to_le_bytes());
@@ -166,50 +229,167 @@ pub fn fingerprint(graphs: &[&Csr], cfg: &PeConfig) -> String {
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A directory of cached dataset encodings, one npz per fingerprint.
+/// A folder of per-dataset encodings (Laplacian eigenvectors, RWSE), one npz per
+/// [`fingerprint`], so a table or run that loads a dataset again reads them instead of
+/// recomputing them (peptides-func's LapPE statistics take about a minute on two cores).
+///
+/// Files are written atomically (a temporary file renamed into place), so two processes that
+/// miss at once both compute and the last rename wins with identical contents; a file that
+/// cannot be read or does not fit is recomputed and replaced; a folder that cannot be written
+/// (a read-only cache) costs the recomputation only, with a warning.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeCache {
-    dir: PathBuf,
+pub struct EncodingCache {
+    dir: Option<PathBuf>,
 }
 
-impl PeCache {
+impl EncodingCache {
     /// A cache in `dir` (created on first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
-    }
-
-    /// The cache folder.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// Where the encodings for `key` live.
-    pub fn path_for(&self, key: &str) -> PathBuf {
-        self.dir.join(format!("pe-{key}.npz"))
-    }
-
-    /// The cached encodings of `graphs` under `cfg`, computing and storing them on a miss.
-    /// Returns them and whether they came from the cache. A cached file that cannot be read
-    /// or does not fit the graphs is recomputed and replaced.
-    pub fn load_or_compute(&self, graphs: &[&Csr], cfg: &PeConfig) -> Result<(DatasetPe, bool)> {
-        let key = fingerprint(graphs, cfg);
-        let path = self.path_for(&key);
-        if path.is_file()
-            && let Ok(pe) = DatasetPe::read_npz(&path)
-            && pe.k == cfg.k
-            && pe.cls == cfg.cls
-            && pe.encodings.len() == graphs.len()
-            && pe
-                .encodings
-                .iter()
-                .zip(graphs)
-                .all(|(p, g)| p.vectors.nrows() == g.num_nodes() + usize::from(cfg.cls))
-        {
-            return Ok((pe, true));
+        Self {
+            dir: Some(dir.into()),
         }
-        let pe = DatasetPe::compute(graphs, cfg)?;
-        std::fs::create_dir_all(&self.dir).map_err(|e| GraphError::io(&self.dir, e))?;
-        pe.write_npz(&path, PeLayout::Packed)?;
-        Ok((pe, false))
     }
+
+    /// No cache: every call computes.
+    pub fn off() -> Self {
+        Self { dir: None }
+    }
+
+    /// The user's cache ([`basin_data::datadir::cache_dir`]: `BASIN_CACHE_DIR`, else
+    /// `~/.cache/basin/encodings`; `BASIN_CACHE_DIR=off` turns it off).
+    pub fn user() -> Self {
+        Self {
+            dir: basin_data::datadir::cache_dir(),
+        }
+    }
+
+    /// The cache folder, if caching is on.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// Where the encodings of `kind` under `key` live, if caching is on.
+    pub fn path_for(&self, kind: &str, key: &str) -> Option<PathBuf> {
+        Some(self.dir.as_ref()?.join(format!("{kind}-{key}.npz")))
+    }
+
+    /// ET's Laplacian encodings of `graphs` ([`laplacian_pe_many`]), cached; also whether they
+    /// came from the cache.
+    pub fn laplacian_pe(
+        &self,
+        graphs: &[&Csr],
+        cfg: &PeConfig,
+    ) -> Result<(Vec<LaplacianPe>, bool)> {
+        self.load_or_compute("laplacian-pe", graphs, cfg, || {
+            laplacian_pe_many(graphs, cfg)
+        })
+    }
+
+    /// The GraphGPS LapPE statistics of `graphs` with `k` frequencies
+    /// ([`crate::posenc::gps_laplacian_many`]), cached.
+    pub fn gps_laplacian(&self, graphs: &[&Csr], k: usize) -> Result<(Vec<GpsLaplacian>, bool)> {
+        self.load_or_compute("gps-laplacian", graphs, &k, || {
+            crate::posenc::gps_laplacian_many(graphs, k)
+        })
+    }
+
+    /// The random-walk encodings of `graphs` over `steps` walk lengths
+    /// ([`crate::posenc::rwse_many`]), cached.
+    pub fn rwse(&self, graphs: &[&Csr], steps: usize) -> Result<(Vec<Array2<f32>>, bool)> {
+        self.load_or_compute("rwse", graphs, &steps, || {
+            Ok(crate::posenc::rwse_many(graphs, steps))
+        })
+    }
+
+    /// The cached encodings (`kind` under `settings`) of `graphs`, `compute`d and stored on a
+    /// miss; also whether they came from the cache. `compute` must return one encoding per
+    /// graph.
+    pub fn load_or_compute<T: Encoding>(
+        &self,
+        kind: &str,
+        graphs: &[&Csr],
+        settings: &impl Serialize,
+        compute: impl FnOnce() -> Result<Vec<T>>,
+    ) -> Result<(Vec<T>, bool)> {
+        let Some(path) = self.path_for(kind, &fingerprint(graphs, kind, settings)) else {
+            return Ok((compute()?, false));
+        };
+        if path.is_file()
+            && let Ok(found) = read_encodings::<T>(&path)
+            && found.len() == graphs.len()
+        {
+            return Ok((found, true));
+        }
+        let computed = compute()?;
+        let stored = self
+            .dir
+            .as_ref()
+            .map_or(Ok(()), |d| {
+                std::fs::create_dir_all(d).map_err(|e| GraphError::io(d, e))
+            })
+            .and_then(|()| write_encodings(&path, &computed));
+        if let Err(e) = stored {
+            eprintln!("warning: encodings not cached ({e}); they will be computed again next time");
+        }
+        Ok((computed, false))
+    }
+}
+
+/// Writes per-graph encodings: `rows` `f32 [ΣN, c]`, `row_offsets` `i64 [G + 1]`, `values`
+/// `f64 [ΣV]`, `value_offsets` `i64 [G + 1]`.
+fn write_encodings<T: Encoding>(path: &Path, encodings: &[T]) -> Result<()> {
+    let cols = encodings.first().map_or(0, |e| e.rows().ncols());
+    let (mut rows, mut values) = (Vec::new(), Vec::new());
+    let (mut row_off, mut value_off) = (vec![0i64], vec![0i64]);
+    for e in encodings {
+        if e.rows().ncols() != cols {
+            return Err(GraphError::format(
+                path,
+                "encodings of one dataset must have the same number of columns",
+            ));
+        }
+        rows.extend(e.rows().iter().copied());
+        values.extend(e.values());
+        row_off.push(row_off[row_off.len() - 1] + e.rows().nrows() as i64);
+        value_off.push(values.len() as i64);
+    }
+    let mut w = NpzWriter::create(path)?;
+    w.add_f32("rows", &[rows.len() / cols.max(1), cols], &rows)?;
+    w.add_i64("row_offsets", &[row_off.len()], &row_off)?;
+    w.add_f64("values", &[values.len()], &values)?;
+    w.add_i64("value_offsets", &[value_off.len()], &value_off)?;
+    w.finish()
+}
+
+/// Reads what [`write_encodings`] wrote, checking the offsets against the arrays.
+fn read_encodings<T: Encoding>(path: &Path) -> Result<Vec<T>> {
+    let mut z = NpzReader::open(path)?;
+    let rows = z.read2::<f32>("rows", None)?;
+    let row_off = z.read1::<i64>("row_offsets")?;
+    let values = z.read1::<f64>("values")?;
+    let value_off = z.read1::<i64>("value_offsets")?;
+    let fits = |off: &ndarray::Array1<i64>, end: usize| {
+        off.first() == Some(&0)
+            && off.last().copied() == Some(end as i64)
+            && off.iter().zip(off.iter().skip(1)).all(|(a, b)| a <= b)
+    };
+    if !fits(&row_off, rows.nrows())
+        || !fits(&value_off, values.len())
+        || row_off.len() != value_off.len()
+    {
+        return Err(GraphError::format(
+            path,
+            "offsets that do not fit the arrays",
+        ));
+    }
+    Ok((0..row_off.len() - 1)
+        .map(|g| {
+            let (a, b) = (row_off[g] as usize, row_off[g + 1] as usize);
+            let (c, d) = (value_off[g] as usize, value_off[g + 1] as usize);
+            T::from_parts(
+                rows.slice(ndarray::s![a..b, ..]).to_owned(),
+                values.slice(ndarray::s![c..d]).to_vec(),
+            )
+        })
+        .collect())
 }

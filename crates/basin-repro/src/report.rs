@@ -15,16 +15,57 @@ use crate::{Preset, Result, TaskError};
 /// The recorded wall times of the tables' commands (`data/timings.toml`).
 const TIMINGS: &str = include_str!("../../../data/timings.toml");
 
-/// The recorded wall time in seconds of table `id` at `preset` on a 2-core CPU machine, if it
-/// was timed (`data/timings.toml`).
-pub fn recorded_seconds(id: &str, preset: Preset) -> Option<f64> {
+/// The wall time of a table's command at one preset on a 2-core CPU machine
+/// (`data/timings.toml`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RecordedTime {
+    /// Seconds.
+    pub seconds: f64,
+    /// Estimated from the per-dataset records in RESULTS.md, not timed as one command.
+    pub estimated: bool,
+}
+
+impl std::fmt::Display for RecordedTime {
+    /// `about 6 min`, `about 8.3 h (estimated)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.seconds;
+        match s {
+            s if s >= 5400.0 => write!(f, "about {:.1} h", s / 3600.0)?,
+            s if s >= 90.0 => write!(f, "about {:.0} min", s / 60.0)?,
+            s => write!(f, "about {s:.0} s")?,
+        }
+        if self.estimated {
+            write!(f, " (estimated)")?;
+        }
+        Ok(())
+    }
+}
+
+/// The wall time of table `id` at `preset` on a 2-core CPU machine, timed or estimated, if
+/// `data/timings.toml` has it.
+pub fn recorded_time(id: &str, preset: Preset) -> Option<RecordedTime> {
     let table: toml::Table = toml::from_str(TIMINGS).ok()?;
     let key = preset.flag().trim_start_matches('-');
-    table
-        .get(id)?
-        .get(key)?
-        .as_float()
-        .or_else(|| table.get(id)?.get(key)?.as_integer().map(|s| s as f64))
+    let seconds = |v: &toml::Value| v.as_float().or_else(|| v.as_integer().map(|s| s as f64));
+    let entry = table.get(id)?;
+    if let Some(s) = entry.get(key).and_then(seconds) {
+        return Some(RecordedTime {
+            seconds: s,
+            estimated: false,
+        });
+    }
+    let s = entry.get("estimated")?.get(key).and_then(seconds)?;
+    Some(RecordedTime {
+        seconds: s,
+        estimated: true,
+    })
+}
+
+/// Why table `id` has no time at all, if `data/timings.toml` says (`untimed = "…"`: a table
+/// whose datasets the benchmark data lacks).
+pub fn untimed(id: &str) -> Option<String> {
+    let table: toml::Table = toml::from_str(TIMINGS).ok()?;
+    Some(table.get(id)?.get("untimed")?.as_str()?.to_owned())
 }
 
 /// One cell of a table worth seeing in an index: what it is, ours, and the paper's.
@@ -316,5 +357,46 @@ mod tests {
         let none: f64 = std::iter::empty::<f64>().sum();
         let text = footer(&ctx, Some(none), "");
         assert!(text.contains("training time 0 s"), "{text}");
+    }
+
+    /// Every table's command has a time at every preset a CPU machine runs, timed or
+    /// estimated, or a reason why not, so `--list` never answers "not recorded"; and every
+    /// entry names a table.
+    #[test]
+    fn every_cpu_preset_of_every_table_has_a_time() {
+        for t in crate::registry() {
+            for &p in t.presets() {
+                let time = recorded_time(t.id(), p);
+                assert!(
+                    p == Preset::Paper || time.is_some() || untimed(t.id()).is_some(),
+                    "{} {}: no time in data/timings.toml",
+                    t.id(),
+                    p.flag()
+                );
+            }
+        }
+        let file: toml::Table = toml::from_str(TIMINGS).unwrap();
+        for (id, entry) in &file {
+            assert!(
+                crate::registry().iter().any(|t| t.id() == id),
+                "data/timings.toml: `{id}` is no table"
+            );
+            for key in entry.as_table().unwrap().keys() {
+                assert!(
+                    ["quick", "cpu", "paper", "estimated", "untimed"].contains(&key.as_str()),
+                    "{id}.{key}"
+                );
+            }
+        }
+        let est = recorded_time("cdat-table1", Preset::Cpu).unwrap();
+        assert!(
+            est.estimated && est.to_string().ends_with("h (estimated)"),
+            "{est}"
+        );
+        let timed = recorded_time("et-table1", Preset::Quick).unwrap();
+        assert!(
+            !timed.estimated && timed.to_string() == "about 18 s",
+            "{timed}"
+        );
     }
 }

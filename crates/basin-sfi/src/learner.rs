@@ -23,7 +23,8 @@
 use std::sync::Arc;
 
 use basin_graph::GraphDataset;
-use basin_graph::posenc::{GpsLaplacian, gps_laplacian_many, rwse_many};
+use basin_graph::cache::EncodingCache;
+use basin_graph::posenc::GpsLaplacian;
 use basin_train::TrainError;
 use basin_train::loss::{batch_weighted_cross_entropy, cross_entropy, masked_bce_with_logits};
 use basin_train::protocol::TargetView;
@@ -85,15 +86,34 @@ pub struct GpsData {
 }
 
 impl GpsData {
-    /// Computes `k` Laplacian frequencies and `steps` RWSE walk lengths (0: none) per graph.
+    /// Computes `k` Laplacian frequencies and `steps` RWSE walk lengths (0: none) per graph, or
+    /// reads them from the user's [`EncodingCache`].
     pub fn new(data: Arc<GraphDataset>, k: usize, steps: usize) -> Result<Self, TrainError> {
         let adjs: Vec<_> = data.graphs.iter().map(|g| &g.adjacency).collect();
-        let laplacian = if k > 0 {
-            Some(gps_laplacian_many(&adjs, k).map_err(TrainError::learner)?)
-        } else {
-            None
-        };
-        let rwse = (steps > 0).then(|| rwse_many(&adjs, steps));
+        let cache = EncodingCache::user();
+        let started = std::time::Instant::now();
+        let (mut laplacian, mut rwse, mut cached) = (None, None, true);
+        if k > 0 {
+            let (found, hit) = cache.gps_laplacian(&adjs, k).map_err(TrainError::learner)?;
+            (laplacian, cached) = (Some(found), hit);
+        }
+        if steps > 0 {
+            let (found, hit) = cache.rwse(&adjs, steps).map_err(TrainError::learner)?;
+            (rwse, cached) = (Some(found), cached && hit);
+        }
+        if k > 0 || steps > 0 {
+            tracing::info!(
+                "{}: positional statistics of {} graphs (LapPE k = {k}, RWSE {steps} steps) {} in {:.1} s",
+                data.name,
+                adjs.len(),
+                if cached {
+                    "read from the cache"
+                } else {
+                    "computed"
+                },
+                started.elapsed().as_secs_f64()
+            );
+        }
         let (mut rows, mut classes, mut links) = (Vec::new(), Vec::new(), Vec::new());
         let task = match &data.targets {
             basin_graph::Targets::Classes {

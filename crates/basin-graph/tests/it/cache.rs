@@ -1,8 +1,10 @@
-//! Dataset encodings on disk (both npz layouts), the fingerprinted cache, and opening datasets
+//! Dataset encodings on disk (both npz layouts), the fingerprinted cache of every encoding kind,
+//! and opening datasets
 //! by name or path.
 
-use basin_graph::cache::{DatasetPe, PeCache, PeLayout, fingerprint};
-use basin_graph::laplacian::PeConfig;
+use basin_graph::cache::{DatasetPe, EncodingCache, PeLayout, fingerprint};
+use basin_graph::laplacian::{PeConfig, laplacian_pe_many};
+use basin_graph::posenc::{GpsLaplacian, gps_laplacian_many, rwse_many};
 use basin_graph::source::{Dataset, open};
 use basin_graph::{Csr, GraphError};
 
@@ -19,7 +21,7 @@ fn graphs() -> Vec<Csr> {
 fn npz_layouts_round_trip() {
     let gs = graphs();
     let refs: Vec<&Csr> = gs.iter().collect();
-    let pe = DatasetPe::compute(&refs, &PeConfig::et_graph()).unwrap();
+    let (pe, _) = DatasetPe::compute(&refs, &PeConfig::et_graph(), &EncodingCache::off()).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     for layout in [PeLayout::Packed, PeLayout::PerGraph] {
         let p = tmp.path().join(format!("{layout:?}.npz"));
@@ -40,26 +42,82 @@ fn cache_hits_misses_and_repairs() {
     let gs = graphs();
     let refs: Vec<&Csr> = gs.iter().collect();
     let tmp = tempfile::tempdir().unwrap();
-    let cache = PeCache::new(tmp.path().join("pe"));
+    let cache = EncodingCache::new(tmp.path().join("pe"));
     let cfg = PeConfig::et_graph();
-    let (a, hit) = cache.load_or_compute(&refs, &cfg).unwrap();
+    let (a, hit) = cache.laplacian_pe(&refs, &cfg).unwrap();
     assert!(!hit);
-    let (b, hit) = cache.load_or_compute(&refs, &cfg).unwrap();
+    let (b, hit) = cache.laplacian_pe(&refs, &cfg).unwrap();
     assert!(hit);
     assert_eq!(a, b);
-    // Other settings or other graphs: another key.
+    assert_eq!(a, laplacian_pe_many(&refs, &cfg).unwrap());
+    // Other settings, other graphs or another kind: another key.
     let other = PeConfig::plain(4);
-    assert_ne!(fingerprint(&refs, &cfg), fingerprint(&refs, &other));
-    assert_ne!(fingerprint(&refs, &cfg), fingerprint(&refs[1..], &cfg));
-    let (c, hit) = cache.load_or_compute(&refs, &other).unwrap();
-    assert!(!hit && c.k == 4 && !c.cls);
-    // A corrupt cache file is recomputed, not trusted.
-    let path = cache.path_for(&fingerprint(&refs, &cfg));
+    let key = fingerprint(&refs, "laplacian-pe", &cfg);
+    assert_ne!(key, fingerprint(&refs, "laplacian-pe", &other));
+    assert_ne!(key, fingerprint(&refs[1..], "laplacian-pe", &cfg));
+    assert_ne!(key, fingerprint(&refs, "rwse", &cfg));
+    let (c, hit) = cache.laplacian_pe(&refs, &other).unwrap();
+    assert!(!hit && c[0].vectors.ncols() == 4);
+    // A corrupt cache file is recomputed, not trusted, and replaced.
+    let path = cache.path_for("laplacian-pe", &key).unwrap();
     std::fs::write(&path, b"garbage").unwrap();
-    let (d, hit) = cache.load_or_compute(&refs, &cfg).unwrap();
+    let (d, hit) = cache.laplacian_pe(&refs, &cfg).unwrap();
     assert!(!hit);
     assert_eq!(d, a);
-    assert!(cache.load_or_compute(&refs, &cfg).unwrap().1);
+    assert!(cache.laplacian_pe(&refs, &cfg).unwrap().1);
+    // No temporary file is left behind.
+    for entry in std::fs::read_dir(cache.dir().unwrap()).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        assert!(name.ends_with(".npz"), "{name}");
+    }
+}
+
+#[test]
+fn gps_statistics_and_random_walks_come_back_bit_for_bit() {
+    let gs = graphs();
+    let refs: Vec<&Csr> = gs.iter().collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = EncodingCache::new(tmp.path());
+    let (lap, hit) = cache.gps_laplacian(&refs, 6).unwrap();
+    assert!(!hit);
+    let (again, hit) = cache.gps_laplacian(&refs, 6).unwrap();
+    assert!(hit);
+    // NaN-padded eigenvalues (a 3-node graph has 3 of the 6): compare bits.
+    let bits = |v: &[GpsLaplacian]| -> Vec<Vec<u32>> {
+        v.iter()
+            .map(|l| {
+                l.values
+                    .iter()
+                    .chain(l.vectors.iter())
+                    .map(|x| x.to_bits())
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(bits(&lap), bits(&again));
+    assert_eq!(bits(&lap), bits(&gps_laplacian_many(&refs, 6).unwrap()));
+    let (walks, _) = cache.rwse(&refs, 5).unwrap();
+    let (again, hit) = cache.rwse(&refs, 5).unwrap();
+    assert!(hit);
+    assert_eq!(walks, again);
+    assert_eq!(walks, rwse_many(&refs, 5));
+}
+
+#[test]
+fn a_cache_that_cannot_be_written_still_gives_the_encodings() {
+    let gs = graphs();
+    let refs: Vec<&Csr> = gs.iter().collect();
+    let tmp = tempfile::tempdir().unwrap();
+    // A file where the folder should be: nothing can be written under it.
+    let blocked = tmp.path().join("file");
+    std::fs::write(&blocked, b"").unwrap();
+    let cache = EncodingCache::new(blocked.join("pe"));
+    let (a, hit) = cache.rwse(&refs, 3).unwrap();
+    assert!(!hit);
+    assert_eq!(a, rwse_many(&refs, 3));
+    assert!(!cache.rwse(&refs, 3).unwrap().1);
+    let (off, hit) = EncodingCache::off().rwse(&refs, 3).unwrap();
+    assert!(!hit && off == a);
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! encodings (eq. 23), whether its graphs are large.
 
 use basin_graph::batch::BatchConfig;
-use basin_graph::laplacian::{LaplacianPe, laplacian_pe_many};
+use basin_graph::cache::EncodingCache;
+use basin_graph::laplacian::LaplacianPe;
 use basin_graph::{Csr, GraphDataset};
 
 use crate::{Result, TaskError};
@@ -21,7 +22,7 @@ pub fn large_graphs(data: &GraphDataset) -> bool {
 }
 
 /// The encodings of every graph of a dataset as the batches see it (computed once, in
-/// parallel), if `batching` asks for them: a graph above the node cap is encoded cut to it, as
+/// parallel, and kept in the user's [`EncodingCache`] for the next run), if `batching` asks for them: a graph above the node cap is encoded cut to it, as
 /// [`make_batch`](basin_graph::batch::make_batch) would encode it (else every batch holding it would recompute its encoding:
 /// DD has graphs of up to 5,748 nodes under a cap of 500).
 pub fn dataset_pe(data: &GraphDataset, batching: &BatchConfig) -> Result<Option<Vec<LaplacianPe>>> {
@@ -45,10 +46,15 @@ pub fn dataset_pe(data: &GraphDataset, batching: &BatchConfig) -> Result<Option<
                 adjs.len(),
                 pe.k
             );
-            let out = laplacian_pe_many(&adjs, pe)?;
+            let (out, cached) = EncodingCache::user().laplacian_pe(&adjs, pe)?;
             tracing::info!(
-                "{}: encodings done in {:.1} s",
+                "{}: encodings {} in {:.1} s",
                 data.name,
+                if cached {
+                    "read from the cache"
+                } else {
+                    "computed"
+                },
                 t0.elapsed().as_secs_f64()
             );
             Ok(Some(out))
