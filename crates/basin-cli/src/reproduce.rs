@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use basin_core::device::DeviceChoice;
-use basin_repro::{Context, Overrides, Preset, Reproduction};
+use basin_repro::{Context, Overrides, Preset, Table};
 
 /// Reproduce a paper table end to end (report.md and report.json beside the paper's numbers).
 ///
@@ -122,15 +122,15 @@ fn explicit(args: &Args) -> Option<Preset> {
 }
 
 /// The preset `table` runs and why: the flag given, else the machine's.
-fn preset_of(table: &dyn Reproduction, args: &Args, cuda: bool) -> (Preset, String) {
+fn preset_of(table: &Table, args: &Args, cuda: bool) -> (Preset, String) {
     match explicit(args) {
         Some(p) => (p, format!("{} given", p.flag())),
-        None => table.info().preset_for_machine(cuda),
+        None => table.preset_for_machine(cuda),
     }
 }
 
 /// What the datasets of `table` are in `data_dir`: `present`, `missing` and the names.
-fn presence(table: &dyn Reproduction, data_dir: &std::path::Path) -> (Vec<String>, Vec<String>) {
+fn presence(table: &Table, data_dir: &std::path::Path) -> (Vec<String>, Vec<String>) {
     let (mut present, mut missing) = (Vec::new(), Vec::new());
     for d in table.datasets() {
         use basin_data::registry::{DataKind, Presence};
@@ -150,7 +150,7 @@ fn presence(table: &dyn Reproduction, data_dir: &std::path::Path) -> (Vec<String
 }
 
 /// The recorded wall time of `table` at `preset` on a two-core machine, in words.
-fn recorded_time(table: &dyn Reproduction, preset: Preset) -> String {
+fn recorded_time(table: &Table, preset: Preset) -> String {
     match basin_repro::report::recorded_time(table.id(), preset) {
         Some(t) => t.to_string(),
         None if preset == Preset::Paper => "paper scale, for a GPU: not timed on a CPU".into(),

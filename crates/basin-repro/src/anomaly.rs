@@ -19,7 +19,7 @@ use basin_train::runner::TrainConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, Missing, Report};
-use crate::{Context, Reproduction, Result, TaskError, selected};
+use crate::{Context, Result, Table, TaskError, selected};
 
 /// The anomaly graphs the tables look for.
 pub const DATASETS: &[&str] = &[
@@ -528,7 +528,7 @@ pub fn results_table(
 
 impl AnomalyOptions {
     /// These options with the context's `--epochs` and `--dataset` applied for `table`.
-    pub fn with_overrides(mut self, table: &dyn Reproduction, ctx: &Context) -> Self {
+    pub fn with_overrides(mut self, table: &Table, ctx: &Context) -> Self {
         if let Some(e) = ctx.overrides.epochs {
             self.epochs = e;
         }

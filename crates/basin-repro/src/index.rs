@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::Context;
 use crate::preset::Preset;
-use crate::registry::Reproduction;
+use crate::registry::Table;
 use crate::report;
 
 /// One line of `index.md`: a table that ran (or failed) and its headline cells.
@@ -38,9 +38,9 @@ pub struct IndexEntry {
 /// others still run, unless the failure was an interrupt (SIGINT, SIGTERM): then no other table
 /// starts. Finished runs are read back, so the same command resumes.
 pub fn reproduce_all(
-    tables: &[&'static dyn Reproduction],
+    tables: &[&'static Table],
     ctx: &Context,
-    preset_of: impl Fn(&dyn Reproduction) -> (Preset, String),
+    preset_of: impl Fn(&Table) -> (Preset, String),
 ) -> Result<Vec<IndexEntry>> {
     let mut index = Vec::new();
     for &table in tables {

@@ -12,8 +12,10 @@
 //! reach. The modules [`et`], [`cdat`], [`sfi`] and [`hopfield`] hold each paper's tables, one
 //! file per table (or per group of tables that share their runs).
 //!
-//! Adding a table is its file (a unit struct, its [`TableInfo`], its `run`, and
-//! `register_table!`) and its paper numbers in `data/papers/<id>.toml`.
+//! Adding a table is its file (a unit struct, its [`Reproduction::run`], and
+//! `register_table!(Struct, "<id>", DATASETS)`) and `data/papers/<id>.toml`: a `[table]`
+//! section (title, paper, presets, accepted flags, shards, dataset paths), then the paper's
+//! numbers.
 
 use basin_tasks::Result;
 
@@ -63,7 +65,7 @@ pub use basin_tasks::TaskError;
 pub use context::Context;
 pub use index::{IndexEntry, reproduce_all};
 pub use preset::{Override, Overrides, Preset};
-pub use registry::{Reproduction, TableEntry, TableInfo, check, find, registry, selected, tables};
+pub use registry::{Reproduction, Table, TableEntry, check, find, registry, selected, tables};
 pub use report::Report;
 
 /// Re-exported for [`register_table!`].

@@ -46,8 +46,10 @@ pub struct Overrides {
     pub ema: Option<f64>,
 }
 
-/// One override, for [`Reproduction::accepts`](crate::Reproduction::accepts).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One override, for [`Table::accepts`](crate::Table::accepts) (in a table's TOML:
+/// `epochs`, `dataset`, `train-images`, `repeats`, `selection`, `inner-folds`, `ema`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Override {
     /// `--epochs`.
     Epochs,

@@ -1,44 +1,94 @@
-//! The tables: what each is ([`TableInfo`]), the contract it implements ([`Reproduction`]),
-//! how it registers itself ([`register_table!`](crate::register_table)(crate::register_table)), and how a command
+//! The tables: what each is ([`Table`]), the contract its code implements ([`Reproduction`]),
+//! how it registers itself ([`register_table!`](crate::register_table)), and how a command
 //! finds them by name and checks its flags against them.
 
 use basin_tasks::{Result, TaskError};
 
 use crate::context::Context;
+use serde::Deserialize;
+
 use crate::preset::{Override, Preset};
 use crate::report::Report;
 
-/// What a table is, as one value: its id, what it shows, where in its paper, the datasets it
-/// looks for, its presets (the first is the default), the overrides it accepts, and whether
-/// shards can split it.
-#[derive(Clone, Copy, Debug)]
-pub struct TableInfo {
+/// What a table is, read from the `[table]` section of its `data/papers/<id>.toml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct About {
+    title: String,
+    paper: String,
+    presets: Vec<Preset>,
+    accepts: Vec<Override>,
+    shards: bool,
+    dataset_paths: bool,
+}
+
+/// A registered table: its id, what it shows, where in its paper, the datasets it looks for,
+/// its presets (the first is the default), the overrides it accepts, whether shards can split
+/// it, its paper's published numbers, and the code that runs it.
+pub struct Table {
+    id: &'static str,
+    datasets: &'static [&'static str],
+    toml: &'static str,
+    about: About,
+    code: &'static dyn Reproduction,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("id", &self.id)
+            .field("about", &self.about)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Table {
     /// Its id, e.g. `et-table1`.
-    pub id: &'static str,
+    pub fn id(&self) -> &'static str {
+        self.id
+    }
     /// One line on what it is.
-    pub title: &'static str,
+    pub fn title(&self) -> &str {
+        &self.about.title
+    }
     /// The paper (the paper's name and the section or table).
-    pub paper: &'static str,
+    pub fn paper(&self) -> &str {
+        &self.about.paper
+    }
     /// The datasets it looks for.
-    pub datasets: &'static [&'static str],
+    pub fn datasets(&self) -> &'static [&'static str] {
+        self.datasets
+    }
     /// The presets it has; the first is the default.
-    pub presets: &'static [Preset],
+    pub fn presets(&self) -> &[Preset] {
+        &self.about.presets
+    }
     /// The overrides it accepts.
-    pub accepts: &'static [Override],
+    pub fn accepts(&self) -> &[Override] {
+        &self.about.accepts
+    }
     /// Whether all its training goes through runs that keep records (cross-validation folds,
     /// anomaly seeds), so that shards split it with nothing run twice and `basin reproduce
     /// --jobs N` can train it in N processes at once; a table that also trains outside them (a
     /// grid, timings) says no.
-    pub shards: bool,
+    pub fn shards(&self) -> bool {
+        self.about.shards
+    }
     /// Whether `--dataset` may also name a folder by its path (the TU tables read any TU
     /// folder), beside the datasets it lists.
-    pub dataset_paths: bool,
-    /// Its paper's published numbers (`data/papers/<id>.toml`, compiled in with
-    /// `include_str!`), read by [`crate::papers::numbers`]; `None` for a table without them.
-    pub numbers: Option<&'static str>,
-}
+    pub fn dataset_paths(&self) -> bool {
+        self.about.dataset_paths
+    }
+    /// Its `data/papers/<id>.toml`, compiled in: the `[table]` section and the paper's
+    /// published numbers, read by [`crate::papers::numbers`].
+    pub fn toml(&self) -> &'static str {
+        self.toml
+    }
+    /// Runs it; the report is not written yet (see [`reproduce`](crate::reproduce)).
+    pub fn run(&self, ctx: &Context) -> Result<Report> {
+        self.code.run(self, ctx)
+    }
 
-impl TableInfo {
     /// The preset the table runs without a preset flag: the paper's where a CUDA device is
     /// present, the CPU scale otherwise (or, where the table lacks that one, its first), with
     /// the reason in words.
@@ -49,13 +99,13 @@ impl TableInfo {
         } else {
             "no CUDA device"
         };
-        if self.presets.contains(&wanted) {
+        if self.presets().contains(&wanted) {
             return (
                 wanted,
                 format!("{} chosen for this machine ({why})", wanted.flag()),
             );
         }
-        let first = self.presets[0];
+        let first = self.presets()[0];
         (
             first,
             format!(
@@ -68,55 +118,64 @@ impl TableInfo {
     }
 }
 
-/// A paper table, end to end: its [`TableInfo`] and one function that runs it. A table
-/// registers itself in its own file with [`register_table!`](crate::register_table); nothing else lists it.
+/// The code of a paper table: one function that runs it. A table registers itself in its own
+/// file with [`register_table!`](crate::register_table), which names its id and datasets; what
+/// it is otherwise (title, paper, presets, flags) is the `[table]` section of its
+/// `data/papers/<id>.toml`. Nothing else lists it.
 pub trait Reproduction: Sync {
-    /// What the table is.
-    fn info(&self) -> &'static TableInfo;
-    /// Runs it; the report is not written yet (see [`reproduce`](crate::reproduce)).
-    fn run(&self, ctx: &Context) -> Result<Report>;
-    /// Its id, e.g. `et-table1`.
-    fn id(&self) -> &'static str {
-        self.info().id
-    }
-    /// One line on what it is.
-    fn title(&self) -> &'static str {
-        self.info().title
-    }
-    /// The paper (the paper's name and the section or table).
-    fn paper(&self) -> &'static str {
-        self.info().paper
-    }
-    /// The datasets it looks for.
-    fn datasets(&self) -> &'static [&'static str] {
-        self.info().datasets
-    }
-    /// The presets it has; the first is the default.
-    fn presets(&self) -> &'static [Preset] {
-        self.info().presets
-    }
-    /// The overrides it accepts.
-    fn accepts(&self) -> &'static [Override] {
-        self.info().accepts
-    }
-    /// Whether shards can split it ([`TableInfo::shards`]).
-    fn shards(&self) -> bool {
-        self.info().shards
-    }
+    /// Runs `table` (this code's registration) under `ctx`; the report is not written yet.
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report>;
 }
 
 /// A registered table (what [`register_table!`](crate::register_table) submits).
-pub struct TableEntry(pub &'static dyn Reproduction);
+pub struct TableEntry {
+    /// The code that runs it.
+    pub code: &'static dyn Reproduction,
+    /// Its id, e.g. `et-table1`.
+    pub id: &'static str,
+    /// The datasets it looks for.
+    pub datasets: &'static [&'static str],
+    /// Its `data/papers/<id>.toml`.
+    pub toml: &'static str,
+}
 
 inventory::collect!(TableEntry);
 
-/// Registers a table (a unit struct implementing [`Reproduction`]) so that `basin reproduce`
-/// and `--list` know it. Write it next to the table.
+/// Registers a table: `register_table!(EtTable1, "et-table1", DATASETS)` with a unit struct
+/// implementing [`Reproduction`], the table's id and the datasets it looks for; its
+/// `data/papers/<id>.toml` (a `[table]` section, then the paper's numbers) is compiled in.
+/// Write it next to the table.
 #[macro_export]
 macro_rules! register_table {
-    ($table:expr) => {
-        $crate::inventory::submit! { $crate::TableEntry(&$table) }
+    ($code:expr, $id:literal, $datasets:expr) => {
+        $crate::inventory::submit! {
+            $crate::TableEntry {
+                code: &$code,
+                id: $id,
+                datasets: $datasets,
+                toml: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/papers/", $id, ".toml")),
+            }
+        }
     };
+}
+
+/// Reads a table's `[table]` section. The files are compiled in, so an error here is a mistake
+/// in the repository, which the registry's test catches.
+fn about(entry: &TableEntry) -> std::result::Result<About, String> {
+    #[derive(Deserialize)]
+    struct File {
+        table: About,
+    }
+    let file: File = toml::from_str::<toml::Table>(entry.toml)
+        .and_then(|t| toml::Value::Table(t).try_into())
+        .map_err(|e| format!("data/papers/{}.toml: {e}", entry.id))?;
+    if file.table.presets.is_empty() {
+        return Err(format!(
+            "data/papers/{}.toml: [table] presets: none",
+            entry.id
+        ));
+    }
+    Ok(file.table)
 }
 
 /// Where a table stands in listings: by paper (ET, CDAT, SFi-Former, the Hopfield slides),
@@ -135,23 +194,33 @@ fn listing_order(id: &str) -> (usize, u32, &str) {
 }
 
 /// Every registered table, in the order `--list` shows them ([`register_table!`](crate::register_table)).
-pub fn registry() -> Vec<&'static dyn Reproduction> {
-    let mut tables: Vec<&'static dyn Reproduction> = inventory::iter::<TableEntry>
-        .into_iter()
-        .map(|e| e.0)
-        .collect();
-    tables.sort_by_key(|t| listing_order(t.id()));
-    tables
+pub fn registry() -> Vec<&'static Table> {
+    static TABLES: std::sync::OnceLock<Vec<Table>> = std::sync::OnceLock::new();
+    let tables = TABLES.get_or_init(|| {
+        let mut tables: Vec<Table> = inventory::iter::<TableEntry>
+            .into_iter()
+            .map(|e| Table {
+                id: e.id,
+                datasets: e.datasets,
+                toml: e.toml,
+                about: about(e).unwrap_or_else(|why| panic!("{why}")),
+                code: e.code,
+            })
+            .collect();
+        tables.sort_by_key(|t| listing_order(t.id()));
+        tables
+    });
+    tables.iter().collect()
 }
 
 /// The table `id`; a name without its paper's prefix (`table14`) when one paper has such a
 /// table. Otherwise an error that lists the tables it could mean (`table1`: ET's, CDAT's and
 /// SFi-Former's), or every known id.
-pub fn find(id: &str) -> Result<&'static dyn Reproduction> {
+pub fn find(id: &str) -> Result<&'static Table> {
     if let Some(table) = registry().into_iter().find(|r| r.id() == id) {
         return Ok(table);
     }
-    let mut papers: Vec<&'static dyn Reproduction> = registry()
+    let mut papers: Vec<&'static Table> = registry()
         .into_iter()
         .filter(|r| r.id().split_once('-').is_some_and(|(_, rest)| rest == id))
         .collect();
@@ -184,13 +253,13 @@ pub fn find(id: &str) -> Result<&'static dyn Reproduction> {
 /// The tables `name` stands for, in the registry's order (ET, CDAT, SFi-Former, the Hopfield
 /// slides): `all`, one table's id, or a number several papers share (`table1`: each paper's
 /// Table 1); `only` (paper prefixes such as `et`, or full ids) narrows them.
-pub fn tables(name: &str, only: &[String]) -> Result<Vec<&'static dyn Reproduction>> {
-    let mut found: Vec<&'static dyn Reproduction> = if name == "all" {
+pub fn tables(name: &str, only: &[String]) -> Result<Vec<&'static Table>> {
+    let mut found: Vec<&'static Table> = if name == "all" {
         registry()
     } else if let Some(t) = registry().into_iter().find(|r| r.id() == name) {
         vec![t]
     } else {
-        let shared: Vec<&'static dyn Reproduction> = registry()
+        let shared: Vec<&'static Table> = registry()
             .into_iter()
             .filter(|r| r.id().split_once('-').is_some_and(|(_, rest)| rest == name))
             .collect();
@@ -200,7 +269,7 @@ pub fn tables(name: &str, only: &[String]) -> Result<Vec<&'static dyn Reproducti
         shared
     };
     if !only.is_empty() {
-        let keep = |t: &&dyn Reproduction| {
+        let keep = |t: &&Table| {
             let paper = t.id().split_once('-').map_or(t.id(), |(p, _)| p);
             only.iter().any(|o| o == paper || o == t.id())
         };
@@ -223,7 +292,7 @@ pub fn tables(name: &str, only: &[String]) -> Result<Vec<&'static dyn Reproducti
 
 /// Checks the context against what `table` takes: a preset it has, overrides it accepts
 /// (refused with a message, never silently ignored).
-pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
+pub fn check(table: &Table, ctx: &Context) -> Result<()> {
     if !table.presets().contains(&ctx.preset) {
         let has: Vec<&str> = table.presets().iter().map(|p| p.flag()).collect();
         return Err(TaskError::invalid(
@@ -253,9 +322,9 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
         }
     }
     for d in &o.datasets {
-        let path = table.info().dataset_paths && std::path::Path::new(d).is_dir();
+        let path = table.dataset_paths() && std::path::Path::new(d).is_dir();
         if !path && !table.datasets().iter().any(|k| k.eq_ignore_ascii_case(d)) {
-            let paths = if table.info().dataset_paths {
+            let paths = if table.dataset_paths() {
                 ", or the path of a TU folder"
             } else {
                 ""
@@ -275,7 +344,7 @@ pub fn check(table: &dyn Reproduction, ctx: &Context) -> Result<()> {
 
 /// The datasets a table runs: those `--dataset` names (in the table's spelling; and the paths
 /// of folders, where the table reads them), else the preset's `default`.
-pub fn selected(table: &dyn Reproduction, ctx: &Context, default: &[&str]) -> Vec<String> {
+pub fn selected(table: &Table, ctx: &Context, default: &[&str]) -> Vec<String> {
     if ctx.overrides.datasets.is_empty() {
         return default.iter().map(|d| d.to_string()).collect();
     }
@@ -290,7 +359,7 @@ pub fn selected(table: &dyn Reproduction, ctx: &Context, default: &[&str]) -> Ve
         })
         .map(|d| d.to_string())
         .collect();
-    if table.info().dataset_paths {
+    if table.dataset_paths() {
         chosen.extend(
             ctx.overrides
                 .datasets
@@ -301,4 +370,42 @@ pub fn selected(table: &dyn Reproduction, ctx: &Context, default: &[&str]) -> Ve
         );
     }
     chosen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every table's `[table]` section reads, its numbers read without it, and no two tables
+    /// share an id.
+    #[test]
+    fn every_table_reads_its_toml() {
+        let entries: Vec<&TableEntry> = inventory::iter::<TableEntry>.into_iter().collect();
+        assert_eq!(entries.len(), registry().len());
+        for e in &entries {
+            let about = about(e).unwrap();
+            assert!(
+                !about.title.is_empty() && !about.paper.is_empty(),
+                "{}",
+                e.id
+            );
+            assert_eq!(
+                entries.iter().filter(|o| o.id == e.id).count(),
+                1,
+                "{}",
+                e.id
+            );
+        }
+        let bad = TableEntry {
+            code: entries[0].code,
+            id: "broken",
+            datasets: &[],
+            toml: "[table]\ntitle = \"t\"\npaper = \"p\"\npresets = [\"gpu\"]\naccepts = []\nshards = false\ndataset_paths = false\n",
+        };
+        let why = about(&bad).unwrap_err();
+        assert!(
+            why.contains("data/papers/broken.toml") && why.contains("gpu"),
+            "{why}"
+        );
+    }
 }

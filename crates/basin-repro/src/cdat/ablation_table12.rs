@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::cdat::anomaly_table2::{cdat_model, options};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
+use crate::{Context, Reproduction, Result, Table};
 
 /// CDAT Table 12.
 #[derive(Debug)]
@@ -22,23 +22,8 @@ const VARIANTS: [(&str, &str); 3] = [
 ];
 
 impl Reproduction for CdatTable12 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "cdat-table12",
-            title: "CDAT Table 12: ET, SUPP, Wx and full CDAT on node anomaly detection at 1/40/70 % training",
-            paper: "cdat.txt, Appendix C, Table 12 (hyperparameters: Tables 8 and 9)",
-            datasets: DATASETS,
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset],
-            shards: true,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/cdat-table12.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
-        let opts = options(ctx.preset).with_overrides(self, ctx);
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
+        let opts = options(ctx.preset).with_overrides(table, ctx);
         let paper = anomaly::paper_rows(
             "cdat-table12",
             &[
@@ -111,4 +96,4 @@ impl Reproduction for CdatTable12 {
         anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }
-crate::register_table!(CdatTable12);
+crate::register_table!(CdatTable12, "cdat-table12", DATASETS);

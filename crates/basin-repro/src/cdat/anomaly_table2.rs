@@ -12,7 +12,7 @@ use basin_train::protocol::ScoreMode;
 
 use crate::anomaly::{self, AnomalyOptions, DATASETS, TableModel};
 use crate::report::{Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
+use crate::{Context, Preset, Reproduction, Result, Table};
 
 /// CDAT Table 2.
 #[derive(Debug)]
@@ -69,23 +69,8 @@ pub(crate) fn cdat_model(preset: Preset, dataset: &str, ratio: f64) -> NodeAnoma
 }
 
 impl Reproduction for CdatTable2 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "cdat-table2",
-            title: "CDAT Table 2: node anomaly detection at 1/40/70 % training, CDAT beside ET and the floor",
-            paper: "cdat.txt, Table 2 (hyperparameters: Tables 8 and 9)",
-            datasets: DATASETS,
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset],
-            shards: true,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/cdat-table2.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
-        let opts = options(ctx.preset).with_overrides(self, ctx);
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
+        let opts = options(ctx.preset).with_overrides(table, ctx);
         let preset = ctx.preset;
         let mut missing = Missing::default();
         let results = anomaly::run(
@@ -116,4 +101,4 @@ impl Reproduction for CdatTable2 {
         anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }
-crate::register_table!(CdatTable2);
+crate::register_table!(CdatTable2, "cdat-table2", DATASETS);

@@ -17,7 +17,7 @@ use basin_train::runner::{Learner, TrainConfig, Validation};
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, TaskError, selected};
+use crate::{Context, Preset, Reproduction, Result, Table, TaskError, selected};
 
 /// CDAT Table 4.
 #[derive(Debug)]
@@ -103,26 +103,11 @@ fn learner_costs<L: Learner>(
 }
 
 impl Reproduction for CdatTable4 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "cdat-table4",
-            title: "CDAT Table 4: parameters, inference ms per batch, training s per epoch of GT, ET, CDAT",
-            paper: "cdat.txt, Table 4",
-            datasets: &["NCI109", "NCI1", "MUTAG"],
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Dataset],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/cdat-table4.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = crate::papers::numbers("cdat-table4")?;
         let candidates = match ctx.preset {
-            Preset::Quick => selected(self, ctx, &["MUTAG"]),
-            _ => selected(self, ctx, &["NCI109", "NCI1"]),
+            Preset::Quick => selected(table, ctx, &["MUTAG"]),
+            _ => selected(table, ctx, &["NCI109", "NCI1"]),
         };
         let Some((name, dir)) = candidates
             .iter()
@@ -265,4 +250,4 @@ impl Reproduction for CdatTable4 {
         .with_headline(headline))
     }
 }
-crate::register_table!(CdatTable4);
+crate::register_table!(CdatTable4, "cdat-table4", &["NCI109", "NCI1", "MUTAG"]);

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
 use crate::report::{self, Report};
-use crate::{Context, Preset, Reproduction, Result, TableInfo, TaskError};
+use crate::{Context, Reproduction, Result, Table, TaskError};
 
 /// CDAT Tables 13 and 14.
 #[derive(Debug)]
@@ -140,22 +140,7 @@ fn millions(n: i64, decimals: usize) -> String {
 }
 
 impl Reproduction for CdatParams {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "cdat-params",
-            title: "CDAT Tables 13/14: parameters of CDAT and ET (anomaly, graph classification), built and counted",
-            paper: "cdat.txt, Appendix D, Tables 13 and 14",
-            datasets: &[],
-            presets: &[Preset::Paper, Preset::Quick],
-            accepts: &[],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/cdat-params.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = crate::papers::numbers("cdat-params")?;
         let (anomaly, graph) = (anomaly()?, graph()?);
         let mut md = String::from("# CDAT Tables 13 and 14 — parameters of CDAT and ET\n\n");
@@ -250,7 +235,7 @@ impl Reproduction for CdatParams {
         .with_headline(headline))
     }
 }
-crate::register_table!(CdatParams);
+crate::register_table!(CdatParams, "cdat-params", &[]);
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
 use crate::tu_classification::{self as tu, TuModel, TuOptions};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
+use crate::{Context, Preset, Reproduction, Result, Table, selected};
 
 const TU: &[&str] = &[
     "PROTEINS",
@@ -94,29 +94,7 @@ struct Table1Paper {
 }
 
 impl Reproduction for CdatTable1 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "cdat-table1",
-            title: "CDAT Table 1: TU classification, CDAT beside ET (leak-free CV and the training-set procedure)",
-            paper: "cdat.txt, Table 1 (hyperparameters: Table 10)",
-            datasets: TU,
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[
-                Override::Epochs,
-                Override::Dataset,
-                Override::Repeats,
-                Override::Selection,
-                Override::InnerFolds,
-                Override::Ema,
-            ],
-            shards: true,
-            dataset_paths: true,
-            numbers: Some(include_str!("../../../../data/papers/cdat-table1.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
             Preset::Paper => TU,
             _ => &["MUTAG", "ENZYMES"],
@@ -142,7 +120,7 @@ impl Reproduction for CdatTable1 {
                 cv_only: false,
             },
         ];
-        let names = selected(self, ctx, default);
+        let names = selected(table, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
         opts.et_paper_repeats = match ctx.preset {
@@ -235,7 +213,7 @@ impl Reproduction for CdatTable1 {
         .with_headline(headline))
     }
 }
-crate::register_table!(CdatTable1);
+crate::register_table!(CdatTable1, "cdat-table1", TU);
 
 // ------------------------------------------------------------------------------ Table 3
 
@@ -267,29 +245,7 @@ const RANKS: [(&str, Option<i64>); 7] = [
 ];
 
 impl Reproduction for CdatTable3 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "cdat-table3",
-            title: "CDAT Table 3: the rank of W (none, 1, 2, 4, 8, 16, full) on DD and NCI1",
-            paper: "cdat.txt, Table 3",
-            datasets: &["DD", "NCI1", "MUTAG"],
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[
-                Override::Epochs,
-                Override::Dataset,
-                Override::Repeats,
-                Override::Selection,
-                Override::InnerFolds,
-                Override::Ema,
-            ],
-            shards: true,
-            dataset_paths: true,
-            numbers: Some(include_str!("../../../../data/papers/cdat-table3.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         // DD graphs reach 500 nodes: on a CPU the sweep runs NCI1; the quick run uses MUTAG
         // as a stand-in (say so in the report).
         let default: &[&str] = match ctx.preset {
@@ -308,7 +264,7 @@ impl Reproduction for CdatTable3 {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let names = selected(self, ctx, default);
+        let names = selected(table, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
         if ctx.preset == Preset::Cpu {
@@ -407,7 +363,7 @@ impl Reproduction for CdatTable3 {
         .with_headline(headline))
     }
 }
-crate::register_table!(CdatTable3);
+crate::register_table!(CdatTable3, "cdat-table3", &["DD", "NCI1", "MUTAG"]);
 
 // ----------------------------------------------------------------------------- Table 11
 
@@ -444,29 +400,7 @@ struct Table11Paper {
 }
 
 impl Reproduction for CdatTable11 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "cdat-table11",
-            title: "CDAT Table 11: ablations (without mutual excitation, without self-inhibition, full)",
-            paper: "cdat.txt, Table 11",
-            datasets: &["DD", "NCI1", "NCI109", "MUTAG"],
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[
-                Override::Epochs,
-                Override::Dataset,
-                Override::Repeats,
-                Override::Selection,
-                Override::InnerFolds,
-                Override::Ema,
-            ],
-            shards: true,
-            dataset_paths: true,
-            numbers: Some(include_str!("../../../../data/papers/cdat-table11.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
             Preset::Paper => &["DD", "NCI1", "NCI109", "MUTAG"],
             _ => &["MUTAG"],
@@ -495,7 +429,7 @@ impl Reproduction for CdatTable11 {
             },
             cv_only: false,
         });
-        let names = selected(self, ctx, default);
+        let names = selected(table, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
         let paper: Table11Paper = crate::papers::numbers("cdat-table11")?;
@@ -592,4 +526,8 @@ impl Reproduction for CdatTable11 {
         .with_headline(headline))
     }
 }
-crate::register_table!(CdatTable11);
+crate::register_table!(
+    CdatTable11,
+    "cdat-table11",
+    &["DD", "NCI1", "NCI109", "MUTAG"]
+);

@@ -9,30 +9,15 @@ use basin_et::anomaly::{ABLATIONS, ablations};
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
 use crate::report::{Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
+use crate::{Context, Reproduction, Result, Table};
 
 /// ET Table 13.
 #[derive(Debug)]
 pub struct EtTable13;
 
 impl Reproduction for EtTable13 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "et-table13",
-            title: "ET Table 13: ATT-only, HN-only and full ET on node anomaly detection (macro-F1, AUC)",
-            paper: "energy-transformer.txt, Appendix F.1, Table 13 (hyperparameters: Table 6)",
-            datasets: DATASETS,
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset],
-            shards: true,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/et-table13.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
-        let opts = options(ctx.preset).with_overrides(self, ctx);
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
+        let opts = options(ctx.preset).with_overrides(table, ctx);
         let paper = anomaly::paper_rows(
             "et-table13",
             &[
@@ -96,4 +81,4 @@ impl Reproduction for EtTable13 {
         anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }
-crate::register_table!(EtTable13);
+crate::register_table!(EtTable13, "et-table13", DATASETS);

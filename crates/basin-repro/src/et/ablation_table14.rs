@@ -22,33 +22,22 @@ use basin_train::record::RunRecord;
 use serde::{Deserialize, Serialize};
 
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
+use crate::{Context, Preset, Reproduction, Result, Table, selected};
 
 /// ET Table 14.
 #[derive(Debug)]
 pub struct EtTable14;
 
 impl Reproduction for EtTable14 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "et-table14",
-            title: "ET Table 14: module ablation of masked image completion (ImageNet-1k; CIFAR-10, Fashion-MNIST at CPU scale)",
-            paper: "energy-transformer.txt, Appendix B, Table 14 (ImageNet-1k; Table 4's training)",
-            datasets: &["imagenet-1k", "cifar10", "fashion-mnist"],
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset, Override::TrainImages],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/et-table14.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
-        run(&Table14Options::for_context(self, ctx), ctx)
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
+        run(&Table14Options::for_context(table, ctx), ctx)
     }
 }
-crate::register_table!(EtTable14);
+crate::register_table!(
+    EtTable14,
+    "et-table14",
+    &["imagenet-1k", "cifar10", "fashion-mnist"]
+);
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {
@@ -212,7 +201,7 @@ impl Table14Options {
 
     /// The options of `ctx`'s preset for `table` with its `--epochs`, `--train-images` and
     /// `--dataset` applied.
-    pub fn for_context(table: &dyn Reproduction, ctx: &Context) -> Self {
+    pub fn for_context(table: &Table, ctx: &Context) -> Self {
         let mut opts = match ctx.preset {
             Preset::Quick => Self::quick(),
             Preset::Paper => Self::paper(),

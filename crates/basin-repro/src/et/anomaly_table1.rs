@@ -18,33 +18,18 @@ use serde::Deserialize;
 
 use crate::anomaly::{self, AnomalyOptions, AnomalyResult, DATASETS};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
+use crate::{Context, Preset, Reproduction, Result, Table};
 
 /// ET Table 1.
 #[derive(Debug)]
 pub struct EtTable1;
 
 impl Reproduction for EtTable1 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "et-table1",
-            title: "ET Table 1: node anomaly detection (macro-F1, AUC) on the anomaly graphs found",
-            paper: "energy-transformer.txt, Section 4, Table 1 (hyperparameters: Table 6)",
-            datasets: DATASETS,
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset],
-            shards: true,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/et-table1.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
-        run(&options(ctx.preset).with_overrides(self, ctx), ctx)
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
+        run(&options(ctx.preset).with_overrides(table, ctx), ctx)
     }
 }
-crate::register_table!(EtTable1);
+crate::register_table!(EtTable1, "et-table1", DATASETS);
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use crate::report::{self, Missing, Report};
 use crate::sfi::datasets::generate;
 use crate::sfi::{ModelSpec, RunPlan, no_graph, run_rows, selected_val};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, TaskError, selected};
+use crate::{Context, Preset, Reproduction, Result, Table, TaskError, selected};
 
 /// ET Table 7.
 #[derive(Debug)]
@@ -209,22 +209,7 @@ fn load(
 }
 
 impl Reproduction for EtTable7 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "et-table7",
-            title: "ET Table 7: CIFAR10, MNIST, PATTERN, CLUSTER (regenerated) and ZINC beside a no-graph model and GatedGCN",
-            paper: "energy-transformer.txt, Appendix D, Table 7 (hyperparameters: Tables 10 and 11)",
-            datasets: DATASETS,
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/et-table7.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = crate::papers::numbers("et-table7")?;
         let runs = if ctx.preset == Preset::Paper { 4 } else { 1 };
         let mut md = String::from("# ET Table 7 — the GNN Benchmark\n\n");
@@ -248,7 +233,7 @@ impl Reproduction for EtTable7 {
         ]);
         let (mut headline, mut json, mut missing) = (Vec::new(), Vec::new(), Missing::default());
         let mut seconds = 0.0;
-        for name in selected(self, ctx, DATASETS) {
+        for name in selected(table, ctx, DATASETS) {
             let set = Set::of(&name)?;
             let metric = set.metric();
             let key = metric.name();
@@ -420,4 +405,4 @@ impl Reproduction for EtTable7 {
         .with_headline(headline))
     }
 }
-crate::register_table!(EtTable7);
+crate::register_table!(EtTable7, "et-table7", DATASETS);

@@ -10,7 +10,7 @@ use basin_tasks::node_anomaly::{NodeAnomalyConfig, RelationPool};
 use crate::anomaly::{self, TableModel};
 use crate::et::anomaly_table1::{options, table6_models, table6_of};
 use crate::report::{Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
+use crate::{Context, Reproduction, Result, Table};
 
 /// ET Table 12.
 #[derive(Debug)]
@@ -32,23 +32,8 @@ fn per_relation(cfg: &NodeAnomalyConfig, pool: RelationPool) -> NodeAnomalyConfi
 }
 
 impl Reproduction for EtTable12 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "et-table12",
-            title: "ET Table 12: heterogeneous anomaly detection, max pooling and concatenation over relations",
-            paper: "energy-transformer.txt, Appendix E, Table 12 (hyperparameters: Table 6)",
-            datasets: DATASETS,
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset],
-            shards: true,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/et-table12.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
-        let opts = options(ctx.preset).with_overrides(self, ctx);
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
+        let opts = options(ctx.preset).with_overrides(table, ctx);
         let paper = anomaly::paper_rows(
             "et-table12",
             &[
@@ -102,4 +87,4 @@ impl Reproduction for EtTable12 {
         anomaly::report(&prose, &opts, &results, &missing, table, ctx)
     }
 }
-crate::register_table!(EtTable12);
+crate::register_table!(EtTable12, "et-table12", DATASETS);

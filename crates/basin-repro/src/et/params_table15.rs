@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
 use crate::report::{self, Report};
-use crate::{Context, Preset, Reproduction, Result, TableInfo, TaskError};
+use crate::{Context, Reproduction, Result, Table, TaskError};
 
 /// ET Table 15.
 #[derive(Debug)]
@@ -141,22 +141,7 @@ fn drop(n: i64, base: i64) -> f64 {
 }
 
 impl Reproduction for EtTable15 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "et-table15",
-            title: "ET Table 15: parameters of ViT-Base, ALBERT ViT-Base and ET, built and counted",
-            paper: "energy-transformer.txt, Appendix G, Table 15",
-            datasets: &[],
-            presets: &[Preset::Paper, Preset::Quick],
-            accepts: &[],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/et-table15.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = crate::papers::numbers("et-table15")?;
         let Counts {
             rows,
@@ -317,7 +302,7 @@ impl Reproduction for EtTable15 {
         .with_headline(headline))
     }
 }
-crate::register_table!(EtTable15);
+crate::register_table!(EtTable15, "et-table15", &[]);
 
 #[cfg(test)]
 mod tests {

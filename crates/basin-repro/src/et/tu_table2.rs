@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
 use crate::tu_classification::{self as tu, TuModel, TuOptions};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
+use crate::{Context, Preset, Reproduction, Result, Table, selected};
 
 /// ET Table 2.
 #[derive(Debug)]
@@ -28,36 +28,14 @@ const DATASETS: &[&str] = &[
 ];
 
 impl Reproduction for EtTable2 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "et-table2",
-            title: "ET Table 2: TU classification, leak-free CV beside the paper's et-paper procedure",
-            paper: "energy-transformer.txt, Section 5, Table 2 (hyperparameters: Table 9)",
-            datasets: DATASETS,
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[
-                Override::Epochs,
-                Override::Dataset,
-                Override::Repeats,
-                Override::Selection,
-                Override::InnerFolds,
-                Override::Ema,
-            ],
-            shards: true,
-            dataset_paths: true,
-            numbers: Some(include_str!("../../../../data/papers/et-table2.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let mut opts = tu::with_overrides(options(ctx.preset), ctx);
         let default: Vec<&str> = opts.datasets.iter().map(String::as_str).collect();
-        opts.datasets = selected(self, ctx, &default);
+        opts.datasets = selected(table, ctx, &default);
         run(&opts, ctx)
     }
 }
-crate::register_table!(EtTable2);
+crate::register_table!(EtTable2, "et-table2", DATASETS);
 
 #[derive(Debug, Deserialize)]
 struct PaperRow {

@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use crate::et::ablation_table14::{AblationResult, Table14Options, train_models};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
+use crate::{Context, Reproduction, Result, Table};
 
 /// ET Table 16.
 #[derive(Debug)]
@@ -52,23 +52,8 @@ pub fn vit_for(cfg: &ImageCompletionConfig) -> ImageCompletionConfig {
 }
 
 impl Reproduction for EtTable16 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "et-table16",
-            title: "ET Table 16: ET against a ViT of about its size on image completion (PSNR, SSIM)",
-            paper: "energy-transformer.txt, Appendix G, Table 16 (ImageNet-1k)",
-            datasets: &["imagenet-1k", "cifar10", "fashion-mnist"],
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset, Override::TrainImages],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/et-table16.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
-        let mut opts = Table14Options::for_context(self, ctx);
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
+        let mut opts = Table14Options::for_context(table, ctx);
         opts.ablations.clear();
         let paper: PaperTable = crate::papers::numbers("et-table16")?;
         let mut missing = Missing::default();
@@ -163,4 +148,8 @@ impl Reproduction for EtTable16 {
         .with_headline(headline))
     }
 }
-crate::register_table!(EtTable16);
+crate::register_table!(
+    EtTable16,
+    "et-table16",
+    &["imagenet-1k", "cifar10", "fashion-mnist"]
+);

@@ -11,33 +11,18 @@ use tch::{Kind, Tensor};
 
 use super::claims::{self as hopfield_demos, Memory};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Preset, Reproduction, Result, TableInfo, TaskError};
+use crate::{Context, Preset, Reproduction, Result, Table, TaskError};
 
 /// The Hopfield slides' claims.
 #[derive(Debug)]
 pub struct HopfieldMemory;
 
 impl Reproduction for HopfieldMemory {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "hopfield-memory",
-            title: "Hopfield slides: retrieval, metastability, capacity, energy, image retrieval, spurious states",
-            paper: "hopfield-networks-is-all-you-need-slides.txt (Theorems 2, 3, 4, 5; capacity; retrieval at β = 8 and 0.5; spurious minima)",
-            datasets: &["fashion-mnist"],
-            presets: &[Preset::Cpu, Preset::Quick],
-            accepts: &[],
-            shards: false,
-            dataset_paths: false,
-            numbers: None,
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
         run(ctx)
     }
 }
-crate::register_table!(HopfieldMemory);
+crate::register_table!(HopfieldMemory, "hopfield-memory", &["fashion-mnist"]);
 
 fn plot_err(e: impl std::fmt::Display) -> TaskError {
     TaskError::invalid("plot", e.to_string())

@@ -17,7 +17,7 @@ use basin_train::runner::TrainConfig;
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo, selected};
+use crate::{Context, Preset, Reproduction, Result, Table, selected};
 
 /// The Hopfield slides' MIL table.
 #[derive(Debug)]
@@ -33,22 +33,7 @@ const DATASETS: &[&str] = &[
 ];
 
 impl Reproduction for HopfieldMil {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "hopfield-mil",
-            title: "Hopfield slides: MIL benchmarks (Tiger, Fox, Elephant, UCSB, Musk), nested CV",
-            paper: "hopfield-networks-is-all-you-need-slides.txt, the MIL table",
-            datasets: DATASETS,
-            presets: &[Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/hopfield-mil.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let quick = ctx.preset == Preset::Quick;
         // Quick runs skip the largest sets.
         let default: Vec<&str> = DATASETS
@@ -56,10 +41,10 @@ impl Reproduction for HopfieldMil {
             .copied()
             .filter(|n| !(quick && ["musk2", "tiger", "fox"].contains(n)))
             .collect();
-        run(ctx, &selected(self, ctx, &default))
+        run(ctx, &selected(table, ctx, &default))
     }
 }
-crate::register_table!(HopfieldMil);
+crate::register_table!(HopfieldMil, "hopfield-mil", DATASETS);
 
 #[derive(Deserialize)]
 struct PaperRow {

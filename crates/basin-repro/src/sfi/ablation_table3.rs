@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::datasets;
 use super::{ZERO_NOTE, benchmark, no_graph, row_cells, run_rows};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Override, Preset, Reproduction, Result, TableInfo};
+use crate::{Context, Preset, Reproduction, Result, Table};
 
 /// SFi-Former Table 3.
 #[derive(Debug)]
@@ -71,22 +71,7 @@ fn models(
 }
 
 impl Reproduction for SfiTable3 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "sfi-table3",
-            title: "SFi-Former Table 3: λ*, α and attention ablations on PascalVOC-SP, Peptides-func and Peptides-struct",
-            paper: "sfi-former.txt, Table 3",
-            datasets: &["pascalvoc-sp", "peptides-func", "peptides-struct"],
-            presets: &[Preset::Paper, Preset::Cpu, Preset::Quick],
-            accepts: &[Override::Epochs, Override::Dataset],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/sfi-table3.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = crate::papers::numbers("sfi-table3")?;
         let mut md = String::from("# SFi-Former Table 3 — ablations\n\n");
         let epochs = models(
@@ -120,7 +105,7 @@ impl Reproduction for SfiTable3 {
         ]);
         let (mut missing, mut json, mut headline) = (Missing::default(), Vec::new(), Vec::new());
         let mut seconds = 0.0;
-        for d in benchmark::datasets(self, ctx)? {
+        for d in benchmark::datasets(table, ctx)? {
             let (key, scale, label) = datasets::metric_cell(d);
             let rows = models(&paper, d, ctx.preset, ctx.overrides.epochs);
             // Figure 3's train − test curves are Table 1's; here they would double the evaluation.
@@ -198,4 +183,8 @@ impl Reproduction for SfiTable3 {
         .with_headline(headline))
     }
 }
-crate::register_table!(SfiTable3);
+crate::register_table!(
+    SfiTable3,
+    "sfi-table3",
+    &["pascalvoc-sp", "peptides-func", "peptides-struct"]
+);

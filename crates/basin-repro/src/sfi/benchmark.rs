@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::datasets;
 use super::{RunPlan, attention_figure, gap_figure, row_cells, run_rows, solver_figure};
 use crate::report::{self, Missing, Report};
-use crate::{Context, Preset, Reproduction, Result, TaskError, selected};
+use crate::{Context, Preset, Result, Table, TaskError, selected};
 
 /// One row of the paper's table.
 #[derive(Debug, Deserialize)]
@@ -64,7 +64,7 @@ impl PaperTable {
 }
 
 /// The datasets `table` runs in `ctx` (its own, narrowed by `--dataset`).
-pub(crate) fn datasets(table: &dyn Reproduction, ctx: &Context) -> Result<Vec<Dataset>> {
+pub(crate) fn datasets(table: &Table, ctx: &Context) -> Result<Vec<Dataset>> {
     selected(table, ctx, table.datasets())
         .iter()
         .map(|n| {
@@ -87,12 +87,7 @@ pub(crate) fn plan(d: Dataset, preset: Preset) -> RunPlan {
 
 /// Runs Tables 1 or 2 (`table`, whose paper numbers are `data/papers/<id>.toml`) and writes
 /// the report: `heading` and `protocol` are its first paragraphs.
-pub(crate) fn run(
-    table: &dyn Reproduction,
-    ctx: &Context,
-    heading: &str,
-    protocol: &str,
-) -> Result<Report> {
+pub(crate) fn run(table: &Table, ctx: &Context, heading: &str, protocol: &str) -> Result<Report> {
     let paper: PaperTable = crate::papers::numbers(table.id())?;
     let mut md = format!("# {heading}\n\n");
     let epochs = datasets::table_models(Dataset::Pattern, ctx.preset, ctx.overrides.epochs)[1]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, nn};
 
 use crate::report::{self, Report};
-use crate::{Context, Preset, Reproduction, Result, TableInfo, TaskError};
+use crate::{Context, Reproduction, Result, Table, TaskError};
 
 /// SFi-Former Tables 5/6, `#params`.
 #[derive(Debug)]
@@ -50,22 +50,7 @@ fn count(model: Dataset) -> Result<i64> {
 }
 
 impl Reproduction for SfiParams {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "sfi-params",
-            title: "SFi-Former Tables 5/6: parameter counts of all nine models, built and counted",
-            paper: "sfi-former.txt, Tables 5 and 6 (#params)",
-            datasets: &[],
-            presets: &[Preset::Paper, Preset::Quick],
-            accepts: &[],
-            shards: false,
-            dataset_paths: false,
-            numbers: Some(include_str!("../../../../data/papers/sfi-params.toml")),
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
         let paper: PaperTable = crate::papers::numbers("sfi-params")?;
         let mut md = String::from("# SFi-Former Tables 5/6 — parameter counts\n\n");
         md.push_str("Each model is built from `basin_sfi::presets::paper` (its SFi row; no data needed) and its trainable parameters counted. `L(2d + 1)` is what nothing in the paper's text identifies in the printed counts: a built model that matches `paper − L(2d + 1)` has every identified part right.\n\n");
@@ -118,4 +103,4 @@ impl Reproduction for SfiParams {
         Ok(Report::new(md, &serde_json::json!({ "rows": rows }), 1)?.with_headline(headline))
     }
 }
-crate::register_table!(SfiParams);
+crate::register_table!(SfiParams, "sfi-params", &[]);

@@ -10,7 +10,7 @@ use basin_sfi::presets::Dataset;
 
 use super::datasets::generate;
 use crate::report::{self, Missing, Report};
-use crate::{Context, Preset, Reproduction, Result, TableInfo};
+use crate::{Context, Preset, Reproduction, Result, Table};
 
 /// SFi-Former Table 4 (the local rows).
 #[derive(Debug)]
@@ -24,22 +24,7 @@ const PRINTED: &[(&str, usize, f64, f64)] = &[
 ];
 
 impl Reproduction for SfiTable4 {
-    fn info(&self) -> &'static TableInfo {
-        const INFO: TableInfo = TableInfo {
-            id: "sfi-table4",
-            title: "SFi-Former Table 4: statistics of Peptides-func and the regenerated PATTERN and CLUSTER",
-            paper: "sfi-former.txt, Table 4",
-            datasets: &["pattern", "cluster", "peptides-func"],
-            presets: &[Preset::Paper, Preset::Quick],
-            accepts: &[],
-            shards: false,
-            dataset_paths: false,
-            numbers: None,
-        };
-        &INFO
-    }
-
-    fn run(&self, ctx: &Context) -> Result<Report> {
+    fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
         let mut md = String::from("# SFi-Former Table 4 — dataset statistics\n\n");
         md.push_str(&report::banner(
             ctx.preset,
@@ -112,4 +97,8 @@ impl Reproduction for SfiTable4 {
         .with_headline(headline))
     }
 }
-crate::register_table!(SfiTable4);
+crate::register_table!(
+    SfiTable4,
+    "sfi-table4",
+    &["pattern", "cluster", "peptides-func"]
+);
