@@ -27,7 +27,7 @@ use basin_train::runner::TrainConfig;
 use basin_train::schedule::{Schedule, Unit};
 use serde::{Deserialize, Serialize};
 
-use crate::report::{self, Missing};
+use crate::report::{self, Missing, Report};
 use crate::{Context, Result};
 
 /// A model column of a TU table.
@@ -710,6 +710,24 @@ pub fn headline(
         }
     }
     cells
+}
+
+/// The end every TU table's report shares: the energy curves (under the line `md` ends with),
+/// the footer with the runs' training time, and the report with its JSON and headline cells.
+pub(crate) fn finish(
+    mut md: String,
+    ctx: &Context,
+    results: &[TuResult],
+    json: &serde_json::Value,
+    headline: Vec<report::Headline>,
+) -> Result<Report> {
+    md.push_str(&curves_markdown(results));
+    md.push_str(&report::footer(
+        ctx,
+        Some(results.iter().map(|r| r.seconds).sum()),
+        "",
+    ));
+    Ok(Report::new(md, json, results.len())?.with_headline(headline))
 }
 
 #[cfg(test)]

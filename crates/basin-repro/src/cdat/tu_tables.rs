@@ -194,23 +194,17 @@ impl Reproduction for CdatTable1 {
         md.push_str(&tu::paired_markdown(&paired));
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n");
-        md.push_str(&tu::curves_markdown(&results));
-        md.push_str(&report::footer(
-            ctx,
-            Some(results.iter().map(|r| r.seconds).sum()),
-            "",
-        ));
-        let ran = results.len();
         let headline = tu::headline(&results, &["CDAT", "ET"], |d, m| {
             let row = report::find_row(&paper.rows, d, |r| r.dataset.clone())?;
             Some(if m == "CDAT" { row.cdat[0] } else { row.et[0] })
         });
-        Ok(Report::new(
+        tu::finish(
             md,
+            ctx,
+            &results,
             &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
-            ran,
-        )?
-        .with_headline(headline))
+            headline,
+        )
     }
 }
 crate::register_table!(CdatTable1, "cdat-table1", TU);
@@ -330,13 +324,6 @@ impl Reproduction for CdatTable3 {
         md.push_str(&tu::paired_markdown(&tu::paired_rows(&results)));
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy, V and training loss per model:\n");
-        md.push_str(&tu::curves_markdown(&results));
-        md.push_str(&report::footer(
-            ctx,
-            Some(results.iter().map(|r| r.seconds).sum()),
-            "",
-        ));
-        let ran = results.len();
         // The full-rank model per dataset, beside the paper's where it has the dataset.
         let full = paper.rows.iter().find(|r| r.rank == "full");
         let headline = results
@@ -355,12 +342,13 @@ impl Reproduction for CdatTable3 {
                 ))
             })
             .collect();
-        Ok(Report::new(
+        tu::finish(
             md,
+            ctx,
+            &results,
             &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
-            ran,
-        )?
-        .with_headline(headline))
+            headline,
+        )
     }
 }
 crate::register_table!(CdatTable3, "cdat-table3", &["DD", "NCI1", "MUTAG"]);
@@ -491,13 +479,6 @@ impl Reproduction for CdatTable11 {
         md.push_str(&tu::paired_markdown(&paired));
         md.push('\n');
         md.push_str(&missing.to_markdown());
-        md.push_str(&tu::curves_markdown(&results));
-        md.push_str(&report::footer(
-            ctx,
-            Some(results.iter().map(|r| r.seconds).sum()),
-            "",
-        ));
-        let ran = results.len();
         // The full model per dataset, beside the paper's.
         let full = paper.rows.iter().find(|r| r.ablation == "full");
         let headline = results
@@ -518,12 +499,13 @@ impl Reproduction for CdatTable11 {
                 ))
             })
             .collect();
-        Ok(Report::new(
+        tu::finish(
             md,
+            ctx,
+            &results,
             &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
-            ran,
-        )?
-        .with_headline(headline))
+            headline,
+        )
     }
 }
 crate::register_table!(

@@ -175,20 +175,14 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
     md.push_str(&tu::paired_markdown(&paired));
     md.push_str(&missing.to_markdown());
     md.push_str("\nEnergy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode) and the training loss:\n");
-    md.push_str(&tu::curves_markdown(&results));
-    md.push_str(&report::footer(
-        ctx,
-        Some(results.iter().map(|r| r.seconds).sum()),
-        "",
-    ));
-    let ran = results.len();
     let headline = tu::headline(&results, &[et], |d, _| {
         report::find_row(&paper.rows, d, |r| r.dataset.clone()).map(|r| r.accuracy)
     });
-    Ok(Report::new(
+    tu::finish(
         md,
+        ctx,
+        &results,
         &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
-        ran,
-    )?
-    .with_headline(headline))
+        headline,
+    )
 }
