@@ -16,7 +16,8 @@ use basin_repro::demo::DemoOptions;
 /// Example: `basin demo --out reports/demo`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Output directory for energy.png, completions.png and demo.json.
+    /// Output directory for energy.png, completions.png, descent.png, descent.gif, updates.png
+    /// and demo.json.
     #[arg(long, default_value = "reports/demo")]
     out: PathBuf,
     /// Random seed (data, initialisation, masks).

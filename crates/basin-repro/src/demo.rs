@@ -9,7 +9,8 @@
 //! memory, shared weights) runs T steps of gradient descent on its energy; a decoder reads the
 //! patches back from the final tokens. Training minimises the MSE on the masked patches through
 //! the unrolled descent. Evaluation prints the energy per step, the completion error beside two
-//! baselines, and writes `energy.png`, `completions.png` and `demo.json`.
+//! baselines, and writes `energy.png`, `completions.png`, the descent step by step
+//! (`descent.png`, `descent.gif`, `updates.png`) and `demo.json`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -271,6 +272,8 @@ pub fn run(
     let completions_png = out.join("completions.png");
     let shown: Vec<usize> = test.iter().take(8).copied().collect();
     learner.write_reconstructions(&shown, eval_seed, &completions_png)?;
+    // The descent step by step: descent.png, descent.gif, updates.png.
+    learner.write_descent(&shown[..shown.len().min(4)], eval_seed, out)?;
 
     let summary = DemoSummary {
         options: opts.clone(),
@@ -291,7 +294,7 @@ pub fn run(
         .map_err(|e| TaskError::invalid("demo.json", e.to_string()))?;
     basin_core::fsio::write_atomic(&json, text.as_bytes())?;
     say(&format!(
-        "\nwrote {}, {} and {} ({:.1} s in all)",
+        "\nwrote {}, {}, {} and, step by step, descent.png, descent.gif and updates.png beside them ({:.1} s in all)",
         energy_png.display(),
         completions_png.display(),
         json.display(),

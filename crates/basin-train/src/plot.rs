@@ -296,13 +296,98 @@ pub struct Picture {
 }
 
 /// A grid of pictures (one `Vec` per row), each scaled up `scale`× (nearest neighbour) with a
-/// grey gutter, and an optional label to the left of each row.
+/// grey gutter, a label to the left of each row (`rows_named`, or none) and above each column
+/// (`columns_named`, or none), written as a PNG.
 pub fn image_grid(
     path: &Path,
     rows: &[Vec<Picture>],
-    labels: &[&str],
+    rows_named: &[&str],
+    columns_named: &[&str],
     scale: u32,
 ) -> Result<(), PlotError> {
+    let (width, height, buf) = grid_pixels(rows, rows_named, columns_named, scale)?;
+    write_png(path, width, height, buf)
+}
+
+/// The same grid in each frame (`frames[f]` its rows of pictures), animated as a looping GIF,
+/// `delay_ms` a frame, with the labels of [`image_grid`] and `titles[f]` above frame `f`.
+pub fn animated_grid(
+    path: &Path,
+    frames: &[Vec<Vec<Picture>>],
+    rows_named: &[&str],
+    columns_named: &[&str],
+    titles: &[String],
+    scale: u32,
+    delay_ms: u32,
+) -> Result<(), PlotError> {
+    use image::codecs::gif::{GifEncoder, Repeat};
+    if frames.is_empty() {
+        return Err(PlotError::Input("no frames".into()));
+    }
+    let mut bytes = Vec::new();
+    {
+        let mut gif = GifEncoder::new_with_speed(&mut bytes, 10);
+        gif.set_repeat(Repeat::Infinite).map_err(draw_err)?;
+        for (f, rows) in frames.iter().enumerate() {
+            let (w, h, rgb) = grid_pixels(rows, rows_named, columns_named, scale)?;
+            // A band above the grid for the frame's title.
+            let band = 26u32;
+            let mut buf = vec![255u8; (w * (h + band) * 3) as usize];
+            buf[(w * band * 3) as usize..].copy_from_slice(&rgb);
+            {
+                let root = BitMapBackend::with_buffer(&mut buf, (w, h + band)).into_drawing_area();
+                let title = titles.get(f).map_or("", String::as_str);
+                root.draw(&Text::new(title.to_owned(), (6, 4), (font(), 16)))
+                    .map_err(draw_err)?;
+                root.present().map_err(draw_err)?;
+            }
+            let rgba: Vec<u8> = buf
+                .chunks_exact(3)
+                .flat_map(|p| [p[0], p[1], p[2], 255])
+                .collect();
+            let img = image::RgbaImage::from_raw(w, h + band, rgba)
+                .ok_or_else(|| PlotError::Draw("pixel buffer has the wrong size".into()))?;
+            let delay = image::Delay::from_numer_denom_ms(delay_ms, 1);
+            gif.encode_frame(image::Frame::from_parts(img, 0, 0, delay))
+                .map_err(draw_err)?;
+        }
+    }
+    basin_core::fsio::write_atomic(path, &bytes)?;
+    Ok(())
+}
+
+/// Values in `[0, 1]` as a heat map: dark blue (0) through purple and orange to pale yellow (1).
+pub fn heat(values: &[f32], width: u32, height: u32) -> Picture {
+    const STOPS: [[f32; 3]; 4] = [
+        [0.05, 0.03, 0.25],
+        [0.55, 0.12, 0.50],
+        [0.95, 0.50, 0.15],
+        [0.99, 0.95, 0.65],
+    ];
+    let data = values
+        .iter()
+        .flat_map(|&v| {
+            let t = v.clamp(0.0, 1.0) * 3.0;
+            let i = (t.floor() as usize).min(2);
+            let f = t - i as f32;
+            (0..3).map(move |k| STOPS[i][k] + (STOPS[i + 1][k] - STOPS[i][k]) * f)
+        })
+        .collect();
+    Picture {
+        width,
+        height,
+        channels: 3,
+        data,
+    }
+}
+
+/// The pixels of [`image_grid`]: width, height and RGB bytes.
+fn grid_pixels(
+    rows: &[Vec<Picture>],
+    rows_named: &[&str],
+    columns_named: &[&str],
+    scale: u32,
+) -> Result<(u32, u32, Vec<u8>), PlotError> {
     let first = rows
         .first()
         .and_then(|r| r.first())
@@ -322,16 +407,17 @@ pub fn image_grid(
     }
     let scale = scale.max(1);
     let gap = 4u32;
-    let label_w = if labels.is_empty() { 0 } else { 130 };
+    let label_w = if rows_named.is_empty() { 0 } else { 130 };
+    let header = if columns_named.is_empty() { 0 } else { 22 };
     let ncols = rows.iter().map(Vec::len).max().unwrap_or(0) as u32;
     let width = label_w + gap + ncols * (w * scale + gap);
-    let height = gap + rows.len() as u32 * (h * scale + gap);
+    let height = header + gap + rows.len() as u32 * (h * scale + gap);
     let mut buf = vec![200u8; (width * height * 3) as usize];
     for (r, row) in rows.iter().enumerate() {
         for (c, pic) in row.iter().enumerate() {
             let (x0, y0) = (
                 label_w + gap + c as u32 * (w * scale + gap),
-                gap + r as u32 * (h * scale + gap),
+                header + gap + r as u32 * (h * scale + gap),
             );
             for y in 0..h * scale {
                 for x in 0..w * scale {
@@ -348,16 +434,21 @@ pub fn image_grid(
             }
         }
     }
-    if !labels.is_empty() {
+    if !rows_named.is_empty() || !columns_named.is_empty() {
         let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
-        for (r, label) in labels.iter().enumerate().take(rows.len()) {
-            let y = (gap + r as u32 * (h * scale + gap) + h * scale / 2) as i32 - 8;
+        for (r, label) in rows_named.iter().enumerate().take(rows.len()) {
+            let y = (header + gap + r as u32 * (h * scale + gap) + h * scale / 2) as i32 - 8;
             root.draw(&Text::new(label.to_string(), (6, y), (font(), 16)))
+                .map_err(draw_err)?;
+        }
+        for (c, label) in columns_named.iter().enumerate().take(ncols as usize) {
+            let x = (label_w + gap + c as u32 * (w * scale + gap)) as i32;
+            root.draw(&Text::new(label.to_string(), (x, 3), (font(), 14)))
                 .map_err(draw_err)?;
         }
         root.present().map_err(draw_err)?;
     }
-    write_png(path, width, height, buf)
+    Ok((width, height, buf))
 }
 
 /// A descent over its energy landscape (CDAT Figures 1 and 3; [`basin_core::landscape`]): the
@@ -666,17 +757,52 @@ mod tests {
             &path,
             &[vec![pic(1.0), pic(0.5)], vec![pic(0.2), pic(0.9)]],
             &["a", "b"],
+            &[],
             3,
         )
         .unwrap();
         let img = image::open(&path).unwrap().to_rgb8();
         assert_eq!(img.dimensions(), (130 + 4 + 2 * (12 + 4), 4 + 2 * (6 + 4)));
+        // Column labels take a band above the pictures; no row labels, no margin for them.
+        image_grid(&path, &[vec![pic(1.0), pic(0.5)]], &[], &["x", "y"], 3).unwrap();
+        let img = image::open(&path).unwrap().to_rgb8();
+        assert_eq!(img.dimensions(), (4 + 2 * (12 + 4), 22 + 4 + 6 + 4));
         let bad = Picture {
             width: 4,
             height: 2,
             channels: 1,
             data: vec![0.0; 3],
         };
-        assert!(image_grid(&path, &[vec![bad]], &[], 1).is_err());
+        assert!(image_grid(&path, &[vec![bad]], &[], &[], 1).is_err());
+    }
+
+    #[test]
+    fn an_animated_grid_has_one_frame_per_step() {
+        use image::AnimationDecoder;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("steps.gif");
+        let frames: Vec<Vec<Vec<Picture>>> = (0..5)
+            .map(|t| vec![vec![heat(&[t as f32 / 4.0; 8], 4, 2)]])
+            .collect();
+        let titles: Vec<String> = (0..5).map(|t| format!("step {t}")).collect();
+        animated_grid(&path, &frames, &["row"], &["col"], &titles, 3, 200).unwrap();
+        let file = std::io::BufReader::new(std::fs::File::open(&path).unwrap());
+        let decoded = image::codecs::gif::GifDecoder::new(file)
+            .unwrap()
+            .into_frames()
+            .collect_frames()
+            .unwrap();
+        assert_eq!(decoded.len(), 5);
+        let (w, h) = decoded[0].buffer().dimensions();
+        assert_eq!((w, h), (130 + 4 + 12 + 4, 26 + 22 + 4 + 6 + 4));
+        assert!(animated_grid(&path, &[], &[], &[], &[], 1, 100).is_err());
+    }
+
+    #[test]
+    fn heat_runs_from_dark_to_light() {
+        let p = heat(&[0.0, 0.5, 1.0, 7.0], 4, 1);
+        let lum = |i: usize| p.data[3 * i..3 * i + 3].iter().sum::<f32>();
+        assert!(lum(0) < lum(1) && lum(1) < lum(2));
+        assert_eq!(lum(2), lum(3), "values above 1 are clamped");
     }
 }

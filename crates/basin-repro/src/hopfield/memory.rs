@@ -306,7 +306,14 @@ fn image_section(
         row.push(picture(&classical.get(i), w, h)?);
         rows.push(row);
     }
-    image_grid(&ctx.out().join("retrieval.png"), &rows, &[], 3).map_err(plot_err)?;
+    image_grid(
+        &ctx.out().join("retrieval.png"),
+        &rows,
+        &[],
+        &["stored", "query", "β = 8", "β = 0.5", "classical"],
+        3,
+    )
+    .map_err(plot_err)?;
     md.push_str(&format!("## Retrieving masked images (the slides' β = 8 and β = 0.5)\n\nFashion-MNIST test images {w}×{h}, pixels in [−1, 1]; the modern network stores the first {stored} and is queried with each image's upper half (the lower half set to 0), one update ξ ← X softmax(βXᵀξ):\n\n"));
     let mut t = report::Table::new([
         "β",

@@ -327,10 +327,14 @@ pub fn attention_figure(path: &Path, rows: &[RowResult]) -> Result<String> {
         .collect();
     let labels: Vec<&str> = drawn.iter().map(|r| r.model.as_str()).collect();
     let scale = (256 / n.max(1)).clamp(1, 8);
-    image_grid(path, &pictures, &labels, scale)
+    let columns: Vec<String> = (0..first.maps.len())
+        .map(|k| format!("map {}", k + 1))
+        .collect();
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    image_grid(path, &pictures, &labels, &columns, scale)
         .map_err(|e| crate::TaskError::invalid(path.display().to_string(), e.to_string()))?;
     Ok(format!(
-        "\nAttention (flows Z) on the first test graph ({n} nodes), one picture per layer and head, log scale from 10⁻⁸ (black) to 1 (white), rows = queries (Figure 4): `{}`.\n",
+        "\nAttention (flows Z) on the first test graph ({n} nodes), one picture per layer and head (map 1, 2, … in layer-major order), log scale from 10⁻⁸ (black) to 1 (white), rows = queries (Figure 4): `{}`.\n",
         path.file_name()
             .map_or(String::new(), |f| f.to_string_lossy().into_owned())
     ))

@@ -333,7 +333,7 @@ pub fn summary(prefix: &str, r: &Reconstruction) -> BTreeMap<String, f64> {
 use std::path::Path;
 
 use basin_core::TraceOptions;
-use basin_train::plot::{Picture, image_grid};
+use basin_train::plot::{Picture, animated_grid, heat, image_grid};
 
 fn picture(data: Vec<f32>, w: usize, h: usize, c: usize) -> Picture {
     Picture {
@@ -388,8 +388,14 @@ impl ImageLearner {
                 rows[r].push(picture(self.to_image(&Self::flat(&t.get(k))?)?, w, h, c));
             }
         }
-        image_grid(path, &rows, &["masked input", "completed", "original"], 4)
-            .map_err(|e| TaskError::config("picture", e.to_string()))
+        image_grid(
+            path,
+            &rows,
+            &["masked input", "completed", "original"],
+            &[],
+            4,
+        )
+        .map_err(|e| TaskError::config("picture", e.to_string()))
     }
 
     /// ET Figures 8 and 9: the `count` images of `items` with the largest and the smallest
@@ -452,7 +458,8 @@ impl ImageLearner {
                 row.push(pic);
             }
         }
-        image_grid(path, &rows, &[], 6).map_err(|e| TaskError::config("picture", e.to_string()))?;
+        image_grid(path, &rows, &[], &[], 6)
+            .map_err(|e| TaskError::config("picture", e.to_string()))?;
         Ok(true)
     }
 
@@ -474,7 +481,7 @@ impl ImageLearner {
             }
         }
         let label_refs: Vec<&str> = labels.iter().map(String::as_str).collect();
-        image_grid(path, &rows, &label_refs, 6)
+        image_grid(path, &rows, &label_refs, &[], 6)
             .map_err(|e| TaskError::config("picture", e.to_string()))?;
         Ok(true)
     }
@@ -500,7 +507,141 @@ impl ImageLearner {
                     .collect()
             })
             .collect();
-        image_grid(path, &rows, &[], 4).map_err(|e| TaskError::config("picture", e.to_string()))
+        let row_names: Vec<String> = (0..gh).map(|r| format!("patch row {r}")).collect();
+        let row_names: Vec<&str> = row_names.iter().map(String::as_str).collect();
+        let col_names: Vec<String> = (0..gw).map(|c| format!("col {c}")).collect();
+        let col_names: Vec<&str> = col_names.iter().map(String::as_str).collect();
+        image_grid(path, &rows, &row_names, &col_names, 4)
+            .map_err(|e| TaskError::config("picture", e.to_string()))
+    }
+
+    /// The descent step by step, for `items` under the masking of `seed`, into `dir`:
+    /// `descent.png` (a row per image: the masked input, the completion decoded from the tokens
+    /// after each step, the original; columns labelled by step), `descent.gif` (the same
+    /// completions animated, one frame a step) and `updates.png` (per step, each patch token's
+    /// update ‖x_t − x_{t−1}‖ as a heat map over the image, one scale for every step and image,
+    /// so a reader sees where the energy works). Returns the steps drawn; none, and no pictures,
+    /// for a model without an energy (a ViT).
+    pub fn write_descent(&self, items: &[usize], seed: u64, dir: &Path) -> Result<Vec<usize>> {
+        let b = PatchBatchOnDevice::new(
+            &self.eval_pipe.batch(self.data.as_ref(), items, seed)?,
+            self.device(),
+        );
+        let Some(block) = self.model.block() else {
+            return Ok(Vec::new());
+        };
+        let (_, trace) = tch::no_grad(|| {
+            let x0 = self.model.encode(&b.patches, &b.masked);
+            block.run(
+                &x0,
+                &self.model.structure(),
+                false,
+                Some(TraceOptions {
+                    states: true,
+                    term_grads: false,
+                }),
+            )
+        });
+        let trace = trace.ok_or_else(|| TaskError::config("trace", "no trace recorded"))?;
+        let last = trace.states.len() - 1;
+        // Every step up to twelve; beyond, twelve spread evenly from the start to the end.
+        let picks: Vec<usize> = if last <= 12 {
+            (0..=last).collect()
+        } else {
+            (0..=12).map(|i| i * last / 12).collect()
+        };
+        let (h, w, c) = self.data.shape();
+        let image = |t: &Tensor, k: usize| -> Result<Picture> {
+            Ok(picture(
+                self.to_image(&Self::flat(&t.get(k as i64))?)?,
+                w,
+                h,
+                c,
+            ))
+        };
+        let shown = b.patches.where_self(
+            &b.masked.logical_not().unsqueeze(-1),
+            &b.patches.full_like(0.0),
+        );
+        let completions: Vec<Tensor> = picks
+            .iter()
+            .map(|&t| {
+                tch::no_grad(|| self.model.decode(&trace.states[t]))
+                    .where_self(&b.masked.unsqueeze(-1), &b.patches)
+            })
+            .collect();
+        let fail = |e: basin_train::plot::PlotError| TaskError::config("picture", e.to_string());
+        let mut rows = Vec::new();
+        let mut frames = vec![Vec::new(); picks.len()];
+        for k in 0..items.len() {
+            let (masked, original) = (image(&shown, k)?, image(&b.patches, k)?);
+            let mut row = vec![masked.clone()];
+            for (f, done) in completions.iter().enumerate() {
+                let pic = image(done, k)?;
+                frames[f].push(vec![masked.clone(), pic.clone(), original.clone()]);
+                row.push(pic);
+            }
+            row.push(original);
+            rows.push(row);
+        }
+        let mut columns = vec!["masked".to_owned()];
+        columns.extend(picks.iter().map(|t| format!("step {t}")));
+        columns.push("original".into());
+        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+        image_grid(&dir.join("descent.png"), &rows, &[], &columns, 3).map_err(fail)?;
+        let titles: Vec<String> = picks
+            .iter()
+            .map(|t| format!("step {t} of {last}"))
+            .collect();
+        animated_grid(
+            &dir.join("descent.gif"),
+            &frames,
+            &[],
+            &["masked", "completed", "original"],
+            &titles,
+            3,
+            500,
+        )
+        .map_err(fail)?;
+        // ‖x_t − x_{t−1}‖ per patch token, [T, B, N], on one scale.
+        let moves = Tensor::stack(
+            &(1..=last)
+                .map(|t| {
+                    self.model
+                        .patch_tokens(&(&trace.states[t] - &trace.states[t - 1]))
+                        .norm_scalaropt_dim(2.0, [-1], false)
+                })
+                .collect::<Vec<_>>(),
+            0,
+        );
+        let top = moves.max().double_value(&[]).max(f64::MIN_POSITIVE);
+        let pixels = b.patches.size()[2];
+        let mut heat_rows = Vec::new();
+        for k in 0..items.len() {
+            let mut row = Vec::new();
+            for &t in picks.iter().filter(|&&t| t > 0) {
+                let per_patch = (moves.get(t as i64 - 1).get(k as i64) / top)
+                    .unsqueeze(-1)
+                    .expand([-1, pixels], false);
+                let img = self
+                    .eval_pipe
+                    .grid(self.data.as_ref())?
+                    .unpatchify(&Self::flat(&per_patch)?);
+                let values: Vec<f32> = img.iter().step_by(c).copied().collect();
+                row.push(heat(&values, w as u32, h as u32));
+            }
+            heat_rows.push(row);
+        }
+        if heat_rows.iter().any(|r| !r.is_empty()) {
+            let columns: Vec<String> = picks
+                .iter()
+                .filter(|&&t| t > 0)
+                .map(|t| format!("step {t}"))
+                .collect();
+            let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+            image_grid(&dir.join("updates.png"), &heat_rows, &[], &columns, 3).map_err(fail)?;
+        }
+        Ok(picks)
     }
 
     /// ET Figure 4: for one image, the completion decoded from the tokens at a few steps, and
@@ -565,7 +706,9 @@ impl ImageLearner {
             labels.push(format!("−∂E/∂g {name}"));
         }
         let label_refs: Vec<&str> = labels.iter().map(String::as_str).collect();
-        image_grid(path, &rows, &label_refs, 4)
+        let columns: Vec<String> = picks.iter().map(|t| format!("step {t}")).collect();
+        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+        image_grid(path, &rows, &label_refs, &columns, 4)
             .map_err(|e| TaskError::config("picture", e.to_string()))?;
         Ok(trace.mean_terms())
     }

@@ -295,24 +295,24 @@ impl ImageCompletion {
         x + &self.pos
     }
 
-    /// Pixels `[B, N, P]` from tokens `[B, N(+1), D]` (the CLS token dropped).
-    pub fn decode(&self, x: &Tensor) -> Tensor {
-        let x = if self.cls_token.is_some() {
+    /// The patch tokens `[B, N, D]` of tokens `[B, N(+1), D]` (the CLS token dropped).
+    pub fn patch_tokens(&self, x: &Tensor) -> Tensor {
+        if self.cls_token.is_some() {
             x.narrow(1, 1, x.size()[1] - 1)
         } else {
             x.shallow_clone()
-        };
-        self.decoder.forward(&self.decoder_norm.forward(&x))
+        }
+    }
+
+    /// Pixels `[B, N, P]` from tokens `[B, N(+1), D]` (the CLS token dropped).
+    pub fn decode(&self, x: &Tensor) -> Tensor {
+        self.decoder
+            .forward(&self.decoder_norm.forward(&self.patch_tokens(x)))
     }
 
     /// Decodes a direction in token space (a gradient) through the decoder's linear map only.
     pub fn decode_direction(&self, v: &Tensor) -> Tensor {
-        let v = if self.cls_token.is_some() {
-            v.narrow(1, 1, v.size()[1] - 1)
-        } else {
-            v.shallow_clone()
-        };
-        v.matmul(&self.decoder.ws.tr())
+        self.patch_tokens(v).matmul(&self.decoder.ws.tr())
     }
 
     /// Predicted pixels for every patch, `[B, N, P]`, and the trace if asked (none with a ViT).

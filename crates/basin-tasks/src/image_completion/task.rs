@@ -114,7 +114,8 @@ impl Task for ImageRun {
     }
 
     /// In `dir`: `reconstructions.png` (8 test images), `worst.png` and `best.png` (ET Figures
-    /// 8 and 9), `dynamics.png` (Figure 4 for the first image), `memories.png` (Figure 5),
+    /// 8 and 9), `dynamics.png` (Figure 4 for the first image), `descent.png`, `descent.gif`
+    /// and `updates.png` (the first four, step by step), `memories.png` (Figure 5),
     /// `kernels.png` (Figure 6) and `positions.png` (Figure 7); the energy per step of each
     /// term for that first image.
     fn figures(
@@ -133,6 +134,7 @@ impl Task for ImageRun {
         // Figures 8 and 9 over the held-out images (the paper's IN1K validation set).
         learner.write_extremes(&run.test(), &self.protocol.test_seeds(), 8, dir)?;
         let terms = learner.write_dynamics(first, seed, &dir.join("dynamics.png"))?;
+        learner.write_descent(&shown[..shown.len().min(4)], seed, dir)?;
         learner.write_memories(100, &dir.join("memories.png"))?;
         learner.write_kernels(&dir.join("kernels.png"))?;
         learner.write_positions(&dir.join("positions.png"))?;
