@@ -8,7 +8,9 @@
 //! `--weights`, under their checkpoint names (`norm.gamma`, `norm.delta`, `<term>.w_q`, …).
 //!
 //! Output (`--output`): `energy` `[T+1, B]`, `energy.<term>` `[T+1, B]` per term, `x_final`
-//! `[B, N, D]`, `grad_input` = ∂E/∂g at `g = LN(x)` `[B, N, D]`.
+//! `[B, N, D]`, `grad_input` = ∂E/∂g at `g = LN(x)` `[B, N, D]`; with `--states` the
+//! trajectory `states` `[T+1, B, N, D]`, with `--term-grads` each term's `grad.<term>`
+//! `[T, B, N, D]` (∂E_i/∂g at steps 0 … T−1).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -70,10 +72,19 @@ pub struct Args {
     /// Where to write the results (safetensors).
     ///
     /// `energy` `[T+1, B]` (entry t: the energy at x_t), `energy.<term>` `[T+1, B]` for each
-    /// term, `x_final` `[B, N, D]` and `grad_input` `[B, N, D]`, ∂E/∂g at the input; the config,
-    /// the self-attention switch and the device are in its `__metadata__`.
+    /// term, `x_final` `[B, N, D]` and `grad_input` `[B, N, D]`, ∂E/∂g at the input (and the
+    /// trajectory with `--states`, each term's gradients with `--term-grads`); the config, the
+    /// self-attention switch and the device are in its `__metadata__`.
     #[arg(long, required_unless_present = "kinds")]
     output: Option<PathBuf>,
+    /// Also write the trajectory: `states` `[T+1, B, N, D]` (x_0 … x_T; the last equals
+    /// `x_final`).
+    #[arg(long)]
+    states: bool,
+    /// Also write each term's gradient along the descent: `grad.<term>` `[T, B, N, D]`
+    /// (∂E_i/∂g at steps 0 … T−1).
+    #[arg(long)]
+    term_grads: bool,
     /// Override the number of descent steps (T) of the config.
     #[arg(long)]
     steps: Option<usize>,
@@ -259,7 +270,11 @@ pub fn run(args: &Args) -> Result<()> {
     block.check(&x, &s)?;
 
     let (x_final, trace, grad_input) = tch::no_grad(|| {
-        let (x_final, trace) = block.run(&x, &s, args.train_mode, Some(TraceOptions::default()));
+        let keep = TraceOptions {
+            states: args.states,
+            term_grads: args.term_grads,
+        };
+        let (x_final, trace) = block.run(&x, &s, args.train_mode, Some(keep));
         (x_final, trace, block.energy_grad(&x, &s))
     });
     let trace = trace.context("the descent recorded no trace")?;
@@ -270,6 +285,14 @@ pub fn run(args: &Args) -> Result<()> {
     }
     out.push(("x_final".to_owned(), x_final));
     out.push(("grad_input".to_owned(), grad_input));
+    if args.states {
+        out.push(("states".to_owned(), Tensor::stack(&trace.states, 0)));
+    }
+    for (name, grads) in &trace.term_grads {
+        if !grads.is_empty() {
+            out.push((format!("grad.{name}"), Tensor::stack(grads, 0)));
+        }
+    }
     let meta = HashMap::from([
         ("config".to_owned(), serde_json::to_string(&cfg)?),
         ("self_attention".to_owned(), args.self_attention.to_string()),

@@ -108,6 +108,39 @@ fn energy_matches_the_library_and_descends() {
             "energy rose: {row:?}"
         );
     }
+    assert!(
+        !o.contains_key("states"),
+        "the trajectory is off by default"
+    );
+
+    // The trajectory on request: its last state is the output, its first the input, and it is
+    // the library's trajectory.
+    let (ok, _, stderr) = basin(&[
+        "energy",
+        "--config",
+        CONFIG,
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--double",
+        "--states",
+        "--term-grads",
+    ]);
+    assert!(ok, "{stderr}");
+    let o = outputs(&out);
+    assert_eq!(o["states"].size(), [13, 2, 7, 32]);
+    assert!(max_rel_error(&o["states"].get(12), &o["x_final"], 1e-12) < 1e-12);
+    assert!(max_rel_error(&o["states"].get(0), &x, 1e-12) < 1e-12);
+    let keep = basin_core::TraceOptions {
+        states: true,
+        term_grads: false,
+    };
+    let (_, lib) = tch::no_grad(|| block.run(&x, &s, false, Some(keep)));
+    let lib = Tensor::stack(&lib.unwrap().states, 0);
+    assert!(max_rel_error(&o["states"], &lib, 1e-12) < 1e-12);
+    assert_eq!(o["grad.attention"].size(), [12, 2, 7, 32]);
+    assert_eq!(o["grad.hopfield"].size(), [12, 2, 7, 32]);
 
     // Separate weights file, sparse edges equal to a dense mask, padding.
     let mask = Tensor::rand([2, 7, 7], (Kind::Double, Device::Cpu)).lt(0.5);
