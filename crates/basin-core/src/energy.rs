@@ -43,6 +43,14 @@ pub trait Energy {
     fn part_grads(&self, g: &Tensor, structure: &Structure) -> Vec<(String, Tensor)> {
         vec![(self.name().to_owned(), self.grad(g, structure))]
     }
+
+    /// The energy split over the tokens, `[B, N]`, summing over `N` to [`Energy::energy`],
+    /// for a term that is a sum over tokens (ET's attention is one over queries, eq. 2, its
+    /// Hopfield memory one over tokens, eq. 4): which tokens (nodes, patches) settle low.
+    /// `None`, the default, for a term that does not split so.
+    fn token_energy(&self, _g: &Tensor, _structure: &Structure) -> Option<Tensor> {
+        None
+    }
 }
 
 /// `∂E/∂g` by autograd of `energy.energy(g)`, with a graph exactly when `g.requires_grad()`.
@@ -153,6 +161,14 @@ impl Energy for EnergySum {
             grad = grad + Self::scaled(w.weight, d);
         }
         (energy, grad)
+    }
+
+    fn token_energy(&self, g: &Tensor, structure: &Structure) -> Option<Tensor> {
+        let size = g.size();
+        self.terms.iter().try_fold(
+            Tensor::zeros([size[0], size[1]], (g.kind(), g.device())),
+            |acc, w| Some(acc + Self::scaled(w.weight, w.term.token_energy(g, structure)?)),
+        )
     }
 
     fn parts(&self, g: &Tensor, structure: &Structure) -> Vec<(String, Tensor)> {

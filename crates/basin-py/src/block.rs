@@ -99,6 +99,14 @@ impl Block {
     }
 }
 
+/// What `forward` returns: tokens, energy per step, states, per-term gradients.
+type Descent = (
+    PyTensor,
+    Option<PyTensor>,
+    Option<PyTensor>,
+    Option<Vec<(String, PyTensor)>>,
+);
+
 #[pymethods]
 impl Block {
     /// A block from the TOML text of a block config, its parameters initialised as basin
@@ -156,9 +164,11 @@ impl Block {
         })
     }
 
-    /// The descent from `x: [B, N, D]`: the final tokens and, with `trace`, the total energy
-    /// per step `[T + 1, B]` (detached). Differentiable through every step (unrolled).
-    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, train = false, trace = false))]
+    /// The descent from `x: [B, N, D]`: the final tokens; with `trace`, the total energy per
+    /// step `[T + 1, B]`; with `states`, the trajectory `[T + 1, B, N, D]`; with `term_grads`,
+    /// each term's `∂E_i/∂g` per step `[T, B, N, D]` (all three detached). Differentiable
+    /// through every step (unrolled).
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, train = false, trace = false, states = false, term_grads = false))]
     #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
@@ -170,12 +180,30 @@ impl Block {
         self_attention: Option<bool>,
         train: bool,
         trace: bool,
-    ) -> PyResult<(PyTensor, Option<PyTensor>)> {
+        states: bool,
+        term_grads: bool,
+    ) -> PyResult<Descent> {
         guard(|| {
             let s = self.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
-            let opts = trace.then(TraceOptions::default);
+            let opts =
+                (trace || states || term_grads).then_some(TraceOptions { states, term_grads });
             let (y, tr) = self.block.run(&x, &s, train, opts);
-            Ok((PyTensor(y), tr.map(|t| PyTensor(t.total))))
+            let Some(tr) = tr else {
+                return Ok((PyTensor(y), None, None, None));
+            };
+            let grads = term_grads.then(|| {
+                tr.term_grads
+                    .iter()
+                    .filter(|(_, g)| !g.is_empty())
+                    .map(|(name, g)| (name.clone(), PyTensor(Tensor::stack(g, 0))))
+                    .collect()
+            });
+            Ok((
+                PyTensor(y),
+                trace.then_some(PyTensor(tr.total)),
+                states.then(|| PyTensor(Tensor::stack(&tr.states, 0))),
+                grads,
+            ))
         })
     }
 

@@ -152,3 +152,24 @@ def test_cuda_tensors_cross_without_copies():
     native = dict(block._native.named_parameters())
     for n, p in block.named_parameters():
         assert native[n].data_ptr() == p.data_ptr()
+
+
+def test_the_trajectory_on_request():
+    block = small(steps=4).eval()
+    x = torch.randn(2, 5, 6, dtype=torch.float64)
+    tokens, energy = block(x)  # off by default: nothing more
+    tokens2, energy2, states, grads = block(x, return_states=True, return_term_grads=True)
+    assert states.shape == (5, 2, 5, 6)
+    assert torch.equal(states[0], x)
+    assert torch.allclose(states[-1], tokens, rtol=0, atol=1e-12)
+    assert torch.allclose(tokens2, tokens, rtol=0, atol=0)
+    # The energy of each state is the trace's energy at that step.
+    for t in range(5):
+        assert torch.allclose(block.energy(states[t]), energy[t], rtol=1e-10, atol=1e-10)
+    assert set(grads) == {"attention", "hopfield", "vmf-attention"} or len(grads) == 3
+    for g in grads.values():
+        assert g.shape == (4, 2, 5, 6)
+    # The first step's gradients sum to the block's force at the start.
+    assert torch.allclose(sum(g[0] for g in grads.values()), block.grad(x), atol=1e-10)
+    _, _, only_states = block(x, return_states=True)
+    assert torch.equal(only_states, states)

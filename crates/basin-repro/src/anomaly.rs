@@ -107,6 +107,10 @@ pub struct AnomalyModelRuns {
     pub report: ProtocolReport,
     /// The graph's energy (and V) per step per relation, selected model of run 0.
     pub energy: Vec<(String, Vec<f64>)>,
+    /// The same model's test nodes' energies along the descent (first relation), anomalous and
+    /// normal apart: quartiles per step (empty where a term does not split over nodes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_energy: Vec<basin_train::quartiles::StepQuartiles>,
     /// For dynamics with a storage functional (CDAT's), the same model's descent over its
     /// energy landscape beside plain gradient flow (Figures 1 and 3); drawn, not kept.
     #[serde(skip)]
@@ -190,6 +194,7 @@ pub fn run(
             {
                 let out = ctx.out().join(&tag).join(&model);
                 let mut energy = Vec::new();
+                let mut node_energy = Vec::new();
                 let mut landscape = None;
                 let protocol = AnomalyProtocol {
                     score,
@@ -209,9 +214,12 @@ pub fn run(
                             ctx.device(),
                         )?)
                     },
-                    |_, learner| {
+                    |run, learner| {
                         if energy.is_empty() {
                             energy = learner.energy_per_step();
+                            node_energy = learner
+                                .node_energy_by_class(&run.test(), &is_anomaly)
+                                .unwrap_or_default();
                             // Controlled dynamics (a V beside E) leave the gradient flow: draw both.
                             if energy.iter().any(|(n, _)| n.ends_with(" V")) {
                                 landscape = learner.landscape(ANOMALY_LANDSCAPE_GRID);
@@ -230,6 +238,17 @@ pub fn run(
                         ),
                         &energy,
                     )?;
+                    if !node_energy.is_empty() {
+                        basin_train::plot::quartile_bands(
+                            &out.join("node_energy.png"),
+                            &format!(
+                                "{tag}, {model}: each test node's energy along the descent (run 0, selected model)"
+                            ),
+                            "energy of the node",
+                            &node_energy,
+                        )
+                        .map_err(|e| crate::TaskError::invalid("node_energy.png", e.to_string()))?;
+                    }
                     if let Some(land) = &landscape {
                         basin_train::plot::landscape_chart(
                             &out.join("landscape.png"),
@@ -252,6 +271,7 @@ pub fn run(
                     score,
                     report,
                     energy,
+                    node_energy,
                     landscape,
                 });
             }
@@ -323,7 +343,7 @@ const ANOMALY_LANDSCAPE_GRID: usize = 15;
 
 /// One line per dataset, ratio and model: the energy's (and V's) first and last value, and for
 /// CDAT's dynamics where its descent and plain gradient flow end on the landscape (Figures 1
-/// and 3).
+/// and 3); and where each group of test nodes (anomalous, normal) settles.
 pub fn curves_markdown(results: &[AnomalyResult]) -> String {
     let mut md = String::new();
     for r in results {
@@ -346,13 +366,17 @@ pub fn curves_markdown(results: &[AnomalyResult]) -> String {
                 )
             });
             md.push_str(&format!(
-                "- {} {:.0} % {}: {} — `{}/{}/energy.png`{landscape}\n",
+                "- {} {:.0} % {}: {} — `{}/{}/energy.png`{landscape}{}\n",
                 r.dataset,
                 r.ratio * 100.0,
                 m.model,
                 report::curve_ends(&m.energy),
                 r.tag(),
-                m.model
+                m.model,
+                report::group_ends(
+                    &m.node_energy,
+                    &format!("{}/{}/node_energy.png", r.tag(), m.model)
+                ),
             ));
         }
     }

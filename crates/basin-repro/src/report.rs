@@ -347,6 +347,29 @@ pub fn curve_ends(energy: &[(String, Vec<f64>)]) -> String {
         .join("; ")
 }
 
+/// Where each group (anomalous and normal nodes, a class's graphs) settles, in words beside
+/// its picture: `; settled median energy: a … (n = …, quartiles … to …), b … — `picture``, or
+/// nothing without groups.
+pub fn group_ends(groups: &[basin_train::quartiles::StepQuartiles], picture: &str) -> String {
+    if groups.is_empty() {
+        return String::new();
+    }
+    let ends: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            format!(
+                "{} {:.4} (n = {}, quartiles {:.4} to {:.4})",
+                g.group,
+                g.median.last().copied().unwrap_or(f64::NAN),
+                g.count,
+                g.q1.last().copied().unwrap_or(f64::NAN),
+                g.q3.last().copied().unwrap_or(f64::NAN)
+            )
+        })
+        .collect();
+    format!("; settled median energy: {} — `{picture}`", ends.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

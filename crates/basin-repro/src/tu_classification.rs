@@ -111,6 +111,10 @@ pub struct TuModelRuns {
     /// Per block, the energy per step and (for controlled dynamics) the storage functional V,
     /// under CV fold 0's selected model, mean over the first 64 graphs.
     pub energy: Vec<(String, Vec<f64>)>,
+    /// The same model's test graphs' energies along its last block's descent, by class:
+    /// quartiles per step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub class_energy: Vec<basin_train::quartiles::StepQuartiles>,
     /// The same model's first block on the first graph over its energy landscape, beside plain
     /// gradient flow (CDAT Figures 1 and 3); drawn as `landscape.png`, not kept in the JSON.
     #[serde(skip)]
@@ -330,13 +334,15 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 inner_folds: opts.inner_folds,
             };
             let mut energy = Vec::new();
+            let mut class_energy = Vec::new();
             let mut landscape = None;
             let cv = cv_protocol.run(
                 &target,
                 make,
-                |_, learner| {
+                |run, learner| {
                     if energy.is_empty() {
                         energy = learner.energy_curves(&first_graphs)?;
+                        class_energy = learner.graph_energy_by_class(&run.test(), &target)?;
                         landscape = Some(learner.landscape(0, LANDSCAPE_GRID)?);
                     }
                     Ok(())
@@ -353,6 +359,18 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                     ),
                     &energy,
                 )?;
+                if !class_energy.is_empty() {
+                    basin_train::plot::quartile_bands(
+                        &out.join("class_energy.png"),
+                        &format!(
+                            "{name}, {}: each test graph's energy along the last block's descent (CV fold 0)",
+                            m.name
+                        ),
+                        "energy of the graph",
+                        &class_energy,
+                    )
+                    .map_err(|e| crate::TaskError::invalid("class_energy.png", e.to_string()))?;
+                }
                 if let Some(land) = &landscape {
                     basin_train::plot::landscape_chart(
                         &out.join("landscape.png"),
@@ -374,6 +392,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 et_paper: None,
                 code_cv: None,
                 energy,
+                class_energy,
                 landscape,
             });
             prepared.push((config, pe, train));
@@ -597,14 +616,18 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
                 )
             });
             md.push_str(&format!(
-                "- {} / {}: {}; training loss (mean over folds) {} — `{}/{}/energy.png`, `{}/loss.png`{landscape}\n",
+                "- {} / {}: {}; training loss (mean over folds) {} — `{}/{}/energy.png`, `{}/loss.png`{landscape}{}\n",
                 r.dataset,
                 m.model,
                 report::curve_ends(&m.energy),
                 report::curve_ends(&[(String::new(), mean_curve(&m.cv, "train_loss"))]).trim(),
                 r.dataset,
                 m.model,
-                r.dataset
+                r.dataset,
+                report::group_ends(
+                    &m.class_energy,
+                    &format!("{}/{}/class_energy.png", r.dataset, m.model)
+                ),
             ));
         }
     }

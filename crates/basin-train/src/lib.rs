@@ -25,7 +25,8 @@
 //!   each split's validation score (never its test score).
 //! - [`record`]: JSON run records (config, seeds, split hashes, per-epoch metrics, device, git
 //!   revision), written atomically.
-//! - [`plot`]: energy curves and image grids as PNG.
+//! - [`quartiles`]: a quantity along a descent summarised per group (quartiles per step).
+//! - [`plot`]: energy curves, quartile bands, image grids (PNG) and animations (GIF).
 
 pub mod compare;
 pub mod context;
@@ -38,6 +39,7 @@ pub mod optim;
 pub mod plan;
 pub mod plot;
 pub mod protocol;
+pub mod quartiles;
 pub mod record;
 pub mod runner;
 pub mod schedule;

@@ -281,6 +281,97 @@ pub fn line_chart(
     write_png(path, width, height, buf)
 }
 
+/// Groups along a descent in one panel: each group's median per step as a line and its
+/// quartiles as a shaded band, with a legend naming the group and its count (e.g. the energy of
+/// anomalous and normal nodes, or of each class's graphs, along a block's descent).
+pub fn quartile_bands(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    groups: &[crate::quartiles::StepQuartiles],
+) -> Result<(), PlotError> {
+    let steps = groups.first().map_or(0, |g| g.median.len());
+    if steps == 0 || groups.iter().any(|g| g.median.len() != steps) {
+        return Err(PlotError::Input(
+            "no steps, or groups of different lengths".into(),
+        ));
+    }
+    let all: Vec<f64> = groups
+        .iter()
+        .flat_map(|g| g.q1.iter().chain(&g.q3).chain(&g.median))
+        .copied()
+        .filter(|v| v.is_finite())
+        .collect();
+    if all.is_empty() {
+        return Err(PlotError::Input("no finite values".into()));
+    }
+    let (lo, hi) = all
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-12) * 1e-6);
+    let x_max = (steps - 1).max(1) as f64;
+    let (width, height) = (760u32, 480u32);
+    let mut buf = vec![255u8; (width * height * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let (top, body) = root.split_vertically(40);
+        top.titled(title, (font(), 18)).map_err(draw_err)?;
+        let mut chart = ChartBuilder::on(&body)
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(80)
+            .build_cartesian_2d(0f64..x_max, (lo - pad)..(hi + pad))
+            .map_err(draw_err)?;
+        chart
+            .configure_mesh()
+            .x_desc("descent step")
+            .y_desc(y_label)
+            .x_labels(whole_ticks(x_max))
+            .x_label_formatter(&whole_label)
+            .label_style((font(), 13))
+            .axis_desc_style((font(), 14))
+            .draw()
+            .map_err(draw_err)?;
+        for (i, g) in groups.iter().enumerate() {
+            let colour = COLOURS[i % COLOURS.len()];
+            let band: Vec<(f64, f64)> = (0..steps)
+                .map(|t| (t as f64, g.q3[t]))
+                .chain((0..steps).rev().map(|t| (t as f64, g.q1[t])))
+                .filter(|p| p.1.is_finite())
+                .collect();
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    band,
+                    colour.mix(0.2).filled(),
+                )))
+                .map_err(draw_err)?;
+            let median: Vec<(f64, f64)> = (0..steps).map(|t| (t as f64, g.median[t])).collect();
+            chart
+                .draw_series(LineSeries::new(median, colour.stroke_width(2)))
+                .map_err(draw_err)?
+                .label(format!(
+                    "{} ({}): median, quartiles shaded",
+                    g.group, g.count
+                ))
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font((font(), 13))
+            .draw()
+            .map_err(draw_err)?;
+        root.present().map_err(draw_err)?;
+    }
+    write_png(path, width, height, buf)
+}
+
 /// A picture to place in a grid: `channels` = 1 (grey) or 3 (RGB), row-major, channel-last,
 /// values in `[0, 1]` (clamped).
 #[derive(Clone, Debug)]
@@ -796,6 +887,25 @@ mod tests {
         let (w, h) = decoded[0].buffer().dimensions();
         assert_eq!((w, h), (130 + 4 + 12 + 4, 26 + 22 + 4 + 6 + 4));
         assert!(animated_grid(&path, &[], &[], &[], &[], 1, 100).is_err());
+    }
+
+    #[test]
+    fn quartile_bands_draw_and_refuse_ragged_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bands.png");
+        let values = vec![vec![3.0, 1.0, 4.0, 0.5], vec![2.0, 0.5, 3.0, 0.2]];
+        let groups: Vec<String> = ["normal", "anomalous", "normal", "anomalous"]
+            .map(String::from)
+            .to_vec();
+        let q = crate::quartiles::by_group(&values, &groups);
+        quartile_bands(&path, "t", "energy", &q).unwrap();
+        assert_eq!(
+            image::open(&path).unwrap().to_rgb8().dimensions(),
+            (760, 480)
+        );
+        let mut ragged = q.clone();
+        ragged[1].median.pop();
+        assert!(quartile_bands(&path, "t", "energy", &ragged).is_err());
     }
 
     #[test]

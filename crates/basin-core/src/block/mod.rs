@@ -359,6 +359,12 @@ impl EnergyBlock {
         (self.settled_output(&settled, structure, train), trace)
     }
 
+    /// Each token's share of the energy at `g = LN(x)`, `[B, N]` ([`Energy::token_energy`]);
+    /// `None` when a term does not split over tokens.
+    pub fn token_energy(&self, x: &Tensor, structure: &Structure) -> Option<Tensor> {
+        self.energy.token_energy(&self.norm.forward(x), structure)
+    }
+
     /// `∂E/∂g` at `g = LN(x)`, `[B, N, D]`.
     pub fn energy_grad(&self, x: &Tensor, structure: &Structure) -> Tensor {
         self.energy.grad(&self.norm.forward(x), structure)

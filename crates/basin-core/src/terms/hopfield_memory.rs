@@ -310,9 +310,11 @@ impl Energy for HopfieldEnergy {
     }
 
     fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
-        let (e, _) = self.chunked(g, true, false);
-        let e = e.unwrap_or_else(|| g.sum_dim_intlist(-1, false, g.kind()).zeros_like());
-        Self::masked(e, s, true).sum_dim_intlist(-1, false, g.kind())
+        self.energies(g, s).sum_dim_intlist(-1, false, g.kind())
+    }
+
+    fn token_energy(&self, g: &Tensor, s: &Structure) -> Option<Tensor> {
+        Some(self.energies(g, s))
     }
 
     fn grad(&self, g: &Tensor, s: &Structure) -> Tensor {
@@ -331,6 +333,13 @@ impl Energy for HopfieldEnergy {
 }
 
 impl HopfieldEnergy {
+    /// Each token's energy `[B, N]` (padding: 0).
+    fn energies(&self, g: &Tensor, s: &Structure) -> Tensor {
+        let (e, _) = self.chunked(g, true, false);
+        let e = e.unwrap_or_else(|| g.sum_dim_intlist(-1, false, g.kind()).zeros_like());
+        Self::masked(e, s, true)
+    }
+
     /// The same term under another name (traces, plots).
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();

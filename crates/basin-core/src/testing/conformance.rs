@@ -181,6 +181,20 @@ fn gradients(label: &str, name: &str, term: &dyn Energy, s: &Structure) {
         closed.abs().max().double_value(&[]) > 1e-6,
         "{label} [{name}]: the gradient is identically zero"
     );
+    // A term split over tokens sums, over them, to its energy.
+    if let Some(tokens) = term.token_energy(&g, s) {
+        assert_eq!(
+            tokens.size(),
+            [B, N],
+            "{label} [{name}]: token_energy's shape"
+        );
+        let summed = tokens.sum_dim_intlist(-1, false, Kind::Double);
+        let err = max_rel_error(&summed, &energy, 1e-12);
+        assert!(
+            err < 1e-10,
+            "{label} [{name}]: token_energy does not sum to the energy ({err:e})"
+        );
+    }
     let fd = finite_difference(|x| total(term, x, s), &g, 1e-5);
     let err_fd = max_rel_error(&closed, &fd, 1e-12);
     assert!(

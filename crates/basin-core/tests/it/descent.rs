@@ -120,3 +120,30 @@ fn padded_tokens_do_not_move() {
     assert_eq!(padded_moved, 0.0);
     assert!(moved.masked_select(&pad).min().double_value(&[]) > 0.0);
 }
+
+/// ET's block splits its energy over the tokens (attention per query, eq. 2; memory per token,
+/// eq. 4), dense and sparse, and the split sums to the energy the descent lowers.
+#[test]
+fn the_energy_splits_over_tokens() {
+    let _g = basin_core::testing::lock_generator();
+    tch::manual_seed(3);
+    let mut vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let b = block(&vs, 0.1, false);
+    vs.double();
+    let x = tch::Tensor::randn([2, 6, 8], (Kind::Double, tch::Device::Cpu));
+    let mask = tch::Tensor::rand([2, 6, 6], (Kind::Double, tch::Device::Cpu)).lt(0.6);
+    for s in [Structure::full(), Structure::mask(mask).unwrap()] {
+        let tokens = b
+            .token_energy(&x, &s)
+            .expect("ET's terms split over tokens");
+        assert_eq!(tokens.size(), [2, 6]);
+        let (_, trace) = b.run(&x, &s, false, Some(TraceOptions::default()));
+        let total = trace.unwrap().total.get(0);
+        let err = basin_core::testing::max_rel_error(
+            &tokens.sum_dim_intlist(-1, false, Kind::Double),
+            &total,
+            1e-12,
+        );
+        assert!(err < 1e-10, "{err:e}");
+    }
+}

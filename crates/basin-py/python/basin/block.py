@@ -60,7 +60,7 @@ class EnergyBlock(torch.nn.Module):
         return self._native.config_toml()
 
     def forward(self, x, mask=None, bias=None, edge_index=None, padding=None,
-                self_attention=None, trace=True):
+                self_attention=None, trace=True, return_states=False, return_term_grads=False):
         """The descent from ``x: [B, N, D]``: ``(tokens, energy)``, ``energy`` the total
         energy per step ``[T + 1, B]`` (``None`` with ``trace=False``, which skips it).
 
@@ -69,10 +69,22 @@ class EnergyBlock(torch.nn.Module):
         (PyG's source → target); ``padding`` ``[B, N]`` bool, ``True`` for real tokens.
         Differentiable through every step; in ``train()`` mode the dynamics' noise and
         dropout are on.
+
+        ``return_states=True`` appends the trajectory ``x_0 … x_T`` as one tensor
+        ``[T + 1, B, N, D]`` (its last entry is ``tokens``); ``return_term_grads=True`` appends a
+        dict of each term's ``∂E_i/∂g`` per step ``[T, B, N, D]``. Both are detached and off by
+        default (they cost memory).
         """
-        return self._native.forward(x, mask=mask, bias=bias, edge_index=edge_index,
-                                    padding=padding, self_attention=self_attention,
-                                    train=self.training, trace=trace)
+        tokens, energy, states, grads = self._native.forward(
+            x, mask=mask, bias=bias, edge_index=edge_index, padding=padding,
+            self_attention=self_attention, train=self.training, trace=trace,
+            states=return_states, term_grads=return_term_grads)
+        out = (tokens, energy)
+        if return_states:
+            out += (states,)
+        if return_term_grads:
+            out += (dict(grads),)
+        return out
 
     def energy(self, x, **structure):
         """The energy of each sample ``[B]`` at ``x`` (after the block's layer norm)."""

@@ -283,7 +283,7 @@ pub fn row_cells(r: &RowResult, key: &str, scale: f64) -> Vec<String> {
     ]
 }
 
-/// Mean ± population s.d. over runs of `key` at each run's selected epoch.
+/// Mean ± population s.d. over runs of `key` at each run's selected epoch (one run: its value).
 pub(crate) fn selected_val(report: &ProtocolReport, key: &str, scale: f64) -> String {
     let values: Vec<f64> = report
         .runs
@@ -294,6 +294,9 @@ pub(crate) fn selected_val(report: &ProtocolReport, key: &str, scale: f64) -> St
         return "–".into();
     }
     let (m, s) = basin_train::metrics::mean_std(&values);
+    if values.len() == 1 {
+        return format!("{:.2}", m * scale);
+    }
     format!("{:.2} ± {:.2}", m * scale, s * scale)
 }
 

@@ -182,6 +182,40 @@ impl GraphClassifierLearner {
         ))
     }
 
+    /// The energy of each graph of `items` along the last block's descent (evaluation mode), by
+    /// class (`labels[i]` item `i`'s): per class, the quartiles at each step.
+    pub fn graph_energy_by_class(
+        &self,
+        items: &[usize],
+        labels: &[f64],
+    ) -> Result<Vec<basin_train::quartiles::StepQuartiles>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut values: Vec<Vec<f64>> = Vec::new();
+        for chunk in items.chunks(64) {
+            let (b, _) = self.batch(chunk, false, &mut rng)?;
+            let Some(last) = self.model.traces(&b)?.pop() else {
+                return Ok(Vec::new());
+            };
+            let total: Vec<Vec<f64>> = Vec::try_from(
+                &last
+                    .total
+                    .to_kind(tch::Kind::Double)
+                    .to_device(tch::Device::Cpu),
+            )?;
+            values.resize(total.len(), Vec::new());
+            for (step, row) in values.iter_mut().zip(total) {
+                step.extend(row);
+            }
+        }
+        let groups: Vec<String> = items
+            .iter()
+            .map(|&i| format!("class {}", labels.get(i).copied().unwrap_or(f64::NAN)))
+            .collect();
+        let mut by_class = basin_train::quartiles::by_group(&values, &groups);
+        by_class.sort_by(|a, b| a.group.cmp(&b.group));
+        Ok(by_class)
+    }
+
     /// Named curves over the graphs `items` (evaluation mode): each block's energy per step,
     /// `block s E`, and for dynamics with a storage functional its V, `block s V`.
     pub fn energy_curves(&self, items: &[usize]) -> Result<Vec<(String, Vec<f64>)>> {

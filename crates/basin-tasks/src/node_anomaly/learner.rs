@@ -165,6 +165,32 @@ impl NodeAnomalyLearner {
         curves
     }
 
+    /// The energy of the nodes `items` along the descent (first relation, evaluation mode),
+    /// anomalous and normal apart: per group, the quartiles at each step; `None` when a term of
+    /// the block does not split over tokens.
+    pub fn node_energy_by_class(
+        &self,
+        items: &[usize],
+        is_anomaly: &[bool],
+    ) -> Option<Vec<basin_train::quartiles::StepQuartiles>> {
+        let per_step = self.model.node_energies(&self.features, &self.structures)?;
+        let values: Vec<Vec<f64>> = per_step
+            .iter()
+            .map(|all| items.iter().filter_map(|&i| all.get(i).copied()).collect())
+            .collect();
+        let groups: Vec<String> = items
+            .iter()
+            .map(|&i| {
+                if is_anomaly.get(i).copied().unwrap_or(false) {
+                    "anomalous".to_owned()
+                } else {
+                    "normal".to_owned()
+                }
+            })
+            .collect();
+        Some(basin_train::quartiles::by_group(&values, &groups))
+    }
+
     /// The global ids `[n]` of a sampled subgraph's nodes and their training-mode logits.
     fn subgraph_logits(
         &self,

@@ -295,6 +295,37 @@ impl NodeAnomaly {
             .collect()
     }
 
+    /// Each node's share of the energy ([`EnergyBlock::token_energy`]) at every step of the
+    /// descent on the first relation (evaluation mode), `[T + 1][N]`; `None` when a term of the
+    /// block does not split over tokens.
+    pub fn node_energies(
+        &self,
+        features: &Tensor,
+        structures: &[Structure],
+    ) -> Option<Vec<Vec<f64>>> {
+        let s = structures.first()?;
+        tch::no_grad(|| {
+            let x0 = self.tokens(features, None);
+            let keep = TraceOptions {
+                states: true,
+                term_grads: false,
+            };
+            let (_, trace) = self.block.run(&x0, s, false, Some(keep));
+            trace?
+                .states
+                .iter()
+                .map(|x| {
+                    let e = self
+                        .block
+                        .token_energy(x, s)?
+                        .get(0)
+                        .to_kind(tch::Kind::Double);
+                    Vec::<f64>::try_from(&e.to_device(tch::Device::Cpu)).ok()
+                })
+                .collect()
+        })
+    }
+
     /// The trace of the descent on each relation (evaluation mode).
     pub fn traces(&self, features: &Tensor, structures: &[Structure]) -> Vec<basin_core::Trace> {
         tch::no_grad(|| {

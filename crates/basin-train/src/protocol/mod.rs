@@ -165,9 +165,11 @@ impl ProtocolReport {
         self.aggregate.get(metric).copied()
     }
 
-    /// `mean ± std` of a metric, scaled (e.g. by 100 for percentages).
+    /// `mean ± std` of a metric, scaled (e.g. by 100 for percentages); one run's value alone
+    /// (a spread of one run is no spread).
     pub fn show(&self, metric: &str, scale: f64) -> String {
         match self.aggregate.get(metric) {
+            Some((m, _)) if self.runs.len() == 1 => format!("{:.2}", m * scale),
             Some((m, s)) => format!("{:.2} ± {:.2}", m * scale, s * scale),
             None => "–".into(),
         }
@@ -202,5 +204,31 @@ impl ProtocolReport {
             ));
         }
         md
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(values: &[f64]) -> Vec<RunRecord> {
+        values
+            .iter()
+            .map(|&v| {
+                let mut r = RunRecord::new("run", serde_json::Value::Null, 0, "cpu".into());
+                r.summary.insert("test_auc".into(), v);
+                r
+            })
+            .collect()
+    }
+
+    /// One run has no spread to show; several show theirs.
+    #[test]
+    fn one_run_shows_its_value_alone() {
+        let one = ProtocolReport::new("fixed-split", "x", runs(&[0.5818]), Vec::new());
+        assert_eq!(one.show("test_auc", 100.0), "58.18");
+        let two = ProtocolReport::new("fixed-split", "x", runs(&[0.5, 0.7]), Vec::new());
+        assert_eq!(two.show("test_auc", 100.0), "60.00 ± 10.00");
+        assert_eq!(two.show("missing", 100.0), "–");
     }
 }

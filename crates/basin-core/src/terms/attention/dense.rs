@@ -160,16 +160,18 @@ impl EnergyAttention {
 
     /// `E = −Σ_h (1/β_h) Σ_q lse_q` from per-query log-sum-exps `[B, H, N]`.
     pub(super) fn energy_from_lse(&self, lse: &Tensor, has: Option<&Tensor>) -> Tensor {
+        self.query_energy_from_lse(lse, has)
+            .sum_dim_intlist(-1, false, lse.kind())
+    }
+
+    /// Each query's share `−Σ_h (1/β_h) lse_q`, `[B, N]` (a query without keys: 0).
+    pub(super) fn query_energy_from_lse(&self, lse: &Tensor, has: Option<&Tensor>) -> Tensor {
         let h = self.heads();
         let per_query = match has {
             Some(has) => lse * has,
             None => lse.shallow_clone(),
         };
-        -(per_query / self.beta().view([1, h, 1])).sum_dim_intlist(
-            &[1i64, 2][..],
-            false,
-            lse.kind(),
-        )
+        -(per_query / self.beta().view([1, h, 1])).sum_dim_intlist(1, false, lse.kind())
     }
 
     /// The per-head aggregates of a chunk, head-major `[b, H, Y, N]`: `T^Q = (ω K)ᵀ` and

@@ -431,6 +431,29 @@ impl Energy for EnergyAttention {
         }
     }
 
+    fn token_energy(&self, g: &Tensor, s: &Structure) -> Option<Tensor> {
+        // Mixed heads (CDAT's code) share one log-sum-exp across heads: no per-query split
+        // is claimed for them.
+        if self.head_mix.is_some() {
+            return None;
+        }
+        Some(match s.sparse_edges() {
+            Some(edges) => {
+                let (sl, _, _, _) = self.sparse_logits(g, edges, s.edge_scale());
+                let (lse, _, _) = self.sparse_lse(&sl, edges);
+                self.sparse_token_energy(&lse, g.size()[0])
+            }
+            None => {
+                let w = self.head_weights();
+                let (q, k, _) = self.project_heads(&w, g);
+                cat_batch(self.dense_chunks(g, &[&q, &k], s, |c, p| {
+                    let logits = self.dense_logits(&c[0], &c[1], p);
+                    self.query_energy_from_lse(&logits.logsumexp(-1, false), p.has.as_ref())
+                }))
+            }
+        })
+    }
+
     fn grad(&self, g: &Tensor, s: &Structure) -> Tensor {
         if self.head_mix.is_some() {
             return crate::energy::autograd_grad(self, g, s);

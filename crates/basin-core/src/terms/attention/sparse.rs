@@ -91,11 +91,17 @@ impl EnergyAttention {
     }
 
     pub(super) fn sparse_energy_from(&self, lse: &Tensor, b: i64) -> Tensor {
-        let h = self.heads();
-        let per_token = (lse / self.beta().view([1, h])).sum_dim_intlist(-1, false, lse.kind());
-        -per_token
-            .view([b, -1])
+        self.sparse_token_energy(lse, b)
             .sum_dim_intlist(-1, false, lse.kind())
+    }
+
+    /// Each query's share `−Σ_h (1/β_h) lse_q` from per-token log-sum-exps `[B·N, H]`, as
+    /// `[B, N]`.
+    pub(super) fn sparse_token_energy(&self, lse: &Tensor, b: i64) -> Tensor {
+        let h = self.heads();
+        -(lse / self.beta().view([1, h]))
+            .sum_dim_intlist(-1, false, lse.kind())
+            .view([b, -1])
     }
 
     pub(super) fn sparse_energy_and_grad(
