@@ -303,3 +303,33 @@ fn the_superpixel_model_reconstructs_the_edge_features_from_a_hat() {
     let e = sparse.validate().unwrap_err().to_string();
     assert!(e.contains("edge_reconstruction"), "{e}");
 }
+
+/// The TU reports' per-class energy: each class's group holds exactly the items of that class,
+/// one value per step of the last block (T + 1), in the order the classes sort.
+#[test]
+fn the_energy_by_class_groups_the_graphs_by_their_labels() {
+    let _g = lock_generator();
+    let data = Arc::new(rings_and_stars(40));
+    let cfg = basin_et::graph::tu_cpu();
+    let pe = dataset_pe(&data, &cfg.batching).unwrap().map(Arc::new);
+    let items: Vec<usize> = (0..27).map(|i| i + i / 3).collect();
+    let learner =
+        GraphClassifierLearner::new(data.clone(), pe, &cfg, &items, 0, Device::Cpu).unwrap();
+    let labels: Vec<f64> = data
+        .targets
+        .classes()
+        .unwrap()
+        .iter()
+        .map(|&c| c as f64)
+        .collect();
+    let groups = learner.graph_energy_by_class(&items, &labels).unwrap();
+    let names: Vec<&str> = groups.iter().map(|g| g.group.as_str()).collect();
+    assert_eq!(names, ["class 0", "class 1"]);
+    for g in &groups {
+        let class: f64 = g.group.trim_start_matches("class ").parse().unwrap();
+        let want = items.iter().filter(|&&i| labels[i] == class).count();
+        assert_eq!(g.count, want, "{}", g.group);
+        assert_eq!(g.median.len(), cfg.block.steps + 1);
+        assert!(g.q1.iter().zip(&g.q3).all(|(a, b)| a <= b));
+    }
+}

@@ -196,7 +196,10 @@ fn etimage_learns_to_complete_stripes_and_descends() {
     let positions = image::open(dir.path().join("positions.png"))
         .unwrap()
         .to_rgb8();
-    assert_eq!(positions.dimensions(), (4 + 4 * (16 + 4), 4 + 4 * (16 + 4)));
+    assert_eq!(
+        positions.dimensions(),
+        (130 + 4 + 4 * (16 + 4), 22 + 4 + 4 * (16 + 4))
+    );
     let terms = learner
         .write_dynamics(test[0], 0, &dir.path().join("dynamics.png"))
         .unwrap();
@@ -204,7 +207,60 @@ fn etimage_learns_to_complete_stripes_and_descends() {
     let dynamics = image::open(dir.path().join("dynamics.png"))
         .unwrap()
         .to_rgb8();
-    assert_eq!(dynamics.dimensions().1, 4 + 3 * (64 + 4));
+    assert_eq!(dynamics.dimensions().1, 22 + 4 + 3 * (64 + 4));
+
+    // The descent step by step: step 0 is the masked input's reconstruction (decoded from the
+    // start, no descent), the last step the model's own completion; one picture column and one
+    // GIF frame per step, one heat map per update.
+    let shown = &test[..3];
+    let d = learner.descent(shown, 0).unwrap().unwrap();
+    let steps = d.completions.len();
+    let b = PatchBatchOnDevice::new(
+        &learner
+            .eval_pipe
+            .batch(learner.data.as_ref(), shown, 0)
+            .unwrap(),
+        Device::Cpu,
+    );
+    let fill = |pred: &tch::Tensor| pred.where_self(&b.masked.unsqueeze(-1), &b.patches);
+    let start = tch::no_grad(|| {
+        learner
+            .model
+            .decode(&learner.model.encode(&b.patches, &b.masked))
+    });
+    assert!(d.completions[0].allclose(&fill(&start), 1e-6, 1e-6, false));
+    let (answer, _) =
+        tch::no_grad(|| learner.run_batch(shown, &learner.eval_pipe, 0, false)).unwrap();
+    assert!(d.completions[steps - 1].allclose(&fill(&answer), 1e-5, 1e-5, false));
+    assert!(!d.completions[0].allclose(&d.completions[steps - 1], 1e-4, 1e-4, false));
+    assert_eq!(d.moves.size(), [steps as i64 - 1, 3, 16]);
+    let picks = learner.write_descent(shown, 0, dir.path()).unwrap();
+    assert_eq!(picks, (0..steps).collect::<Vec<_>>());
+    let descent = image::open(dir.path().join("descent.png"))
+        .unwrap()
+        .to_rgb8();
+    assert_eq!(
+        descent.dimensions(),
+        (4 + (steps as u32 + 2) * (48 + 4), 22 + 4 + 3 * (48 + 4))
+    );
+    let updates = image::open(dir.path().join("updates.png"))
+        .unwrap()
+        .to_rgb8();
+    assert_eq!(
+        updates.dimensions(),
+        (4 + (steps as u32 - 1) * (48 + 4), 22 + 4 + 3 * (48 + 4))
+    );
+    {
+        use image::AnimationDecoder;
+        let gif =
+            std::io::BufReader::new(std::fs::File::open(dir.path().join("descent.gif")).unwrap());
+        let frames = image::codecs::gif::GifDecoder::new(gif)
+            .unwrap()
+            .into_frames()
+            .collect_frames()
+            .unwrap();
+        assert_eq!(frames.len(), steps);
+    }
 
     // Figures 8 and 9: the worst and the best images by MSE averaged over the seeds, ranked as
     // the evaluation scores each image.

@@ -335,6 +335,20 @@ use std::path::Path;
 use basin_core::TraceOptions;
 use basin_train::plot::{Picture, animated_grid, heat, image_grid};
 
+/// A descent watched step by step ([`ImageLearner::descent`]): patches `[B, N, P]` in the
+/// pipeline's normalised pixels.
+#[derive(Debug)]
+pub struct Descent {
+    /// The masked input (masked patches zero).
+    pub shown: Tensor,
+    /// Per step `0 … T`, the visible patches with the masked ones decoded from `x_t`.
+    pub completions: Vec<Tensor>,
+    /// The original patches.
+    pub original: Tensor,
+    /// `‖x_t − x_{t−1}‖` per patch token, `[T, B, N]`.
+    pub moves: Tensor,
+}
+
 fn picture(data: Vec<f32>, w: usize, h: usize, c: usize) -> Picture {
     Picture {
         width: w as u32,
@@ -515,36 +529,73 @@ impl ImageLearner {
             .map_err(|e| TaskError::config("picture", e.to_string()))
     }
 
-    /// The descent step by step, for `items` under the masking of `seed`, into `dir`:
-    /// `descent.png` (a row per image: the masked input, the completion decoded from the tokens
-    /// after each step, the original; columns labelled by step), `descent.gif` (the same
-    /// completions animated, one frame a step) and `updates.png` (per step, each patch token's
-    /// update ‖x_t − x_{t−1}‖ as a heat map over the image, one scale for every step and image,
-    /// so a reader sees where the energy works). Returns the steps drawn; none, and no pictures,
-    /// for a model without an energy (a ViT).
-    pub fn write_descent(&self, items: &[usize], seed: u64, dir: &Path) -> Result<Vec<usize>> {
+    /// The descent step by step for `items` under the masking of `seed` (evaluation mode):
+    /// every step's tokens decoded to a completion, and how far each patch's token moves at each
+    /// step; `None` for a model without an energy (a ViT).
+    pub fn descent(&self, items: &[usize], seed: u64) -> Result<Option<Descent>> {
         let b = PatchBatchOnDevice::new(
             &self.eval_pipe.batch(self.data.as_ref(), items, seed)?,
             self.device(),
         );
         let Some(block) = self.model.block() else {
-            return Ok(Vec::new());
+            return Ok(None);
+        };
+        let keep = TraceOptions {
+            states: true,
+            term_grads: false,
         };
         let (_, trace) = tch::no_grad(|| {
             let x0 = self.model.encode(&b.patches, &b.masked);
-            block.run(
-                &x0,
-                &self.model.structure(),
-                false,
-                Some(TraceOptions {
-                    states: true,
-                    term_grads: false,
-                }),
-            )
+            block.run(&x0, &self.model.structure(), false, Some(keep))
         });
-        let trace = trace.ok_or_else(|| TaskError::config("trace", "no trace recorded"))?;
-        let last = trace.states.len() - 1;
-        // Every step up to twelve; beyond, twelve spread evenly from the start to the end.
+        let states = trace
+            .ok_or_else(|| TaskError::config("trace", "no trace recorded"))?
+            .states;
+        let completions = tch::no_grad(|| {
+            states
+                .iter()
+                .map(|x| {
+                    self.model
+                        .decode(x)
+                        .where_self(&b.masked.unsqueeze(-1), &b.patches)
+                })
+                .collect()
+        });
+        let moves = Tensor::stack(
+            &(1..states.len())
+                .map(|t| {
+                    self.model
+                        .patch_tokens(&(&states[t] - &states[t - 1]))
+                        .norm_scalaropt_dim(2.0, [-1], false)
+                })
+                .collect::<Vec<_>>(),
+            0,
+        );
+        let shown = b.patches.where_self(
+            &b.masked.logical_not().unsqueeze(-1),
+            &b.patches.full_like(0.0),
+        );
+        Ok(Some(Descent {
+            shown,
+            completions,
+            original: b.patches,
+            moves,
+        }))
+    }
+
+    /// The descent step by step ([`Self::descent`]), for `items` under the masking of `seed`,
+    /// into `dir`: `descent.png` (a row per image: the masked input, the completion decoded
+    /// from the tokens after each step, the original; columns labelled by step),
+    /// `descent.gif` (the same completions animated, one frame a step) and `updates.png` (per
+    /// step, each patch token's update ‖x_t − x_{t−1}‖ as a heat map over the image, one scale
+    /// for every step and image, so a reader sees where the energy works). Returns the steps
+    /// drawn: every step up to twelve, else twelve spread evenly; none, and no pictures, for a
+    /// model without an energy.
+    pub fn write_descent(&self, items: &[usize], seed: u64, dir: &Path) -> Result<Vec<usize>> {
+        let Some(d) = self.descent(items, seed)? else {
+            return Ok(Vec::new());
+        };
+        let last = d.completions.len() - 1;
         let picks: Vec<usize> = if last <= 12 {
             (0..=last).collect()
         } else {
@@ -559,25 +610,14 @@ impl ImageLearner {
                 c,
             ))
         };
-        let shown = b.patches.where_self(
-            &b.masked.logical_not().unsqueeze(-1),
-            &b.patches.full_like(0.0),
-        );
-        let completions: Vec<Tensor> = picks
-            .iter()
-            .map(|&t| {
-                tch::no_grad(|| self.model.decode(&trace.states[t]))
-                    .where_self(&b.masked.unsqueeze(-1), &b.patches)
-            })
-            .collect();
         let fail = |e: basin_train::plot::PlotError| TaskError::config("picture", e.to_string());
         let mut rows = Vec::new();
         let mut frames = vec![Vec::new(); picks.len()];
         for k in 0..items.len() {
-            let (masked, original) = (image(&shown, k)?, image(&b.patches, k)?);
+            let (masked, original) = (image(&d.shown, k)?, image(&d.original, k)?);
             let mut row = vec![masked.clone()];
-            for (f, done) in completions.iter().enumerate() {
-                let pic = image(done, k)?;
+            for (f, &t) in picks.iter().enumerate() {
+                let pic = image(&d.completions[t], k)?;
                 frames[f].push(vec![masked.clone(), pic.clone(), original.clone()]);
                 row.push(pic);
             }
@@ -603,44 +643,29 @@ impl ImageLearner {
             500,
         )
         .map_err(fail)?;
-        // ‖x_t − x_{t−1}‖ per patch token, [T, B, N], on one scale.
-        let moves = Tensor::stack(
-            &(1..=last)
-                .map(|t| {
-                    self.model
-                        .patch_tokens(&(&trace.states[t] - &trace.states[t - 1]))
-                        .norm_scalaropt_dim(2.0, [-1], false)
-                })
-                .collect::<Vec<_>>(),
-            0,
-        );
-        let top = moves.max().double_value(&[]).max(f64::MIN_POSITIVE);
-        let pixels = b.patches.size()[2];
+        let moved: Vec<usize> = picks.iter().copied().filter(|&t| t > 0).collect();
+        if moved.is_empty() {
+            return Ok(picks);
+        }
+        let top = d.moves.max().double_value(&[]).max(f64::MIN_POSITIVE);
+        let pixels = d.original.size()[2];
+        let grid = self.eval_pipe.grid(self.data.as_ref())?;
         let mut heat_rows = Vec::new();
         for k in 0..items.len() {
             let mut row = Vec::new();
-            for &t in picks.iter().filter(|&&t| t > 0) {
-                let per_patch = (moves.get(t as i64 - 1).get(k as i64) / top)
+            for &t in &moved {
+                let per_patch = (d.moves.get(t as i64 - 1).get(k as i64) / top)
                     .unsqueeze(-1)
                     .expand([-1, pixels], false);
-                let img = self
-                    .eval_pipe
-                    .grid(self.data.as_ref())?
-                    .unpatchify(&Self::flat(&per_patch)?);
+                let img = grid.unpatchify(&Self::flat(&per_patch)?);
                 let values: Vec<f32> = img.iter().step_by(c).copied().collect();
                 row.push(heat(&values, w as u32, h as u32));
             }
             heat_rows.push(row);
         }
-        if heat_rows.iter().any(|r| !r.is_empty()) {
-            let columns: Vec<String> = picks
-                .iter()
-                .filter(|&&t| t > 0)
-                .map(|t| format!("step {t}"))
-                .collect();
-            let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-            image_grid(&dir.join("updates.png"), &heat_rows, &[], &columns, 3).map_err(fail)?;
-        }
+        let columns: Vec<String> = moved.iter().map(|t| format!("step {t}")).collect();
+        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+        image_grid(&dir.join("updates.png"), &heat_rows, &[], &columns, 3).map_err(fail)?;
         Ok(picks)
     }
 

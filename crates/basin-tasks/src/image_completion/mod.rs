@@ -29,7 +29,7 @@ mod draw;
 mod learner;
 mod task;
 pub use draw::{Drawn, draw, mask_of};
-pub use learner::{ImageLearner, Reconstruction, summary};
+pub use learner::{Descent, ImageLearner, Reconstruction, summary};
 pub use task::ImageRun;
 
 /// The training loss on the scored patches.
