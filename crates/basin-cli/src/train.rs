@@ -57,8 +57,9 @@ pub struct TrainArgs {
     /// `record.json`, `record.csv` (the per-epoch metrics, for pandas or a spreadsheet) and
     /// `checkpoint.safetensors`; `report.md`, `report.json` and `energy.png` (each block's
     /// energy per step under the first run's selected weights). Image completion also writes
-    /// `reconstructions.png`, `worst.png`, `best.png`, `dynamics.png`, `memories.png`,
-    /// `kernels.png` and `positions.png`.
+    /// `reconstructions.png`, `worst.png`, `best.png`, `dynamics.png`, the descent step by
+    /// step (`descent.png`, `descent.gif`, `updates.png`), `memories.png`, `kernels.png` and
+    /// `positions.png`.
     #[arg(long, default_value = "runs/latest")]
     out: PathBuf,
     /// Data directory for dataset names (default: BASIN_DATA_DIR, else ~/.cache/basin/data).

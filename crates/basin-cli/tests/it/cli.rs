@@ -355,7 +355,14 @@ fn demo_learns_to_complete_patterns() {
     let (ok, stdout, stderr) = basin(&["demo", "--epochs", "6", "--out", out.to_str().unwrap()]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("energy per step"), "{stdout}");
-    for f in ["energy.png", "completions.png", "demo.json"] {
+    for f in [
+        "energy.png",
+        "completions.png",
+        "descent.png",
+        "descent.gif",
+        "updates.png",
+        "demo.json",
+    ] {
         assert!(out.join(f).exists(), "{f} missing");
     }
     let summary: serde_json::Value =

@@ -550,7 +550,14 @@ fn et_image_trains_and_evaluates_on_fashion_mnist_beside_its_baselines() {
     );
     let out = tmp.path().join("out");
     train_then_eval(&run, &out, 1);
-    for f in ["reconstructions.png", "dynamics.png", "record.csv"] {
+    for f in [
+        "reconstructions.png",
+        "dynamics.png",
+        "descent.png",
+        "descent.gif",
+        "updates.png",
+        "record.csv",
+    ] {
         assert!(out.join("run-0").join(f).is_file(), "{f} missing");
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();

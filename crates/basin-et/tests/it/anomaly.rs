@@ -222,3 +222,35 @@ fn relation_blocks_find_what_the_union_hides() {
         "relation blocks should find them: max-pool AUC {max}, concatenation {concat}"
     );
 }
+
+/// The anomaly reports' node energies: the anomalous and normal groups hold exactly the nodes
+/// of that label, one value per step (T + 1) (the per-node split sums to the graph's energy:
+/// the conformance suite's `token_energy` check).
+#[test]
+fn node_energies_split_the_graph_energy_by_label() {
+    let _s = lock_generator();
+    let data = generate_planted(&PlantedConfig::default()).unwrap();
+    let cfg = table6(Table6Row {
+        y: 16,
+        k: 32,
+        t: 2,
+        h: 1,
+    });
+    let n = data.graph.num_nodes();
+    let all: Vec<usize> = (0..n).collect();
+    let learner = NodeAnomalyLearner::new(&data, &cfg, &all, 0, Device::Cpu).unwrap();
+    let is_anomaly: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
+    let items: Vec<usize> = (0..n).step_by(3).collect();
+    let groups = learner.node_energy_by_class(&items, &is_anomaly).unwrap();
+    let count = |a: bool| items.iter().filter(|&&i| is_anomaly[i] == a).count();
+    for g in &groups {
+        let want = count(g.group == "anomalous");
+        assert_eq!(g.count, want, "{}", g.group);
+        assert_eq!(g.median.len(), 3);
+    }
+    assert_eq!(groups.len(), 2);
+    // Every node: the groups' counts add up, and at step 0 the medians are of real energies.
+    let every = learner.node_energy_by_class(&all, &is_anomaly).unwrap();
+    assert_eq!(every.iter().map(|g| g.count).sum::<usize>(), n);
+    assert!(every.iter().all(|g| g.median.iter().all(|v| v.is_finite())));
+}
