@@ -208,8 +208,8 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
         let _hold = crate::hold(&out, None)?;
         crate::outln!("{} tables into {}:", tables.len(), out.display());
         for t in &tables {
-            let (preset, why) = preset_of(*t, args, cuda);
-            let (_, missing) = presence(*t, &data_dir);
+            let (preset, why) = preset_of(t, args, cuda);
+            let (_, missing) = presence(t, &data_dir);
             crate::outln!(
                 "  {:<14} {} ({why}); {}; {}",
                 t.id(),
@@ -219,7 +219,7 @@ pub fn run(args: &Args, quiet: bool) -> Result<()> {
                 } else {
                     format!("missing {}", missing.join(", "))
                 },
-                recorded_time(*t, preset),
+                recorded_time(t, preset),
             );
         }
         let ctx = context(
