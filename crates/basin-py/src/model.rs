@@ -124,7 +124,11 @@ impl Model {
 
     /// The model's configuration as JSON (what the run's record holds under `model`).
     fn config_json(&self) -> String {
-        self.open.learner.config().to_string()
+        self.open
+            .learner
+            .config()
+            .map_or(serde_json::Value::Null, |c| c.value)
+            .to_string()
     }
 
     fn __repr__(&self) -> String {

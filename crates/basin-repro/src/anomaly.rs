@@ -105,16 +105,11 @@ pub struct AnomalyModelRuns {
     pub score: ScoreMode,
     /// The protocol's report.
     pub report: ProtocolReport,
-    /// The graph's energy (and V) per step per relation, selected model of run 0.
-    pub energy: Vec<(String, Vec<f64>)>,
-    /// The same model's test nodes' energies along the descent (first relation), anomalous and
-    /// normal apart: quartiles per step (empty where a term does not split over nodes).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub node_energy: Vec<basin_train::quartiles::StepQuartiles>,
-    /// For dynamics with a storage functional (CDAT's), the same model's descent over its
-    /// energy landscape beside plain gradient flow (Figures 1 and 3); drawn, not kept.
-    #[serde(skip)]
-    pub landscape: Option<basin_core::landscape::Landscape>,
+    /// Run 0's selected model's descent: the graph's energy (and V) per step per relation, its
+    /// test nodes' energies on the first relation (anomalous and normal apart), and for
+    /// dynamics with a storage functional (CDAT's) the landscape.
+    #[serde(flatten)]
+    pub views: report::DescentViews,
 }
 
 /// One dataset at one ratio.
@@ -193,9 +188,7 @@ pub fn run(
             } in models(name, ratio, nodes)
             {
                 let out = ctx.out().join(&tag).join(&model);
-                let mut energy = Vec::new();
-                let mut node_energy = Vec::new();
-                let mut landscape = None;
+                let mut views = report::DescentViews::default();
                 let protocol = AnomalyProtocol {
                     score,
                     ..protocol.clone()
@@ -215,14 +208,14 @@ pub fn run(
                         )?)
                     },
                     |run, learner| {
-                        if energy.is_empty() {
-                            energy = learner.energy_per_step();
-                            node_energy = learner
+                        if views.energy.is_empty() {
+                            views.energy = learner.energy_per_step();
+                            views.energy_by_group = learner
                                 .node_energy_by_class(&run.test(), &is_anomaly)
                                 .unwrap_or_default();
                             // Controlled dynamics (a V beside E) leave the gradient flow: draw both.
-                            if energy.iter().any(|(n, _)| n.ends_with(" V")) {
-                                landscape = learner.landscape(ANOMALY_LANDSCAPE_GRID);
+                            if views.energy.iter().any(|(n, _)| n.ends_with(" V")) {
+                                views.landscape = learner.landscape(ANOMALY_LANDSCAPE_GRID);
                             }
                         }
                         Ok(())
@@ -230,35 +223,12 @@ pub fn run(
                     &ctx.runs(format!("{tag} {model}"), &out),
                 )?;
                 if ctx.reports() {
-                    report::plot_energy(
-                        &out.join("energy.png"),
-                        &format!(
-                            "{tag}, {model}: {} per step (run 0, selected model)",
-                            report::energy_words(&energy)
-                        ),
-                        &energy,
+                    views.draw(
+                        &out,
+                        (&format!("{tag}, {model}"), "run 0, selected model"),
+                        ("node_energy", "test node"),
+                        "the whole graph's descent over its energy",
                     )?;
-                    if !node_energy.is_empty() {
-                        basin_train::plot::quartile_bands(
-                            &out.join("node_energy.png"),
-                            &format!(
-                                "{tag}, {model}: each test node's energy along the descent (run 0, selected model)"
-                            ),
-                            "energy of the node",
-                            &node_energy,
-                        )
-                        .map_err(|e| crate::TaskError::invalid("node_energy.png", e.to_string()))?;
-                    }
-                    if let Some(land) = &landscape {
-                        basin_train::plot::landscape_chart(
-                            &out.join("landscape.png"),
-                            &format!(
-                                "{tag}, {model}: the whole graph's descent over its energy (run 0, selected model)"
-                            ),
-                            land,
-                        )
-                        .map_err(|e| crate::TaskError::invalid("landscape.png", e.to_string()))?;
-                    }
                 }
                 tracing::info!(
                     "{tag} {model}: macro-F1 {}, AUC {}",
@@ -270,9 +240,7 @@ pub fn run(
                     config: cfg,
                     score,
                     report,
-                    energy,
-                    node_energy,
-                    landscape,
+                    views,
                 });
             }
             let floor = AnomalyProtocol {
@@ -342,13 +310,34 @@ pub fn protocol_note(opts: &AnomalyOptions) -> String {
 const ANOMALY_LANDSCAPE_GRID: usize = 15;
 
 /// One line per dataset, ratio and model: the energy's (and V's) first and last value, and for
+/// Each of `models` against `reference` on the same runs, in points of macro-F1 and AUC (the
+/// papers' ▼ of an ablation): `SUPP +0.3 / -1.2; Wx …`, `–` where either lacks the metric.
+pub fn against(r: &AnomalyResult, reference: &str, models: &[&str]) -> String {
+    let mean = |m: &str, metric: &str| {
+        r.model(m)
+            .and_then(|m| m.report.mean_std(metric))
+            .map(|(mean, _)| mean * 100.0)
+    };
+    models
+        .iter()
+        .map(|m| {
+            let d = |metric: &str| match (mean(m, metric), mean(reference, metric)) {
+                (Some(a), Some(f)) => format!("{:+.1}", a - f),
+                _ => "–".into(),
+            };
+            format!("{m} {} / {}", d("test_macro_f1"), d("test_auc"))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// CDAT's dynamics where its descent and plain gradient flow end on the landscape (Figures 1
 /// and 3); and where each group of test nodes (anomalous, normal) settles.
 pub fn curves_markdown(results: &[AnomalyResult]) -> String {
     let mut md = String::new();
     for r in results {
         for m in &r.models {
-            let landscape = m.landscape.as_ref().map_or(String::new(), |l| {
+            let landscape = m.views.landscape.as_ref().map_or(String::new(), |l| {
                 let ends: Vec<String> = l
                     .paths
                     .iter()
@@ -370,11 +359,11 @@ pub fn curves_markdown(results: &[AnomalyResult]) -> String {
                 r.dataset,
                 r.ratio * 100.0,
                 m.model,
-                report::curve_ends(&m.energy),
+                report::curve_ends(&m.views.energy),
                 r.tag(),
                 m.model,
                 report::group_ends(
-                    &m.node_energy,
+                    &m.views.energy_by_group,
                     &format!("{}/{}/node_energy.png", r.tag(), m.model)
                 ),
             ));

@@ -347,6 +347,65 @@ pub fn curve_ends(energy: &[(String, Vec<f64>)]) -> String {
         .join("; ")
 }
 
+/// What a trained model's descent looked like (run 0's or fold 0's selected model): the energy
+/// (and V) per step, its test items' energies along the descent by group (anomalous and normal
+/// nodes, a class's graphs), and, for dynamics that leave the gradient flow, the descent over
+/// its energy landscape. Drawn by [`DescentViews::draw`].
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+pub struct DescentViews {
+    /// Named curves per step (`block 0 E`, `homogeneous`, `… V`).
+    pub energy: Vec<(String, Vec<f64>)>,
+    /// Per group, the quartiles of its items' energies at each step (empty where a term does
+    /// not split over items).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub energy_by_group: Vec<basin_train::quartiles::StepQuartiles>,
+    /// The descent over the energy landscape beside plain gradient flow (CDAT Figures 1 and
+    /// 3); drawn as `landscape.png`, not kept in the JSON.
+    #[serde(skip)]
+    pub landscape: Option<basin_core::landscape::Landscape>,
+}
+
+impl DescentViews {
+    /// Into `out`: `energy.png`, `<groups>.png` (the groups' energies, `items` naming what one
+    /// value is, e.g. `test node`) and `landscape.png`, each titled `<who>: … (<when>)`, e.g.
+    /// `reddit-40pct, ET` and `run 0, selected model`; `landscape` says what the landscape
+    /// shows.
+    pub fn draw(
+        &self,
+        out: &Path,
+        (who, when): (&str, &str),
+        (groups, items): (&str, &str),
+        landscape: &str,
+    ) -> Result<()> {
+        let fail =
+            |file: &str, e: basin_train::plot::PlotError| TaskError::invalid(file, e.to_string());
+        plot_energy(
+            &out.join("energy.png"),
+            &format!("{who}: {} per step ({when})", energy_words(&self.energy)),
+            &self.energy,
+        )?;
+        if !self.energy_by_group.is_empty() {
+            let file = format!("{groups}.png");
+            basin_train::plot::quartile_bands(
+                &out.join(&file),
+                &format!("{who}: each {items}'s energy along the descent ({when})"),
+                &format!("energy of the {items}"),
+                &self.energy_by_group,
+            )
+            .map_err(|e| fail(&file, e))?;
+        }
+        if let Some(land) = &self.landscape {
+            basin_train::plot::landscape_chart(
+                &out.join("landscape.png"),
+                &format!("{who}: {landscape} ({when})"),
+                land,
+            )
+            .map_err(|e| fail("landscape.png", e))?;
+        }
+        Ok(())
+    }
+}
+
 /// Where each group (anomalous and normal nodes, a class's graphs) settles, in words beside
 /// its picture: `; settled median energy: a … (n = …, quartiles … to …), b … — `picture``, or
 /// nothing without groups.

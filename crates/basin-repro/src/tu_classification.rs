@@ -108,17 +108,11 @@ pub struct TuModelRuns {
     pub et_paper: Option<ProtocolReport>,
     /// The CDAT code's evaluation, if run.
     pub code_cv: Option<ProtocolReport>,
-    /// Per block, the energy per step and (for controlled dynamics) the storage functional V,
-    /// under CV fold 0's selected model, mean over the first 64 graphs.
-    pub energy: Vec<(String, Vec<f64>)>,
-    /// The same model's test graphs' energies along its last block's descent, by class:
-    /// quartiles per step.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub class_energy: Vec<basin_train::quartiles::StepQuartiles>,
-    /// The same model's first block on the first graph over its energy landscape, beside plain
-    /// gradient flow (CDAT Figures 1 and 3); drawn as `landscape.png`, not kept in the JSON.
-    #[serde(skip)]
-    pub landscape: Option<basin_core::landscape::Landscape>,
+    /// CV fold 0's selected model's descent: per block the energy per step and (for
+    /// controlled dynamics) V, mean over the first 64 graphs; its test graphs' energies along
+    /// the last block's descent by class; its first block on graph 0 over the landscape.
+    #[serde(flatten)]
+    pub views: report::DescentViews,
 }
 
 /// One dataset's results.
@@ -333,55 +327,28 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 train: train.clone(),
                 inner_folds: opts.inner_folds,
             };
-            let mut energy = Vec::new();
-            let mut class_energy = Vec::new();
-            let mut landscape = None;
+            let mut views = report::DescentViews::default();
             let cv = cv_protocol.run(
                 &target,
                 make,
                 |run, learner| {
-                    if energy.is_empty() {
-                        energy = learner.energy_curves(&first_graphs)?;
-                        class_energy = learner.graph_energy_by_class(&run.test(), &target)?;
-                        landscape = Some(learner.landscape(0, LANDSCAPE_GRID)?);
+                    if views.energy.is_empty() {
+                        views.energy = learner.energy_curves(&first_graphs)?;
+                        views.energy_by_group =
+                            learner.graph_energy_by_class(&run.test(), &target)?;
+                        views.landscape = Some(learner.landscape(0, LANDSCAPE_GRID)?);
                     }
                     Ok(())
                 },
                 &ctx.runs(format!("{name} {}", m.name), out.join("cv")),
             )?;
             if ctx.reports() {
-                report::plot_energy(
-                    &out.join("energy.png"),
-                    &format!(
-                        "{name}, {}: {} per step (CV fold 0, selected model)",
-                        m.name,
-                        report::energy_words(&energy)
-                    ),
-                    &energy,
+                views.draw(
+                    &out,
+                    (&format!("{name}, {}", m.name), "CV fold 0, selected model"),
+                    ("class_energy", "test graph"),
+                    "the first block's descent on graph 0 over its energy",
                 )?;
-                if !class_energy.is_empty() {
-                    basin_train::plot::quartile_bands(
-                        &out.join("class_energy.png"),
-                        &format!(
-                            "{name}, {}: each test graph's energy along the last block's descent (CV fold 0)",
-                            m.name
-                        ),
-                        "energy of the graph",
-                        &class_energy,
-                    )
-                    .map_err(|e| crate::TaskError::invalid("class_energy.png", e.to_string()))?;
-                }
-                if let Some(land) = &landscape {
-                    basin_train::plot::landscape_chart(
-                        &out.join("landscape.png"),
-                        &format!(
-                            "{name}, {}: the first block's descent on graph 0 over its energy (CV fold 0, selected model)",
-                            m.name
-                        ),
-                        land,
-                    )
-                    .map_err(|e| crate::TaskError::invalid("landscape.png", e.to_string()))?;
-                }
             }
             tracing::info!("{name} {}: CV {}", m.name, cv.show("test_accuracy", 100.0));
             losses.extend(loss_curves(&m.name, &cv));
@@ -391,9 +358,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 cv,
                 et_paper: None,
                 code_cv: None,
-                energy,
-                class_energy,
-                landscape,
+                views,
             });
             prepared.push((config, pe, train));
         }
@@ -408,40 +373,32 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
                 },
                 ..protocol
             };
-            let p = baseline.run(
+            let p = baseline_cv(
+                &baseline,
                 &target,
-                |run: &PlannedRun| {
+                ctx,
+                (name, "no-graph", "pooled"),
+                |run| {
+                    let train = run.train();
                     Ok(PooledFeaturesLearner::new(
                         &data,
                         &opts.pooled,
-                        &run.train(),
+                        &train,
                         run.seed,
                         ctx.device(),
                     )?)
                 },
-                |_, _| Ok(()),
-                &ctx.runs(
-                    format!("{name} no-graph"),
-                    ctx.out().join(name).join("baseline-pooled"),
-                ),
             )?;
-            let g = baseline.run(
-                &target,
-                |run: &PlannedRun| {
-                    Ok(GinLearner::new(
-                        data.clone(),
-                        &opts.gin,
-                        &run.train(),
-                        run.seed,
-                        ctx.device(),
-                    )?)
-                },
-                |_, _| Ok(()),
-                &ctx.runs(
-                    format!("{name} GIN"),
-                    ctx.out().join(name).join("baseline-gin"),
-                ),
-            )?;
+            let g = baseline_cv(&baseline, &target, ctx, (name, "GIN", "gin"), |run| {
+                let train = run.train();
+                Ok(GinLearner::new(
+                    data.clone(),
+                    &opts.gin,
+                    &train,
+                    run.seed,
+                    ctx.device(),
+                )?)
+            })?;
             tracing::info!(
                 "{name}: no-graph {}, GIN {}",
                 p.show("test_accuracy", 100.0),
@@ -598,7 +555,7 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
             ));
         }
         for m in &r.models {
-            let landscape = m.landscape.as_ref().map_or(String::new(), |l| {
+            let landscape = m.views.landscape.as_ref().map_or(String::new(), |l| {
                 let ends: Vec<String> = l
                     .paths
                     .iter()
@@ -619,13 +576,13 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
                 "- {} / {}: {}; training loss (mean over folds) {} — `{}/{}/energy.png`, `{}/loss.png`{landscape}{}\n",
                 r.dataset,
                 m.model,
-                report::curve_ends(&m.energy),
+                report::curve_ends(&m.views.energy),
                 report::curve_ends(&[(String::new(), mean_curve(&m.cv, "train_loss"))]).trim(),
                 r.dataset,
                 m.model,
                 r.dataset,
                 report::group_ends(
-                    &m.class_energy,
+                    &m.views.energy_by_group,
                     &format!("{}/{}/class_energy.png", r.dataset, m.model)
                 ),
             ));
@@ -712,28 +669,54 @@ pub fn paired_markdown(rows: &[PairedRow]) -> String {
     md
 }
 
-/// The headline cells of a TU table: each model's cross-validated accuracy per dataset beside
-/// `paper(dataset, model)` (the papers' numbers come from their training-set procedure, and
-/// are labelled so).
+/// The headline cells of a TU table: for each dataset and each `(model, what)` the model's CV
+/// accuracy as `<dataset> <what>`, beside the paper's cell `paper(dataset, model)` (already
+/// written as the table prints it).
 pub fn headline(
     results: &[TuResult],
-    models: &[&str],
-    paper: impl Fn(&str, &str) -> Option<f64>,
+    models: &[(&str, &str)],
+    paper: impl Fn(&str, &str) -> Option<String>,
 ) -> Vec<report::Headline> {
     let mut cells = Vec::new();
     for r in results {
-        for &name in models {
+        for &(name, what) in models {
             if let Some(m) = r.model(name) {
                 cells.push(report::Headline::new(
-                    format!("{} {name} CV accuracy", r.dataset),
+                    format!("{} {what}", r.dataset),
                     show(Some(&m.cv), "test_accuracy"),
-                    paper(&r.dataset, name).map(|p| format!("{p:.1} (training-set procedure)")),
+                    paper(&r.dataset, name),
                 ));
             }
         }
     }
     cells
 }
+
+/// A baseline's cross-validation on the models' folds (`protocol`), its runs named
+/// `<dataset> <label>` under `<out>/<dataset>/baseline-<dir>`.
+fn baseline_cv<L: basin_train::runner::Learner>(
+    protocol: &CrossValidation,
+    target: &[f64],
+    ctx: &Context,
+    (dataset, label, dir): (&str, &str, &str),
+    make: impl FnMut(&PlannedRun) -> std::result::Result<L, TrainError>,
+) -> Result<ProtocolReport> {
+    let out = ctx.out().join(dataset).join(format!("baseline-{dir}"));
+    let runs = ctx.runs(format!("{dataset} {label}"), out);
+    Ok(protocol.run(target, make, |_, _| Ok(()), &runs)?)
+}
+
+/// The TU sets of ET Table 2, in its order (CDAT Table 1 has all but the last).
+pub const PAPER_SETS: &[&str] = &[
+    "PROTEINS",
+    "NCI1",
+    "NCI109",
+    "DD",
+    "ENZYMES",
+    "MUTAG",
+    "Mutagenicity",
+    "FRANKENSTEIN",
+];
 
 /// The end every TU table's report shares: the energy curves (under the line `md` ends with),
 /// the footer with the runs' training time, and the report with its JSON and headline cells.

@@ -383,11 +383,8 @@ impl Learner for GinLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
-    fn config(&self) -> serde_json::Value {
-        serde_json::to_value(&self.cfg).unwrap_or_default()
-    }
-    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
-        basin_train::runner::with_defaults::<GinConfig>(recorded)
+    fn config(&self) -> Option<basin_train::runner::ModelConfig> {
+        Some(basin_train::runner::ModelConfig::of(&self.cfg))
     }
     fn batch_size(&self) -> Option<usize> {
         Some(self.cfg.batch)
@@ -690,11 +687,8 @@ impl Learner for GraphTransformerLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
-    fn config(&self) -> serde_json::Value {
-        serde_json::to_value(&self.cfg).unwrap_or_default()
-    }
-    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
-        basin_train::runner::with_defaults::<GraphTransformerConfig>(recorded)
+    fn config(&self) -> Option<basin_train::runner::ModelConfig> {
+        Some(basin_train::runner::ModelConfig::of(&self.cfg))
     }
     fn batch_size(&self) -> Option<usize> {
         Some(self.cfg.batch)

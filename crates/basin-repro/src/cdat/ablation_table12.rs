@@ -62,24 +62,8 @@ impl Reproduction for CdatTable12 {
             &mut missing,
         )?;
         // Each variant against the full CDAT of the same runs, macro-F1 and AUC.
-        let against_full = |r: &anomaly::AnomalyResult| {
-            let mean = |m: &str, metric: &str| {
-                r.model(m)
-                    .and_then(|m| m.report.mean_std(metric))
-                    .map(|(mean, _)| mean * 100.0)
-            };
-            ["SUPP", "Wx", "ET"]
-                .iter()
-                .map(|m| {
-                    let d = |metric: &str| match (mean(m, metric), mean("CDAT", metric)) {
-                        (Some(a), Some(f)) => format!("{:+.1}", a - f),
-                        _ => "–".into(),
-                    };
-                    format!("{m} {} / {}", d("test_macro_f1"), d("test_auc"))
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
+        let against_full =
+            |r: &anomaly::AnomalyResult| anomaly::against(r, "CDAT", &["SUPP", "Wx", "ET"]);
         let table = anomaly::results_table(
             &results,
             &paper,

@@ -16,15 +16,8 @@ use crate::report::{self, Missing, Report};
 use crate::tu_classification::{self as tu, TuModel, TuOptions};
 use crate::{Context, Preset, Reproduction, Result, Table, selected};
 
-const TU: &[&str] = &[
-    "PROTEINS",
-    "NCI1",
-    "NCI109",
-    "DD",
-    "ENZYMES",
-    "MUTAG",
-    "Mutagenicity",
-];
+/// CDAT Table 1's sets: ET Table 2's but FRANKENSTEIN (the last).
+const TU: &[&str] = tu::PAPER_SETS.split_at(tu::PAPER_SETS.len() - 1).0;
 
 /// The CDAT model of a preset (Table 10 for `paper`, the CPU-scale model otherwise).
 fn cdat(preset: Preset) -> GraphClassifierConfig {
@@ -194,9 +187,11 @@ impl Reproduction for CdatTable1 {
         md.push_str(&tu::paired_markdown(&paired));
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n");
-        let headline = tu::headline(&results, &["CDAT", "ET"], |d, m| {
+        let models = [("CDAT", "CDAT CV accuracy"), ("ET", "ET CV accuracy")];
+        let headline = tu::headline(&results, &models, |d, m| {
             let row = report::find_row(&paper.rows, d, |r| r.dataset.clone())?;
-            Some(if m == "CDAT" { row.cdat[0] } else { row.et[0] })
+            let p = if m == "CDAT" { row.cdat[0] } else { row.et[0] };
+            Some(format!("{p:.1} (training-set procedure)"))
         });
         tu::finish(
             md,
@@ -326,22 +321,15 @@ impl Reproduction for CdatTable3 {
         md.push_str("\nEnergy, V and training loss per model:\n");
         // The full-rank model per dataset, beside the paper's where it has the dataset.
         let full = paper.rows.iter().find(|r| r.rank == "full");
-        let headline = results
-            .iter()
-            .filter_map(|r| {
-                let m = r.model("r=full")?;
-                let p = full.and_then(|p| match r.dataset.as_str() {
-                    "DD" => Some(p.dd),
-                    "NCI1" => Some(p.nci1),
-                    _ => None,
-                });
-                Some(report::Headline::new(
-                    format!("{} full-rank W CV accuracy", r.dataset),
-                    tu::show(Some(&m.cv), "test_accuracy"),
-                    p.map(|p| format!("{:.1}", p[0])),
-                ))
-            })
-            .collect();
+        let models = [("r=full", "full-rank W CV accuracy")];
+        let headline = tu::headline(&results, &models, |d, _| {
+            let p = full.and_then(|p| match d {
+                "DD" => Some(p.dd),
+                "NCI1" => Some(p.nci1),
+                _ => None,
+            })?;
+            Some(format!("{:.1}", p[0]))
+        });
         tu::finish(
             md,
             ctx,
@@ -481,24 +469,16 @@ impl Reproduction for CdatTable11 {
         md.push_str(&missing.to_markdown());
         // The full model per dataset, beside the paper's.
         let full = paper.rows.iter().find(|r| r.ablation == "full");
-        let headline = results
-            .iter()
-            .filter_map(|r| {
-                let m = r.model("full")?;
-                let p = full.and_then(|p| match r.dataset.as_str() {
-                    "DD" => Some(p.dd),
-                    "NCI1" => Some(p.nci1),
-                    "NCI109" => Some(p.nci109),
-                    "MUTAG" => Some(p.mutag),
-                    _ => None,
-                });
-                Some(report::Headline::new(
-                    format!("{} full CDAT CV accuracy", r.dataset),
-                    tu::show(Some(&m.cv), "test_accuracy"),
-                    p.map(|p| format!("{p:.2}")),
-                ))
-            })
-            .collect();
+        let headline = tu::headline(&results, &[("full", "full CDAT CV accuracy")], |d, _| {
+            let p = full.and_then(|p| match d {
+                "DD" => Some(p.dd),
+                "NCI1" => Some(p.nci1),
+                "NCI109" => Some(p.nci109),
+                "MUTAG" => Some(p.mutag),
+                _ => None,
+            })?;
+            Some(format!("{p:.2}"))
+        });
         tu::finish(
             md,
             ctx,

@@ -44,24 +44,7 @@ impl Reproduction for EtTable13 {
                 .map_or(String::new(), |m| table6_of(&m.config))
         };
         // The drop of each ablation against the full model, macro-F1 and AUC (the paper's ▼).
-        let drops = |r: &anomaly::AnomalyResult| {
-            let mean = |m: &str, metric: &str| {
-                r.model(m)
-                    .and_then(|m| m.report.mean_std(metric))
-                    .map(|(mean, _)| mean * 100.0)
-            };
-            ABLATIONS[..2]
-                .iter()
-                .map(|m| {
-                    let d = |metric: &str| match (mean(m, metric), mean("ET", metric)) {
-                        (Some(a), Some(f)) => format!("{:+.1}", a - f),
-                        _ => "–".into(),
-                    };
-                    format!("{m} {} / {}", d("test_macro_f1"), d("test_auc"))
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
+        let drops = |r: &anomaly::AnomalyResult| anomaly::against(r, "ET", &ABLATIONS[..2]);
         let table = anomaly::results_table(
             &results,
             &paper,

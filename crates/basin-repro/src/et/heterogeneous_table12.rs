@@ -63,7 +63,8 @@ impl Reproduction for EtTable12 {
         };
         let relations = |r: &anomaly::AnomalyResult| {
             r.model(MODELS[0]).map_or(String::new(), |m| {
-                m.energy
+                m.views
+                    .energy
                     .iter()
                     .map(|(name, _)| name.as_str())
                     .filter(|n| !n.ends_with(" V"))

@@ -238,11 +238,8 @@ impl Learner for ImageLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
-    fn config(&self) -> serde_json::Value {
-        serde_json::to_value(&self.model.cfg).unwrap_or_default()
-    }
-    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
-        basin_train::runner::with_defaults::<ImageCompletionConfig>(recorded)
+    fn config(&self) -> Option<basin_train::runner::ModelConfig> {
+        Some(basin_train::runner::ModelConfig::of(&self.model.cfg))
     }
 
     fn batch_size(&self) -> Option<usize> {

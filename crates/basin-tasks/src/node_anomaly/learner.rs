@@ -220,11 +220,8 @@ impl Learner for NodeAnomalyLearner {
     fn vars(&self) -> &nn::VarStore {
         &self.vs
     }
-    fn config(&self) -> serde_json::Value {
-        serde_json::to_value(&self.cfg).unwrap_or_default()
-    }
-    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
-        basin_train::runner::with_defaults::<NodeAnomalyConfig>(recorded)
+    fn config(&self) -> Option<basin_train::runner::ModelConfig> {
+        Some(basin_train::runner::ModelConfig::of(&self.cfg))
     }
 
     fn batch_size(&self) -> Option<usize> {

@@ -132,17 +132,12 @@ pub trait Learner {
     fn blocks(&self) -> Vec<&basin_core::EnergyBlock> {
         Vec::new()
     }
-    /// The model's configuration (architecture and switches), recorded with each run: a run
-    /// directory holding a checkpoint of another model is refused rather than resumed into
-    /// this one. The default reports none (null), and then nothing is checked.
-    fn config(&self) -> serde_json::Value {
-        serde_json::Value::Null
-    }
-    /// `recorded`, the `model` of an earlier run's record, as this learner's configuration type
-    /// reads it ([`with_defaults`]), so that a run recorded before a switch existed resumes
-    /// under the switch's default. The default returns it unchanged.
-    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
-        recorded.clone()
+    /// The model's configuration (architecture and switches), recorded with each run, and how
+    /// its type reads an earlier record ([`ModelConfig`]): a run directory holding a checkpoint
+    /// of another model is refused rather than resumed into this one. The default reports none,
+    /// and then nothing is checked.
+    fn config(&self) -> Option<ModelConfig> {
+        None
     }
     /// Metrics of `items` that the model computes itself, where one row of scores per item does
     /// not say it: masked image completion scores its reconstructions under the masks of
@@ -157,6 +152,27 @@ pub trait Learner {
         Err(TrainError::State(
             "this learner is scored by `predict`, not by its reconstructions".into(),
         ))
+    }
+}
+
+/// A model's configuration as a run records it (`model` in `record.json`), with the reader of
+/// its type ([`with_defaults`]) that an earlier record is compared through on resume.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    /// The configuration as JSON.
+    pub value: serde_json::Value,
+    /// Reads a recorded configuration as this one's type would (the identity for an untyped
+    /// one).
+    pub read: fn(&serde_json::Value) -> serde_json::Value,
+}
+
+impl ModelConfig {
+    /// `cfg`, recorded and read back as a `C`.
+    pub fn of<C: Serialize + serde::de::DeserializeOwned>(cfg: &C) -> Self {
+        Self {
+            value: serde_json::to_value(cfg).unwrap_or_default(),
+            read: with_defaults::<C>,
+        }
     }
 }
 

@@ -38,7 +38,7 @@ use rand_chacha::ChaCha8Rng;
 use tch::Tensor;
 
 pub use config::{TrainConfig, Validation};
-pub use learner::{EpochOutput, Learner, Scores, StepOutput, with_defaults};
+pub use learner::{EpochOutput, Learner, ModelConfig, Scores, StepOutput, with_defaults};
 use resume::{copy_into, named};
 pub use resume::{load_best, warm_start};
 pub use steps::epoch_batches;
@@ -136,7 +136,9 @@ impl Runner {
             None => self.device.clone(),
         };
         let mut record = RunRecord::new(&self.name, self.config.clone(), self.seed, device);
-        record.model = learner.config();
+        record.model = learner
+            .config()
+            .map_or(serde_json::Value::Null, |c| c.value);
         for (name, idx) in splits {
             record
                 .split_hashes

@@ -161,7 +161,9 @@ impl Runner {
         }
         // A record without a model (written before models were recorded, or by a learner that
         // reports none) is taken on trust.
-        let recorded = learner.read_config(&record.model);
+        let recorded = learner
+            .config()
+            .map_or_else(|| record.model.clone(), |c| (c.read)(&record.model));
         if !recorded.is_null() && !fresh.model.is_null() && recorded != fresh.model {
             return Err(TrainError::State(format!(
                 "{} holds a run of another model (its `model` in record.json differs from this one's: {}); remove it or choose another directory",

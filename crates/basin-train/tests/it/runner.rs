@@ -133,15 +133,18 @@ impl Learner for Toy {
             .softmax(-1, Kind::Float);
         Scores::from_tensor(&p)
     }
-    fn config(&self) -> serde_json::Value {
-        self.config.clone()
-    }
-    fn read_config(&self, recorded: &serde_json::Value) -> serde_json::Value {
-        if self.typed {
-            basin_train::runner::with_defaults::<ToyConfig>(recorded)
-        } else {
-            recorded.clone()
+    fn config(&self) -> Option<basin_train::runner::ModelConfig> {
+        if self.config.is_null() {
+            return None;
         }
+        Some(basin_train::runner::ModelConfig {
+            value: self.config.clone(),
+            read: if self.typed {
+                basin_train::runner::with_defaults::<ToyConfig>
+            } else {
+                |recorded| recorded.clone()
+            },
+        })
     }
 }
 
