@@ -59,9 +59,28 @@ impl Association {
         crate::variables(&self.vs)
     }
 
+    /// Converts every parameter to `dtype` in place (same tensors).
+    fn set_dtype(&mut self, dtype: &str) -> PyResult<()> {
+        let kind = parse_kind(dtype)?;
+        guard(|| {
+            self.vs.set_kind(kind);
+            Ok(())
+        })
+    }
+
+    /// Moves every parameter to `device` in place (same tensors).
+    fn set_device(&mut self, device: &str) -> PyResult<()> {
+        let device = parse_device(device)?;
+        guard(|| {
+            self.vs.set_device(device);
+            Ok(())
+        })
+    }
+
     /// `Hopfield`: `(r [B, S, state], y [B, N, stored], ignore)` → `[B, S, out]`;
     /// `HopfieldPooling`: `(y, ignore)` → `[B, quantity·out]`; `HopfieldLayer`: `(r)` →
-    /// `[B, S, out]`. `ignore [B, N]` bool marks stored patterns left out.
+    /// `[B, S, out]`. `ignore [B, N]` bool marks stored patterns left out (the Python side's
+    /// `key_padding_mask`).
     #[pyo3(signature = (first, second = None, ignore = None))]
     fn forward(
         &self,

@@ -28,7 +28,7 @@ def test_gradcheck_through_the_descent_with_every_term(dyn):
     x = torch.randn(2, 4, 6, dtype=torch.float64, requires_grad=True)
 
     def f(x, *ps):
-        return block(x, trace=False)[0]
+        return block(x)
 
     assert torch.autograd.gradcheck(f, (x, *params), eps=1e-6, atol=1e-5, rtol=1e-4)
 
@@ -38,7 +38,7 @@ def test_gradcheck_under_a_mask_and_padding():
     x = torch.randn(2, 4, 6, dtype=torch.float64, requires_grad=True)
     mask = torch.rand(2, 4, 4) > 0.3
     padding = torch.tensor([[True, True, True, False], [True, True, True, True]])
-    f = lambda x: block(x, mask=mask, padding=padding, trace=False)[0]
+    f = lambda x: block(x, mask=mask, key_padding_mask=~padding)
     assert torch.autograd.gradcheck(f, (x,), eps=1e-6, atol=1e-5, rtol=1e-4)
 
 
@@ -58,23 +58,23 @@ def test_parameters_are_basins_own_tensors():
 def test_tensors_cross_without_copies():
     block = small(dtype=torch.float32)
     x = torch.randn(2, 4, 6, requires_grad=True)
-    y, _ = block(x)
+    y = block(x)
     (y ** 2).sum().backward()
     # The caller's tensor itself received the gradient: basin's ops ran on it, not a copy.
     assert x.grad is not None and x.grad.abs().sum() > 0
     for name, p in block.named_parameters():
         assert p.grad is not None, name
     # An in-place change in Python is seen by the descent (same storage).
-    before = block(x)[0].detach()
+    before = block(x).detach()
     with torch.no_grad():
         block.hopfield.xi.mul_(2.0)
-    assert not torch.allclose(before, block(x)[0].detach())
+    assert not torch.allclose(before, block(x).detach())
 
 
 def test_descent_lowers_the_energy():
     block = small(steps=6)
     x = torch.randn(3, 5, 6, dtype=torch.float64)
-    _, energy = block(x)
+    _, energy = block(x, return_energy=True)
     assert energy.shape == (7, 3)
     assert (energy[1:] <= energy[:-1] + 1e-9).all(), energy
     assert torch.allclose(energy[0], block.energy(x))
@@ -105,7 +105,7 @@ def test_a_torch_optimiser_trains_the_block():
     losses = []
     for _ in range(30):
         opt.zero_grad()
-        loss = (block(x, trace=False)[0] - target).pow(2).mean()
+        loss = (block(x) - target).pow(2).mean()
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -118,7 +118,7 @@ def test_double_keeps_the_shared_tensors():
     block.double()
     for n, p in block.named_parameters():
         assert p.dtype == torch.float64 and id(p) == ids[n], n
-    y, _ = block(torch.randn(1, 3, 6, dtype=torch.float64))
+    y = block(torch.randn(1, 3, 6, dtype=torch.float64))
     assert y.dtype == torch.float64
 
 
@@ -136,8 +136,8 @@ def test_sparse_edges_equal_the_dense_mask():
     mask |= torch.eye(4, dtype=torch.bool)  # every query has a key
     b, q, k = mask.nonzero(as_tuple=True)
     edge_index = torch.stack([b * 4 + k, b * 4 + q])  # source = key, target = query
-    dense = block(x, mask=mask, self_attention=True, trace=False)[0]
-    sparse = block(x, edge_index=edge_index, self_attention=True, trace=False)[0]
+    dense = block(x, mask=mask, self_attention=True)
+    sparse = block(x, edge_index=edge_index, self_attention=True)
     assert torch.allclose(dense, sparse, atol=1e-10)
 
 
@@ -145,7 +145,7 @@ def test_sparse_edges_equal_the_dense_mask():
 def test_cuda_tensors_cross_without_copies():
     block = small(dtype=torch.float32, device="cuda")
     x = torch.randn(2, 4, 6, device="cuda", requires_grad=True)
-    y, _ = block(x)
+    y = block(x)
     assert y.device.type == "cuda"
     y.sum().backward()
     assert x.grad is not None
@@ -157,8 +157,10 @@ def test_cuda_tensors_cross_without_copies():
 def test_the_trajectory_on_request():
     block = small(steps=4).eval()
     x = torch.randn(2, 5, 6, dtype=torch.float64)
-    tokens, energy = block(x)  # off by default: nothing more
-    tokens2, energy2, states, grads = block(x, return_states=True, return_term_grads=True)
+    tokens = block(x)  # a tensor: nothing more unless asked
+    assert isinstance(tokens, torch.Tensor)
+    tokens2, energy, states, grads = block(x, return_energy=True, return_states=True,
+                                           return_term_grads=True)
     assert states.shape == (5, 2, 5, 6)
     assert torch.equal(states[0], x)
     assert torch.allclose(states[-1], tokens, rtol=0, atol=1e-12)
@@ -166,10 +168,10 @@ def test_the_trajectory_on_request():
     # The energy of each state is the trace's energy at that step.
     for t in range(5):
         assert torch.allclose(block.energy(states[t]), energy[t], rtol=1e-10, atol=1e-10)
-    assert set(grads) == {"attention", "hopfield", "vmf-attention"} or len(grads) == 3
+    assert len(grads) == 3
     for g in grads.values():
         assert g.shape == (4, 2, 5, 6)
     # The first step's gradients sum to the block's force at the start.
     assert torch.allclose(sum(g[0] for g in grads.values()), block.grad(x), atol=1e-10)
-    _, _, only_states = block(x, return_states=True)
+    _, only_states = block(x, return_states=True)
     assert torch.equal(only_states, states)

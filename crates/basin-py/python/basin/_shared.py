@@ -1,5 +1,6 @@
 """What the package's modules share: registering basin's own tensors under their checkpoint
-names, the dtypes basin runs in, and reading a config given as text or as a path."""
+names, the dtypes basin runs in, reading a config given as text or as a path, and what makes a
+module backed by basin behave as any other ``nn.Module`` (``.to()``, pickling, masks)."""
 
 import os
 
@@ -36,3 +37,63 @@ def register(module, named):
             owner.register_parameter(leaf, tensor)
         else:
             owner.register_buffer(leaf, tensor)
+
+
+def apply_natively(module, fn):
+    """``module._apply(fn)`` (what ``.to()``, ``.double()`` and ``.cuda()`` call) done by basin in
+    place, so the tensors its native side reads and the registered ones stay the same objects."""
+    first = next(iter(module._native.named_parameters()), None)
+    if first is None:
+        return module
+    probe = fn(torch.zeros((), dtype=first[1].dtype, device=first[1].device))
+    if probe.dtype not in DTYPES:
+        raise TypeError(f"basin runs in float32 or float64, not {probe.dtype}")
+    module._native.set_dtype(DTYPES[probe.dtype])
+    module._native.set_device(str(probe.device))
+    return module
+
+
+def placement(module):
+    """``(device, dtype)`` of a module's tensors (cpu, float32 without any)."""
+    first = next(iter(module._native.named_parameters()), None)
+    if first is None:
+        return "cpu", torch.float32
+    return str(first[1].device), first[1].dtype
+
+
+def snapshot(module, build):
+    """What pickling a basin-backed module keeps: the arguments that rebuild it (``build``),
+    its device, dtype, mode and a copy of its state."""
+    device, dtype = placement(module)
+    state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    return {"build": build, "device": device, "dtype": dtype, "training": module.training,
+            "state": state}
+
+
+def restore(module, snap, init):
+    """Rebuilds a module from :func:`snapshot` (``init(build, device, dtype)`` calls its
+    ``__init__``), then copies the state into basin's tensors."""
+    init(snap["build"], snap["device"], snap["dtype"])
+    with torch.no_grad():
+        module.load_state_dict(snap["state"])
+    module.train(snap["training"])
+
+
+def refuse_assign(assign):
+    """``load_state_dict(assign=True)`` would swap tensors basin's native side never sees."""
+    if assign:
+        raise ValueError("load_state_dict(assign=True) would replace the tensors basin reads "
+                         "with others it never sees; load without assign (values are copied in)")
+
+
+def padding_from(key_padding_mask, kwargs):
+    """basin's native ``padding`` (True = a real token) from ``key_padding_mask`` (True = ignore
+    the key, as ``nn.MultiheadAttention``'s); ``padding=`` itself is refused by name."""
+    if "padding" in kwargs:
+        raise TypeError("padding= is gone: pass key_padding_mask, True where a token is padding "
+                        "(the convention of nn.MultiheadAttention)")
+    if kwargs:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(kwargs))}")
+    if key_padding_mask is None:
+        return None
+    return key_padding_mask.logical_not()

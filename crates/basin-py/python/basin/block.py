@@ -31,9 +31,12 @@ class EnergyBlock(torch.nn.Module):
                                   terms=[basin.terms.Attention(heads=4, head_dim=8),
                                          basin.terms.HopfieldMemory(memories=64)],
                                   dynamics=basin.dynamics.GradientFlow(alpha=0.1))
-        tokens, energy = block(x)           # x: [B, N, D]; energy: [T + 1, B]
+        tokens = block(x)                                    # x, tokens: [B, N, D]
+        tokens, energy = block(x, return_energy=True)        # energy: [T + 1, B]
 
-    Parameters are initialised by basin (seeded by ``torch.manual_seed``).
+    Parameters are initialised by basin (seeded by ``torch.manual_seed``). It behaves as any
+    module: ``.to()``, ``state_dict()``, ``pickle``, ``copy.deepcopy`` and ``torch.save`` (its
+    config and state, rebuilt on load), ``train()``/``eval()``, a place in ``nn.Sequential``.
     """
 
     def __init__(self, config=None, *, device="cpu", dtype=torch.float32, **fields):
@@ -59,40 +62,52 @@ class EnergyBlock(torch.nn.Module):
         """The block's config as TOML text."""
         return self._native.config_toml()
 
-    def forward(self, x, mask=None, bias=None, edge_index=None, padding=None,
-                self_attention=None, trace=True, return_states=False, return_term_grads=False):
-        """The descent from ``x: [B, N, D]``: ``(tokens, energy)``, ``energy`` the total
-        energy per step ``[T + 1, B]`` (``None`` with ``trace=False``, which skips it).
+    def forward(self, x, mask=None, bias=None, edge_index=None, key_padding_mask=None,
+                self_attention=None, return_energy=False, return_states=False,
+                return_term_grads=False, **legacy):
+        """The descent from ``x: [B, N, D]``: the settled tokens ``[B, N, D]``.
 
         ``mask`` ``[B, N, N]`` bool (query, key) pairs allowed, ``bias`` ``[B, H, N, N]``
         added to the logits, or ``edge_index`` ``[2, E]`` over the flattened ``B·N`` tokens
-        (PyG's source → target); ``padding`` ``[B, N]`` bool, ``True`` for real tokens.
-        Differentiable through every step; in ``train()`` mode the dynamics' noise and
-        dropout are on.
+        (PyG's source → target); ``key_padding_mask`` ``[B, N]`` bool, ``True`` where a token
+        is padding (``nn.MultiheadAttention``'s convention). Differentiable through every step;
+        in ``train()`` mode the dynamics' noise and dropout are on.
 
-        ``return_states=True`` appends the trajectory ``x_0 … x_T`` as one tensor
-        ``[T + 1, B, N, D]`` (its last entry is ``tokens``); ``return_term_grads=True`` appends a
-        dict of each term's ``∂E_i/∂g`` per step ``[T, B, N, D]``. Both are detached and off by
-        default (they cost memory).
+        Asked for, more comes back, in this order: ``return_energy=True`` the total energy per
+        step ``[T + 1, B]`` (computed only then); ``return_states=True`` the trajectory
+        ``x_0 … x_T`` ``[T + 1, B, N, D]`` (its last entry is the tokens);
+        ``return_term_grads=True`` a dict of each term's ``∂E_i/∂g`` per step ``[T, B, N, D]``.
+        The last three are detached.
         """
+        padding = _shared.padding_from(key_padding_mask, legacy)
         tokens, energy, states, grads = self._native.forward(
             x, mask=mask, bias=bias, edge_index=edge_index, padding=padding,
-            self_attention=self_attention, train=self.training, trace=trace,
+            self_attention=self_attention, train=self.training, trace=return_energy,
             states=return_states, term_grads=return_term_grads)
-        out = (tokens, energy)
+        out = (tokens,)
+        if return_energy:
+            out += (energy,)
         if return_states:
             out += (states,)
         if return_term_grads:
             out += (dict(grads),)
-        return out
+        return out[0] if len(out) == 1 else out
 
-    def energy(self, x, **structure):
-        """The energy of each sample ``[B]`` at ``x`` (after the block's layer norm)."""
-        return self._native.energy(x, **structure)
+    def energy(self, x, mask=None, bias=None, edge_index=None, key_padding_mask=None,
+               self_attention=None, **legacy):
+        """The energy of each sample ``[B]`` at ``x`` (after the block's layer norm); the
+        structure as in :meth:`forward`."""
+        padding = _shared.padding_from(key_padding_mask, legacy)
+        return self._native.energy(x, mask=mask, bias=bias, edge_index=edge_index,
+                                   padding=padding, self_attention=self_attention)
 
-    def grad(self, x, **structure):
-        """The closed-form ``∂E/∂g`` at ``g = LN(x)``, ``[B, N, D]``."""
-        return self._native.grad(x, **structure)
+    def grad(self, x, mask=None, bias=None, edge_index=None, key_padding_mask=None,
+             self_attention=None, **legacy):
+        """The closed-form ``∂E/∂g`` at ``g = LN(x)``, ``[B, N, D]``; the structure as in
+        :meth:`forward`."""
+        padding = _shared.padding_from(key_padding_mask, legacy)
+        return self._native.grad(x, mask=mask, bias=bias, edge_index=edge_index,
+                                 padding=padding, self_attention=self_attention)
 
     def attach(self, loss):
         """``loss`` with the implicit gradient of this block's forwards since the last call
@@ -108,17 +123,20 @@ class EnergyBlock(torch.nn.Module):
         return self._native.settle_stats()
 
     def _apply(self, fn, recurse=True):
-        # .to(), .double(), .cuda(), …: converted by basin in place, so that the tensors the
-        # descent reads and the registered ones stay the same objects.
-        first = next(iter(self._native.named_parameters()), None)
-        if first is None:
-            return self
-        probe = fn(torch.zeros((), dtype=first[1].dtype, device=first[1].device))
-        if probe.dtype not in _shared.DTYPES:
-            raise TypeError(f"basin blocks run in float32 or float64, not {probe.dtype}")
-        self._native.set_dtype(_shared.DTYPES[probe.dtype])
-        self._native.set_device(str(probe.device))
-        return self
+        # .to(), .double(), .cuda(), …: converted by basin in place.
+        return _shared.apply_natively(self, fn)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        _shared.refuse_assign(assign)
+        return super().load_state_dict(state_dict, strict=strict)
+
+    def __getstate__(self):
+        return _shared.snapshot(self, (self.config(), {}))
+
+    def __setstate__(self, snap):
+        def init(build, device, dtype):
+            EnergyBlock.__init__(self, build[0], device=device, dtype=dtype, **build[1])
+        _shared.restore(self, snap, init)
 
     def extra_repr(self):
         native = self.__dict__.get("_native")

@@ -1,0 +1,113 @@
+"""basin's modules behave as every other ``nn.Module``: ``.to()``, pickling, ``deepcopy``,
+``torch.save``/``torch.load``, ``nn.Sequential``, ``state_dict`` (``assign=True`` refused by
+name) and one mask convention, ``key_padding_mask`` with ``True`` = ignore."""
+
+import copy
+import io
+import pickle
+
+import pytest
+import torch
+
+import basin
+from basin import dynamics, terms
+
+
+def energy_block():
+    torch.manual_seed(0)
+    return basin.EnergyBlock(dim=6, steps=3,
+                             terms=[terms.Attention(heads=2, head_dim=3),
+                                    terms.HopfieldMemory(memories=5)],
+                             dynamics=dynamics.GradientFlow(alpha=0.1))
+
+
+def layers():
+    torch.manual_seed(0)
+    return {
+        "block": (energy_block(), lambda m, x: m(x)),
+        "hopfield": (basin.Hopfield(6, 6, heads=2),
+                     lambda m, x: m(x, x.flip(1))),
+        "pooling": (basin.HopfieldPooling(6, 6, quantity=2), lambda m, x: m(x)),
+        "layer": (basin.HopfieldLayer(6, 6, quantity=4), lambda m, x: m(x)),
+    }
+
+
+@pytest.mark.parametrize("name", ["block", "hopfield", "pooling", "layer"])
+def test_copies_and_saves_rebuild_an_equal_module(name):
+    module, call = layers()[name]
+    module.eval()
+    x = torch.randn(2, 4, 6)
+    want = call(module, x)
+    buf = io.BytesIO()
+    torch.save(module, buf)
+    buf.seek(0)
+    copies = [pickle.loads(pickle.dumps(module)), copy.deepcopy(module),
+              torch.load(buf, weights_only=False)]
+    for other in copies:
+        assert type(other) is type(module) and not other.training
+        assert torch.equal(call(other, x), want)
+        # A copy is its own: training it leaves the original alone.
+        with torch.no_grad():
+            for p in other.parameters():
+                p.add_(torch.randn_like(p))
+        assert torch.equal(call(module, x), want)
+        assert not torch.equal(call(other, x), want)
+
+
+@pytest.mark.parametrize("name", ["block", "hopfield", "pooling", "layer"])
+def test_to_float64_converts_in_place_and_keeps_training(name):
+    module, call = layers()[name]
+    x = torch.randn(2, 4, 6)
+    want = call(module, x).double()
+    assert module.to(torch.float64) is module
+    assert all(p.dtype == torch.float64 for p in module.parameters())
+    native = dict(module._native.named_parameters())
+    assert all(native[n] is p for n, p in module.named_parameters())
+    got = call(module, x.double())
+    assert got.dtype == torch.float64 and torch.allclose(got, want, atol=1e-5)
+    got.sum().backward()
+    assert all(p.grad is not None for p in module.parameters())
+    with pytest.raises(TypeError, match="float32 or float64"):
+        module.to(torch.float16)
+
+
+def test_a_block_sits_in_a_sequential():
+    block = energy_block()
+    seq = torch.nn.Sequential(torch.nn.Linear(6, 6), block, torch.nn.LayerNorm(6))
+    x = torch.randn(2, 4, 6)
+    y = seq(x)
+    assert y.shape == (2, 4, 6)
+    y.sum().backward()
+    assert block.norm.gamma.grad is not None and seq[0].weight.grad is not None
+    seq.double()
+    assert seq(x.double()).dtype == torch.float64
+
+
+def test_load_state_dict_copies_in_and_refuses_assign():
+    a, b = energy_block(), energy_block()
+    with torch.no_grad():
+        for p in b.parameters():
+            p.add_(0.5)
+    x = torch.randn(2, 4, 6)
+    a.load_state_dict(b.state_dict())
+    assert torch.equal(a(x), b(x))
+    with pytest.raises(ValueError, match="assign=True"):
+        a.load_state_dict(b.state_dict(), assign=True)
+
+
+def test_one_mask_convention_true_is_ignored():
+    block = energy_block().eval()
+    x = torch.randn(2, 4, 6)
+    pad = torch.tensor([[False, False, False, True], [False, False, False, False]])
+    y = block(x, key_padding_mask=pad)
+    x2 = x.clone()
+    x2[0, 3] += 10.0 * torch.randn(6)  # only the padded token changes (not by a constant: LN)
+    assert torch.allclose(block(x2, key_padding_mask=pad)[0, :3], y[0, :3], atol=1e-6)
+    assert not torch.allclose(block(x2)[0, :3], block(x)[0, :3], atol=1e-6)
+    assert torch.allclose(block.energy(x, key_padding_mask=pad),
+                          block.energy(x2, key_padding_mask=pad), atol=1e-5)
+    with pytest.raises(TypeError, match="key_padding_mask"):
+        block(x, padding=~pad)
+    pool = basin.HopfieldPooling(6, 6)
+    out = pool(x, key_padding_mask=pad)
+    assert torch.allclose(pool(x2, key_padding_mask=pad), out, atol=1e-6)
