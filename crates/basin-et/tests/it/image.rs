@@ -181,7 +181,7 @@ fn etimage_learns_to_complete_stripes_and_descends() {
     let kernels = image::open(dir.path().join("kernels.png"))
         .unwrap()
         .to_rgb8();
-    assert_eq!(kernels.dimensions().1, 4 + 4 * (24 + 4));
+    assert_eq!(kernels.dimensions().1, 22 + 4 + 4 * (24 + 4));
     // Figure 7: cosine similarities of the 16 position biases, one 4 × 4 map per patch.
     let sim = learner.model.position_similarity();
     assert_eq!(sim.size(), [16, 16]);

@@ -492,7 +492,9 @@ impl ImageLearner {
             }
         }
         let label_refs: Vec<&str> = labels.iter().map(String::as_str).collect();
-        image_grid(path, &rows, &label_refs, &[], 6)
+        let columns: Vec<String> = (0..y).map(|j| format!("y = {j}")).collect();
+        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+        image_grid(path, &rows, &label_refs, &columns, 6)
             .map_err(|e| TaskError::config("picture", e.to_string()))?;
         Ok(true)
     }

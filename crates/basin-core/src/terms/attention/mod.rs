@@ -432,11 +432,7 @@ impl Energy for EnergyAttention {
     }
 
     fn token_energy(&self, g: &Tensor, s: &Structure) -> Option<Tensor> {
-        // Mixed heads (CDAT's code) share one log-sum-exp across heads: no per-query split
-        // is claimed for them.
-        if self.head_mix.is_some() {
-            return None;
-        }
+        // Every form, mixed heads included, is a sum over queries of their log-sum-exps.
         Some(match s.sparse_edges() {
             Some(edges) => {
                 let (sl, _, _, _) = self.sparse_logits(g, edges, s.edge_scale());
