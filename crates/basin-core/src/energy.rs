@@ -13,8 +13,9 @@ use crate::structure::Structure;
 ///
 /// Gradients follow one rule: they are differentiable (part of the autograd graph, as needed to
 /// train through the unrolled descent) exactly when `g.requires_grad()`; otherwise they are
-/// plain values.
-pub trait Energy {
+/// plain values. A term is `Send` (tensors and settings), so a block can move to and be called from
+/// any thread (data loaders, `DataParallel`, Python threads).
+pub trait Energy: Send {
     /// Short name used in traces, plots and checkpoint names (e.g. `attention`).
     fn name(&self) -> &str;
 

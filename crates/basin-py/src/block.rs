@@ -9,11 +9,20 @@ use pyo3::prelude::*;
 use pyo3_tch::PyTensor;
 use tch::{Device, Kind, Tensor, nn};
 
-use crate::errors::{OrPy, guard, without_gil};
+use std::sync::Mutex;
 
-/// One energy block: layer norm, energy terms and dynamics (`basin.EnergyBlock` wraps it).
-#[pyclass(unsendable, module = "basin._native")]
+use crate::errors::{OrPy, guard, without_gil};
+use crate::lock;
+
+/// One energy block: layer norm, energy terms and dynamics (`basin.EnergyBlock` wraps it),
+/// behind a lock so that any Python thread may call it, one at a time.
+#[pyclass(module = "basin._native")]
 pub struct Block {
+    inner: Mutex<Inner>,
+}
+
+/// What the lock guards.
+struct Inner {
     vs: nn::VarStore,
     block: EnergyBlock,
     config: BlockConfig,
@@ -82,7 +91,7 @@ fn structure(
     Ok(s)
 }
 
-impl Block {
+impl Inner {
     /// The structure of a call, checked against `x` and the block.
     fn structure_for(
         &self,
@@ -119,47 +128,55 @@ impl Block {
             let mut vs = nn::VarStore::new(parse_device(device)?);
             let block = EnergyBlock::new(&vs.root(), &config).py()?;
             vs.set_kind(parse_kind(dtype)?);
-            Ok(Self { vs, block, config })
+            Ok(Self {
+                inner: Mutex::new(Inner { vs, block, config }),
+            })
         })
     }
 
     /// The config as TOML (what a run file's `[architecture.block]` holds).
-    fn config_toml(&self) -> PyResult<String> {
-        toml::to_string(&self.config).map_err(|e| PyValueError::new_err(format!("config: {e}")))
+    fn config_toml(&self, py: Python<'_>) -> PyResult<String> {
+        let me = lock(py, &self.inner);
+        toml::to_string(&me.config).map_err(|e| PyValueError::new_err(format!("config: {e}")))
     }
 
     /// The token width D.
     #[getter]
-    fn dim(&self) -> i64 {
-        self.config.dim
+    fn dim(&self, py: Python<'_>) -> i64 {
+        let me = lock(py, &self.inner);
+        me.config.dim
     }
 
     /// The number of descent steps T.
     #[getter]
-    fn steps(&self) -> usize {
-        self.config.steps
+    fn steps(&self, py: Python<'_>) -> usize {
+        let me = lock(py, &self.inner);
+        me.config.steps
     }
 
     /// Every parameter as `(name, tensor)`, sorted by name: the tensors the descent reads
     /// (same storage and autograd identity), named as in basin's checkpoints.
-    fn named_parameters(&self) -> Vec<(String, PyTensor)> {
-        crate::variables(&self.vs)
+    fn named_parameters(&self, py: Python<'_>) -> Vec<(String, PyTensor)> {
+        let me = lock(py, &self.inner);
+        crate::variables(&me.vs)
     }
 
     /// Converts every parameter to `dtype` in place (same tensors).
-    fn set_dtype(&mut self, dtype: &str) -> PyResult<()> {
+    fn set_dtype(&self, py: Python<'_>, dtype: &str) -> PyResult<()> {
+        let mut me = lock(py, &self.inner);
         let kind = parse_kind(dtype)?;
         guard(|| {
-            self.vs.set_kind(kind);
+            me.vs.set_kind(kind);
             Ok(())
         })
     }
 
     /// Moves every parameter to `device` in place (same tensors).
-    fn set_device(&mut self, device: &str) -> PyResult<()> {
+    fn set_device(&self, py: Python<'_>, device: &str) -> PyResult<()> {
+        let mut me = lock(py, &self.inner);
         let device = parse_device(device)?;
         guard(|| {
-            self.vs.set_device(device);
+            me.vs.set_device(device);
             Ok(())
         })
     }
@@ -172,6 +189,7 @@ impl Block {
     #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
+        py: Python<'_>,
         x: PyTensor,
         mask: Option<PyTensor>,
         bias: Option<PyTensor>,
@@ -183,11 +201,12 @@ impl Block {
         states: bool,
         term_grads: bool,
     ) -> PyResult<Descent> {
+        let me = lock(py, &self.inner);
         guard(|| {
-            let s = self.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
+            let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
             let opts =
                 (trace || states || term_grads).then_some(TraceOptions { states, term_grads });
-            let (y, tr) = self.block.run(&x, &s, train, opts);
+            let (y, tr) = me.block.run(&x, &s, train, opts);
             let Some(tr) = tr else {
                 return Ok((PyTensor(y), None, None, None));
             };
@@ -210,8 +229,10 @@ impl Block {
     /// The energy of each sample `[B]` at tokens `x` (normalised by the block's layer norm
     /// first, as the descent does).
     #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
+    #[allow(clippy::too_many_arguments)]
     fn energy(
         &self,
+        py: Python<'_>,
         x: PyTensor,
         mask: Option<PyTensor>,
         bias: Option<PyTensor>,
@@ -219,17 +240,20 @@ impl Block {
         padding: Option<PyTensor>,
         self_attention: Option<bool>,
     ) -> PyResult<PyTensor> {
+        let me = lock(py, &self.inner);
         guard(|| {
-            let s = self.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
-            let g = self.block.norm.forward(&x);
-            Ok(PyTensor(self.block.energy.energy(&g, &s)))
+            let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
+            let g = me.block.norm.forward(&x);
+            Ok(PyTensor(me.block.energy.energy(&g, &s)))
         })
     }
 
     /// The closed-form gradient `∂E/∂g` at `g = LN(x)`, `[B, N, D]` (the descent's force).
     #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
+    #[allow(clippy::too_many_arguments)]
     fn grad(
         &self,
+        py: Python<'_>,
         x: PyTensor,
         mask: Option<PyTensor>,
         bias: Option<PyTensor>,
@@ -237,9 +261,10 @@ impl Block {
         padding: Option<PyTensor>,
         self_attention: Option<bool>,
     ) -> PyResult<PyTensor> {
+        let me = lock(py, &self.inner);
         guard(|| {
-            let s = self.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
-            Ok(PyTensor(self.block.energy_grad(&x, &s)))
+            let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
+            Ok(PyTensor(me.block.energy_grad(&x, &s)))
         })
     }
 
@@ -247,17 +272,19 @@ impl Block {
     /// `gradient = "implicit"` or `"phantom"`; unchanged for an unrolled one): backward the
     /// returned loss. The adjoint is solved here, from `loss`'s graph.
     fn attach(&self, py: Python<'_>, loss: PyTensor) -> PyResult<PyTensor> {
+        let me = lock(py, &self.inner);
         guard(|| {
             let out = without_gil(py, || {
-                basin_core::implicit::attach(&loss, std::iter::once(&self.block))
+                basin_core::implicit::attach(&loss, std::iter::once(&me.block))
             });
             Ok(PyTensor(out))
         })
     }
 
     /// The settling statistics since the last call (steps, residuals, adjoint iterations).
-    fn settle_stats(&self) -> std::collections::BTreeMap<String, f64> {
-        basin_core::implicit::take_stats(std::iter::once(&self.block))
+    fn settle_stats(&self, py: Python<'_>) -> std::collections::BTreeMap<String, f64> {
+        let me = lock(py, &self.inner);
+        basin_core::implicit::take_stats(std::iter::once(&me.block))
             .metrics()
             .into_iter()
             .collect()
@@ -275,20 +302,21 @@ impl Block {
         reps: usize,
         target: Option<PyTensor>,
     ) -> PyResult<Vec<f64>> {
+        let me = lock(py, &self.inner);
         guard(|| {
             let s = Structure::full();
-            self.block.check(&x, &s).py()?;
+            me.block.check(&x, &s).py()?;
             Ok(without_gil(py, || {
                 (0..reps)
                     .map(|_| {
                         let t0 = std::time::Instant::now();
                         match &target {
                             Some(t) => {
-                                let y = self.block.forward(&x, &s, false);
+                                let y = me.block.forward(&x, &s, false);
                                 (y - &t.0).square().mean(None).backward();
                             }
                             None => {
-                                let _ = tch::no_grad(|| self.block.forward(&x, &s, false));
+                                let _ = tch::no_grad(|| me.block.forward(&x, &s, false));
                             }
                         }
                         basin_core::device::synchronize(x.device());
@@ -299,8 +327,9 @@ impl Block {
         })
     }
 
-    fn __repr__(&self) -> String {
-        format!("{:?}", self.block)
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let me = lock(py, &self.inner);
+        format!("{:?}", me.block)
     }
 }
 

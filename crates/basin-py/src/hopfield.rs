@@ -2,6 +2,8 @@
 //! (states retrieve from a stored set), `HopfieldPooling` (learned queries pool a set) and
 //! `HopfieldLayer` (learned stored patterns), built from an [`AssociationConfig`].
 
+use std::sync::Mutex;
+
 use basin_hopfield::{AssociationConfig, Hopfield, HopfieldLayer, HopfieldPooling};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -10,6 +12,7 @@ use tch::nn;
 
 use crate::block::{parse_device, parse_kind};
 use crate::errors::{OrPy, guard};
+use crate::lock;
 
 enum Layer {
     Hopfield(Hopfield),
@@ -17,9 +20,15 @@ enum Layer {
     Lookup(HopfieldLayer),
 }
 
-/// One Hopfield association layer (`basin.Hopfield`, `HopfieldPooling`, `HopfieldLayer`).
-#[pyclass(unsendable, module = "basin._native")]
+/// One Hopfield association layer (`basin.Hopfield`, `HopfieldPooling`, `HopfieldLayer`),
+/// behind a lock so that any Python thread may call it, one at a time.
+#[pyclass(module = "basin._native")]
 pub struct Association {
+    inner: Mutex<Inner>,
+}
+
+/// What the lock guards.
+struct Inner {
     vs: nn::VarStore,
     layer: Layer,
 }
@@ -50,29 +59,33 @@ impl Association {
                 }
             };
             vs.set_kind(dtype);
-            Ok(Self { vs, layer })
+            Ok(Self {
+                inner: Mutex::new(Inner { vs, layer }),
+            })
         })
     }
 
     /// Every parameter as `(name, tensor)`, sorted (the layer's own tensors).
-    fn named_parameters(&self) -> Vec<(String, PyTensor)> {
-        crate::variables(&self.vs)
+    fn named_parameters(&self, py: Python<'_>) -> Vec<(String, PyTensor)> {
+        crate::variables(&lock(py, &self.inner).vs)
     }
 
     /// Converts every parameter to `dtype` in place (same tensors).
-    fn set_dtype(&mut self, dtype: &str) -> PyResult<()> {
+    fn set_dtype(&self, py: Python<'_>, dtype: &str) -> PyResult<()> {
         let kind = parse_kind(dtype)?;
+        let mut me = lock(py, &self.inner);
         guard(|| {
-            self.vs.set_kind(kind);
+            me.vs.set_kind(kind);
             Ok(())
         })
     }
 
     /// Moves every parameter to `device` in place (same tensors).
-    fn set_device(&mut self, device: &str) -> PyResult<()> {
+    fn set_device(&self, py: Python<'_>, device: &str) -> PyResult<()> {
         let device = parse_device(device)?;
+        let mut me = lock(py, &self.inner);
         guard(|| {
-            self.vs.set_device(device);
+            me.vs.set_device(device);
             Ok(())
         })
     }
@@ -84,13 +97,15 @@ impl Association {
     #[pyo3(signature = (first, second = None, ignore = None))]
     fn forward(
         &self,
+        py: Python<'_>,
         first: PyTensor,
         second: Option<PyTensor>,
         ignore: Option<PyTensor>,
     ) -> PyResult<PyTensor> {
+        let me = lock(py, &self.inner);
         guard(|| {
             let ignore = ignore.as_ref().map(|t| &t.0);
-            Ok(PyTensor(match &self.layer {
+            Ok(PyTensor(match &me.layer {
                 Layer::Hopfield(h) => {
                     let y = second.ok_or_else(|| {
                         PyValueError::new_err("Hopfield needs the stored patterns `y`")

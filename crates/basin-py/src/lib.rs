@@ -15,6 +15,8 @@
 //! - [`runs`]: `basin train` of a run file and `basin reproduce` of a table, as calls.
 //! - [`errors`]: basin's errors as Python exceptions, and no panic across the boundary.
 
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
 use pyo3::prelude::*;
 use pyo3_tch::PyTensor;
 
@@ -24,6 +26,19 @@ pub mod errors;
 pub mod hopfield;
 pub mod model;
 pub mod runs;
+
+/// The state behind a module's lock, waited for without the GIL when another thread holds it
+/// (that thread may need the GIL to finish: PyTorch's autograd hooks). A lock poisoned by a
+/// panic is taken as it is: the panic was already turned into a Python exception.
+pub(crate) fn lock<'a, T: Send>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
+    loop {
+        match m.try_lock() {
+            Ok(guard) => return guard,
+            Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+            Err(TryLockError::WouldBlock) => py.allow_threads(|| drop(m.lock())),
+        }
+    }
+}
 
 /// Every variable of `vs` as `(name, tensor)`, sorted by name: the tensors the model reads
 /// (same storage and autograd identity), named as in basin's checkpoints.

@@ -111,3 +111,36 @@ def test_one_mask_convention_true_is_ignored():
     pool = basin.HopfieldPooling(6, 6)
     out = pool(x, key_padding_mask=pad)
     assert torch.allclose(pool(x2, key_padding_mask=pad), out, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["block", "hopfield", "pooling", "layer"])
+def test_calls_from_other_threads(name):
+    import threading
+
+    module, call = layers()[name]
+    module.eval()
+    x = torch.randn(2, 4, 6)
+    want = call(module, x)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(5):
+                results.append(call(module, x))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 15 and all(torch.equal(r, want) for r in results)
+    # And the gradient of a call made elsewhere reaches the module's parameters here.
+    out = []
+    t = threading.Thread(target=lambda: out.append(call(module, x)))
+    t.start()
+    t.join()
+    out[0].sum().backward()
+    assert all(p.grad is not None for p in module.parameters())

@@ -31,8 +31,8 @@ pub struct StepContext<'a> {
     pub g: Option<&'a Tensor>,
 }
 
-/// One step of token dynamics.
-pub trait Dynamics {
+/// One step of token dynamics (`Send`, as [`crate::Energy`]).
+pub trait Dynamics: Send {
     /// Short name for traces and reports.
     fn name(&self) -> &str;
     /// `x_{t+1}` from `x_t: [B, N, D]` and `grad = ∂E/∂g: [B, N, D]`.
