@@ -144,3 +144,56 @@ def test_calls_from_other_threads(name):
     t.join()
     out[0].sum().backward()
     assert all(p.grad is not None for p in module.parameters())
+
+
+DDP_SCRIPT = r'''
+import os, sys
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import basin
+from basin import dynamics, terms
+
+
+def work(rank, world, folder):
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(folder, "init"),
+                            rank=rank, world_size=world)
+    torch.manual_seed(0)
+    block = basin.EnergyBlock(dim=6, steps=3, terms=[terms.Attention(heads=2, head_dim=3),
+                                                     terms.HopfieldMemory(memories=5)],
+                              dynamics=dynamics.GradientFlow(alpha=0.1))
+    torch.manual_seed(100 + rank)  # each rank its own batch
+    x = torch.randn(2, 4, 6)
+    # The rank's own gradient, then DDP's.
+    block(x).pow(2).mean().backward()
+    local = torch.cat([p.grad.flatten() for p in block.parameters()])
+    block.zero_grad()
+    ddp = torch.nn.parallel.DistributedDataParallel(block)
+    ddp(x).pow(2).mean().backward()
+    synced = torch.cat([p.grad.flatten() for p in block.parameters()])
+    both = torch.stack([local, synced])
+    gathered = [torch.zeros_like(both) for _ in range(world)]
+    dist.all_gather(gathered, both)
+    if rank == 0:
+        torch.save(gathered, os.path.join(folder, "grads.pt"))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(work, args=(2, sys.argv[1]), nprocs=2)
+'''
+
+
+def test_distributed_data_parallel_averages_the_gradients_over_gloo(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (local0, synced0), (local1, synced1) = torch.load(tmp_path / "grads.pt")
+    assert not torch.allclose(local0, local1)  # the ranks' batches differ
+    assert torch.allclose(synced0, synced1, atol=1e-7)  # DDP made them one
+    assert torch.allclose(synced0, (local0 + local1) / 2, atol=1e-6)  # their mean
