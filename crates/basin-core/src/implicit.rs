@@ -336,41 +336,7 @@ pub fn attach<'a>(loss: &Tensor, blocks: impl IntoIterator<Item = &'a EnergyBloc
         if !u.defined() {
             continue;
         }
-        let x = p.state.detach().set_requires_grad(true);
-        let y = tch::with_grad(|| block.settle_step(&x, &p.structure, 0, p.train));
-        let jt = |w: &Tensor| -> Tensor {
-            let s = tch::with_grad(|| (&y * w).sum(y.kind()));
-            if !s.requires_grad() {
-                return w.zeros_like();
-            }
-            let g = Tensor::run_backward(&[&s], &[&x], true, false);
-            g.into_iter()
-                .next()
-                .filter(Tensor::defined)
-                .unwrap_or_else(|| w.zeros_like())
-        };
-        let cfg = &block.gradient;
-        let (v, solve) = tch::no_grad(|| match cfg.solver {
-            Solver::FixedPoint => fixed_point_solve(&jt, &u, cfg.solver_tol, cfg.solver_iters),
-            Solver::Gmres => gmres(
-                &|w| w - jt(w),
-                &u,
-                cfg.solver_tol,
-                cfg.solver_iters,
-                cfg.restart,
-            ),
-        });
-        {
-            let mut stats = block.implicit.stats();
-            stats.solves += 1;
-            stats.solves_unconverged += usize::from(!solve.converged);
-            stats.solver_iterations += solve.iterations;
-            stats.max_solver_residual = stats.max_solver_residual.max(solve.residual);
-        }
-        let term = tch::with_grad(|| {
-            let s = (&y * v.detach()).sum(loss.kind());
-            &s - s.detach()
-        });
+        let term = adjoint_term(block, p, &u, loss.kind());
         extra = Some(match extra {
             Some(e) => e + term,
             None => term,
@@ -380,6 +346,70 @@ pub fn attach<'a>(loss: &Tensor, blocks: impl IntoIterator<Item = &'a EnergyBloc
         Some(e) => loss + e,
         None => loss.shallow_clone(),
     }
+}
+
+/// The implicit gradient of one settling forward of `block`, for PyTorch's own backward (the
+/// Python block hooks its output): `grad` = `∂L/∂x*` arrives for `output`, the pending record
+/// of that output is taken, its adjoint solved, and `vᵀ ∂f/∂θ` sent to the parameters (and
+/// whatever the structure came from) at once. Returns false when no forward of `block` owes
+/// this output (already attached, or not a training forward).
+pub fn backward_settled(block: &EnergyBlock, output: &Tensor, grad: &Tensor) -> bool {
+    let record = {
+        let mut pending = block.implicit.pending();
+        let at = pending
+            .iter()
+            .position(|p| p.output.data_ptr() == output.data_ptr());
+        at.map(|i| pending.remove(i))
+    };
+    let Some(p) = record else {
+        return false;
+    };
+    let term = adjoint_term(block, &p, grad, grad.kind());
+    if term.requires_grad() {
+        term.backward();
+    }
+    true
+}
+
+/// `s − s.detach()` with `s = Σ v · f(x*)`, `v` solving the adjoint system
+/// `(I − ∂f/∂x)ᵀ v = u` at the pending forward `p`'s `x*` (statistics recorded on `block`):
+/// zero in value, `vᵀ ∂f/∂θ` in gradient.
+fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -> Tensor {
+    let x = p.state.detach().set_requires_grad(true);
+    let y = tch::with_grad(|| block.settle_step(&x, &p.structure, 0, p.train));
+    let jt = |w: &Tensor| -> Tensor {
+        let s = tch::with_grad(|| (&y * w).sum(y.kind()));
+        if !s.requires_grad() {
+            return w.zeros_like();
+        }
+        let g = Tensor::run_backward(&[&s], &[&x], true, false);
+        g.into_iter()
+            .next()
+            .filter(Tensor::defined)
+            .unwrap_or_else(|| w.zeros_like())
+    };
+    let cfg = &block.gradient;
+    let (v, solve) = tch::no_grad(|| match cfg.solver {
+        Solver::FixedPoint => fixed_point_solve(&jt, u, cfg.solver_tol, cfg.solver_iters),
+        Solver::Gmres => gmres(
+            &|w| w - jt(w),
+            u,
+            cfg.solver_tol,
+            cfg.solver_iters,
+            cfg.restart,
+        ),
+    });
+    {
+        let mut stats = block.implicit.stats();
+        stats.solves += 1;
+        stats.solves_unconverged += usize::from(!solve.converged);
+        stats.solver_iterations += solve.iterations;
+        stats.max_solver_residual = stats.max_solver_residual.max(solve.residual);
+    }
+    tch::with_grad(|| {
+        let s = (&y * v.detach()).sum(kind);
+        &s - s.detach()
+    })
 }
 
 /// The settling statistics of `blocks` since they were last taken, merged (then reset).

@@ -281,6 +281,18 @@ impl Block {
         })
     }
 
+    /// The implicit gradient of one training forward, from PyTorch's backward: `grad` =
+    /// `∂L/∂x*` for `output` (the tokens that forward returned); the adjoint is solved and the
+    /// parameters' gradients accumulated now. False when nothing is owed for `output`.
+    fn backward_settled(&self, py: Python<'_>, output: PyTensor, grad: PyTensor) -> PyResult<bool> {
+        let me = lock(py, &self.inner);
+        guard(|| {
+            Ok(without_gil(py, || {
+                basin_core::implicit::backward_settled(&me.block, &output, &grad)
+            }))
+        })
+    }
+
     /// The settling statistics since the last call (steps, residuals, adjoint iterations).
     fn settle_stats(&self, py: Python<'_>) -> std::collections::BTreeMap<String, f64> {
         let me = lock(py, &self.inner);

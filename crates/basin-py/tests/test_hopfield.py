@@ -44,19 +44,24 @@ def test_implicit_gradients_equal_a_long_unrolled_descent():
                           terms.HopfieldMemory(memories=8, init_std=1.0)],
             dynamics=dynamics.Controlled(alpha=0.1), dtype=torch.float64, **kw).train()
 
-    implicit = build(steps=2, gradient={"mode": "implicit", "tol": 1e-12, "max_steps": 5000,
-                                        "solver_tol": 1e-12})
+    settling = {"mode": "implicit", "tol": 1e-12, "max_steps": 5000, "solver_tol": 1e-12}
+    implicit = build(steps=2, gradient=settling)
+    attached = build(steps=2, gradient=settling)
     unrolled = build(steps=3000)
     torch.manual_seed(1)
     x = torch.randn(2, 3, 6, dtype=torch.float64)
     target = torch.randn(2, 3, 6, dtype=torch.float64)
     grads = []
-    for block in (implicit, unrolled):
-        y = block(x)
-        loss = block.attach((y - target).pow(2).sum())
-        loss.backward()
+    for block in (implicit, attached, unrolled):
+        loss = (block(x) - target).pow(2).sum()
+        if block is attached:  # the older spelling, still equal
+            loss = block.attach(loss)
+        loss.backward()  # alone: the settled tokens' hook solves the adjoint
         grads.append({n: p.grad.clone() for n, p in block.named_parameters()})
     stats = implicit.settle_stats()
     assert stats["settle_unconverged"] == 0, stats
+    assert stats["adjoint_unconverged"] == 0 and stats["adjoint_iterations"] > 0, stats
     for name, g in grads[0].items():
-        assert torch.allclose(g, grads[1][name], rtol=1e-5, atol=1e-8), name
+        assert g.abs().sum() > 0, name
+        assert torch.allclose(g, grads[2][name], rtol=1e-5, atol=1e-8), name
+        assert torch.allclose(g, grads[1][name], rtol=1e-10, atol=1e-12), name

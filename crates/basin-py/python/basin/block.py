@@ -46,6 +46,7 @@ class EnergyBlock(torch.nn.Module):
         self._native = _native.Block(
             _config_text(config, fields), device=str(torch.device(device)), dtype=_shared.DTYPES[dtype]
         )
+        self._attaching = []  # non-empty while `attach` solves the adjoints itself
         _shared.register(self, self._native.named_parameters())
 
     @property
@@ -84,6 +85,19 @@ class EnergyBlock(torch.nn.Module):
             x, mask=mask, bias=bias, edge_index=edge_index, padding=padding,
             self_attention=self_attention, train=self.training, trace=return_energy,
             states=return_states, term_grads=return_term_grads)
+        if tokens.is_leaf and tokens.requires_grad:
+            # A settling (implicit) training forward: its gradient is the adjoint's, solved
+            # when PyTorch's backward reaches these tokens, so `loss.backward()` alone trains.
+            native, attaching = self._native, self._attaching
+
+            def owed(grad, out=tokens):
+                # Inside `attach` the adjoint is being solved already (and basin holds the
+                # block): nothing is owed here then.
+                if not attaching:
+                    native.backward_settled(out, grad)
+                return grad
+
+            tokens.register_hook(owed)
         out = (tokens,)
         if return_energy:
             out += (energy,)
@@ -110,12 +124,16 @@ class EnergyBlock(torch.nn.Module):
                                  padding=padding, self_attention=self_attention)
 
     def attach(self, loss):
-        """``loss`` with the implicit gradient of this block's forwards since the last call
-        added (``gradient = "implicit"`` or ``"phantom"``: the forward settles without a
-        graph, and the adjoint of ``(I − ∂f/∂x)ᵀ v = ∂L/∂x*`` is solved here); backward the
-        result. Only forwards in ``train()`` mode with grad enabled are pending (evaluation
-        settles and returns plain values); an unrolled block returns ``loss`` unchanged."""
-        return self._native.attach(loss)
+        """Kept for code written before ``loss.backward()`` alone trained an implicit block:
+        ``loss`` with the implicit gradient of this block's pending forwards added (the adjoint
+        of ``(I − ∂f/∂x)ᵀ v = ∂L/∂x*`` solved here, and those forwards no longer owed to the
+        backward). Not needed: a settling training forward's tokens carry a hook that solves
+        the adjoint when ``backward`` reaches them."""
+        self._attaching.append(True)
+        try:
+            return self._native.attach(loss)
+        finally:
+            self._attaching.pop()
 
     def settle_stats(self):
         """Settling and adjoint statistics since the last call (``settle_steps``,
