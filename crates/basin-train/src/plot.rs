@@ -111,6 +111,47 @@ const COLOURS: [RGBColor; 10] = [
     RGBColor(188, 189, 34),
 ];
 
+/// The y range of the finite `values` with an 8 % margin (never empty); `None` without one.
+fn padded_range(values: impl IntoIterator<Item = f64>) -> Option<std::ops::Range<f64>> {
+    let (lo, hi) = values
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+    if !lo.is_finite() {
+        return None;
+    }
+    let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-12) * 1e-6);
+    Some(lo - pad..hi + pad)
+}
+
+type StepChart<'a, 'b> = ChartContext<
+    'a,
+    BitMapBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The axes of a chart over whole steps or epochs `0..=x_max`: `x_desc` (and `y_desc`, if not
+/// empty) in `size`-point labels.
+fn draw_step_axes(
+    chart: &mut StepChart<'_, '_>,
+    x_max: f64,
+    (x_desc, y_desc): (&str, &str),
+    size: u32,
+) -> Result<(), PlotError> {
+    let mut mesh = chart.configure_mesh();
+    mesh.x_desc(x_desc)
+        .x_labels(whole_ticks(x_max))
+        .x_label_formatter(&whole_label)
+        .label_style((font(), size))
+        .axis_desc_style((font(), size + 1));
+    if !y_desc.is_empty() {
+        mesh.y_desc(y_desc);
+    }
+    mesh.draw().map_err(draw_err)
+}
+
 /// One panel per series, side by side (three per row), each with its own y range: energy terms
 /// differ in scale by orders of magnitude, so they share the x axis but not the y axis.
 pub fn line_panels(
@@ -142,30 +183,17 @@ pub fn line_panels(
         top.titled(title, (font(), 22)).map_err(draw_err)?;
         let areas = body.split_evenly((rows as usize, cols as usize));
         for (i, (s, area)) in panels.iter().zip(areas.iter()).enumerate() {
-            let (lo, hi) = s
-                .values
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-                    (a.min(v), b.max(v))
-                });
-            let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-12) * 1e-6);
+            let y = padded_range(s.values.iter().copied())
+                .ok_or_else(|| PlotError::Input(format!("series `{}` is empty", s.name)))?;
             let x_max = (s.values.len().saturating_sub(1)).max(1) as f64;
             let mut chart = ChartBuilder::on(area)
                 .caption(&s.name, (font(), 18))
                 .margin(10)
                 .x_label_area_size(36)
                 .y_label_area_size(70)
-                .build_cartesian_2d(0f64..x_max, (lo - pad)..(hi + pad))
+                .build_cartesian_2d(0f64..x_max, y)
                 .map_err(draw_err)?;
-            chart
-                .configure_mesh()
-                .x_desc(x_label)
-                .x_labels(whole_ticks(x_max))
-                .x_label_formatter(&whole_label)
-                .label_style((font(), 13))
-                .axis_desc_style((font(), 14))
-                .draw()
-                .map_err(draw_err)?;
+            draw_step_axes(&mut chart, x_max, (x_label, ""), 13)?;
             let colour = COLOURS[i % COLOURS.len()];
             let points: Vec<(f64, f64)> = s
                 .values
@@ -209,13 +237,8 @@ pub fn line_chart(
             s.name
         )));
     }
-    let (lo, hi) = series
-        .iter()
-        .flat_map(|s| s.values.iter())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-            (a.min(v), b.max(v))
-        });
-    let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-12) * 1e-6);
+    let y = padded_range(series.iter().flat_map(|s| s.values.iter().copied()))
+        .ok_or_else(|| PlotError::Input("nothing to plot".into()))?;
     let x_max = series
         .iter()
         .map(|s| s.values.len().saturating_sub(1))
@@ -232,17 +255,9 @@ pub fn line_chart(
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x_max, (lo - pad)..(hi + pad))
+            .build_cartesian_2d(0f64..x_max, y)
             .map_err(draw_err)?;
-        chart
-            .configure_mesh()
-            .x_desc(x_label)
-            .x_labels(whole_ticks(x_max))
-            .x_label_formatter(&whole_label)
-            .label_style((font(), 13))
-            .axis_desc_style((font(), 14))
-            .draw()
-            .map_err(draw_err)?;
+        draw_step_axes(&mut chart, x_max, (x_label, ""), 13)?;
         for (i, s) in series.iter().enumerate() {
             let colour = COLOURS[s.group.unwrap_or(i) % COLOURS.len()];
             let points: Vec<(f64, f64)> = s
@@ -296,21 +311,13 @@ pub fn quartile_bands(
             "no steps, or groups of different lengths".into(),
         ));
     }
-    let all: Vec<f64> = groups
-        .iter()
-        .flat_map(|g| g.q1.iter().chain(&g.q3).chain(&g.median))
-        .copied()
-        .filter(|v| v.is_finite())
-        .collect();
-    if all.is_empty() {
-        return Err(PlotError::Input("no finite values".into()));
-    }
-    let (lo, hi) = all
-        .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-            (a.min(v), b.max(v))
-        });
-    let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-12) * 1e-6);
+    let y = padded_range(
+        groups
+            .iter()
+            .flat_map(|g| g.q1.iter().chain(&g.q3).chain(&g.median))
+            .copied(),
+    )
+    .ok_or_else(|| PlotError::Input("no finite values".into()))?;
     let x_max = (steps - 1).max(1) as f64;
     let (width, height) = (760u32, 480u32);
     let mut buf = vec![255u8; (width * height * 3) as usize];
@@ -323,18 +330,9 @@ pub fn quartile_bands(
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(80)
-            .build_cartesian_2d(0f64..x_max, (lo - pad)..(hi + pad))
+            .build_cartesian_2d(0f64..x_max, y)
             .map_err(draw_err)?;
-        chart
-            .configure_mesh()
-            .x_desc("descent step")
-            .y_desc(y_label)
-            .x_labels(whole_ticks(x_max))
-            .x_label_formatter(&whole_label)
-            .label_style((font(), 13))
-            .axis_desc_style((font(), 14))
-            .draw()
-            .map_err(draw_err)?;
+        draw_step_axes(&mut chart, x_max, ("descent step", y_label), 13)?;
         for (i, g) in groups.iter().enumerate() {
             let colour = COLOURS[i % COLOURS.len()];
             let band: Vec<(f64, f64)> = (0..steps)
@@ -671,14 +669,7 @@ pub fn landscape_chart(
                 curves.push((format!("V, {}", p.name), v.clone(), RGBColor(214, 39, 40)));
             }
         }
-        let values = curves.iter().flat_map(|c| c.1.iter().copied());
-        let (lo, hi) = values
-            .filter(|v| v.is_finite())
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-                (a.min(v), b.max(v))
-            });
-        if lo.is_finite() {
-            let pad = ((hi - lo) * 0.08).max(hi.abs().max(1e-12) * 1e-6);
+        if let Some(y) = padded_range(curves.iter().flat_map(|c| c.1.iter().copied())) {
             let x_max = curves
                 .iter()
                 .map(|c| c.1.len().saturating_sub(1))
@@ -690,17 +681,9 @@ pub fn landscape_chart(
                 .margin(10)
                 .x_label_area_size(36)
                 .y_label_area_size(70)
-                .build_cartesian_2d(0f64..x_max, (lo - pad)..(hi + pad))
+                .build_cartesian_2d(0f64..x_max, y)
                 .map_err(draw_err)?;
-            chart
-                .configure_mesh()
-                .x_desc("step")
-                .x_labels(whole_ticks(x_max))
-                .x_label_formatter(&whole_label)
-                .label_style((font(), 12))
-                .axis_desc_style((font(), 13))
-                .draw()
-                .map_err(draw_err)?;
+            draw_step_axes(&mut chart, x_max, ("step", ""), 12)?;
             for (name, values, colour) in curves {
                 let points: Vec<(f64, f64)> = values
                     .iter()

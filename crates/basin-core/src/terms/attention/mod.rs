@@ -404,50 +404,63 @@ impl EnergyAttention {
     }
 }
 
-impl Energy for EnergyAttention {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
+impl EnergyAttention {
+    /// The queries' log-sum-exps (unfused forms: over the edge list, or dense in chunks of
+    /// the batch) reduced by `sparse(lse [B·N, H], B)` or `dense(lse [b, H, N], has)`, the
+    /// dense chunks concatenated over the batch.
+    fn reduce_query_lse(
+        &self,
+        g: &Tensor,
+        s: &Structure,
+        sparse: impl Fn(&Tensor, i64) -> Tensor,
+        dense: impl Fn(&Tensor, Option<&Tensor>) -> Tensor,
+    ) -> Tensor {
         match s.sparse_edges() {
             Some(edges) => {
                 let (sl, _, _, _) = self.sparse_logits(g, edges, s.edge_scale());
                 let (lse, _, _) = self.sparse_lse(&sl, edges);
-                self.sparse_energy_from(&lse, g.size()[0])
-            }
-            None => {
-                let w = self.head_weights();
-                if !Self::records_graph(&w, g) && self.fused_applies(g, s) {
-                    return self.dense_fused(&w, g, s).0;
-                }
-                let (q, k, _) = self.project_heads(&w, g);
-                let energies = self.dense_chunks(g, &[&q, &k], s, |c, p| {
-                    let logits = self.dense_logits(&c[0], &c[1], p);
-                    self.energy_from_lse(&logits.logsumexp(-1, false), p.has.as_ref())
-                });
-                cat_batch(energies)
-            }
-        }
-    }
-
-    fn token_energy(&self, g: &Tensor, s: &Structure) -> Option<Tensor> {
-        // Every form, mixed heads included, is a sum over queries of their log-sum-exps.
-        Some(match s.sparse_edges() {
-            Some(edges) => {
-                let (sl, _, _, _) = self.sparse_logits(g, edges, s.edge_scale());
-                let (lse, _, _) = self.sparse_lse(&sl, edges);
-                self.sparse_token_energy(&lse, g.size()[0])
+                sparse(&lse, g.size()[0])
             }
             None => {
                 let w = self.head_weights();
                 let (q, k, _) = self.project_heads(&w, g);
                 cat_batch(self.dense_chunks(g, &[&q, &k], s, |c, p| {
                     let logits = self.dense_logits(&c[0], &c[1], p);
-                    self.query_energy_from_lse(&logits.logsumexp(-1, false), p.has.as_ref())
+                    dense(&logits.logsumexp(-1, false), p.has.as_ref())
                 }))
             }
-        })
+        }
+    }
+}
+
+impl Energy for EnergyAttention {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn energy(&self, g: &Tensor, s: &Structure) -> Tensor {
+        if s.sparse_edges().is_none() {
+            let w = self.head_weights();
+            if !Self::records_graph(&w, g) && self.fused_applies(g, s) {
+                return self.dense_fused(&w, g, s).0;
+            }
+        }
+        self.reduce_query_lse(
+            g,
+            s,
+            |lse, b| self.sparse_energy_from(lse, b),
+            |lse, has| self.energy_from_lse(lse, has),
+        )
+    }
+
+    fn token_energy(&self, g: &Tensor, s: &Structure) -> Option<Tensor> {
+        // Every form, mixed heads included, is a sum over queries of their log-sum-exps.
+        Some(self.reduce_query_lse(
+            g,
+            s,
+            |lse, b| self.sparse_token_energy(lse, b),
+            |lse, has| self.query_energy_from_lse(lse, has),
+        ))
     }
 
     fn grad(&self, g: &Tensor, s: &Structure) -> Tensor {
