@@ -155,9 +155,10 @@ import basin
 from basin import dynamics, terms
 
 
-def work(rank, world, folder):
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(folder, "init"),
-                            rank=rank, world_size=world)
+def work(rank, world, folder, port):
+    # A TCP store: the file store's rendezvous fails often on some virtual machines' disks.
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + port, rank=rank,
+                            world_size=world)
     torch.manual_seed(0)
     block = basin.EnergyBlock(dim=6, steps=3, terms=[terms.Attention(heads=2, head_dim=3),
                                                      terms.HopfieldMemory(memories=5)],
@@ -177,20 +178,27 @@ def work(rank, world, folder):
     if rank == 0:
         torch.save(gathered, os.path.join(folder, "grads.pt"))
     dist.destroy_process_group()
+    # Leave without the interpreter's teardown: Gloo's threads sometimes abort in it
+    # ("terminate called without an active exception"), with plain torch modules too.
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    mp.spawn(work, args=(2, sys.argv[1]), nprocs=2)
+    mp.spawn(work, args=(2, sys.argv[1], sys.argv[2]), nprocs=2)
 '''
 
 
 def test_distributed_data_parallel_averages_the_gradients_over_gloo(tmp_path):
+    import socket
     import subprocess
     import sys
 
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
+    with socket.socket() as probe:  # a free port for the rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), port], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     (local0, synced0), (local1, synced1) = torch.load(tmp_path / "grads.pt")
