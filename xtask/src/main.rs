@@ -132,7 +132,8 @@ fn run(cli: Cli) -> Result<()> {
             python::lint(&root, &venv)?;
             let wheel = python::build_wheel(&root, &venv)?;
             python::install_wheel(&venv, &wheel)?;
-            python::pytest(&root, &venv)
+            python::pytest(&root, &venv)?;
+            python::fresh_install_check(&root)
         }
         Task::Wheel { install_into } => {
             let torch = set_up(&root)?;

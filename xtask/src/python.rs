@@ -257,3 +257,77 @@ pub fn pytest(root: &Path, venv: &Path) -> Result<()> {
     println!("xtask: pytest crates/basin-py/tests");
     run(&mut cmd, "pytest of the Python package")
 }
+
+/// What a user does, checked end to end: a new environment with torch 2.11.0 from the package
+/// index, `pip install ./crates/basin-py` (the README's command, through the package's build
+/// backend, which finds that torch), `import basin` and a training step. The environment is
+/// made again each time (`target/fresh-venv`); pip's cache keeps torch's download, and the
+/// build's own target folder (`target/pip-install`) keeps the compiled crates between runs.
+pub fn fresh_install_check(root: &Path) -> Result<()> {
+    let venv = root.join("target").join("fresh-venv");
+    let _ = std::fs::remove_dir_all(&venv);
+    println!(
+        "xtask: the README's install into a new environment ({})",
+        venv.display()
+    );
+    run(
+        Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        "`python3 -m venv` (Debian/Ubuntu: apt-get install python3-venv)",
+    )?;
+    let py = python(&venv);
+    let user = |cmd: &mut Command| {
+        // Nothing of this repository's own build set-up: a user's shell.
+        cmd.env_remove("LIBTORCH")
+            .env_remove("LIBTORCH_USE_PYTORCH")
+            .env_remove("VIRTUAL_ENV")
+            .env("CARGO_TARGET_DIR", root.join("target").join("pip-install"))
+            .current_dir(root);
+    };
+    let mut torch = Command::new(&py);
+    torch
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+        ])
+        .arg(format!("torch=={TORCH_VERSION}"));
+    user(&mut torch);
+    run(&mut torch, "pip install of torch from the package index")?;
+    let mut basin = Command::new(&py);
+    basin.args([
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "./crates/basin-py",
+    ]);
+    user(&mut basin);
+    run(
+        &mut basin,
+        "`pip install ./crates/basin-py` (the README's command)",
+    )?;
+    let mut step = Command::new(&py);
+    step.args(["-c", FIRST_STEP]);
+    user(&mut step);
+    run(
+        &mut step,
+        "`import basin` and a training step in the new environment",
+    )
+}
+
+/// The first lines a user runs: an energy block trained for one step inside a torch loop.
+const FIRST_STEP: &str = "
+import torch, basin
+block = basin.EnergyBlock(dim=8, steps=3, terms=[basin.terms.Attention(heads=2, head_dim=4),
+                                                 basin.terms.HopfieldMemory(memories=6)])
+opt = torch.optim.Adam(block.parameters(), lr=1e-2)
+x = torch.randn(2, 5, 8)
+loss = block(x).pow(2).mean()
+loss.backward()
+before = [p.detach().clone() for p in block.parameters()]
+opt.step()
+assert any(not torch.equal(a, p) for a, p in zip(before, block.parameters()))
+print('basin', basin.__version__, 'trained a step on torch', torch.__version__)
+";
