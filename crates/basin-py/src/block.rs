@@ -3,7 +3,7 @@
 //! (so a torch optimiser stepping them steps the block), and the descent, energy and
 //! gradient under a structure given as PyTorch tensors.
 
-use basin_core::{BlockConfig, EnergyBlock, SparseEdges, Structure, TraceOptions};
+use basin_core::{BlockConfig, Energy, EnergyBlock, SparseEdges, Structure, TraceOptions};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3_tch::PyTensor;
@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use crate::errors::{OrPy, guard, without_gil};
 use crate::lock;
+use crate::term::PyTerm;
 
 /// One energy block: layer norm, energy terms and dynamics (`basin.EnergyBlock` wraps it),
 /// behind a lock so that any Python thread may call it, one at a time.
@@ -120,13 +121,37 @@ type Descent = (
 impl Block {
     /// A block from the TOML text of a block config, its parameters initialised as basin
     /// initialises them (seeded by `torch.manual_seed`: one generator in the process).
+    /// `python_terms`: `(name, object)` of terms written in Python (see [`PyTerm`]), summed
+    /// after the config's with weight 1.
     #[new]
-    #[pyo3(signature = (config, device = "cpu", dtype = "float32"))]
-    fn new(config: &str, device: &str, dtype: &str) -> PyResult<Self> {
+    #[pyo3(signature = (config, device = "cpu", dtype = "float32", python_terms = Vec::new()))]
+    fn new(
+        py: Python<'_>,
+        config: &str,
+        device: &str,
+        dtype: &str,
+        python_terms: Vec<(String, Py<PyAny>)>,
+    ) -> PyResult<Self> {
+        let extra = python_terms
+            .into_iter()
+            .map(|(name, object)| {
+                Ok((
+                    1.0,
+                    Box::new(PyTerm::new(py, name, object)?) as Box<dyn Energy>,
+                ))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         guard(|| {
-            let config = BlockConfig::from_toml(config).py()?;
+            let config = if extra.is_empty() {
+                BlockConfig::from_toml(config).py()?
+            } else {
+                // Checked below, with the Python terms' names (the config may name no term).
+                toml::from_str(config)
+                    .map_err(|e| PyValueError::new_err(format!("config: {}", e.message())))?
+            };
             let mut vs = nn::VarStore::new(parse_device(device)?);
-            let block = EnergyBlock::new(&vs.root(), &config).py()?;
+            let root = vs.root();
+            let block = EnergyBlock::with_terms(&root, &root, &config, extra).py()?;
             vs.set_kind(parse_kind(dtype)?);
             Ok(Self {
                 inner: Mutex::new(Inner { vs, block, config }),
@@ -206,7 +231,9 @@ impl Block {
             let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
             let opts =
                 (trace || states || term_grads).then_some(TraceOptions { states, term_grads });
-            let (y, tr) = me.block.run(&x, &s, train, opts);
+            // Without the GIL: a term's gradient by autograd (one written in Python, say)
+            // runs libtorch's engine, which refuses a thread that holds it.
+            let (y, tr) = without_gil(py, || me.block.run(&x, &s, train, opts));
             let Some(tr) = tr else {
                 return Ok((PyTensor(y), None, None, None));
             };
@@ -244,7 +271,7 @@ impl Block {
         guard(|| {
             let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
             let g = me.block.norm.forward(&x);
-            Ok(PyTensor(me.block.energy.energy(&g, &s)))
+            Ok(PyTensor(without_gil(py, || me.block.energy.energy(&g, &s))))
         })
     }
 
@@ -264,7 +291,7 @@ impl Block {
         let me = lock(py, &self.inner);
         guard(|| {
             let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
-            Ok(PyTensor(me.block.energy_grad(&x, &s)))
+            Ok(PyTensor(without_gil(py, || me.block.energy_grad(&x, &s))))
         })
     }
 

@@ -135,6 +135,9 @@ impl Classify for tch::TchError {
 pub fn guard<T>(f: impl FnOnce() -> pyo3::PyResult<T>) -> pyo3::PyResult<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
+        Err(payload) if payload.is::<Raised>() => Err(RAISED
+            .with(|r| r.borrow_mut().take())
+            .unwrap_or_else(|| PyRuntimeError::new_err("basin: a Python exception was lost"))),
         Err(payload) => {
             let msg = payload
                 .downcast_ref::<String>()
@@ -144,6 +147,21 @@ pub fn guard<T>(f: impl FnOnce() -> pyo3::PyResult<T>) -> pyo3::PyResult<T> {
             Err(PyRuntimeError::new_err(format!("basin: {msg}")))
         }
     }
+}
+
+/// The unwind payload of [`raise_through`]: the exception waits in [`RAISED`].
+struct Raised;
+
+thread_local! {
+    /// The Python exception that is unwinding through basin's code on this thread.
+    static RAISED: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Leaves basin's code (a descent calling a term written in Python, say) with the exception
+/// `e`, which [`guard`] raises unchanged in the caller; no panic message is printed.
+pub fn raise_through(e: PyErr) -> ! {
+    RAISED.with(|r| *r.borrow_mut() = Some(e));
+    std::panic::resume_unwind(Box::new(Raised))
 }
 
 /// `?` for basin's errors inside a `PyResult` function.

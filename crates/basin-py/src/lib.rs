@@ -13,6 +13,7 @@
 //! - [`hopfield`]: the modern Hopfield layers (Hopfield, HopfieldPooling, HopfieldLayer).
 //! - [`data`]: datasets by name or path, and Laplacian encodings of an edge list.
 //! - [`runs`]: `basin train` of a run file and `basin reproduce` of a table, as calls.
+//! - [`term`]: energy terms written in Python, inside a block's sum.
 //! - [`errors`]: basin's errors as Python exceptions, and no panic across the boundary.
 
 use std::sync::{Mutex, MutexGuard, TryLockError};
@@ -26,6 +27,7 @@ pub mod errors;
 pub mod hopfield;
 pub mod model;
 pub mod runs;
+pub mod term;
 
 /// The state behind a module's lock, waited for without the GIL when another thread holds it
 /// (that thread may need the GIL to finish: PyTorch's autograd hooks). A lock poisoned by a

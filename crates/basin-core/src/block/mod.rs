@@ -46,6 +46,12 @@ pub struct BlockConfig {
 impl BlockConfig {
     /// Checks every value and that term names are unique.
     pub fn validate(&self) -> Result<()> {
+        self.validate_with(&[])
+    }
+
+    /// As [`BlockConfig::validate`], for a block that also holds the hand-built terms named
+    /// `extra` (then the config itself may name no term).
+    pub fn validate_with(&self, extra: &[&str]) -> Result<()> {
         if self.dim < 1 {
             return Err(CoreError::config(
                 "dim",
@@ -70,17 +76,23 @@ impl BlockConfig {
                 ));
             }
         }
-        if self.terms.is_empty() {
+        if self.terms.is_empty() && extra.is_empty() {
             return Err(CoreError::config(
                 "terms",
                 "at least one energy term is needed",
             ));
         }
-        let mut names = HashSet::new();
+        let mut names: HashSet<&str> = extra.iter().copied().collect();
+        if names.len() < extra.len() || names.contains("norm") {
+            return Err(CoreError::config(
+                "terms",
+                "two hand-built terms share a name (or one is `norm`); give each its own",
+            ));
+        }
         for (i, term) in self.terms.iter().enumerate() {
             let field = format!("terms[{i}]");
             term.validate(&field)?;
-            if term.name() == "norm" || !names.insert(term.name().to_owned()) {
+            if term.name() == "norm" || !names.insert(term.name()) {
                 return Err(CoreError::config(
                     format!("{field}.name"),
                     format!(
@@ -211,12 +223,28 @@ impl EnergyBlock {
     /// of a model live (a dynamics' coupling, say); each block built with the same `shared`
     /// uses the same tensors.
     pub fn with_shared(path: &nn::Path, shared: &nn::Path, cfg: &BlockConfig) -> Result<Self> {
-        cfg.validate()?;
+        Self::with_terms(path, shared, cfg, Vec::new())
+    }
+
+    /// As [`EnergyBlock::with_shared`], with hand-built `(weight, term)`s summed after the
+    /// config's: terms no registry builds (one written in Python, say), each under its own
+    /// name. The config may then name no term.
+    pub fn with_terms(
+        path: &nn::Path,
+        shared: &nn::Path,
+        cfg: &BlockConfig,
+        extra: Vec<(f64, Box<dyn Energy>)>,
+    ) -> Result<Self> {
+        let names: Vec<&str> = extra.iter().map(|(_, t)| t.name()).collect();
+        cfg.validate_with(&names)?;
         let norm = EnergyLayerNorm::new(&(path / "norm"), cfg.dim, &cfg.norm);
         let mut sum = EnergySum::new();
         for (i, term) in cfg.terms.iter().enumerate() {
             let t = term.build(path, shared, cfg.dim, &format!("terms[{i}]"))?;
             sum.push(term.weight, t);
+        }
+        for (weight, term) in extra {
+            sum.push(weight, term);
         }
         let mut block = Self::from_parts(
             norm,

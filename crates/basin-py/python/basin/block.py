@@ -10,14 +10,41 @@ import torch
 from . import _native, _shared, _toml
 
 
+def _split_terms(table):
+    """``(table, modules)``: the table with basin's own terms only, and the terms written in
+    Python (``nn.Module``s with ``energy(g)``) that its ``terms`` list held."""
+    terms = table.get("terms")
+    if terms is None:
+        return table, []
+    native, python = [], []
+    for i, t in enumerate(terms):
+        if isinstance(t, dict):
+            native.append(t)
+        elif isinstance(t, torch.nn.Module) and callable(getattr(t, "energy", None)):
+            python.append(t)
+        else:
+            raise TypeError(f"terms[{i}]: expected a term of basin.terms or an nn.Module with "
+                            f"energy(g), got {type(t).__name__}")
+    return ({**table, "terms": native}, python) if python else (table, [])
+
+
+def _term_names(modules):
+    """Each Python term's name: its ``name`` attribute or its class's, numbered when repeated."""
+    names = [getattr(m, "name", None) or type(m).__name__ for m in modules]
+    return [f"{n}-{i}" if names.count(n) > 1 else n for i, n in enumerate(names)]
+
+
 def _config_text(config, fields):
+    """``(TOML text, Python terms)`` of a block given as a config or as keyword fields."""
     if config is None:
-        return _toml.dumps(fields)
+        table, python = _split_terms(fields)
+        return _toml.dumps(table), python
     if fields:
         raise TypeError("give a config or keyword fields, not both")
     if isinstance(config, dict):
-        return _toml.dumps(config)
-    return _shared.text_or_file(config)[1]
+        table, python = _split_terms(config)
+        return _toml.dumps(table), python
+    return _shared.text_or_file(config)[1], []
 
 
 class EnergyBlock(torch.nn.Module):
@@ -34,6 +61,20 @@ class EnergyBlock(torch.nn.Module):
         tokens = block(x)                                    # x, tokens: [B, N, D]
         tokens, energy = block(x, return_energy=True)        # energy: [T + 1, B]
 
+    A term may also be written in Python: any ``nn.Module`` with ``energy(g) → [B]`` of the
+    normalised tokens ``g: [B, N, D]`` (and, optionally, a closed-form ``grad(g) → [B, N, D]``;
+    without it, autograd's), listed in ``terms`` beside basin's own; its parameters train with
+    the block's::
+
+        class Quadratic(torch.nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.eye(dim))
+            def energy(self, g):
+                return 0.5 * torch.einsum("bnd,de,bne->b", g, self.w, g)
+
+        block = basin.EnergyBlock(dim=32, steps=4, terms=[basin.terms.Attention(4, 8), Quadratic(32)])
+
     Parameters are initialised by basin (seeded by ``torch.manual_seed``). It behaves as any
     module: ``.to()``, ``state_dict()``, ``pickle``, ``copy.deepcopy`` and ``torch.save`` (its
     config and state, rebuilt on load), ``train()``/``eval()``, a place in ``nn.Sequential``.
@@ -41,13 +82,18 @@ class EnergyBlock(torch.nn.Module):
 
     def __init__(self, config=None, *, device="cpu", dtype=torch.float32, **fields):
         super().__init__()
+        self._build(*_config_text(config, fields), device, dtype)
+
+    def _build(self, text, python_terms, device, dtype):
         if dtype not in _shared.DTYPES:
             raise ValueError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
         self._native = _native.Block(
-            _config_text(config, fields), device=str(torch.device(device)), dtype=_shared.DTYPES[dtype]
-        )
+            text, device=str(torch.device(device)), dtype=_shared.DTYPES[dtype],
+            python_terms=list(zip(_term_names(python_terms), python_terms)))
         self._attaching = []  # non-empty while `attach` solves the adjoints itself
         _shared.register(self, self._native.named_parameters())
+        if python_terms:  # on the block's device, in its dtype
+            self.python_terms = torch.nn.ModuleList(python_terms).to(device, dtype)
 
     @property
     def dim(self):
@@ -141,7 +187,10 @@ class EnergyBlock(torch.nn.Module):
         return self._native.settle_stats()
 
     def _apply(self, fn, recurse=True):
-        # .to(), .double(), .cuda(), …: converted by basin in place.
+        # .to(), .double(), .cuda(), …: converted by basin in place; terms written in Python
+        # as any module.
+        if "python_terms" in self._modules:
+            self.python_terms._apply(fn, recurse)
         return _shared.apply_natively(self, fn)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
@@ -149,11 +198,14 @@ class EnergyBlock(torch.nn.Module):
         return super().load_state_dict(state_dict, strict=strict)
 
     def __getstate__(self):
-        return _shared.snapshot(self, (self.config(), {}))
+        python = list(self.python_terms) if "python_terms" in self._modules else []
+        return _shared.snapshot(self, (self.config(), python))
 
     def __setstate__(self, snap):
         def init(build, device, dtype):
-            EnergyBlock.__init__(self, build[0], device=device, dtype=dtype, **build[1])
+            torch.nn.Module.__init__(self)
+            self._build(build[0], list(build[1]) if isinstance(build[1], list) else [], device,
+                        dtype)
         _shared.restore(self, snap, init)
 
     def extra_repr(self):
