@@ -1,5 +1,6 @@
 """The modern Hopfield layers as modules, and implicit gradients of a settling block."""
 
+import pytest
 import torch
 
 import basin
@@ -65,3 +66,48 @@ def test_implicit_gradients_equal_a_long_unrolled_descent():
         assert g.abs().sum() > 0, name
         assert torch.allclose(g, grads[2][name], rtol=1e-5, atol=1e-8), name
         assert torch.allclose(g, grads[1][name], rtol=1e-10, atol=1e-12), name
+
+
+def test_hflayers_readme_examples_run_on_basins_layers_with_the_same_shapes():
+    """The examples of hflayers' README, with only the import changed."""
+    torch.manual_seed(0)
+    Y, R = torch.randn(2, 5, 4), torch.randn(2, 3, 4)
+    hopfield = basin.Hopfield(input_size=4)  # associations within one set
+    assert hopfield(Y).shape == (2, 5, 4)
+    assert hopfield((Y, R, Y)).shape == (2, 3, 4)  # (stored, state, projected)
+    hopfield = basin.Hopfield(input_size=4, hidden_size=8, output_size=6, num_heads=2,
+                              scaling=0.25, update_steps_max=3, update_steps_eps=1e-4,
+                              normalize_stored_pattern=True, normalize_state_pattern=True,
+                              normalize_pattern_projection=True, batch_first=True)
+    assert hopfield((Y, R, Y)).shape == (2, 3, 6)
+    pooling = basin.HopfieldPooling(input_size=4, quantity=2)
+    assert pooling(Y).shape == (2, 2 * 4)
+    lookup = basin.HopfieldLayer(input_size=4, quantity=10)
+    assert lookup(R).shape == (2, 3, 4)
+
+
+def test_hflayers_masks_and_batch_first_mean_what_they_mean_there():
+    torch.manual_seed(0)
+    Y, R = torch.randn(2, 5, 4), torch.randn(2, 3, 4)
+    mask = torch.tensor([[False] * 5, [False, False, True, True, True]])
+    hopfield = basin.Hopfield(input_size=4, num_heads=2)
+    ours = hopfield(R, Y, key_padding_mask=mask)
+    torch.testing.assert_close(hopfield((Y, R, Y), stored_pattern_padding_mask=mask), ours)
+    torch.testing.assert_close(hopfield(R, Y[:, :2])[1], ours[1])  # padding left out
+    late = basin.Hopfield(input_size=4, num_heads=2, batch_first=False)
+    late.load_state_dict(hopfield.state_dict())
+    torch.testing.assert_close(late((Y.transpose(0, 1), R.transpose(0, 1), Y.transpose(0, 1)),
+                                    stored_pattern_padding_mask=mask).transpose(0, 1), ours)
+    pooling = basin.HopfieldPooling(input_size=4)
+    torch.testing.assert_close(pooling(Y, stored_pattern_padding_mask=mask),
+                               pooling(Y, key_padding_mask=mask))
+
+
+def test_hflayers_options_basin_lacks_are_refused_by_name():
+    with pytest.raises(ValueError, match="dropout"):
+        basin.Hopfield(input_size=4, dropout=0.1)
+    basin.Hopfield(input_size=4, dropout=0.0, input_bias=True)  # their defaults: accepted
+    with pytest.raises(ValueError, match="association_mask"):
+        basin.Hopfield(input_size=4)(torch.randn(1, 2, 4), association_mask=torch.ones(2, 2))
+    with pytest.raises(ValueError, match="torch.float32 or torch.float64"):
+        basin.Hopfield(input_size=4, dtype=torch.float16)
