@@ -205,3 +205,22 @@ def test_distributed_data_parallel_averages_the_gradients_over_gloo(tmp_path):
     assert not torch.allclose(local0, local1)  # the ranks' batches differ
     assert torch.allclose(synced0, synced1, atol=1e-7)  # DDP made them one
     assert torch.allclose(synced0, (local0 + local1) / 2, atol=1e-6)  # their mean
+
+
+def test_the_package_is_typed_and_its_native_stubs_name_every_native_callable():
+    import ast
+    import pathlib
+
+    from basin import _native
+
+    folder = pathlib.Path(basin.__file__).parent
+    assert (folder / "py.typed").exists()
+    stubs = ast.parse((folder / "_native.pyi").read_text())
+    stubbed = {n.name: n for n in stubs.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    native = {n for n in dir(_native) if not n.startswith("_")}
+    assert native == set(stubbed)
+    for name, node in stubbed.items():
+        if isinstance(node, ast.ClassDef):
+            methods = {m.name for m in node.body if isinstance(m, ast.FunctionDef)}
+            public = {m for m in dir(getattr(_native, name)) if not m.startswith("_")}
+            assert public == methods - {"__init__"}, name
