@@ -295,6 +295,47 @@ impl Block {
         })
     }
 
+    /// The energy `[B]` at normalised tokens `g` (no layer norm first): the terms alone, as
+    /// `basin.terms`' modules expose them.
+    #[pyo3(signature = (g, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn energy_at(
+        &self,
+        py: Python<'_>,
+        g: PyTensor,
+        mask: Option<PyTensor>,
+        bias: Option<PyTensor>,
+        edge_index: Option<PyTensor>,
+        padding: Option<PyTensor>,
+        self_attention: Option<bool>,
+    ) -> PyResult<PyTensor> {
+        let me = lock(py, &self.inner);
+        guard(|| {
+            let s = me.structure_for(&g, mask, bias, edge_index, padding, self_attention)?;
+            Ok(PyTensor(without_gil(py, || me.block.energy.energy(&g, &s))))
+        })
+    }
+
+    /// `∂E/∂g` `[B, N, D]` at normalised tokens `g` (closed form where the terms have one).
+    #[pyo3(signature = (g, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn grad_at(
+        &self,
+        py: Python<'_>,
+        g: PyTensor,
+        mask: Option<PyTensor>,
+        bias: Option<PyTensor>,
+        edge_index: Option<PyTensor>,
+        padding: Option<PyTensor>,
+        self_attention: Option<bool>,
+    ) -> PyResult<PyTensor> {
+        let me = lock(py, &self.inner);
+        guard(|| {
+            let s = me.structure_for(&g, mask, bias, edge_index, padding, self_attention)?;
+            Ok(PyTensor(without_gil(py, || me.block.energy.grad(&g, &s))))
+        })
+    }
+
     /// `loss` plus the implicit-gradient term of this block's pending forwards (a block with
     /// `gradient = "implicit"` or `"phantom"`; unchanged for an unrolled one): backward the
     /// returned loss. The adjoint is solved here, from `loss`'s graph.

@@ -113,3 +113,34 @@ def test_a_block_with_a_python_term_copies_pickles_and_moves():
     block.double()
     assert block.python_terms[0].w.dtype == torch.float64
     torch.testing.assert_close(block(x.double()), want.double(), rtol=1e-5, atol=1e-6)
+
+
+def test_basins_terms_as_modules_give_their_energy_and_closed_form_gradient():
+    torch.manual_seed(0)
+    g = torch.randn(2, 4, 6, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[False] * 4, [False, False, False, True]])
+    for term in (terms.EnergyAttention(6, heads=2, head_dim=3, dtype=torch.float64),
+                 terms.HopfieldEnergy(6, memories=5, dtype=torch.float64),
+                 terms.VmfEnergyAttention(6, heads=2, head_dim=3, dtype=torch.float64)):
+        assert not any(n.startswith("norm.") for n, _ in term.named_parameters())
+        e = term(g, key_padding_mask=mask)
+        assert e.shape == (2,)
+        want, = torch.autograd.grad(e.sum(), g)
+        torch.testing.assert_close(term.grad(g, key_padding_mask=mask), want)
+        back = pickle.loads(pickle.dumps(term))
+        torch.testing.assert_close(back(g, key_padding_mask=mask), e)
+
+
+def test_a_block_of_term_modules_clones_them():
+    torch.manual_seed(0)
+    att, hop = terms.EnergyAttention(6, heads=2, head_dim=3), terms.HopfieldEnergy(6, memories=5)
+    block = basin.EnergyBlock(dim=6, steps=3, terms=[att, hop])
+    state = block.state_dict()
+    for term in (att, hop):
+        for name, value in term.state_dict().items():
+            assert torch.equal(state[name], value)  # the block starts from the modules' values
+    torch.manual_seed(5)
+    by_config = basin.EnergyBlock(dim=6, steps=3, terms=[att.table(), hop.table()])
+    by_config.load_state_dict(state)
+    x = torch.randn(2, 4, 6)
+    torch.testing.assert_close(block(x), by_config(x))

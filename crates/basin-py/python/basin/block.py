@@ -8,24 +8,29 @@ torch optimiser steps them and ``state_dict()`` matches basin's safetensors chec
 import torch
 
 from . import _native, _shared, _toml
+from . import terms as _terms
 
 
 def _split_terms(table):
-    """``(table, modules)``: the table with basin's own terms only, and the terms written in
-    Python (``nn.Module``s with ``energy(g)``) that its ``terms`` list held."""
+    """``(table, modules, clones)``: the table with basin's own terms only (config tables, and
+    those of ``basin.terms``' modules, ``clones``, whose parameters the block copies), and the
+    terms written in Python (``nn.Module``s with ``energy(g)``) that its ``terms`` list held."""
     terms = table.get("terms")
     if terms is None:
-        return table, []
-    native, python = [], []
+        return table, [], []
+    native, python, clones = [], [], []
     for i, t in enumerate(terms):
         if isinstance(t, dict):
             native.append(t)
+        elif isinstance(t, _terms._TermModule):
+            native.append(t.table())
+            clones.append(t)
         elif isinstance(t, torch.nn.Module) and callable(getattr(t, "energy", None)):
             python.append(t)
         else:
             raise TypeError(f"terms[{i}]: expected a term of basin.terms or an nn.Module with "
                             f"energy(g), got {type(t).__name__}")
-    return ({**table, "terms": native}, python) if python else (table, [])
+    return {**table, "terms": native}, python, clones
 
 
 def _term_names(modules):
@@ -35,16 +40,14 @@ def _term_names(modules):
 
 
 def _config_text(config, fields):
-    """``(TOML text, Python terms)`` of a block given as a config or as keyword fields."""
-    if config is None:
-        table, python = _split_terms(fields)
-        return _toml.dumps(table), python
-    if fields:
+    """``(TOML text, Python terms, cloned term modules)`` of a block given as a config or as
+    keyword fields."""
+    if config is not None and fields:
         raise TypeError("give a config or keyword fields, not both")
-    if isinstance(config, dict):
-        table, python = _split_terms(config)
-        return _toml.dumps(table), python
-    return _shared.text_or_file(config)[1], []
+    if config is None or isinstance(config, dict):
+        table, python, clones = _split_terms(fields if config is None else config)
+        return _toml.dumps(table), python, clones
+    return _shared.text_or_file(config)[1], [], []
 
 
 class EnergyBlock(torch.nn.Module):
@@ -82,7 +85,13 @@ class EnergyBlock(torch.nn.Module):
 
     def __init__(self, config=None, *, device="cpu", dtype=torch.float32, **fields):
         super().__init__()
-        self._build(*_config_text(config, fields), device, dtype)
+        text, python, clones = _config_text(config, fields)
+        self._build(text, python, device, dtype)
+        with torch.no_grad():  # basin's term modules: their parameters, copied in
+            state = self.state_dict()
+            for term in clones:
+                for name, value in term.state_dict().items():
+                    state[name].copy_(value)
 
     def _build(self, text, python_terms, device, dtype):
         if dtype not in _shared.DTYPES:

@@ -1,8 +1,13 @@
-"""Energy terms of a block config, by keyword (the fields of their TOML tables).
-
-Each function returns the term's table; fields left out take basin's defaults. Any term a
-crate registers can be named directly: ``term("my-kind", weight=0.5, ...)``.
+"""Energy terms: as config tables by keyword (``Attention``, ``HopfieldMemory``,
+``VmfAttention``, ``term``: the fields of their TOML tables, basin's defaults for the rest) and
+as modules of their own (``EnergyAttention``, ``HopfieldEnergy``, ``VmfEnergyAttention``:
+``energy(g)`` and the closed-form ``grad(g)``). Either goes into an ``EnergyBlock``'s ``terms``;
+any term a crate registers can be named directly: ``term("my-kind", weight=0.5, ...)``.
 """
+
+import torch
+
+from . import _native, _shared, _toml
 
 
 def term(kind, weight=None, **fields):
@@ -35,6 +40,90 @@ def VmfAttention(heads, head_dim, beta=None, **fields):
 
 def kinds():
     """Every registered term kind, ``{kind: one line on what it is}``."""
-    from . import _native
-
     return dict(_native.term_kinds())
+
+
+class _TermModule(torch.nn.Module):
+    """One of basin's energy terms as a module of its own: ``energy(g) → [B]`` and the closed
+    form ``grad(g) → [B, N, D]`` at normalised tokens ``g: [B, N, D]`` (no layer norm first),
+    under the structure keywords of :meth:`basin.EnergyBlock.forward`.
+
+    Listed in an :class:`basin.EnergyBlock`'s ``terms``, it is cloned into the block (its
+    config and its current parameters), as ``nn.TransformerEncoder`` clones its layer: the
+    block's descent then runs it natively, masks and all.
+    """
+
+    def __init__(self, dim, table, device="cpu", dtype=torch.float32):
+        super().__init__()
+        if dtype not in _shared.DTYPES:
+            raise ValueError(f"dtype: expected torch.float32 or torch.float64, got {dtype}")
+        self.dim, self._table = int(dim), dict(table)
+        config = _toml.dumps({"dim": self.dim, "steps": 1, "terms": [self._table]})
+        self._native = _native.Block(config, device=str(torch.device(device)),
+                                     dtype=_shared.DTYPES[dtype])
+        _shared.register(self, [(n, t) for n, t in self._native.named_parameters()
+                                if not n.startswith("norm.")])
+
+    def table(self):
+        """The term's config table (what ``basin.terms.Attention(…)`` and its kin return)."""
+        return dict(self._table)
+
+    def energy(self, g, mask=None, bias=None, edge_index=None, key_padding_mask=None,
+               self_attention=None, **legacy):
+        """The term's energy of each sample ``[B]`` at ``g``."""
+        padding = _shared.padding_from(key_padding_mask, legacy)
+        return self._native.energy_at(g, mask=mask, bias=bias, edge_index=edge_index,
+                                      padding=padding, self_attention=self_attention)
+
+    def grad(self, g, mask=None, bias=None, edge_index=None, key_padding_mask=None,
+             self_attention=None, **legacy):
+        """``∂E/∂g`` ``[B, N, D]`` in closed form (basin's, as the descent uses it)."""
+        padding = _shared.padding_from(key_padding_mask, legacy)
+        return self._native.grad_at(g, mask=mask, bias=bias, edge_index=edge_index,
+                                    padding=padding, self_attention=self_attention)
+
+    forward = energy
+
+    def _apply(self, fn, recurse=True):
+        return _shared.apply_natively(self, fn)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        _shared.refuse_assign(assign)
+        return super().load_state_dict(state_dict, strict=strict)
+
+    def __getstate__(self):
+        return _shared.snapshot(self, (self.dim, self._table))
+
+    def __setstate__(self, snap):
+        def init(build, device, dtype):
+            _TermModule.__init__(self, build[0], build[1], device=device, dtype=dtype)
+        _shared.restore(self, snap, init)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, " + ", ".join(f"{k}={v!r}" for k, v in self._table.items())
+
+
+class EnergyAttention(_TermModule):
+    """ET's energy attention (ET eq. 3) as a module: ``EnergyAttention(dim, heads, head_dim)``."""
+
+    def __init__(self, dim, heads, head_dim, beta=None, *, device="cpu", dtype=torch.float32,
+                 **fields):
+        super().__init__(dim, Attention(heads, head_dim, beta=beta, **fields), device, dtype)
+
+
+class HopfieldEnergy(_TermModule):
+    """ET's Hopfield memory energy (ET eq. 5) as a module: ``HopfieldEnergy(dim, memories)``."""
+
+    def __init__(self, dim, memories, activation=None, *, device="cpu", dtype=torch.float32,
+                 **fields):
+        super().__init__(dim, HopfieldMemory(memories, activation=activation, **fields), device,
+                         dtype)
+
+
+class VmfEnergyAttention(_TermModule):
+    """CDAT's von Mises–Fisher attention energy as a module: ``VmfEnergyAttention(dim, heads,
+    head_dim)``."""
+
+    def __init__(self, dim, heads, head_dim, beta=None, *, device="cpu", dtype=torch.float32,
+                 **fields):
+        super().__init__(dim, VmfAttention(heads, head_dim, beta=beta, **fields), device, dtype)
