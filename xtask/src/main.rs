@@ -52,6 +52,13 @@ enum Task {
         #[arg(long, value_name = "PYTHON")]
         install_into: Option<PathBuf>,
     },
+    /// Setup, build and install the wheel, then write the Python package's API pages (pdoc,
+    /// from its docstrings) into `--out`; open `<out>/basin.html`.
+    Pydoc {
+        /// Output directory.
+        #[arg(long, default_value = "target/python-doc")]
+        out: PathBuf,
+    },
     /// Setup, then the demo: an ET block fitted on synthetic patterns completes masked ones.
     Demo {
         /// Output directory.
@@ -158,6 +165,13 @@ fn run(cli: Cli) -> Result<()> {
                 wheel.display()
             );
             Ok(())
+        }
+        Task::Pydoc { out } => {
+            let torch = set_up(&root)?;
+            let venv = python::ensure_venv(&torch)?;
+            let wheel = python::build_wheel(&root, &venv)?;
+            python::install_wheel(&venv, &wheel)?;
+            python::api_pages(&venv, &root.join(out))
         }
         Task::Demo { out } => {
             set_up(&root)?;

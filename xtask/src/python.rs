@@ -331,3 +331,38 @@ opt.step()
 assert any(not torch.equal(a, p) for a, p in zip(before, block.parameters()))
 print('basin', basin.__version__, 'trained a step on torch', torch.__version__)
 ";
+
+/// The package's API pages: pdoc (installed into the environment once) over `basin`.
+pub fn api_pages(venv: &Path, out: &Path) -> Result<()> {
+    let py = python(venv);
+    let has_pdoc = || {
+        Command::new(&py)
+            .args(["-c", "import pdoc"])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has_pdoc() {
+        run(
+            Command::new(&py).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-input",
+                "pdoc",
+            ]),
+            "pip install of pdoc",
+        )?;
+    }
+    run(
+        Command::new(&py)
+            .args(["-m", "pdoc", "--docformat", "restructuredtext", "-o"])
+            .arg(out)
+            .arg("basin"),
+        "pdoc of the basin package",
+    )?;
+    println!("API pages: {}", out.join("basin.html").display());
+    Ok(())
+}

@@ -203,6 +203,8 @@ class EnergyBlock(torch.nn.Module):
         return _shared.apply_natively(self, fn)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
+        """``nn.Module.load_state_dict``, values copied into basin's tensors (``assign=True``,
+        which would swap in tensors basin never reads, is refused)."""
         _shared.refuse_assign(assign)
         return super().load_state_dict(state_dict, strict=strict)
 
@@ -218,5 +220,6 @@ class EnergyBlock(torch.nn.Module):
         _shared.restore(self, snap, init)
 
     def extra_repr(self):
+        """``dim`` and ``steps``, for ``repr``."""
         native = self.__dict__.get("_native")
         return "" if native is None else f"dim={native.dim}, steps={native.steps}"

@@ -87,6 +87,8 @@ class _Association(torch.nn.Module):
         return _shared.apply_natively(self, fn)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
+        """``nn.Module.load_state_dict``, values copied into basin's tensors (``assign=True``
+        refused)."""
         _shared.refuse_assign(assign)
         return super().load_state_dict(state_dict, strict=strict)
 
@@ -129,6 +131,8 @@ class Hopfield(_Association):
     _kind = "hopfield"
 
     def forward(self, r, y=None, key_padding_mask=None, **hflayers):
+        """States ``r`` retrieve from stored ``y`` (``r`` itself when ``y`` is left out, or one
+        hflayers tuple ``(stored, state, projected)``): ``[B, S, out]``."""
         mask = _mask(key_padding_mask, hflayers)
         if isinstance(r, (tuple, list)):
             if y is not None or len(r) != 3:
@@ -154,6 +158,7 @@ class HopfieldPooling(_Association):
     _kind = "pooling"
 
     def forward(self, y, key_padding_mask=None, **hflayers):
+        """The set ``y [B, N, stored_size]`` pooled by the learned queries: ``[B, quantity·out]``."""
         mask = _mask(key_padding_mask, hflayers)
         return self._native.forward(_batch_first(y, self.batch_first), None, mask)
 
@@ -166,6 +171,8 @@ class HopfieldLayer(_Association):
     _kind = "layer"
 
     def forward(self, r, **hflayers):
+        """States ``r [B, S, state_size]`` answered by the learned stored patterns:
+        ``[B, S, out]``."""
         if _mask(None, hflayers) is not None:
             raise ValueError("a HopfieldLayer's stored patterns are its own: there is nothing "
                              "to pad")

@@ -88,6 +88,8 @@ class _TermModule(torch.nn.Module):
         return _shared.apply_natively(self, fn)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
+        """``nn.Module.load_state_dict``, values copied into basin's tensors (``assign=True``
+        refused)."""
         _shared.refuse_assign(assign)
         return super().load_state_dict(state_dict, strict=strict)
 
@@ -100,6 +102,7 @@ class _TermModule(torch.nn.Module):
         _shared.restore(self, snap, init)
 
     def extra_repr(self):
+        """The width and the term's table, for ``repr``."""
         return f"dim={self.dim}, " + ", ".join(f"{k}={v!r}" for k, v in self._table.items())
 
 
