@@ -52,6 +52,12 @@ pub trait Energy: Send {
     fn token_energy(&self, _g: &Tensor, _structure: &Structure) -> Option<Tensor> {
         None
     }
+
+    /// Whether the term reads the descent's input ([`Structure::input`]): then the block hands
+    /// it `LN(x₀)` and the fixed point depends on `x₀` (input injection). Default false.
+    fn uses_input(&self) -> bool {
+        false
+    }
 }
 
 /// `∂E/∂g` by autograd of `energy.energy(g)`, with a graph exactly when `g.requires_grad()`.
@@ -170,6 +176,10 @@ impl Energy for EnergySum {
             Tensor::zeros([size[0], size[1]], (g.kind(), g.device())),
             |acc, w| Some(acc + Self::scaled(w.weight, w.term.token_energy(g, structure)?)),
         )
+    }
+
+    fn uses_input(&self) -> bool {
+        self.terms.iter().any(|w| w.term.uses_input())
     }
 
     fn parts(&self, g: &Tensor, structure: &Structure) -> Vec<(String, Tensor)> {

@@ -218,6 +218,15 @@ pub(crate) struct Pending {
     pub(crate) structure: Structure,
     /// Whether the forward was a training one.
     pub(crate) train: bool,
+    /// When it ran, in the process's order of settling forwards (stacked blocks' adjoints are
+    /// solved last forward first).
+    pub(crate) order: u64,
+}
+
+/// The order of the next settling forward ([`Pending::order`]).
+pub(crate) fn next_order() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Per block: the pending records and the statistics.

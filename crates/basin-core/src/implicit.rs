@@ -301,6 +301,7 @@ impl EnergyBlock {
                     output: output.shallow_clone(),
                     structure: structure.shallow_clone(),
                     train,
+                    order: crate::gradient::next_order(),
                 });
                 output
             }
@@ -329,6 +330,9 @@ pub fn attach<'a>(loss: &Tensor, blocks: impl IntoIterator<Item = &'a EnergyBloc
     if work.is_empty() || !loss.requires_grad() {
         return loss.shallow_clone();
     }
+    if work.iter().any(|(_, p)| p.structure.input().is_some()) {
+        return attach_chained(loss, work);
+    }
     let outputs: Vec<&Tensor> = work.iter().map(|(_, p)| &p.output).collect();
     let grads = Tensor::run_backward(&[loss], &outputs, true, false);
     let mut extra: Option<Tensor> = None;
@@ -346,6 +350,23 @@ pub fn attach<'a>(loss: &Tensor, blocks: impl IntoIterator<Item = &'a EnergyBloc
         Some(e) => loss + e,
         None => loss.shallow_clone(),
     }
+}
+
+/// [`attach`] where a fixed point depends on its input (input injection): a forward's
+/// `∂L/∂x*` then also flows through the adjoint terms of the forwards that read its output, so
+/// they are solved last forward first, each from the loss with the later terms already added.
+fn attach_chained(loss: &Tensor, mut work: Vec<(&EnergyBlock, Pending)>) -> Tensor {
+    work.sort_by_key(|(_, p)| std::cmp::Reverse(p.order));
+    let mut total = loss.shallow_clone();
+    for (block, p) in &work {
+        let u = Tensor::run_backward(&[&total], &[&p.output], true, false)
+            .pop()
+            .filter(Tensor::defined);
+        if let Some(u) = u {
+            total = &total + adjoint_term(block, p, &u, loss.kind());
+        }
+    }
+    total
 }
 
 /// The implicit gradient of one settling forward of `block`, for PyTorch's own backward (the

@@ -236,6 +236,9 @@ pub struct Structure {
     edge_scale: Option<Tensor>,
     /// The sparse pattern after padding and the diagonal rule were applied.
     sparse: Option<SparseEdges>,
+    /// `[B, N, D]` the normalised input of the descent, `LN(x₀)`, for terms that drive the state
+    /// toward it ([`crate::Energy::uses_input`]); set by the block, with its graph.
+    input: Option<Tensor>,
     dense: OnceCell<DenseLayout>,
 }
 
@@ -280,6 +283,7 @@ impl Structure {
             scale: None,
             edge_scale: None,
             sparse: None,
+            input: None,
             dense: OnceCell::new(),
         };
         s.refresh();
@@ -446,8 +450,21 @@ impl Structure {
             scale: self.scale.as_ref().map(Tensor::shallow_clone),
             edge_scale: self.edge_scale.as_ref().map(Tensor::shallow_clone),
             sparse: self.sparse.as_ref().map(SparseEdges::shallow_clone),
+            input: self.input.as_ref().map(Tensor::shallow_clone),
             dense: OnceCell::new(),
         }
+    }
+
+    /// The same structure carrying the descent's normalised input `LN(x₀)` `[B, N, D]` (its
+    /// graph kept, so that gradients reach `x₀` through the terms that read it).
+    pub fn with_input(mut self, input: Tensor) -> Self {
+        self.input = Some(input);
+        self
+    }
+
+    /// The descent's normalised input, where the block set it ([`Self::with_input`]).
+    pub fn input(&self) -> Option<&Tensor> {
+        self.input.as_ref()
     }
 
     /// The interaction as given (before padding and the diagonal rule).

@@ -65,6 +65,23 @@ pub fn fashion_mnist_cpu() -> ImageCompletionConfig {
     }
 }
 
+/// [`fashion_mnist_cpu`] trained at its attractor: the descent settles (`gradient =
+/// "implicit"`, memory flat in the steps) and the input field ties the fixed point to the
+/// masked image it started from (input injection, `E_in = −λ Σ_A ⟨g_A, LN(x₀)_A W⟩`), so the
+/// encoder, the mask token and the position biases learn through the block. Not the paper's
+/// model: ET trains through its T unrolled steps.
+pub fn fashion_mnist_cpu_implicit() -> ImageCompletionConfig {
+    let mut cfg = fashion_mnist_cpu();
+    cfg.block.gradient = basin_core::GradientConfig::implicit();
+    cfg.block.terms.push(basin_core::TermConfig::new(
+        &basin_core::terms::input_field::InputFieldConfig {
+            projection: true,
+            ..Default::default()
+        },
+    ));
+    cfg
+}
+
 /// ImageNet-1k at CPU scale, for smoke runs of the streamed path: 64² RGB crops, 8² patches
 /// (64 tokens), otherwise as [`cifar10_cpu`].
 pub fn imagenet_cpu() -> ImageCompletionConfig {

@@ -68,6 +68,33 @@ def test_implicit_gradients_equal_a_long_unrolled_descent():
         assert torch.allclose(g, grads[1][name], rtol=1e-10, atol=1e-12), name
 
 
+def test_an_input_field_passes_the_implicit_gradient_to_the_blocks_input():
+    # Without the field the attractor forgets x (no gradient reaches it); with it, x's
+    # gradient through loss.backward() alone equals a long unrolled descent's.
+    def build(field, **kw):
+        torch.manual_seed(0)
+        extra = [terms.InputField(strength=0.5)] if field else []
+        return basin.EnergyBlock(
+            dim=6, terms=[terms.VmfAttention(heads=2, head_dim=3, beta=1.0, init_std=1.0),
+                          terms.HopfieldMemory(memories=8, init_std=1.0), *extra],
+            dynamics=dynamics.Controlled(alpha=0.1), dtype=torch.float64, **kw).train()
+
+    settling = {"mode": "implicit", "tol": 1e-12, "max_steps": 5000, "solver_tol": 1e-12}
+    torch.manual_seed(1)
+    target = torch.randn(2, 3, 6, dtype=torch.float64)
+    grads = []
+    for block in (build(False, steps=2, gradient=settling), build(True, steps=2, gradient=settling),
+                  build(True, steps=3000)):
+        x = torch.randn(2, 3, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+        x.requires_grad_(True)
+        (block(x) - target).pow(2).sum().backward()
+        grads.append(x.grad)
+    forgot, implicit, unrolled = grads
+    assert forgot is None or forgot.abs().max() == 0
+    assert implicit.abs().max() > 1e-3
+    torch.testing.assert_close(implicit, unrolled, rtol=1e-5, atol=1e-8)
+
+
 def test_hflayers_readme_examples_run_on_basins_layers_with_the_same_shapes():
     """The examples of hflayers' README, with only the import changed."""
     torch.manual_seed(0)

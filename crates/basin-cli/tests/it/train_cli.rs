@@ -483,6 +483,7 @@ fn every_example_parses_and_cdat_trains_and_evaluates_on_a_planted_graph() {
         "cdat-graph",
         "cdat-anomaly",
         "et-image",
+        "et-image-implicit",
         "sfi-pattern",
     ] {
         assert!(list.contains(name), "{list}");

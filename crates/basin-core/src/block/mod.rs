@@ -317,6 +317,8 @@ impl EnergyBlock {
         train: bool,
         trace: Option<TraceOptions>,
     ) -> (Tensor, Option<Trace>) {
+        let driven = self.driven(x, structure);
+        let structure = driven.as_ref().unwrap_or(structure);
         if self.gradient.mode != GradientMode::Unrolled {
             return self.run_settled(x, structure, train, trace);
         }
@@ -387,6 +389,16 @@ impl EnergyBlock {
         (self.settled_output(&settled, structure, train), trace)
     }
 
+    /// `structure` carrying `LN(x)`, with its graph, as the descent's input when a term reads
+    /// it ([`Energy::uses_input`], input injection); `None` when none does (the structure
+    /// serves as it is). [`EnergyBlock::run`] calls it; a caller stepping the block itself
+    /// ([`EnergyBlock::settle`]) passes the structure it returns.
+    pub fn driven(&self, x: &Tensor, structure: &Structure) -> Option<Structure> {
+        self.energy
+            .uses_input()
+            .then(|| structure.shallow_clone().with_input(self.norm.forward(x)))
+    }
+
     /// Each token's share of the energy at `g = LN(x)`, `[B, N]` ([`Energy::token_energy`]);
     /// `None` when a term does not split over tokens.
     pub fn token_energy(&self, x: &Tensor, structure: &Structure) -> Option<Tensor> {
@@ -436,6 +448,17 @@ impl EnergyBlock {
         structure: &Structure,
         train: bool,
     ) -> (Tensor, Recompute) {
+        // A term reading the input gets `LN(x₀)` as a leaf; its gradient is sent into `x₀`'s
+        // graph at the end of the backward pass.
+        let drive = self.energy.uses_input().then(|| {
+            let u = self.norm.forward(x);
+            let leaf = u.detach().set_requires_grad(true);
+            (u, leaf)
+        });
+        let driven = drive
+            .as_ref()
+            .map(|(_, leaf)| structure.shallow_clone().with_input(leaf.shallow_clone()));
+        let structure = driven.as_ref().unwrap_or(structure);
         let mut states = Vec::with_capacity(self.steps);
         let out = tch::no_grad(|| {
             let mut x = x.detach();
@@ -449,6 +472,7 @@ impl EnergyBlock {
         let out = out.set_requires_grad(true);
         let rec = Recompute {
             input: x.shallow_clone(),
+            drive,
             states,
             output: out.shallow_clone(),
             train,
@@ -462,6 +486,8 @@ impl EnergyBlock {
 #[derive(Debug)]
 pub struct Recompute {
     input: Tensor,
+    /// `LN(x₀)` with its graph and the leaf the steps read, for a term reading the input.
+    drive: Option<(Tensor, Tensor)>,
     states: Vec<Tensor>,
     output: Tensor,
     train: bool,
@@ -478,6 +504,11 @@ impl Recompute {
         if !grad.defined() {
             return;
         }
+        let driven = self
+            .drive
+            .as_ref()
+            .map(|(_, leaf)| structure.shallow_clone().with_input(leaf.shallow_clone()));
+        let structure = driven.as_ref().unwrap_or(structure);
         for (step, x) in self.states.iter().enumerate().rev() {
             let x = x.detach().set_requires_grad(true);
             let next = block.step(&x, structure, step, self.train);
@@ -485,8 +516,24 @@ impl Recompute {
             (next * &grad).sum(x.kind()).backward();
             grad = x.grad().detach();
         }
-        if self.input.requires_grad() {
-            (&self.input * grad).sum(self.input.kind()).backward();
+        // Into `x₀`'s graph, once: the start's gradient and the drive's.
+        let kind = self.input.kind();
+        let mut to_input = self
+            .input
+            .requires_grad()
+            .then(|| (&self.input * grad).sum(kind));
+        if let Some((u, leaf)) = &self.drive {
+            let g = leaf.grad();
+            if u.requires_grad() && g.defined() {
+                let d = (u * g).sum(kind);
+                to_input = Some(match to_input {
+                    Some(t) => t + d,
+                    None => d,
+                });
+            }
+        }
+        if let Some(t) = to_input {
+            t.backward();
         }
     }
 }

@@ -170,3 +170,123 @@ fn the_gradient_section_reads_as_a_word_or_a_table() {
         assert!(e.contains(field), "{bad}: {e}");
     }
 }
+
+fn driven_config() -> BlockConfig {
+    let mut cfg = et_config();
+    cfg.terms.push(basin_core::TermConfig::new(
+        &basin_core::terms::input_field::InputFieldConfig {
+            strength: 0.5,
+            projection: true,
+            ..Default::default()
+        },
+    ));
+    cfg
+}
+
+/// `(parameter gradients, ∂L/∂x0)` of the implicit block and of a long unrolled descent of
+/// the same settling map, both from the loss at the output.
+fn grads_with_input(c: &Case, unrolled_steps: usize) -> [(Vec<Tensor>, Tensor); 2] {
+    let ps = params(&c.vs);
+    let mut refs: Vec<&Tensor> = ps.iter().map(|(_, t)| t).collect();
+    let x0 = c.x0.detach().set_requires_grad(true);
+    refs.push(&x0);
+    let full = Structure::full();
+    let y = c.block.forward(&x0, &full, true);
+    let loss = basin_core::implicit::attach(&loss_of(c, &y), [&c.block]);
+    let mut implicit = Tensor::run_backward(&[loss], &refs, false, false);
+    let s = c.block.driven(&x0, &full).unwrap_or(Structure::full());
+    let mut x = basin_core::implicit::standardise(&x0, None);
+    for t in 0..unrolled_steps {
+        x = c.block.settle_step(&x, &s, t, true);
+    }
+    let mut unrolled = Tensor::run_backward(&[loss_of(c, &x)], &refs, false, false);
+    let (a, b) = (implicit.pop().unwrap(), unrolled.pop().unwrap());
+    [(implicit, a), (unrolled, b)]
+}
+
+#[test]
+fn an_input_field_makes_the_attractor_remember_its_input_and_passes_the_gradient_to_it() {
+    // Without the field the fixed point forgets x0: no gradient reaches it.
+    let c = case(et_config(), 13);
+    let [(_, forgot), _] = grads_with_input(&c, 10);
+    assert!(
+        !forgot.defined() || forgot.abs().max().double_value(&[]) == 0.0,
+        "{forgot}"
+    );
+    // With it, the implicit gradient to x0 and to every parameter (λ and W included) equals
+    // a long unrolled descent's.
+    let c = case(driven_config(), 13);
+    let [(implicit, to_x0), (unrolled, want)] = grads_with_input(&c, 3000);
+    let stats = c.block.take_settle_stats();
+    assert_eq!(stats.unconverged, 0, "{stats:?}");
+    assert!(to_x0.abs().max().double_value(&[]) > 1e-4, "{to_x0}");
+    let err = max_rel_error(&to_x0, &want, 1e-6);
+    assert!(err < 1e-6, "∂L/∂x0 differs by {err:e}");
+    assert_grads_close("input field", &c, &implicit, &unrolled, 1e-6);
+}
+
+#[test]
+fn stacked_blocks_with_an_input_field_chain_their_adjoints_last_first() {
+    let (a, b) = (case(driven_config(), 17), case(driven_config(), 19));
+    let full = Structure::full();
+    // Implicit: both blocks settle, one attach for both.
+    let y1 = a.block.forward(&a.x0, &full, true);
+    let y2 = b.block.forward(&y1, &full, true);
+    let loss = basin_core::implicit::attach(&loss_of(&b, &y2), [&a.block, &b.block]);
+    let pa = params(&a.vs);
+    let refs: Vec<&Tensor> = pa.iter().map(|(_, t)| t).collect();
+    let implicit = Tensor::run_backward(&[loss], &refs, false, false);
+    // Unrolled: each block's settling map stepped far past convergence, the second driven by
+    // the first's end state.
+    let unroll = |c: &Case, x0: &Tensor| {
+        let s = c.block.driven(x0, &full).unwrap_or(Structure::full());
+        let mut x = basin_core::implicit::standardise(x0, None);
+        for t in 0..3000 {
+            x = c.block.settle_step(&x, &s, t, true);
+        }
+        x
+    };
+    let x2 = unroll(&b, &unroll(&a, &a.x0));
+    let unrolled = Tensor::run_backward(&[loss_of(&b, &x2)], &refs, false, false);
+    assert!(
+        implicit
+            .iter()
+            .all(|g| g.defined() && g.abs().max().double_value(&[]) > 0.0),
+        "the first block learns"
+    );
+    assert_grads_close("first of two stacked blocks", &a, &implicit, &unrolled, 1e-5);
+}
+
+#[test]
+fn the_input_field_has_its_closed_form_gradient_and_no_field_without_an_input() {
+    use basin_core::Energy;
+    use basin_core::terms::input_field::{InputField, InputFieldConfig};
+    let mut vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let term = InputField::new(
+        &vs.root(),
+        D,
+        &InputFieldConfig {
+            strength: 0.7,
+            projection: true,
+            ..Default::default()
+        },
+    );
+    vs.double();
+    let w = term.w.as_ref().unwrap();
+    let _ = tch::no_grad(|| w.shallow_clone().g_add_(&(Tensor::randn([D, D], F64) * 0.1)));
+    let g = Tensor::randn([2, 4, D], F64);
+    let u = Tensor::randn([2, 4, D], F64);
+    let pad = padding(2, 4, 1);
+    let s = Structure::full().with_padding(pad).unwrap().with_input(u);
+    let closed = term.grad(&g, &s);
+    let auto = basin_core::energy::autograd_grad(&term, &g, &s);
+    assert!(max_rel_error(&closed, &auto, 1e-6) < 1e-5);
+    // Batch 0's last token is padding: it feels no field.
+    let k = tch::Kind::Double;
+    assert_eq!(closed.get(0).get(3).abs().sum(k).double_value(&[]), 0.0);
+    let token = term.token_energy(&g, &s).unwrap().sum_dim_intlist(-1, false, k);
+    assert!(max_rel_error(&token, &term.energy(&g, &s), 1e-6) < 1e-6);
+    let bare = Structure::full();
+    assert_eq!(term.energy(&g, &bare).abs().sum(k).double_value(&[]), 0.0);
+    assert_eq!(term.grad(&g, &bare).abs().sum(k).double_value(&[]), 0.0);
+}

@@ -38,6 +38,13 @@ def VmfAttention(heads, head_dim, beta=None, **fields):
     return term("vmf-attention", heads=heads, head_dim=head_dim, beta=beta, **fields)
 
 
+def InputField(strength=None, projection=None, **fields):
+    """The external field of the block's own input, ``-λ Σ_A <g_A, LN(x₀)_A W>`` (input
+    injection): the fixed point remembers where its descent started, so what computed ``x₀``
+    learns through an implicit block. ``λ`` learned and positive; ``W`` with ``projection``."""
+    return term("input-field", strength=strength, projection=projection, **fields)
+
+
 def kinds():
     """Every registered term kind, ``{kind: one line on what it is}``."""
     return dict(_native.term_kinds())

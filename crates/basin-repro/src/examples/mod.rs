@@ -43,6 +43,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "et-image",
         "masked image completion with an ET block on Fashion-MNIST (2,000 images, 3 epochs)",
     ),
+    (
+        "et-image-implicit",
+        "the same, trained at the attractor: implicit gradient and the input field (input injection)",
+    ),
 ];
 
 /// The CPU-scale TU protocol of the graph examples: leak-free 10-fold CV on the TU tables'
@@ -104,9 +108,13 @@ pub fn example(name: &str) -> Result<String> {
                 curves: false,
             },
         })?,
-        "et-image" => to_toml(&ImageRun {
+        "et-image" | "et-image-implicit" => to_toml(&ImageRun {
             data: "fashion-mnist".into(),
-            architecture: basin_et::image::fashion_mnist_cpu(),
+            architecture: if name == "et-image" {
+                basin_et::image::fashion_mnist_cpu()
+            } else {
+                basin_et::image::fashion_mnist_cpu_implicit()
+            },
             protocol: ImageProtocol::default(),
             on_corrupt: Default::default(),
         })?,
