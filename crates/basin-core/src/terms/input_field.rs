@@ -67,7 +67,9 @@ impl InputField {
         let w = cfg.projection.then(|| {
             let w = path.var("w", &[dim, dim], nn::Init::Const(0.0));
             tch::no_grad(|| {
-                let _ = w.shallow_clone().copy_(&Tensor::eye(dim, (w.kind(), w.device())));
+                let _ = w
+                    .shallow_clone()
+                    .copy_(&Tensor::eye(dim, (w.kind(), w.device())));
             });
             w
         });
@@ -134,8 +136,7 @@ impl Energy for InputField {
 
 impl TermParams for InputFieldConfig {
     const KIND: &'static str = "input-field";
-    const ABOUT: &'static str =
-        "external field of the block's input −λ Σ ⟨g, LN(x₀) W⟩ (input injection for training at the attractor)";
+    const ABOUT: &'static str = "external field of the block's input −λ Σ ⟨g, LN(x₀) W⟩ (input injection for training at the attractor)";
 
     fn validate(&self, field: &str) -> Result<()> {
         if !(self.strength.is_finite() && self.strength > 0.0) {

@@ -254,7 +254,13 @@ fn stacked_blocks_with_an_input_field_chain_their_adjoints_last_first() {
             .all(|g| g.defined() && g.abs().max().double_value(&[]) > 0.0),
         "the first block learns"
     );
-    assert_grads_close("first of two stacked blocks", &a, &implicit, &unrolled, 1e-5);
+    assert_grads_close(
+        "first of two stacked blocks",
+        &a,
+        &implicit,
+        &unrolled,
+        1e-5,
+    );
 }
 
 #[test]
@@ -273,7 +279,10 @@ fn the_input_field_has_its_closed_form_gradient_and_no_field_without_an_input() 
     );
     vs.double();
     let w = term.w.as_ref().unwrap();
-    let _ = tch::no_grad(|| w.shallow_clone().g_add_(&(Tensor::randn([D, D], F64) * 0.1)));
+    let _ = tch::no_grad(|| {
+        w.shallow_clone()
+            .g_add_(&(Tensor::randn([D, D], F64) * 0.1))
+    });
     let g = Tensor::randn([2, 4, D], F64);
     let u = Tensor::randn([2, 4, D], F64);
     let pad = padding(2, 4, 1);
@@ -284,7 +293,10 @@ fn the_input_field_has_its_closed_form_gradient_and_no_field_without_an_input() 
     // Batch 0's last token is padding: it feels no field.
     let k = tch::Kind::Double;
     assert_eq!(closed.get(0).get(3).abs().sum(k).double_value(&[]), 0.0);
-    let token = term.token_energy(&g, &s).unwrap().sum_dim_intlist(-1, false, k);
+    let token = term
+        .token_energy(&g, &s)
+        .unwrap()
+        .sum_dim_intlist(-1, false, k);
     assert!(max_rel_error(&token, &term.energy(&g, &s), 1e-6) < 1e-6);
     let bare = Structure::full();
     assert_eq!(term.energy(&g, &bare).abs().sum(k).double_value(&[]), 0.0);
