@@ -67,8 +67,7 @@ impl InputField {
         let w = cfg.projection.then(|| {
             let w = path.var("w", &[dim, dim], nn::Init::Const(0.0));
             tch::no_grad(|| {
-                let _ = w
-                    .shallow_clone()
+                w.shallow_clone()
                     .copy_(&Tensor::eye(dim, (w.kind(), w.device())));
             });
             w
