@@ -177,12 +177,20 @@ impl ProtocolReport {
 
     /// A Markdown section: the aggregate table, the notes, and one row per run.
     pub fn to_markdown(&self) -> String {
+        // One run has a value, not a spread.
+        let one = self.runs.len() == 1;
         let mut md = format!(
-            "### {} — {}\n\n| metric | mean ± std |\n|---|---|\n",
-            self.name, self.protocol
+            "### {} — {}\n\n| metric | {} |\n|---|---|\n",
+            self.name,
+            self.protocol,
+            if one { "value" } else { "mean ± std" }
         );
         for (k, (m, s)) in &self.aggregate {
-            md.push_str(&format!("| {k} | {m:.4} ± {s:.4} |\n"));
+            md.push_str(&if one {
+                format!("| {k} | {m:.4} |\n")
+            } else {
+                format!("| {k} | {m:.4} ± {s:.4} |\n")
+            });
         }
         md.push('\n');
         for n in &self.notes {
