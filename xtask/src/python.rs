@@ -64,6 +64,46 @@ fn torch_requirements(torch: &Path) -> Result<Vec<String>> {
         .collect())
 }
 
+/// A new virtual environment at `venv` (`python3 -m venv`).
+fn make_venv(venv: &Path) -> Result<()> {
+    run(
+        Command::new("python3").args(["-m", "venv"]).arg(venv),
+        "`python3 -m venv` (Debian/Ubuntu: apt-get install python3-venv)",
+    )
+}
+
+/// Installs `package` into the environment of interpreter `py` unless `module` imports there
+/// already; an error if it still does not import after pip.
+fn ensure_module(py: &Path, module: &str, package: &str) -> Result<()> {
+    let imports = || {
+        Command::new(py)
+            .args(["-c", &format!("import {module}")])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if imports() {
+        return Ok(());
+    }
+    println!("xtask: installing {package} into {}…", py.display());
+    run(
+        Command::new(py).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-input",
+            package,
+        ]),
+        &format!("pip install of {package}"),
+    )?;
+    if !imports() {
+        bail!("{package} installed but `import {module}` still fails");
+    }
+    Ok(())
+}
+
 /// Makes sure the environment exists and is complete; returns its directory.
 pub fn ensure_venv(torch: &Path) -> Result<PathBuf> {
     let venv = venv_dir(torch);
@@ -76,10 +116,7 @@ pub fn ensure_venv(torch: &Path) -> Result<PathBuf> {
         "xtask: making the Python environment {} (torch {TORCH_VERSION} from the libtorch cache; its CUDA libraries, maturin and pytest from PyPI, once per user)…",
         venv.display()
     );
-    run(
-        Command::new("python3").args(["-m", "venv"]).arg(&venv),
-        "`python3 -m venv` (Debian/Ubuntu: apt-get install python3-venv)",
-    )?;
+    make_venv(&venv)?;
     let py = python(&venv);
     let mut pip = Command::new(&py);
     pip.args([
@@ -218,31 +255,8 @@ pub fn lint(root: &Path, venv: &Path) -> Result<()> {
 /// PyG, for the tests of the converter `crates/basin-graph/scripts/to_basin_npz.py`: installed
 /// into the environment once where PyPI serves it. Without it those tests skip, and this says so.
 fn ensure_pyg(venv: &Path) {
-    let py = python(venv);
-    let has_pyg = || {
-        Command::new(&py)
-            .args(["-c", "import torch_geometric"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if has_pyg() {
-        return;
-    }
-    println!("xtask: installing torch_geometric (the converter's tests) into the environment…");
-    let installed = Command::new(&py)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .args(["--no-input", "torch_geometric"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !installed || !has_pyg() {
-        println!("xtask: torch_geometric did not install; the converter's tests will be skipped");
+    if let Err(e) = ensure_module(&python(venv), "torch_geometric", "torch_geometric") {
+        println!("xtask: {e:#}; the converter's tests will be skipped");
     }
 }
 
@@ -270,10 +284,7 @@ pub fn fresh_install_check(root: &Path) -> Result<()> {
         "xtask: the README's install into a new environment ({})",
         venv.display()
     );
-    run(
-        Command::new("python3").args(["-m", "venv"]).arg(&venv),
-        "`python3 -m venv` (Debian/Ubuntu: apt-get install python3-venv)",
-    )?;
+    make_venv(&venv)?;
     let py = python(&venv);
     let user = |cmd: &mut Command| {
         // Nothing of this repository's own build set-up: a user's shell.
@@ -335,27 +346,7 @@ print('basin', basin.__version__, 'trained a step on torch', torch.__version__)
 /// The package's API pages: pdoc (installed into the environment once) over `basin`.
 pub fn api_pages(venv: &Path, out: &Path) -> Result<()> {
     let py = python(venv);
-    let has_pdoc = || {
-        Command::new(&py)
-            .args(["-c", "import pdoc"])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if !has_pdoc() {
-        run(
-            Command::new(&py).args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-input",
-                "pdoc",
-            ]),
-            "pip install of pdoc",
-        )?;
-    }
+    ensure_module(&py, "pdoc", "pdoc")?;
     run(
         Command::new(&py)
             .args(["-m", "pdoc", "--docformat", "restructuredtext", "-o"])

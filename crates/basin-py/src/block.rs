@@ -253,9 +253,10 @@ impl Block {
         })
     }
 
-    /// The energy of each sample `[B]` at tokens `x` (normalised by the block's layer norm
-    /// first, as the descent does).
-    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
+    /// The energy of each sample `[B]` at tokens `x`, normalised by the block's layer norm
+    /// first as the descent does; with `normalised`, `x` is taken as `g` itself (the terms
+    /// alone, as `basin.terms`' modules expose them).
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, normalised = false))]
     #[allow(clippy::too_many_arguments)]
     fn energy(
         &self,
@@ -266,17 +267,23 @@ impl Block {
         edge_index: Option<PyTensor>,
         padding: Option<PyTensor>,
         self_attention: Option<bool>,
+        normalised: bool,
     ) -> PyResult<PyTensor> {
         let me = lock(py, &self.inner);
         guard(|| {
             let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
-            let g = me.block.norm.forward(&x);
+            let g = if normalised {
+                x.0
+            } else {
+                me.block.norm.forward(&x)
+            };
             Ok(PyTensor(without_gil(py, || me.block.energy.energy(&g, &s))))
         })
     }
 
-    /// The closed-form gradient `∂E/∂g` at `g = LN(x)`, `[B, N, D]` (the descent's force).
-    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
+    /// The gradient `∂E/∂g` `[B, N, D]` at `g = LN(x)` (the descent's force; closed form where
+    /// the terms have one); with `normalised`, at `g = x`.
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, normalised = false))]
     #[allow(clippy::too_many_arguments)]
     fn grad(
         &self,
@@ -287,51 +294,16 @@ impl Block {
         edge_index: Option<PyTensor>,
         padding: Option<PyTensor>,
         self_attention: Option<bool>,
+        normalised: bool,
     ) -> PyResult<PyTensor> {
         let me = lock(py, &self.inner);
         guard(|| {
             let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
-            Ok(PyTensor(without_gil(py, || me.block.energy_grad(&x, &s))))
-        })
-    }
-
-    /// The energy `[B]` at normalised tokens `g` (no layer norm first): the terms alone, as
-    /// `basin.terms`' modules expose them.
-    #[pyo3(signature = (g, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn energy_at(
-        &self,
-        py: Python<'_>,
-        g: PyTensor,
-        mask: Option<PyTensor>,
-        bias: Option<PyTensor>,
-        edge_index: Option<PyTensor>,
-        padding: Option<PyTensor>,
-        self_attention: Option<bool>,
-    ) -> PyResult<PyTensor> {
-        let me = lock(py, &self.inner);
-        guard(|| {
-            let s = me.structure_for(&g, mask, bias, edge_index, padding, self_attention)?;
-            Ok(PyTensor(without_gil(py, || me.block.energy.energy(&g, &s))))
-        })
-    }
-
-    /// `∂E/∂g` `[B, N, D]` at normalised tokens `g` (closed form where the terms have one).
-    #[pyo3(signature = (g, mask = None, bias = None, edge_index = None, padding = None, self_attention = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn grad_at(
-        &self,
-        py: Python<'_>,
-        g: PyTensor,
-        mask: Option<PyTensor>,
-        bias: Option<PyTensor>,
-        edge_index: Option<PyTensor>,
-        padding: Option<PyTensor>,
-        self_attention: Option<bool>,
-    ) -> PyResult<PyTensor> {
-        let me = lock(py, &self.inner);
-        guard(|| {
-            let s = me.structure_for(&g, mask, bias, edge_index, padding, self_attention)?;
+            let g = if normalised {
+                x.0
+            } else {
+                me.block.norm.forward(&x)
+            };
             Ok(PyTensor(without_gil(py, || me.block.energy.grad(&g, &s))))
         })
     }

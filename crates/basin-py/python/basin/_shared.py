@@ -39,20 +39,6 @@ def register(module, named):
             owner.register_buffer(leaf, tensor)
 
 
-def apply_natively(module, fn):
-    """``module._apply(fn)`` (what ``.to()``, ``.double()`` and ``.cuda()`` call) done by basin in
-    place, so the tensors its native side reads and the registered ones stay the same objects."""
-    first = next(iter(module._native.named_parameters()), None)
-    if first is None:
-        return module
-    probe = fn(torch.zeros((), dtype=first[1].dtype, device=first[1].device))
-    if probe.dtype not in DTYPES:
-        raise TypeError(f"basin runs in float32 or float64, not {probe.dtype}")
-    module._native.set_dtype(DTYPES[probe.dtype])
-    module._native.set_device(str(probe.device))
-    return module
-
-
 def placement(module):
     """``(device, dtype)`` of a module's tensors (cpu, float32 without any)."""
     first = next(iter(module._native.named_parameters()), None)
@@ -79,11 +65,30 @@ def restore(module, snap, init):
     module.train(snap["training"])
 
 
-def refuse_assign(assign):
-    """``load_state_dict(assign=True)`` would swap tensors basin's native side never sees."""
-    if assign:
-        raise ValueError("load_state_dict(assign=True) would replace the tensors basin reads "
-                         "with others it never sees; load without assign (values are copied in)")
+class NativeModule(torch.nn.Module):
+    """A module whose tensors basin's native side holds (``self._native``): ``.to()``,
+    ``.double()`` and ``.cuda()`` convert them in place, so the tensors the native side reads
+    and the registered ones stay the same objects, and ``load_state_dict`` copies values in."""
+
+    def _apply(self, fn, recurse=True):
+        first = next(iter(self._native.named_parameters()), None)
+        if first is None:
+            return self
+        probe = fn(torch.zeros((), dtype=first[1].dtype, device=first[1].device))
+        if probe.dtype not in DTYPES:
+            raise TypeError(f"basin runs in float32 or float64, not {probe.dtype}")
+        self._native.set_dtype(DTYPES[probe.dtype])
+        self._native.set_device(str(probe.device))
+        return self
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """``nn.Module.load_state_dict``, values copied into basin's tensors; ``assign=True``,
+        which would swap in tensors basin's native side never sees, is refused."""
+        if assign:
+            raise ValueError("load_state_dict(assign=True) would replace the tensors basin "
+                             "reads with others it never sees; load without assign (values "
+                             "are copied in)")
+        return super().load_state_dict(state_dict, strict=strict)
 
 
 def padding_from(key_padding_mask, kwargs):

@@ -50,7 +50,7 @@ def _config_text(config, fields):
     return _shared.text_or_file(config)[1], [], []
 
 
-class EnergyBlock(torch.nn.Module):
+class EnergyBlock(_shared.NativeModule):
     """An energy block: energy layer norm (ET eq. 1), a weighted sum of energy terms and the
     dynamics that descends it for ``steps`` steps.
 
@@ -196,17 +196,10 @@ class EnergyBlock(torch.nn.Module):
         return self._native.settle_stats()
 
     def _apply(self, fn, recurse=True):
-        # .to(), .double(), .cuda(), …: converted by basin in place; terms written in Python
-        # as any module.
+        # Terms written in Python convert as any module, then basin's tensors in place.
         if "python_terms" in self._modules:
             self.python_terms._apply(fn, recurse)
-        return _shared.apply_natively(self, fn)
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        """``nn.Module.load_state_dict``, values copied into basin's tensors (``assign=True``,
-        which would swap in tensors basin never reads, is refused)."""
-        _shared.refuse_assign(assign)
-        return super().load_state_dict(state_dict, strict=strict)
+        return super()._apply(fn, recurse)
 
     def __getstate__(self):
         python = list(self.python_terms) if "python_terms" in self._modules else []

@@ -66,7 +66,7 @@ def _batch_first(tensor, batch_first):
     return tensor if batch_first or tensor is None else tensor.transpose(0, 1)
 
 
-class _Association(torch.nn.Module):
+class _Association(_shared.NativeModule):
     _kind = None
 
     def __init__(self, state_size=None, stored_size=None, quantity=1, device="cpu",
@@ -81,16 +81,6 @@ class _Association(torch.nn.Module):
         self._native = _native.Association(self._kind, _toml.dumps(cfg), quantity,
                                            str(torch.device(device)), _shared.DTYPES[dtype])
         _shared.register(self, self._native.named_parameters())
-
-    def _apply(self, fn, recurse=True):
-        # .to(), .double(), .cuda(), …: converted by basin in place.
-        return _shared.apply_natively(self, fn)
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        """``nn.Module.load_state_dict``, values copied into basin's tensors (``assign=True``
-        refused)."""
-        _shared.refuse_assign(assign)
-        return super().load_state_dict(state_dict, strict=strict)
 
     def __getstate__(self):
         return _shared.snapshot(self, self._build)

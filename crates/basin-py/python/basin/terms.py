@@ -50,7 +50,7 @@ def kinds():
     return dict(_native.term_kinds())
 
 
-class _TermModule(torch.nn.Module):
+class _TermModule(_shared.NativeModule):
     """One of basin's energy terms as a module of its own: ``energy(g) → [B]`` and the closed
     form ``grad(g) → [B, N, D]`` at normalised tokens ``g: [B, N, D]`` (no layer norm first),
     under the structure keywords of :meth:`basin.EnergyBlock.forward`.
@@ -79,26 +79,19 @@ class _TermModule(torch.nn.Module):
                self_attention=None, **legacy):
         """The term's energy of each sample ``[B]`` at ``g``."""
         padding = _shared.padding_from(key_padding_mask, legacy)
-        return self._native.energy_at(g, mask=mask, bias=bias, edge_index=edge_index,
-                                      padding=padding, self_attention=self_attention)
+        return self._native.energy(g, mask=mask, bias=bias, edge_index=edge_index,
+                                   padding=padding, self_attention=self_attention,
+                                   normalised=True)
 
     def grad(self, g, mask=None, bias=None, edge_index=None, key_padding_mask=None,
              self_attention=None, **legacy):
         """``∂E/∂g`` ``[B, N, D]`` in closed form (basin's, as the descent uses it)."""
         padding = _shared.padding_from(key_padding_mask, legacy)
-        return self._native.grad_at(g, mask=mask, bias=bias, edge_index=edge_index,
-                                    padding=padding, self_attention=self_attention)
+        return self._native.grad(g, mask=mask, bias=bias, edge_index=edge_index,
+                                 padding=padding, self_attention=self_attention,
+                                 normalised=True)
 
     forward = energy
-
-    def _apply(self, fn, recurse=True):
-        return _shared.apply_natively(self, fn)
-
-    def load_state_dict(self, state_dict, strict=True, assign=False):
-        """``nn.Module.load_state_dict``, values copied into basin's tensors (``assign=True``
-        refused)."""
-        _shared.refuse_assign(assign)
-        return super().load_state_dict(state_dict, strict=strict)
 
     def __getstate__(self):
         return _shared.snapshot(self, (self.dim, self._table))
