@@ -550,37 +550,46 @@ impl AnomalyOptions {
     }
 }
 
-/// The words of an anomaly table's report around its results.
-#[derive(Clone, Copy, Debug)]
-pub struct Prose<'a> {
+/// The words of an anomaly table's report around its results: the `[report]` section of its
+/// `data/papers/<id>.toml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Prose {
     /// The Markdown title.
-    pub title: &'a str,
+    title: String,
     /// What each model row runs.
-    pub models: &'a str,
+    models: String,
     /// The line before the energy curves.
-    pub curves: &'a str,
+    curves: String,
     /// Where the run records are, for the footer.
-    pub records: &'a str,
+    records: String,
 }
 
-/// The report every anomaly table writes: title, preset banner, protocol, `prose.models`, the
-/// results table ([`results_table`]), the datasets not found, the energy curves and the footer;
-/// `report.json` holds the options, results and missing datasets.
+/// Table `id`'s report words (its `[report]` section).
+pub(crate) fn prose(id: &str) -> Result<Prose> {
+    crate::papers::report(id)
+}
+
+/// The report every anomaly table writes: title, preset banner, protocol, what each model row
+/// runs, the results table ([`results_table`]), the datasets not found, the energy curves and
+/// the footer (the words from table `id`'s `[report]` section); `report.json` holds the
+/// options, results and missing datasets.
 pub fn report(
-    prose: &Prose,
+    id: &str,
     opts: &AnomalyOptions,
     results: &[AnomalyResult],
     missing: &Missing,
     (table, headline): (String, Vec<report::Headline>),
     ctx: &Context,
 ) -> Result<Report> {
+    let prose = prose(id)?;
     let mut md = format!("# {}\n\n", prose.title);
     md.push_str(&report::banner(
         ctx.preset,
         &format!("{} run(s) of {} epochs", opts.runs, opts.epochs),
     ));
     md.push_str(&protocol_note(opts));
-    md.push_str(prose.models);
+    md.push_str(&prose.models);
     md.push_str("\n\n");
     md.push_str(&table);
     md.push_str(&missing.to_markdown());
@@ -589,7 +598,7 @@ pub fn report(
         md.push_str(&curves_markdown(results));
     }
     let seconds: f64 = results.iter().map(|r| r.seconds).sum();
-    md.push_str(&report::footer(ctx, Some(seconds), prose.records));
+    md.push_str(&report::footer(ctx, Some(seconds), &prose.records));
     Ok(Report::new(
         md,
         &serde_json::json!({ "options": opts, "results": results, "missing": missing }),

@@ -108,8 +108,9 @@ pub fn reproduce(id: &str, ctx: &Context) -> Result<Report> {
 mod tests {
     use super::*;
 
-    /// The five anomaly tables' published numbers read through one schema; a model key a
-    /// table's file lacks is an error naming the file, the row and the field.
+    /// The five anomaly tables' published numbers read through one schema, and their report's
+    /// words through another; a model key a table's file lacks is an error naming the file, the
+    /// row and the field.
     #[test]
     fn the_anomaly_tables_paper_rows_share_one_schema() {
         let tables: [(&str, &[(&str, &str)]); 5] = [
@@ -138,6 +139,7 @@ mod tests {
             let rows = anomaly::paper_rows(id, models).unwrap_or_else(|e| panic!("{id}: {e}"));
             assert!(!rows.is_empty(), "{id}");
             assert!(rows.iter().all(|r| r.models.len() == models.len()), "{id}");
+            anomaly::prose(id).unwrap_or_else(|e| panic!("{id}: {e}"));
         }
         let et = anomaly::paper_rows("et-table1", &[("ET", "et")]).unwrap();
         assert_eq!((et[0].dataset.as_str(), et[0].ratio), ("yelp", 0.01));

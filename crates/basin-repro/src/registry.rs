@@ -143,7 +143,8 @@ inventory::collect!(TableEntry);
 
 /// Registers a table: `register_table!(EtTable1, "et-table1", DATASETS)` with a unit struct
 /// implementing [`Reproduction`], the table's id and the datasets it looks for; its
-/// `data/papers/<id>.toml` (a `[table]` section, then the paper's numbers) is compiled in.
+/// `data/papers/<id>.toml` (a `[table]` section, an optional `[report]` section, then the
+/// paper's numbers) is compiled in.
 /// Write it next to the table.
 #[macro_export]
 macro_rules! register_table {

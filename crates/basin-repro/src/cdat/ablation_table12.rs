@@ -71,13 +71,7 @@ impl Reproduction for CdatTable12 {
             &opts.ratios,
             &[("against full CDAT (F1 / AUC)", &against_full)],
         );
-        let prose = anomaly::Prose {
-            title: "CDAT Table 12 — term-wise ablation, node anomaly detection",
-            models: "Models: **CDAT** — `cdat-table2`'s CDAT for the dataset and ratio (Table 9's row, Table 8's defaults where it has none, basin's row on tolokers). **SUPP** — the same model with W removed (`basin_cdat::ablate(.., \"no-excitation\")`: the decay −(1+ω)x and the energy drive stay). **Wx** — the same model with the decay removed (`\"no-inhibition\"`: W and the drive stay). **ET** — ET's default anomaly model (Y = 64, K = 128, T = 2, H = 1, no positional embedding), the paper's \"ET baseline\". Everything else — encoder, norm, readout, steps, optimiser — is the same for the three CDAT rows. The paper's columns are its Table 12.",
-            curves: "Energy and storage functional V of the whole graph per step (run 0's selected model):",
-            records: "Run records under `<dataset>-<ratio>pct/<model>/run-<r>/`.",
-        };
-        anomaly::report(&prose, &opts, &results, &missing, table, ctx)
+        anomaly::report("cdat-table12", &opts, &results, &missing, table, ctx)
     }
 }
 crate::register_table!(CdatTable12, "cdat-table12", DATASETS);

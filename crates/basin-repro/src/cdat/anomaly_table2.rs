@@ -92,13 +92,7 @@ impl Reproduction for CdatTable2 {
         let rows = anomaly::paper_rows("cdat-table2", &[("CDAT", "cdat"), ("ET", "et")])?;
         let table =
             anomaly::results_table(&results, &rows, &["CDAT", CODE, "ET"], &opts.ratios, &[]);
-        let prose = anomaly::Prose {
-            title: "CDAT Table 2 — node anomaly detection",
-            models: "Models: **CDAT** — Table 9's row for the dataset and ratio (on tolokers, which Table 9 lacks, basin's row chosen on validation AUC, `basin_cdat::anomaly::tolokers`: α = 1, no noise, no dropout on the drive; Table 8's defaults elsewhere): T = 2 controlled steps of vMF attention over each node's neighbours and K = 4·D rectified memories, W of rank 4 over features, ω₀ = the suppression coefficient, α and σ as tuned, dropout 0.1 on the energy drive (Appendix B.2; none on tolokers), no positional embedding, read out as ET's task does; 5 % training subgraphs per epoch at paper scale, the whole graph below it. **CDAT-code** — what the public code runs for the row (`basin_cdat::anomaly::reference`): plain attention with one divisor and logits clipped at ±5, ½relu² memories, per-feature layer norm, one shared step that ascends E (α = 0.1: the code ignores the row's α, s and σ), W over node positions, an output layer, Linear(D → 2), raw attributes, self loops; every epoch on a subgraph of 5 % of the training, validation and test nodes, scored as the code scores: training-mode scores of that epoch's validation and test samples (`reference-subsample`). **ET** — ET's default anomaly model (Y = 64, K = 128, T = 2, H = 1, no positional embedding).",
-            curves: "Energy and storage functional V of the whole graph per step (run 0's selected model):",
-            records: "",
-        };
-        anomaly::report(&prose, &opts, &results, &missing, table, ctx)
+        anomaly::report("cdat-table2", &opts, &results, &missing, table, ctx)
     }
 }
 crate::register_table!(CdatTable2, "cdat-table2", DATASETS);

@@ -55,13 +55,7 @@ impl Reproduction for EtTable13 {
                 ("Y, K, T, H", &ykth),
             ],
         );
-        let prose = anomaly::Prose {
-            title: "ET Table 13 — ATT and HN ablation, node anomaly detection",
-            models: "Models: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset, `basin_et::anomaly::default_model` otherwise (as `et-table1`); **ATT-only** drops the Hopfield memory, **HN-only** drops the energy attention (`basin_et::anomaly::ablations`), everything else — encoder, norm, readout, steps, optimiser — unchanged. The paper's columns are its Table 13 (its full model is Table 1's ET).",
-            curves: "Energy of the whole graph per descent step, run 0's selected model in evaluation mode:",
-            records: "Run records under `<dataset>-<ratio>pct/<model>/run-<r>/`.",
-        };
-        anomaly::report(&prose, &opts, &results, &missing, table, ctx)
+        anomaly::report("et-table13", &opts, &results, &missing, table, ctx)
     }
 }
 crate::register_table!(EtTable13, "et-table13", DATASETS);

@@ -123,11 +123,5 @@ pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
         &opts.ratios,
         &[("Y, K, T, H", &ykth)],
     );
-    let prose = anomaly::Prose {
-        title: "ET Table 1 — node anomaly detection",
-        models: "Model: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H where the paper has the dataset (D = Y, α = 1), `basin_et::anomaly::default_model` otherwise (Y = 64, K = 128, T = 2, H = 1, without positional embeddings); paper switches (positional embeddings on for Table 6's rows, no added self loops, evaluation-mode scores after the step).",
-        curves: "Energy of the whole graph per descent step, run 0's selected model in evaluation mode:",
-        records: "Run records under `<dataset>-<ratio>pct/ET/run-<r>/`.",
-    };
-    anomaly::report(&prose, opts, &results, &missing, table, ctx)
+    anomaly::report("et-table1", opts, &results, &missing, table, ctx)
 }

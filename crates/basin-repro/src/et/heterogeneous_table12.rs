@@ -79,13 +79,7 @@ impl Reproduction for EtTable12 {
             &opts.ratios,
             &[("relations", &relations), ("Y, K, T, H", &ykth)],
         );
-        let prose = anomaly::Prose {
-            title: "ET Table 12 — heterogeneous anomaly detection",
-            models: "Models: ET's task model (`basin_tasks::node_anomaly`) with Table 6's Y, K, T, H (the paper gives no other hyperparameters for Table 12); **MaxPool** and **Concatenation** run one block per relation subgraph (`heterogeneous = true`) and aggregate the final token representations by element-wise maximum or by concatenation (`relation_pool`) before the readout; **ET** is Table 1's homogeneous model on the union of the relations, the baseline of the same run. BWGNN's column is the paper's.",
-            curves: "Energy per relation per descent step, run 0's selected model in evaluation mode:",
-            records: "Run records under `<dataset>-<ratio>pct/<model>/run-<r>/`.",
-        };
-        anomaly::report(&prose, &opts, &results, &missing, table, ctx)
+        anomaly::report("et-table12", &opts, &results, &missing, table, ctx)
     }
 }
 crate::register_table!(EtTable12, "et-table12", DATASETS);
