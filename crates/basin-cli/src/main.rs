@@ -218,7 +218,7 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes joined by `: ` (anyhow's `{:#}`), leaving out a cause whose text
-/// the message already ends with: library errors such as `GraphError::Io` put their source in
+/// the message already ends with: library errors such as `DataError::Io` put their source in
 /// their own message, so `{:#}` would print it twice.
 fn error_chain(e: &anyhow::Error) -> String {
     let mut out = String::new();
@@ -283,10 +283,10 @@ mod tests {
     #[test]
     fn error_chain_prints_each_cause_once() {
         let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
-        let e = anyhow::Error::from(basin_graph::GraphError::Io {
+        let e = anyhow::Error::from(basin_graph::GraphError::from(basin_data::DataError::Io {
             path: "a.txt".into(),
             source: io,
-        });
+        }));
         assert_eq!(error_chain(&e), "a.txt: no such file");
         let e = e.context("loading MUTAG");
         assert_eq!(error_chain(&e), "loading MUTAG: a.txt: no such file");

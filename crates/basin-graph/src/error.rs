@@ -3,28 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
+use basin_data::DataError;
+
 /// Result alias for this crate.
 pub type Result<T, E = GraphError> = std::result::Result<T, E>;
 
 /// Everything that can go wrong while loading or preprocessing graph data.
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
-    /// The file could not be opened or read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The operating-system error.
-        source: std::io::Error,
-    },
-    /// A file the format requires is not there.
-    #[error("{path}: missing file ({what})")]
-    MissingFile {
-        /// The path that was looked for.
-        path: PathBuf,
-        /// What the file should hold.
-        what: String,
-    },
     /// A line holds the wrong number of comma-separated values.
     #[error("{path}:{line}: expected {expected} column(s), found {found}")]
     ColumnCount {
@@ -87,25 +73,10 @@ pub enum GraphError {
         /// What is wrong and what was expected.
         message: String,
     },
-    /// A binary container (npz, mat, cache) does not hold what the format promises.
-    #[error("{path}: {message}")]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// What was expected and what was found.
-        message: String,
-    },
-    /// An argument or configuration value is invalid (not tied to a file).
-    #[error("invalid {what}: {message}")]
-    Invalid {
-        /// The argument or config field.
-        what: String,
-        /// Why it is invalid.
-        message: String,
-    },
-    /// From finding, fetching or verifying a dataset (basin-data).
+    /// From finding, fetching or verifying a dataset, and a file that cannot be read, is
+    /// missing or is not in its format (basin-data's, shared with the other data crates).
     #[error(transparent)]
-    Data(#[from] basin_data::DataError),
+    Data(#[from] DataError),
     /// A numerical routine did not converge.
     #[error("{what} did not converge: {message}")]
     NoConvergence {
@@ -117,33 +88,27 @@ pub enum GraphError {
 }
 
 impl GraphError {
-    /// An I/O error on `path`.
+    /// An I/O error on `path` (a missing file says so): basin-data's, which every file error of
+    /// the data crates is.
     pub fn io(path: &Path, source: std::io::Error) -> Self {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            return Self::MissingFile {
-                path: path.to_path_buf(),
-                what: source.to_string(),
-            };
-        }
-        Self::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        Self::Data(DataError::io(path, source))
     }
 
-    /// A format error on `path`.
-    pub fn format(path: &Path, message: impl Into<String>) -> Self {
-        Self::Format {
-            path: path.to_path_buf(),
-            message: message.into(),
-        }
-    }
-
-    /// An invalid argument.
-    pub fn invalid(what: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::Invalid {
+    /// A file that should be there is not: `what` it should hold.
+    pub fn missing_file(path: impl Into<PathBuf>, what: impl Into<String>) -> Self {
+        Self::Data(DataError::MissingFile {
+            path: path.into(),
             what: what.into(),
-            message: message.into(),
-        }
+        })
+    }
+
+    /// A binary container (npz, mat, cache) does not hold what the format promises.
+    pub fn format(path: &Path, message: impl Into<String>) -> Self {
+        Self::Data(DataError::format(path, message))
+    }
+
+    /// An argument or configuration value is invalid (not tied to a file).
+    pub fn invalid(what: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Data(DataError::invalid(what, message))
     }
 }

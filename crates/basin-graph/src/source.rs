@@ -78,10 +78,7 @@ pub fn open_path(path: &Path) -> Result<Dataset> {
             path,
             &NodeLoadOptions::default(),
         )?)),
-        _ if !path.exists() => Err(GraphError::MissingFile {
-            path: path.to_path_buf(),
-            what: "a dataset folder or file".into(),
-        }),
+        _ if !path.exists() => Err(GraphError::missing_file(path, "a dataset folder or file")),
         _ => Err(GraphError::format(
             path,
             "expected a TU or LRGB folder, a .mat fraud graph or an .npz anomaly graph",
@@ -111,13 +108,13 @@ pub fn open(spec: &str, data_dir: Option<&Path>) -> Result<Dataset> {
     });
     match found {
         Some(p) => open_path(&p),
-        None => Err(GraphError::MissingFile {
-            path: tu.join(spec),
-            what: format!(
+        None => Err(GraphError::missing_file(
+            tu.join(spec),
+            format!(
                 "dataset `{spec}`: not a path, not a registered name (`basin data list` shows them), and no TU folder of that name under {} (the data directory is --data-dir, else BASIN_DATA_DIR, else the user cache)",
                 tu.display()
             ),
-        }),
+        )),
     }
 }
 

@@ -15,7 +15,7 @@ pub(crate) struct Table<T> {
     pub values: Vec<T>,
 }
 
-/// Reads a whole file, mapping errors to [`GraphError::Io`]/[`GraphError::MissingFile`].
+/// Reads a whole file, mapping errors to [`GraphError::io`].
 pub(crate) fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| GraphError::io(path, e))
 }

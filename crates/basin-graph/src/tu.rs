@@ -103,10 +103,10 @@ pub fn tu_name(dir: &Path) -> Result<String> {
     names.sort();
     match names.len() {
         1 => Ok(names.remove(0)),
-        0 => Err(GraphError::MissingFile {
-            path: dir.join("<name>_A.txt"),
-            what: "the TU adjacency list; no *_A.txt in this folder".into(),
-        }),
+        0 => Err(GraphError::missing_file(
+            dir.join("<name>_A.txt"),
+            "the TU adjacency list; no *_A.txt in this folder",
+        )),
         _ => Err(GraphError::format(
             dir,
             format!("several TU datasets in one folder: {names:?}; pass the name"),

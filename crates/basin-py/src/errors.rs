@@ -77,8 +77,6 @@ impl Classify for DataError {
 impl Classify for GraphError {
     fn kind(&self) -> Kind {
         match self {
-            Self::Io { source, .. } => io_kind(source),
-            Self::MissingFile { .. } => Kind::NotFound,
             Self::Data(e) => e.kind(),
             Self::NoConvergence { .. } => Kind::Runtime,
             _ => Kind::Value,

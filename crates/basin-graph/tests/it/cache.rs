@@ -2,6 +2,7 @@
 //! and opening datasets
 //! by name or path.
 
+use basin_data::DataError;
 use basin_graph::cache::{DatasetPe, EncodingCache, PeLayout, fingerprint};
 use basin_graph::laplacian::{PeConfig, laplacian_pe_many};
 use basin_graph::posenc::{GpsLaplacian, gps_laplacian_many, rwse_many};
@@ -142,7 +143,8 @@ fn open_by_name_and_path() {
     assert_eq!(p.graph.num_nodes(), 2000);
     let e = open("no-such-set", Some(&dir)).unwrap_err();
     assert!(
-        matches!(e, GraphError::MissingFile { .. }) && e.to_string().contains("basin data list"),
+        matches!(e, GraphError::Data(DataError::MissingFile { .. }))
+            && e.to_string().contains("basin data list"),
         "{e}"
     );
 }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use basin_data::DataError;
 use basin_graph::GraphError;
 use basin_graph::lrgb::{LrgbSet, load as load_lrgb};
 use basin_graph::mat::{FraudConfig, MatFile, load_fraud_mat};
@@ -143,7 +144,7 @@ fn malformed_mat_files_are_named_errors() {
     let p = write("cut.mat", &good[..good.len() / 2]);
     let e = load_fraud_mat(&p, &FraudConfig::yelp()).unwrap_err();
     assert!(
-        matches!(&e, GraphError::Format { path, .. } if path.ends_with("cut.mat")),
+        matches!(&e, GraphError::Data(DataError::Format { path, .. }) if path.ends_with("cut.mat")),
         "{e}"
     );
     assert!(e.to_string().contains("bytes"), "{e}");
@@ -171,7 +172,10 @@ fn malformed_mat_files_are_named_errors() {
     assert!(e.to_string().contains("expected a sparse matrix"), "{e}");
     // Missing file.
     let e = load_fraud_mat(&tmp.path().join("nope.mat"), &FraudConfig::yelp()).unwrap_err();
-    assert!(matches!(e, GraphError::MissingFile { .. }), "{e}");
+    assert!(
+        matches!(e, GraphError::Data(DataError::MissingFile { .. })),
+        "{e}"
+    );
 }
 
 #[test]

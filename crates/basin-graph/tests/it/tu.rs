@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use basin_data::DataError;
 use basin_graph::tu::{load_tu, write_tu};
 use basin_graph::{GraphError, Targets};
 
@@ -342,7 +343,7 @@ fn malformed_files_give_named_errors() {
     // Missing mandatory file.
     let e = broken(|d| std::fs::remove_file(d.join("T_graph_labels.txt")).unwrap());
     assert!(
-        matches!(&e, GraphError::MissingFile { path, .. } if path.ends_with("T_graph_labels.txt")),
+        matches!(&e, GraphError::Data(DataError::MissingFile { path, .. }) if path.ends_with("T_graph_labels.txt")),
         "{e}"
     );
     // Not a number.
@@ -363,5 +364,8 @@ fn malformed_files_give_named_errors() {
     // No TU files at all.
     let tmp = tempfile::tempdir().unwrap();
     let e = load_tu(tmp.path()).unwrap_err();
-    assert!(matches!(e, GraphError::MissingFile { .. }), "{e}");
+    assert!(
+        matches!(e, GraphError::Data(DataError::MissingFile { .. })),
+        "{e}"
+    );
 }
