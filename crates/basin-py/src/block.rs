@@ -109,6 +109,37 @@ impl Inner {
     }
 }
 
+/// A call's structure arguments: mask, bias, edge_index, padding, self_attention.
+type StructureArgs = (
+    Option<PyTensor>,
+    Option<PyTensor>,
+    Option<PyTensor>,
+    Option<PyTensor>,
+    Option<bool>,
+);
+
+impl Block {
+    /// `f(energy, g, structure)` at `g = LN(x)`, or at `g = x` when `normalised`.
+    fn at_g(
+        &self,
+        py: Python<'_>,
+        x: PyTensor,
+        (mask, bias, edge_index, padding, self_attention): StructureArgs,
+        normalised: bool,
+        f: impl FnOnce(&dyn Energy, &Tensor, &Structure) -> Tensor + Send,
+    ) -> PyResult<PyTensor> {
+        without_gil(py, &self.inner, move |me| {
+            let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
+            let g = if normalised {
+                x.0
+            } else {
+                me.block.norm.forward(&x)
+            };
+            Ok(PyTensor(f(me.block.energy.as_ref(), &g, &s)))
+        })
+    }
+}
+
 /// What `forward` returns: tokens, energy per step, states, per-term gradients.
 type Descent = (
     PyTensor,
@@ -226,14 +257,13 @@ impl Block {
         states: bool,
         term_grads: bool,
     ) -> PyResult<Descent> {
-        let me = lock(py, &self.inner);
-        guard(|| {
+        // Without the GIL: a term's gradient by autograd (one written in Python, say) runs
+        // libtorch's engine, which refuses a thread that holds it.
+        without_gil(py, &self.inner, move |me| {
             let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
             let opts =
                 (trace || states || term_grads).then_some(TraceOptions { states, term_grads });
-            // Without the GIL: a term's gradient by autograd (one written in Python, say)
-            // runs libtorch's engine, which refuses a thread that holds it.
-            let (y, tr) = without_gil(py, || me.block.run(&x, &s, train, opts));
+            let (y, tr) = me.block.run(&x, &s, train, opts);
             let Some(tr) = tr else {
                 return Ok((PyTensor(y), None, None, None));
             };
@@ -269,16 +299,8 @@ impl Block {
         self_attention: Option<bool>,
         normalised: bool,
     ) -> PyResult<PyTensor> {
-        let me = lock(py, &self.inner);
-        guard(|| {
-            let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
-            let g = if normalised {
-                x.0
-            } else {
-                me.block.norm.forward(&x)
-            };
-            Ok(PyTensor(without_gil(py, || me.block.energy.energy(&g, &s))))
-        })
+        let structure = (mask, bias, edge_index, padding, self_attention);
+        self.at_g(py, x, structure, normalised, |e, g, s| e.energy(g, s))
     }
 
     /// The gradient `∂E/∂g` `[B, N, D]` at `g = LN(x)` (the descent's force; closed form where
@@ -296,27 +318,16 @@ impl Block {
         self_attention: Option<bool>,
         normalised: bool,
     ) -> PyResult<PyTensor> {
-        let me = lock(py, &self.inner);
-        guard(|| {
-            let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
-            let g = if normalised {
-                x.0
-            } else {
-                me.block.norm.forward(&x)
-            };
-            Ok(PyTensor(without_gil(py, || me.block.energy.grad(&g, &s))))
-        })
+        let structure = (mask, bias, edge_index, padding, self_attention);
+        self.at_g(py, x, structure, normalised, |e, g, s| e.grad(g, s))
     }
 
     /// `loss` plus the implicit-gradient term of this block's pending forwards (a block with
     /// `gradient = "implicit"` or `"phantom"`; unchanged for an unrolled one): backward the
     /// returned loss. The adjoint is solved here, from `loss`'s graph.
     fn attach(&self, py: Python<'_>, loss: PyTensor) -> PyResult<PyTensor> {
-        let me = lock(py, &self.inner);
-        guard(|| {
-            let out = without_gil(py, || {
-                basin_core::implicit::attach(&loss, std::iter::once(&me.block))
-            });
+        without_gil(py, &self.inner, move |me| {
+            let out = basin_core::implicit::attach(&loss, std::iter::once(&me.block));
             Ok(PyTensor(out))
         })
     }
@@ -325,11 +336,10 @@ impl Block {
     /// `∂L/∂x*` for `output` (the tokens that forward returned); the adjoint is solved and the
     /// parameters' gradients accumulated now. False when nothing is owed for `output`.
     fn backward_settled(&self, py: Python<'_>, output: PyTensor, grad: PyTensor) -> PyResult<bool> {
-        let me = lock(py, &self.inner);
-        guard(|| {
-            Ok(without_gil(py, || {
-                basin_core::implicit::backward_settled(&me.block, &output, &grad)
-            }))
+        without_gil(py, &self.inner, move |me| {
+            Ok(basin_core::implicit::backward_settled(
+                &me.block, &output, &grad,
+            ))
         })
     }
 
@@ -354,28 +364,25 @@ impl Block {
         reps: usize,
         target: Option<PyTensor>,
     ) -> PyResult<Vec<f64>> {
-        let me = lock(py, &self.inner);
-        guard(|| {
+        without_gil(py, &self.inner, move |me| {
             let s = Structure::full();
             me.block.check(&x, &s).py()?;
-            Ok(without_gil(py, || {
-                (0..reps)
-                    .map(|_| {
-                        let t0 = std::time::Instant::now();
-                        match &target {
-                            Some(t) => {
-                                let y = me.block.forward(&x, &s, false);
-                                (y - &t.0).square().mean(None).backward();
-                            }
-                            None => {
-                                let _ = tch::no_grad(|| me.block.forward(&x, &s, false));
-                            }
+            Ok((0..reps)
+                .map(|_| {
+                    let t0 = std::time::Instant::now();
+                    match &target {
+                        Some(t) => {
+                            let y = me.block.forward(&x, &s, false);
+                            (y - &t.0).square().mean(None).backward();
                         }
-                        basin_core::device::synchronize(x.device());
-                        t0.elapsed().as_secs_f64()
-                    })
-                    .collect()
-            }))
+                        None => {
+                            let _ = tch::no_grad(|| me.block.forward(&x, &s, false));
+                        }
+                    }
+                    basin_core::device::synchronize(x.device());
+                    t0.elapsed().as_secs_f64()
+                })
+                .collect())
         })
     }
 

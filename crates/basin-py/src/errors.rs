@@ -174,23 +174,20 @@ impl<T, E: Classify> OrPy<T> for Result<T, E> {
     }
 }
 
-/// Runs `f` with the GIL released, for work that calls libtorch's autograd engine (which
-/// refuses to run while the calling thread holds the GIL, since PyTorch's own backward hooks
-/// may need it) or trains for a long time.
-///
-/// `f` runs on this same thread before `without_gil` returns; the wrapper only tells pyo3 so
-/// (its `allow_threads` asks for `Send` because a closure *could* leak references to
-/// GIL-bound data into a thread, which these closures do not: they hold tensors and basin
-/// models only).
-pub fn without_gil<T: Send>(py: pyo3::Python<'_>, f: impl FnOnce() -> T) -> T {
-    struct SameThread<F>(F);
-    // SAFETY: `allow_threads` runs the closure on the calling thread and returns its result
-    // before this function returns; nothing moves to another thread.
-    #[allow(unsafe_code)]
-    unsafe impl<F> Send for SameThread<F> {}
-    let job = SameThread(f);
-    py.allow_threads(move || {
-        let job = job;
-        (job.0)()
+/// Runs `f` on the value behind `m` with the GIL released (and a panic turned into an
+/// exception, as [`guard`] does), for work that calls libtorch's autograd engine (which refuses
+/// to run while the calling thread holds the GIL, since PyTorch's own backward hooks may need
+/// it) or trains for a long time. `f` takes what it needs by value: tensors cross no thread,
+/// but pyo3 asks for `Send` all the same.
+pub fn without_gil<S: Send, T: Send>(
+    py: pyo3::Python<'_>,
+    m: &std::sync::Mutex<S>,
+    f: impl FnOnce(&mut S) -> pyo3::PyResult<T> + Send,
+) -> pyo3::PyResult<T> {
+    py.allow_threads(|| {
+        guard(|| {
+            let mut state = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut state)
+        })
     })
 }

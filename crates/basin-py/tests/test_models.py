@@ -104,3 +104,29 @@ def test_every_family_preset_builds_and_takes_a_step(tmp_path):
         loss.backward()
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         assert torch.isfinite(loss) and grads, build.__name__
+
+
+def test_a_model_steps_from_another_thread():
+    import threading
+
+    data = need("tu/MUTAG")
+    model = basin.models.et_graph(overrides=SETS, data_dir=data.parent.parent)
+    items = model.epoch(0)[0]
+    want = model.loss(items).item()
+    out, errors = [], []
+
+    def work():
+        try:
+            assert model.epoch(0)[0] == items  # the same draws again
+            loss = model.loss(items)
+            loss.backward()
+            out.append((loss.item(), model.predict(model.split["test"][:4])))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert not errors, errors
+    assert out[0][0] == pytest.approx(want, rel=1e-6) and out[0][1].shape == (4, 2)
+    assert any(p.grad is not None for p in model.parameters())

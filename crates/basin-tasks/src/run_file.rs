@@ -51,7 +51,7 @@ pub trait RunFile: std::fmt::Debug + Send + Sync {
 /// outside `basin train` (the Python package's) drives, step by step, as the runner would.
 pub struct OpenRun {
     /// The model, its batches and losses.
-    pub learner: Box<dyn Learner>,
+    pub learner: Box<dyn Learner + Send>,
     /// The run: its directory name, split and seed.
     pub planned: PlannedRun,
     /// How many runs the protocol plans.

@@ -24,7 +24,7 @@ pub trait Task: Clone + PartialEq + std::fmt::Debug + Serialize + DeserializeOwn
     /// The dataset, loaded and prepared once for every run.
     type Data;
     /// The learner of one planned run.
-    type Learner: Learner;
+    type Learner: Learner + Send;
 
     /// The dataset name or path the run file gives.
     fn data_name(&self) -> &str;
