@@ -36,6 +36,23 @@ pub enum Solver {
     Gmres,
 }
 
+/// How a settling forward looks for the fixed point `x = f(x)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ForwardSolver {
+    /// `x ← f(x)`: the block's own descent, run until the batch's largest relative step is
+    /// below the tolerance.
+    #[default]
+    Iterate,
+    /// Anderson acceleration (Walker & Ni 2011; the solver of deep equilibrium models): each
+    /// new iterate mixes the last `anderson_history` iterates and their images by the weights
+    /// that minimise the mixed residual. Each sample keeps its lowest-residual `f(x)` and
+    /// counts as converged on its own once that is below the tolerance; a rising residual
+    /// restarts the history. It can settle in another attractor than the plain descent from
+    /// the same start (it jumps further per step).
+    Anderson,
+}
+
 /// Which fixed point a dynamics settles in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FixedPoint {
@@ -55,6 +72,19 @@ pub struct GradientConfig {
     pub tol: f64,
     /// The forward's step cap (a forward that reaches it is counted as not converged).
     pub max_steps: usize,
+    /// A training forward's tolerance where it differs from `tol` (deep-equilibrium practice
+    /// settles looser in training than in evaluation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train_tol: Option<f64>,
+    /// A training forward's step cap where it differs from `max_steps`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train_max_steps: Option<usize>,
+    /// How the forward settles: the block's own iteration, or Anderson acceleration.
+    pub forward_solver: ForwardSolver,
+    /// Anderson's history m: how many past iterates each new one mixes.
+    pub anderson_history: usize,
+    /// Anderson's mixing β in (0, 1]: `x ← β Σ αᵢ f(xᵢ) + (1 − β) Σ αᵢ xᵢ` (1: undamped).
+    pub anderson_mixing: f64,
     /// The adjoint solver.
     pub solver: Solver,
     /// The adjoint stops once `‖(I − Jᵀ) v − ∂L/∂x*‖ / ‖∂L/∂x*‖` falls below this.
@@ -73,6 +103,11 @@ impl Default for GradientConfig {
             mode: GradientMode::Unrolled,
             tol: 1e-4,
             max_steps: 200,
+            train_tol: None,
+            train_max_steps: None,
+            forward_solver: ForwardSolver::Iterate,
+            anderson_history: 5,
+            anderson_mixing: 1.0,
             solver: Solver::Gmres,
             solver_tol: 1e-4,
             solver_iters: 100,
@@ -128,12 +163,35 @@ impl GradientConfig {
         *self == Self::default()
     }
 
+    /// The forward's tolerance and step cap: a training forward's, or an evaluation one's.
+    pub fn stopping(&self, train: bool) -> (f64, usize) {
+        if train {
+            (
+                self.train_tol.unwrap_or(self.tol),
+                self.train_max_steps.unwrap_or(self.max_steps),
+            )
+        } else {
+            (self.tol, self.max_steps)
+        }
+    }
+
     /// Checks the values; `field` is the config path.
     pub fn validate(&self, field: &str) -> Result<()> {
         positive(field, "tol", self.tol)?;
         positive(field, "solver_tol", self.solver_tol)?;
+        if let Some(t) = self.train_tol {
+            positive(field, "train_tol", t)?;
+        }
+        if !(self.anderson_mixing > 0.0 && self.anderson_mixing <= 1.0) {
+            return Err(CoreError::config(
+                format!("{field}.anderson_mixing"),
+                format!("must be in (0, 1], got {}", self.anderson_mixing),
+            ));
+        }
         for (name, v) in [
             ("max_steps", self.max_steps),
+            ("train_max_steps", self.train_max_steps.unwrap_or(1)),
+            ("anderson_history", self.anderson_history),
             ("solver_iters", self.solver_iters),
             ("restart", self.restart),
             ("phantom_steps", self.phantom_steps),

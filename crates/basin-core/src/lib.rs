@@ -59,7 +59,7 @@ pub use block::{BlockConfig, EnergyBlock, Recompute, Trace, TraceOptions};
 pub use dynamics::{Dynamics, GradientFlow, Langevin, StepContext};
 pub use energy::{Energy, EnergySum};
 pub use error::{CoreError, Result};
-pub use gradient::{FixedPoint, GradientConfig, GradientMode, SettleStats, Solver};
+pub use gradient::{FixedPoint, ForwardSolver, GradientConfig, GradientMode, SettleStats, Solver};
 pub use norm::{EnergyLayerNorm, NormConfig};
 pub use registry::{BuildContext, DynamicsConfig, DynamicsParams, TermConfig, TermParams};
 pub use structure::{Interaction, SparseEdges, Structure};

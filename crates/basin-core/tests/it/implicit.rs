@@ -10,7 +10,7 @@ use basin_core::testing::implicit::{
 };
 use basin_core::testing::max_rel_error;
 use basin_core::{
-    AttentionConfig, BlockConfig, DynamicsConfig, GradientConfig, GradientMode,
+    AttentionConfig, BlockConfig, DynamicsConfig, ForwardSolver, GradientConfig, GradientMode,
     HopfieldMemoryConfig, Solver, Structure, TraceOptions,
 };
 use tch::Tensor;
@@ -115,6 +115,82 @@ fn the_settling_descent_lowers_the_energy_and_reports_a_capped_forward() {
         max_rel_error(&a, &b, 1e-8) < 1e-8,
         "the attractor moved with its start"
     );
+}
+
+/// Anderson acceleration reaches the fixed point the plain iteration reaches, in far fewer
+/// steps on a slowly contracting block, and the implicit gradient at it is the same.
+#[test]
+fn anderson_settles_at_the_same_fixed_point_in_fewer_steps() {
+    let mut c = case(et_config(), 7);
+    let s = Structure::full();
+    let plain = tch::no_grad(|| c.block.forward(&c.x0, &s, false));
+    let iterated = c.block.take_settle_stats();
+    let plain_grads = implicit_grads(&c);
+    let _ = c.block.take_settle_stats();
+    c.block.gradient.forward_solver = ForwardSolver::Anderson;
+    let fast = tch::no_grad(|| c.block.forward(&c.x0, &s, false));
+    let anderson = c.block.take_settle_stats();
+    assert_eq!(
+        (iterated.unconverged, anderson.unconverged),
+        (0, 0),
+        "{iterated:?} {anderson:?}"
+    );
+    assert!(
+        anderson.steps * 4 < iterated.steps,
+        "Anderson {} steps against {} iterated",
+        anderson.steps,
+        iterated.steps
+    );
+    assert!(
+        max_rel_error(&fast, &plain, 1e-6) < 1e-9,
+        "another fixed point"
+    );
+    let grads = implicit_grads(&c);
+    assert_grads_close("Anderson against iteration", &c, &grads, &plain_grads, 1e-5);
+    eprintln!(
+        "settling steps: {} iterated, {} Anderson",
+        iterated.steps, anderson.steps
+    );
+}
+
+/// A training forward stops at `train_max_steps` (and `train_tol`), an evaluation forward at
+/// `max_steps`; each sample of an Anderson forward counts as converged on its own, and a bad
+/// mixing or history is refused by name.
+#[test]
+fn training_forwards_settle_by_their_own_tolerance_and_cap() {
+    let mut c = case(et_config(), 7);
+    let s = Structure::full();
+    c.block.gradient.train_max_steps = Some(4);
+    let _ = implicit_grads(&c);
+    let train = c.block.take_settle_stats();
+    assert_eq!((train.steps, train.unconverged), (4, 1), "{train:?}");
+    let _ = tch::no_grad(|| c.block.forward(&c.x0, &s, false));
+    let eval = c.block.take_settle_stats();
+    assert!(eval.steps > 4 && eval.unconverged == 0, "{eval:?}");
+    c.block.gradient.train_max_steps = None;
+    c.block.gradient.train_tol = Some(1e-3);
+    let _ = implicit_grads(&c);
+    let loose = c.block.take_settle_stats();
+    assert!(
+        loose.steps < eval.steps && loose.max_residual <= 1e-3,
+        "{loose:?}"
+    );
+
+    for (edit, field) in [
+        (
+            (|g: &mut GradientConfig| g.anderson_mixing = 0.0) as fn(&mut GradientConfig),
+            "gradient.anderson_mixing",
+        ),
+        (|g| g.anderson_history = 0, "gradient.anderson_history"),
+        (|g| g.train_tol = Some(-1.0), "gradient.train_tol"),
+        (|g| g.train_max_steps = Some(0), "gradient.train_max_steps"),
+    ] {
+        let mut cfg = et_config();
+        cfg.gradient = GradientConfig::implicit();
+        edit(&mut cfg.gradient);
+        let e = cfg.validate().unwrap_err().to_string();
+        assert!(e.contains(field), "{field}: {e}");
+    }
 }
 
 #[test]
