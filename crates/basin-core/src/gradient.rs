@@ -95,6 +95,15 @@ pub struct GradientConfig {
     pub restart: usize,
     /// Steps backpropagated by the phantom gradient.
     pub phantom_steps: usize,
+    /// Power iterations on the step's Jacobian at `x*` per adjoint solve, for its spectral
+    /// radius ρ(J) in the epoch record (below 1: the map contracts there); 0: not measured.
+    pub spectral_iters: usize,
+    /// Jacobian regularisation (Bai et al. 2021): the weight γ of `γ ‖J‖²_F / d` added to the
+    /// loss at `x*`, `‖J‖²_F` by one Hutchinson probe (`ε ~ N(0, I)` from libtorch's generator);
+    /// 0: none.
+    pub jacobian_weight: f64,
+    /// The regulariser is added at every `jacobian_every`-th adjoint solve of an epoch.
+    pub jacobian_every: usize,
 }
 
 impl Default for GradientConfig {
@@ -113,6 +122,9 @@ impl Default for GradientConfig {
             solver_iters: 100,
             restart: 20,
             phantom_steps: 5,
+            spectral_iters: 8,
+            jacobian_weight: 0.0,
+            jacobian_every: 1,
         }
     }
 }
@@ -182,6 +194,12 @@ impl GradientConfig {
         if let Some(t) = self.train_tol {
             positive(field, "train_tol", t)?;
         }
+        if !(self.jacobian_weight.is_finite() && self.jacobian_weight >= 0.0) {
+            return Err(CoreError::config(
+                format!("{field}.jacobian_weight"),
+                format!("must be ≥ 0, got {}", self.jacobian_weight),
+            ));
+        }
         if !(self.anderson_mixing > 0.0 && self.anderson_mixing <= 1.0) {
             return Err(CoreError::config(
                 format!("{field}.anderson_mixing"),
@@ -195,6 +213,7 @@ impl GradientConfig {
             ("solver_iters", self.solver_iters),
             ("restart", self.restart),
             ("phantom_steps", self.phantom_steps),
+            ("jacobian_every", self.jacobian_every),
         ] {
             if v == 0 {
                 return Err(CoreError::config(format!("{field}.{name}"), "must be ≥ 1"));
@@ -208,6 +227,7 @@ impl GradientConfig {
 /// ([`crate::EnergyBlock::take_settle_stats`]): reported per epoch, so a forward that did not
 /// converge is never silent.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SettleStats {
     /// Settling forwards.
     pub forwards: usize,
@@ -225,6 +245,14 @@ pub struct SettleStats {
     pub solver_iterations: usize,
     /// The largest final relative residual of a solve.
     pub max_solver_residual: f64,
+    /// Solves at which ρ(J) was estimated.
+    pub radius_estimates: usize,
+    /// The largest estimated spectral radius of the step's Jacobian at `x*`.
+    pub max_spectral_radius: f64,
+    /// Solves at which the Jacobian regulariser was added.
+    pub jacobian_estimates: usize,
+    /// `‖J‖²_F / d` summed over them (one Hutchinson probe each).
+    pub jacobian_frobenius: f64,
 }
 
 impl SettleStats {
@@ -238,6 +266,10 @@ impl SettleStats {
         self.solves_unconverged += other.solves_unconverged;
         self.solver_iterations += other.solver_iterations;
         self.max_solver_residual = self.max_solver_residual.max(other.max_solver_residual);
+        self.radius_estimates += other.radius_estimates;
+        self.max_spectral_radius = self.max_spectral_radius.max(other.max_spectral_radius);
+        self.jacobian_estimates += other.jacobian_estimates;
+        self.jacobian_frobenius += other.jacobian_frobenius;
     }
 
     /// Epoch-record metrics (`settle_steps`, `settle_unconverged`, …); none without forwards.
@@ -260,6 +292,15 @@ impl SettleStats {
             ));
             m.push(("adjoint_unconverged".into(), self.solves_unconverged as f64));
             m.push(("adjoint_residual".into(), self.max_solver_residual));
+        }
+        if self.radius_estimates > 0 {
+            m.push(("spectral_radius".into(), self.max_spectral_radius));
+        }
+        if self.jacobian_estimates > 0 {
+            m.push((
+                "jacobian_frobenius".into(),
+                self.jacobian_frobenius / self.jacobian_estimates as f64,
+            ));
         }
         m
     }

@@ -545,16 +545,74 @@ fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -
             cfg.restart,
         ),
     });
-    {
+    let radius = (cfg.spectral_iters > 0)
+        .then(|| tch::no_grad(|| spectral_radius(&jt, u, cfg.spectral_iters)));
+    let regularise = {
         let mut stats = block.implicit.stats();
         stats.solves += 1;
         stats.solves_unconverged += usize::from(!solve.converged);
         stats.solver_iterations += solve.iterations;
         stats.max_solver_residual = stats.max_solver_residual.max(solve.residual);
-    }
-    tch::with_grad(|| {
+        if let Some(r) = radius {
+            stats.radius_estimates += 1;
+            stats.max_spectral_radius = stats.max_spectral_radius.max(r);
+        }
+        cfg.jacobian_weight > 0.0 && (stats.solves - 1).is_multiple_of(cfg.jacobian_every)
+    };
+    let term = tch::with_grad(|| {
         let s = (&y * v.detach()).sum(kind);
         &s - s.detach()
+    });
+    if !regularise {
+        return term;
+    }
+    let frobenius = jacobian_frobenius(&x, &y);
+    {
+        let mut stats = block.implicit.stats();
+        stats.jacobian_estimates += 1;
+        stats.jacobian_frobenius += frobenius.double_value(&[]);
+    }
+    term + frobenius.to_kind(kind) * cfg.jacobian_weight
+}
+
+/// ρ(J) estimated by `iters` power iterations on `Jᵀ` (same spectrum), `jt` applying it, from
+/// `start` (the loss's gradient at `x*`: no random draw): the batch's largest, since `J` is
+/// block-diagonal over samples.
+fn spectral_radius(jt: &dyn Fn(&Tensor) -> Tensor, start: &Tensor, iters: usize) -> f64 {
+    let n = norm(start);
+    if n == 0.0 {
+        return 0.0;
+    }
+    let mut v = start / n;
+    let mut estimate = 0.0;
+    for _ in 0..iters {
+        let w = jt(&v);
+        estimate = norm(&w);
+        if estimate == 0.0 || !estimate.is_finite() {
+            break;
+        }
+        v = w / estimate;
+    }
+    estimate
+}
+
+/// `‖J‖²_F / d` of the step `y = f(x)` at `x*`, by one Hutchinson probe `‖εᵀ J‖²` with
+/// `ε ~ N(0, I)` (averaged over the batch; `d` the size of one sample's state), with its graph
+/// to the parameters (Bai et al. 2021, eq. 5).
+fn jacobian_frobenius(x: &Tensor, y: &Tensor) -> Tensor {
+    tch::with_grad(|| {
+        let eps = y.randn_like();
+        let s = (y * &eps).sum(y.kind());
+        let Some(vjp) = Tensor::run_backward(&[&s], &[x], true, true)
+            .into_iter()
+            .next()
+            .filter(Tensor::defined)
+        else {
+            return Tensor::zeros([], (Kind::Double, x.device()));
+        };
+        let samples = x.size()[0].max(1) as f64;
+        let d = (x.numel() as f64 / samples).max(1.0);
+        vjp.square().sum(Kind::Double) / (samples * d)
     })
 }
 

@@ -193,6 +193,98 @@ fn training_forwards_settle_by_their_own_tolerance_and_cap() {
     }
 }
 
+/// The settling map's Jacobian at the case's attractor, `[n, n]` for the flattened state,
+/// row by row from vector–Jacobian products; and `x*`.
+fn exact_jacobian(c: &Case) -> (Tensor, Tensor) {
+    let s = Structure::full();
+    let x_star = tch::no_grad(|| c.block.forward(&c.x0, &s, false));
+    let x = x_star.detach().set_requires_grad(true);
+    let y = c.block.settle_step(&x, &s, 0, false);
+    let n = x.numel() as i64;
+    let rows: Vec<Tensor> = (0..n)
+        .map(|i| {
+            let e = Tensor::zeros([n], F64).index_fill(0, &Tensor::from_slice(&[i]), 1.0);
+            let s = (&y * e.view_as(&y)).sum(tch::Kind::Double);
+            Tensor::run_backward(&[&s], &[&x], true, false)[0].reshape([n])
+        })
+        .collect();
+    (Tensor::stack(&rows, 0), x_star)
+}
+
+/// Power iteration in the adjoint solve estimates ρ(J) at the attractor, reported per epoch.
+#[test]
+fn the_spectral_radius_of_the_step_is_measured_at_the_attractor() {
+    let mut c = case(et_config(), 7);
+    c.block.gradient.spectral_iters = 300;
+    let (j, _) = exact_jacobian(&c);
+    let eig = j.linalg_eigvals();
+    let exact = eig.abs().max().double_value(&[]);
+    let _ = implicit_grads(&c);
+    let stats = c.block.take_settle_stats();
+    assert_eq!(stats.radius_estimates, 1, "{stats:?}");
+    assert!(exact < 1.0, "the map contracts at its attractor: {exact}");
+    assert!(
+        (stats.max_spectral_radius - exact).abs() < 1e-3,
+        "power iteration {} against the eigenvalues' {exact}",
+        stats.max_spectral_radius
+    );
+    assert!(stats.metrics().iter().any(|(k, _)| k == "spectral_radius"));
+    c.block.gradient.spectral_iters = 0;
+    let _ = implicit_grads(&c);
+    let off = c.block.take_settle_stats();
+    assert!(!off.metrics().iter().any(|(k, _)| k == "spectral_radius"));
+}
+
+/// With a weight, the Jacobian regulariser adds `γ ‖J‖²_F / d` (one Hutchinson probe) to the
+/// attached loss, and training on it alone lowers the exact ‖J‖_F at the attractor.
+#[test]
+fn jacobian_regularisation_makes_the_step_more_contractive() {
+    let mut c = case(et_config(), 7);
+    c.block.gradient.jacobian_weight = 10.0;
+    c.weights = c.weights.zeros_like(); // the regulariser is the only loss
+    let frobenius = |c: &Case| {
+        exact_jacobian(c)
+            .0
+            .square()
+            .sum(tch::Kind::Double)
+            .double_value(&[])
+    };
+    let before = frobenius(&c);
+    let s = Structure::full();
+    let ps = params(&c.vs);
+    for step in 0..30 {
+        for (_, p) in &ps {
+            let mut g = p.grad();
+            if g.defined() {
+                let _ = g.zero_();
+            }
+        }
+        let y = c.block.forward(&c.x0, &s, true);
+        let plain = loss_of(&c, &y);
+        let loss = basin_core::implicit::attach(&plain, [&c.block]);
+        let stats = c.block.take_settle_stats();
+        assert_eq!(stats.jacobian_estimates, 1, "{stats:?}");
+        let added = (&loss - &plain).double_value(&[]);
+        assert!(
+            (added - 10.0 * stats.jacobian_frobenius).abs() < 1e-9 * added.abs().max(1.0),
+            "step {step}: the loss grew by {added}, the estimate was {}",
+            stats.jacobian_frobenius
+        );
+        loss.backward();
+        tch::no_grad(|| {
+            for (_, p) in &ps {
+                let g = p.grad();
+                if g.defined() {
+                    let _ = p.shallow_clone().f_sub_(&(g * 0.02)).unwrap();
+                }
+            }
+        });
+    }
+    let after = frobenius(&c);
+    eprintln!("‖J‖²_F at the attractor: {before} → {after}");
+    assert!(after < 0.8 * before, "‖J‖²_F {before} → {after}");
+}
+
 #[test]
 fn without_a_fixed_point_the_block_is_refused_naming_the_field() {
     let refused = |mut cfg: BlockConfig| {
