@@ -95,6 +95,13 @@ pub struct GradientConfig {
     pub restart: usize,
     /// Steps backpropagated by the phantom gradient.
     pub phantom_steps: usize,
+    /// The phantom steps' damping τ in (0, 1]: `x ← τ f(x) + (1 − τ) x` (Geng et al. 2021's
+    /// damped unrolling; 1: the plain steps).
+    pub phantom_damping: f64,
+    /// In implicit mode, a forward whose settle or adjoint solve did not converge takes the
+    /// phantom gradient instead (counted as `phantom_fallbacks` in the record): the adjoint of
+    /// an unconverged state is not the gradient it claims to be.
+    pub phantom_fallback: bool,
     /// Power iterations on the step's Jacobian at `x*` per adjoint solve, for its spectral
     /// radius ρ(J) in the epoch record (below 1: the map contracts there); 0: not measured.
     pub spectral_iters: usize,
@@ -122,6 +129,8 @@ impl Default for GradientConfig {
             solver_iters: 100,
             restart: 20,
             phantom_steps: 5,
+            phantom_damping: 1.0,
+            phantom_fallback: false,
             spectral_iters: 8,
             jacobian_weight: 0.0,
             jacobian_every: 1,
@@ -200,11 +209,16 @@ impl GradientConfig {
                 format!("must be ≥ 0, got {}", self.jacobian_weight),
             ));
         }
-        if !(self.anderson_mixing > 0.0 && self.anderson_mixing <= 1.0) {
-            return Err(CoreError::config(
-                format!("{field}.anderson_mixing"),
-                format!("must be in (0, 1], got {}", self.anderson_mixing),
-            ));
+        for (name, v) in [
+            ("anderson_mixing", self.anderson_mixing),
+            ("phantom_damping", self.phantom_damping),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(CoreError::config(
+                    format!("{field}.{name}"),
+                    format!("must be in (0, 1], got {v}"),
+                ));
+            }
         }
         for (name, v) in [
             ("max_steps", self.max_steps),
@@ -253,6 +267,9 @@ pub struct SettleStats {
     pub jacobian_estimates: usize,
     /// `‖J‖²_F / d` summed over them (one Hutchinson probe each).
     pub jacobian_frobenius: f64,
+    /// Implicit forwards that took the phantom gradient because their settle or adjoint did
+    /// not converge ([`GradientConfig::phantom_fallback`]).
+    pub fallbacks: usize,
 }
 
 impl SettleStats {
@@ -270,6 +287,7 @@ impl SettleStats {
         self.max_spectral_radius = self.max_spectral_radius.max(other.max_spectral_radius);
         self.jacobian_estimates += other.jacobian_estimates;
         self.jacobian_frobenius += other.jacobian_frobenius;
+        self.fallbacks += other.fallbacks;
     }
 
     /// Epoch-record metrics (`settle_steps`, `settle_unconverged`, …); none without forwards.
@@ -292,6 +310,9 @@ impl SettleStats {
             ));
             m.push(("adjoint_unconverged".into(), self.solves_unconverged as f64));
             m.push(("adjoint_residual".into(), self.max_solver_residual));
+            if self.fallbacks > 0 {
+                m.push(("phantom_fallbacks".into(), self.fallbacks as f64));
+            }
         }
         if self.radius_estimates > 0 {
             m.push(("spectral_radius".into(), self.max_spectral_radius));
@@ -317,6 +338,8 @@ pub(crate) struct Pending {
     pub(crate) structure: Structure,
     /// Whether the forward was a training one.
     pub(crate) train: bool,
+    /// Whether its settle converged.
+    pub(crate) converged: bool,
     /// When it ran, in the process's order of settling forwards (stacked blocks' adjoints are
     /// solved last forward first).
     pub(crate) order: u64,

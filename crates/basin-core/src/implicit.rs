@@ -412,13 +412,7 @@ impl EnergyBlock {
             return s.state.shallow_clone();
         }
         match self.gradient.mode {
-            GradientMode::Phantom => {
-                let mut x = s.state.detach();
-                for step in 0..self.gradient.phantom_steps {
-                    x = self.settle_step(&x, structure, step, train);
-                }
-                x
-            }
+            GradientMode::Phantom => self.phantom(&s.state, structure, train),
             _ => {
                 let output = s.state.detach().set_requires_grad(true);
                 self.implicit.pending().push(Pending {
@@ -426,11 +420,28 @@ impl EnergyBlock {
                     output: output.shallow_clone(),
                     structure: structure.shallow_clone(),
                     train,
+                    converged: s.converged,
                     order: crate::gradient::next_order(),
                 });
                 output
             }
         }
+    }
+
+    /// `phantom_steps` damped steps `x ← τ f(x) + (1 − τ) x` from the detached `state`, with
+    /// their graph: the phantom gradient's output.
+    fn phantom(&self, state: &Tensor, structure: &Structure, train: bool) -> Tensor {
+        let tau = self.gradient.phantom_damping;
+        let mut x = state.detach();
+        for step in 0..self.gradient.phantom_steps {
+            let f = self.settle_step(&x, structure, step, train);
+            x = if tau == 1.0 {
+                f
+            } else {
+                f * tau + x * (1.0 - tau)
+            };
+        }
+        x
     }
 
     /// What the settling forwards and adjoint solves did since the last call (then reset).
@@ -519,7 +530,9 @@ pub fn backward_settled(block: &EnergyBlock, output: &Tensor, grad: &Tensor) -> 
 
 /// `s − s.detach()` with `s = Σ v · f(x*)`, `v` solving the adjoint system
 /// `(I − ∂f/∂x)ᵀ v = u` at the pending forward `p`'s `x*` (statistics recorded on `block`):
-/// zero in value, `vᵀ ∂f/∂θ` in gradient.
+/// zero in value, `vᵀ ∂f/∂θ` in gradient. With the fallback on, a forward or solve that did not
+/// converge gives `s = Σ u · x_k` through the phantom steps instead; with a Jacobian weight,
+/// the regulariser is added (its value too).
 fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -> Tensor {
     let x = p.state.detach().set_requires_grad(true);
     let y = tch::with_grad(|| block.settle_step(&x, &p.structure, 0, p.train));
@@ -559,8 +572,16 @@ fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -
         }
         cfg.jacobian_weight > 0.0 && (stats.solves - 1).is_multiple_of(cfg.jacobian_every)
     };
+    let fall_back = cfg.phantom_fallback && !(p.converged && solve.converged);
+    if fall_back {
+        block.implicit.stats().fallbacks += 1;
+    }
     let term = tch::with_grad(|| {
-        let s = (&y * v.detach()).sum(kind);
+        let s = if fall_back {
+            (block.phantom(&p.state, &p.structure, p.train) * u.detach()).sum(kind)
+        } else {
+            (&y * v.detach()).sum(kind)
+        };
         &s - s.detach()
     });
     if !regularise {

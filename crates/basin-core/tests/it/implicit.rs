@@ -285,6 +285,81 @@ fn jacobian_regularisation_makes_the_step_more_contractive() {
     assert!(after < 0.8 * before, "‖J‖²_F {before} → {after}");
 }
 
+/// The damped phantom gradient is the gradient through `k` steps `x ← τ f(x) + (1 − τ) x`
+/// from the detached attractor; the implicit solve falls back to it when its forward did not
+/// converge, and says so in the record.
+#[test]
+fn damped_phantom_steps_and_the_fallback_of_an_unconverged_solve() {
+    let mut c = case(et_config(), 7);
+    let s = Structure::full();
+    let ps = params(&c.vs);
+    let refs: Vec<&Tensor> = ps.iter().map(|(_, t)| t).collect();
+    let mut cfg = tight(GradientMode::Phantom, Solver::Gmres);
+    cfg.phantom_steps = 4;
+    cfg.phantom_damping = 0.5;
+    c.block.gradient = cfg.clone();
+    let y = c.block.forward(&c.x0, &s, true);
+    let damped = Tensor::run_backward(&[loss_of(&c, &y)], &refs, false, false);
+    // By hand: the same damped steps from the detached state the block settles in.
+    let x_star = tch::no_grad(|| c.block.forward(&c.x0, &s, false));
+    let mut x = x_star.detach();
+    for t in 0..4 {
+        x = c.block.settle_step(&x, &s, t, true) * 0.5 + &x * 0.5;
+    }
+    let by_hand = Tensor::run_backward(&[loss_of(&c, &x)], &refs, false, false);
+    assert_grads_close(
+        "damped phantom against by hand",
+        &c,
+        &damped,
+        &by_hand,
+        1e-10,
+    );
+    c.block.gradient.phantom_damping = 1.0;
+    let y = c.block.forward(&c.x0, &s, true);
+    let plain = Tensor::run_backward(&[loss_of(&c, &y)], &refs, false, false);
+    let differs = plain
+        .iter()
+        .zip(&damped)
+        .any(|(a, b)| max_rel_error(a, b, 1e-6) > 1e-3);
+    assert!(differs, "damping changed no gradient");
+
+    // A forward capped at 3 steps: with the fallback, the phantom gradient from where it
+    // stopped; without, the adjoint's.
+    let capped = |fallback: bool| {
+        let mut g = cfg.clone();
+        g.mode = GradientMode::Implicit;
+        g.max_steps = 3;
+        g.phantom_fallback = fallback;
+        g
+    };
+    c.block.gradient = capped(true);
+    let fell_back = implicit_grads(&c);
+    let stats = c.block.take_settle_stats();
+    assert_eq!((stats.unconverged, stats.fallbacks), (1, 1), "{stats:?}");
+    assert!(
+        stats
+            .metrics()
+            .iter()
+            .any(|(k, v)| k == "phantom_fallbacks" && *v == 1.0)
+    );
+    let mut phantom = capped(false);
+    phantom.mode = GradientMode::Phantom;
+    c.block.gradient = phantom;
+    let y = c.block.forward(&c.x0, &s, true);
+    let want = Tensor::run_backward(&[loss_of(&c, &y)], &refs, false, false);
+    assert_grads_close("fallback against phantom", &c, &fell_back, &want, 1e-10);
+    c.block.gradient = capped(false);
+    let adjoint = implicit_grads(&c);
+    assert_eq!(c.block.take_settle_stats().fallbacks, 0);
+    assert!(
+        adjoint
+            .iter()
+            .zip(&fell_back)
+            .any(|(a, b)| max_rel_error(a, b, 1e-6) > 1e-3),
+        "the fallback changed nothing"
+    );
+}
+
 #[test]
 fn without_a_fixed_point_the_block_is_refused_naming_the_field() {
     let refused = |mut cfg: BlockConfig| {
