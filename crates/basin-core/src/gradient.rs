@@ -356,9 +356,19 @@ pub(crate) fn next_order() -> u64 {
 pub(crate) struct ImplicitState {
     pending: Mutex<Vec<Pending>>,
     stats: Mutex<SettleStats>,
+    /// A curriculum's first epochs: descend unrolled for now.
+    warm_up: std::sync::atomic::AtomicBool,
 }
 
 impl ImplicitState {
+    pub(crate) fn warming_up(&self) -> bool {
+        self.warm_up.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_warm_up(&self, on: bool) {
+        self.warm_up.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     pub(crate) fn stats(&self) -> std::sync::MutexGuard<'_, SettleStats> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -531,6 +531,7 @@ pub fn tu_train(epochs: usize, lr: f64) -> TrainConfig {
         }),
         schedule_unit: Unit::Epoch,
         ema: None,
+        implicit_warmup: 0,
     }
 }
 

@@ -438,5 +438,6 @@ pub fn warmup_cosine(epochs: usize, warmup: usize, lr: f64, weight_decay: f64) -
         }),
         schedule_unit: Unit::Epoch,
         ema: None,
+        implicit_warmup: 0,
     }
 }

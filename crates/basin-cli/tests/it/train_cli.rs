@@ -1006,10 +1006,29 @@ fn implicit_gradients_train_et_and_cdat_from_a_run_file() {
         let steps = metrics["settle_steps"].as_f64().unwrap_or_default();
         assert!((1.0..=40.0).contains(&steps), "{model}: {metrics}");
         assert!(
-            metrics["adjoint_residual"].as_f64().is_some(),
+            metrics["adjoint_residual"].as_f64().is_some()
+                && metrics["spectral_radius"].as_f64().is_some(),
             "{model}: {metrics}"
         );
     }
+    // A curriculum: the first epoch unrolled (no settling), the second at the attractor.
+    let dir = tmp.path().join("warm-up");
+    std::fs::create_dir_all(&dir).unwrap();
+    let warm = ("epochs = 100", "epochs = 2\nimplicit_warmup = 1");
+    let quiet = ("sigma = 0.02", "sigma = 0.0");
+    let run = tiny_run(&dir, "et-graph", &[small[0], warm, implicit, quiet]);
+    let out = dir.join("out");
+    train_then_eval(&run, &out, 2);
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("repeat-0/fold-0/record.json")).unwrap(),
+    )
+    .unwrap();
+    let (first, second) = (
+        &record["epochs"][0]["metrics"],
+        &record["epochs"][1]["metrics"],
+    );
+    assert!(first.get("settle_steps").is_none(), "{first}");
+    assert!(second["settle_steps"].as_f64().is_some(), "{second}");
 }
 
 /// A folder of images of mixed sizes and formats (ImageNet-1k's layout) trains an image run

@@ -300,6 +300,13 @@ impl EnergyBlock {
         structure.check(s[0], s[1], None)
     }
 
+    /// While `on`, a block trained at its attractor descends its T unrolled steps instead (a
+    /// curriculum's first epochs: basin-train's `TrainConfig::implicit_warmup` sets it); an
+    /// unrolled block is unaffected.
+    pub fn set_warm_up(&self, on: bool) {
+        self.implicit.set_warm_up(on);
+    }
+
     /// `x_T` from `x_0` (no trace).
     pub fn forward(&self, x: &Tensor, structure: &Structure, train: bool) -> Tensor {
         self.run(x, structure, train, None).0
@@ -319,7 +326,7 @@ impl EnergyBlock {
     ) -> (Tensor, Option<Trace>) {
         let driven = self.driven(x, structure);
         let structure = driven.as_ref().unwrap_or(structure);
-        if self.gradient.mode != GradientMode::Unrolled {
+        if self.gradient.mode != GradientMode::Unrolled && !self.implicit.warming_up() {
             return self.run_settled(x, structure, train, trace);
         }
         let mut x = x.shallow_clone();

@@ -161,6 +161,7 @@ fn et_training(set: Set, preset: Preset, epochs: Option<usize>) -> TrainConfig {
         }),
         schedule_unit: Unit::Epoch,
         ema: None,
+        implicit_warmup: 0,
     }
 }
 

@@ -95,6 +95,7 @@ impl ImageProtocol {
             }),
             schedule_unit: Unit::Step,
             ema: None,
+            implicit_warmup: 0,
         }
     }
 }

@@ -27,6 +27,16 @@ pub struct TrainConfig {
     /// protocol's `reference-pre-step`) keeps those scores, which are the live weights'.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ema: Option<f64>,
+    /// A curriculum for blocks trained at their attractor (`gradient = "implicit"` or
+    /// `"phantom"`): their first `implicit_warmup` epochs descend the T unrolled steps and
+    /// backpropagate through them, the rest settle ([`basin_core::EnergyBlock::set_warm_up`]).
+    /// 0 (the default, left out of files): none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub implicit_warmup: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Default for TrainConfig {
@@ -37,6 +47,7 @@ impl Default for TrainConfig {
             schedule: None,
             schedule_unit: Unit::Step,
             ema: None,
+            implicit_warmup: 0,
         }
     }
 }

@@ -196,6 +196,9 @@ impl Runner {
 
         for epoch in record.epochs.len()..self.train.epochs {
             let t0 = Instant::now();
+            for block in learner.blocks() {
+                block.set_warm_up(epoch < self.train.implicit_warmup);
+            }
             let mut rng = epoch_start(self.seed, epoch, rank);
             let mut steps = Steps {
                 opt: &mut opt,
@@ -276,6 +279,10 @@ impl Runner {
             }
         }
         bar.finish_and_clear();
+        // The test descends as the last epoch did.
+        for block in learner.blocks() {
+            block.set_warm_up(self.train.implicit_warmup >= self.train.epochs);
+        }
 
         // Restore the selected epoch's weights and test once.
         if let Some((v, weights)) = &best {
