@@ -161,7 +161,7 @@ impl ImageCompletionConfig {
 #[derive(Debug)]
 enum Backbone {
     /// The energy block, descended (ET).
-    Energy(EnergyBlock),
+    Energy(Box<EnergyBlock>),
     /// A softmax Transformer (ET Table 16's ViT).
     Vit(Transformer),
 }
@@ -243,7 +243,7 @@ impl ImageCompletion {
                     let p = path / "block" / t.name();
                     Some((p.get("w_k")?, p.get("w_q")?))
                 });
-                (Backbone::Energy(block), memories, kernels)
+                (Backbone::Energy(Box::new(block)), memories, kernels)
             }
         };
         Ok(Self {
