@@ -158,6 +158,7 @@ impl Table14Options {
             mask_seeds: self.mask_seeds,
             lr: self.lr,
             seed: self.seed,
+            implicit_warmup: 0,
         }
     }
 

@@ -36,6 +36,10 @@ pub struct ImageProtocol {
     pub lr: f64,
     /// Seed of the draws and the model.
     pub seed: u64,
+    /// Epochs a block trained at its attractor first descends unrolled
+    /// ([`TrainConfig::implicit_warmup`]); 0 (the default, left out of files): none.
+    #[serde(default, skip_serializing_if = "crate::runner::is_zero")]
+    pub implicit_warmup: usize,
 }
 
 impl Default for ImageProtocol {
@@ -50,6 +54,7 @@ impl Default for ImageProtocol {
             mask_seeds: 4,
             lr: 2e-3,
             seed: 0,
+            implicit_warmup: 0,
         }
     }
 }
@@ -95,7 +100,7 @@ impl ImageProtocol {
             }),
             schedule_unit: Unit::Step,
             ema: None,
-            implicit_warmup: 0,
+            implicit_warmup: self.implicit_warmup,
         }
     }
 }

@@ -35,7 +35,8 @@ pub struct TrainConfig {
     pub implicit_warmup: usize,
 }
 
-fn is_zero(n: &usize) -> bool {
+/// Whether `n` is 0 (a count left out of files at its default).
+pub(crate) fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 

@@ -37,6 +37,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use tch::Tensor;
 
+pub(crate) use config::is_zero;
 pub use config::{TrainConfig, Validation};
 pub use learner::{EpochOutput, Learner, ModelConfig, Scores, StepOutput, with_defaults};
 use resume::{copy_into, named};
