@@ -597,24 +597,28 @@ fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -
 }
 
 /// ρ(J) estimated by `iters` power iterations on `Jᵀ` (same spectrum), `jt` applying it, from
-/// `start` (the loss's gradient at `x*`: no random draw): the batch's largest, since `J` is
-/// block-diagonal over samples.
+/// `start` (the loss's gradient at `x*`: no random draw): the geometric mean of the growth
+/// `‖Jᵀ v‖ / ‖v‖` over the second half of the iterations (Gelfand's `‖Jᵏ‖^{1/k}`, past the
+/// first half's transient, which for a non-normal `J` can exceed ρ). The batch's largest,
+/// since `J` is block-diagonal over samples.
 fn spectral_radius(jt: &dyn Fn(&Tensor) -> Tensor, start: &Tensor, iters: usize) -> f64 {
     let n = norm(start);
     if n == 0.0 {
         return 0.0;
     }
     let mut v = start / n;
-    let mut estimate = 0.0;
+    let mut logs = Vec::with_capacity(iters);
     for _ in 0..iters {
         let w = jt(&v);
-        estimate = norm(&w);
-        if estimate == 0.0 || !estimate.is_finite() {
-            break;
+        let growth = norm(&w);
+        if growth == 0.0 || !growth.is_finite() {
+            return growth;
         }
-        v = w / estimate;
+        logs.push(growth.ln());
+        v = w / growth;
     }
-    estimate
+    let tail = &logs[logs.len() / 2..];
+    (tail.iter().sum::<f64>() / tail.len().max(1) as f64).exp()
 }
 
 /// `‖J‖²_F / d` of the step `y = f(x)` at `x*`, by one Hutchinson probe `‖εᵀ J‖²` with
