@@ -130,3 +130,20 @@ def test_a_model_steps_from_another_thread():
     assert not errors, errors
     assert out[0][0] == pytest.approx(want, rel=1e-6) and out[0][1].shape == (4, 2)
     assert any(p.grad is not None for p in model.parameters())
+
+
+def test_a_model_pickles_with_its_weights_and_refuses_assign():
+    import copy
+    import pickle
+
+    data = need("tu/MUTAG")
+    model = basin.models.et_graph(overrides=SETS, data_dir=data.parent.parent)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)  # weights that are not the initial ones
+    want = model.predict(model.split["test"][:6])
+    for other in (pickle.loads(pickle.dumps(model)), copy.deepcopy(model)):
+        assert torch.equal(other.predict(other.split["test"][:6]), want)
+        assert other.split == model.split and other.run_dir == model.run_dir
+    with pytest.raises(ValueError, match="assign"):
+        model.load_state_dict(model.state_dict(), assign=True)

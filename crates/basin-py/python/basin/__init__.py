@@ -6,6 +6,7 @@ without copies, and the descent's ops are recorded on PyTorch's autograd tape, s
 
 - :class:`EnergyBlock`: an energy block (layer norm, energy terms, dynamics) as a module;
   :mod:`basin.terms` and :mod:`basin.dynamics` build its config from keyword arguments.
+- :class:`EnergyTransformer`: ET's masked image completion model, images and a patch mask in.
 - :class:`Hopfield`, :class:`HopfieldPooling`, :class:`HopfieldLayer`: modern Hopfield layers.
 - :mod:`basin.datasets`: datasets by name or path (PyG ``Data`` where PyG is installed).
 - :mod:`basin.models`: the families' models, from run files or presets, for a torch loop.
@@ -18,13 +19,15 @@ import torch  # noqa: F401  (loads libtorch before the extension that links it)
 
 from . import _native
 from .block import EnergyBlock
+from .image import EnergyTransformer
 from .hopfield import Hopfield, HopfieldLayer, HopfieldPooling
 from .checkpoint import load_checkpoint, save_checkpoint
 from .runs import example, reproduce, tables, train
-from . import datasets, dynamics, graph, models, terms
+from . import datasets, dynamics, graph, image, models, terms
 
 __all__ = [
     "EnergyBlock",
+    "EnergyTransformer",
     "Hopfield",
     "HopfieldLayer",
     "HopfieldPooling",
@@ -32,6 +35,7 @@ __all__ = [
     "dynamics",
     "example",
     "graph",
+    "image",
     "load_checkpoint",
     "models",
     "reproduce",

@@ -23,14 +23,20 @@ from . import _native, _shared
 from .runs import _set, example
 
 
-class Model(torch.nn.Module):
+class Model(_shared.NativeModule):
     """Run ``run`` of a run file (its text, or a path to it) with ``overrides`` applied, built
-    and untrained: the same data, split, seed and initial weights as ``basin train``'s run."""
+    and untrained: the same data, split, seed and initial weights as ``basin train``'s run.
+
+    ``pickle``, ``copy.deepcopy`` and ``torch.save`` keep the run file, the overrides and the
+    weights, and rebuild the model (its data read again) on load; the epoch's generator starts
+    again at ``epoch(e)``. It stays on the device it was built for (``device=``)."""
 
     def __init__(self, run_file, run=0, overrides=None, data_dir=None, device="cpu"):
         super().__init__()
         label, text = _shared.text_or_file(run_file)
         label = label or "<run file>"
+        self._build_args = (text, label, run, dict(overrides or {}),
+                            None if data_dir is None else os.fspath(data_dir))
         sets = [_set(k, v) for k, v in (overrides or {}).items()]
         self._native = _native.Model(text, label, run, sets,
                                      None if data_dir is None else os.fspath(data_dir),
@@ -61,6 +67,16 @@ class Model(torch.nn.Module):
 
     def _apply(self, fn, recurse=True):
         raise NotImplementedError("build the model with device=… (basin moves its data with it)")
+
+    def __getstate__(self):
+        return _shared.snapshot(self, self._build_args)
+
+    def __setstate__(self, snap):
+        def init(build, device, dtype):
+            text, label, run, overrides, data_dir = build
+            Model.__init__(self, text, run, overrides, data_dir, device)
+            self._build_args = build
+        _shared.restore(self, snap, init)
 
 
 def _preset(name, data, overrides, **kw):
