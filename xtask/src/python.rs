@@ -72,6 +72,21 @@ fn make_venv(venv: &Path) -> Result<()> {
     )
 }
 
+/// `py -m pip install --quiet --disable-pip-version-check --no-input`, to which the caller adds
+/// its options and packages.
+pub fn pip_install(py: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut pip = Command::new(py);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-input",
+    ]);
+    pip
+}
+
 /// Installs `package` into the environment of interpreter `py` unless `module` imports there
 /// already; an error if it still does not import after pip.
 fn ensure_module(py: &Path, module: &str, package: &str) -> Result<()> {
@@ -87,15 +102,7 @@ fn ensure_module(py: &Path, module: &str, package: &str) -> Result<()> {
     }
     println!("xtask: installing {package} into {}…", py.display());
     run(
-        Command::new(py).args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-input",
-            package,
-        ]),
+        pip_install(py).arg(package),
         &format!("pip install of {package}"),
     )?;
     if !imports() {
@@ -118,18 +125,8 @@ pub fn ensure_venv(torch: &Path) -> Result<PathBuf> {
     );
     make_venv(&venv)?;
     let py = python(&venv);
-    let mut pip = Command::new(&py);
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-input",
-        "maturin>=1.8,<2",
-        "pytest",
-        "numpy",
-    ]);
+    let mut pip = pip_install(&py);
+    pip.args(["maturin>=1.8,<2", "pytest", "numpy"]);
     if torch.join("__init__.py").exists() {
         // The cached wheel is a complete `torch` package: put it on the path as it is.
         let site = Command::new(&py)
@@ -215,16 +212,8 @@ pub fn build_wheel(root: &Path, venv: &Path) -> Result<PathBuf> {
 /// Installs `wheel` into `venv` (its dependency, torch, is there already).
 pub fn install_wheel(venv: &Path, wheel: &Path) -> Result<()> {
     run(
-        Command::new(python(venv))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--no-deps",
-                "--force-reinstall",
-            ])
+        pip_install(python(venv))
+            .args(["--no-deps", "--force-reinstall"])
             .arg(wheel),
         "pip install of the basin wheel",
     )
@@ -294,16 +283,8 @@ pub fn fresh_install_check(root: &Path) -> Result<()> {
             .env("CARGO_TARGET_DIR", root.join("target").join("pip-install"))
             .current_dir(root);
     };
-    let mut torch = Command::new(&py);
-    torch
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--quiet",
-        ])
-        .arg(format!("torch=={TORCH_VERSION}"));
+    let mut torch = pip_install(&py);
+    torch.arg(format!("torch=={TORCH_VERSION}"));
     user(&mut torch);
     run(&mut torch, "pip install of torch from the package index")?;
     let mut basin = Command::new(&py);

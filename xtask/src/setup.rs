@@ -111,17 +111,8 @@ fn install(cache: &Path) -> Result<()> {
         "xtask: installing libtorch {TORCH_VERSION} from PyPI into {} (about 1.2 GB, once per user)…",
         cache.display()
     );
-    let status = Command::new(python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "--no-input",
-            "--target",
-        ])
+    let status = crate::python::pip_install(python)
+        .args(["--no-deps", "--target"])
         .arg(&partial)
         .args(PACKAGES)
         .status()
