@@ -29,6 +29,26 @@
 //!
 //! Use: in implicit mode a training forward (`train = true`, grad mode on) leaves a pending
 //! record in the block; the loss is passed through [`attach`] before its `backward`.
+//!
+//! Beside torchdeq (Geng & Kolter's PyTorch library of deep equilibrium models, 0.1.0), feature
+//! by feature (`gradient.…` names basin's field):
+//!
+//! | | basin | torchdeq |
+//! |---|---|---|
+//! | forward solvers | plain iteration; Anderson (`forward_solver`) | fixed-point iteration, Anderson, Broyden |
+//! | stopping | relative step; training's own tolerance and cap (`train_tol`, `train_max_steps`) | absolute or relative residual; an evaluation factor on the iterations |
+//! | backward | implicit (GMRES or fixed-point iteration on the adjoint); phantom, damped (`phantom_damping`); unrolled | implicit (fixed-point or Broyden on the adjoint); phantom, damped |
+//! | when a solve fails | phantom fallback per forward (`phantom_fallback`), counted | none |
+//! | regularisers | Jacobian, Hutchinson (`jacobian_weight`, `jacobian_every`) | Jacobian, Hutchinson; fixed-point correction (several states supervised) |
+//! | monitors | steps, residuals, capped forwards and solves, ρ(J) of every training solve (`spectral_iters`) | residuals and steps; ρ(J) by power iteration in evaluation (`sradius_mode`) |
+//! | input injection | as energy: the `input-field` term, adjoint through `x₀`, stacked blocks chained | the user's `f(z, x)` |
+//! | normalisation | the layer norm inside the energy; re-standardised fixed points | weight and spectral normalisation of `f`'s layers |
+//! | dropout | refused in implicit mode (naming the field) | variational dropout, one mask for every iteration |
+//! | curriculum | unrolled warm-up epochs (basin-train's `implicit_warmup`) | the user's loop |
+//!
+//! basin lacks Broyden's method, fixed-point correction, weight or spectral normalisation and
+//! variational dropout; torchdeq has no energy view (its `f` is any map, so that descent lowers
+//! an energy is the user's concern) and no fallback when a solve fails.
 
 use tch::{Kind, Tensor};
 
@@ -275,7 +295,7 @@ pub fn iterate(
 }
 
 /// Anderson acceleration of `x ← f(t, x)` with history `m` and mixing `beta`
-/// ([`ForwardSolver::Anderson`](crate::ForwardSolver::Anderson)): each sample keeps its
+/// ([`ForwardSolver::Anderson`]): each sample keeps its
 /// lowest-residual `f(x)`, and the descent stops once every sample's residual is below `tol`,
 /// or after `max_steps` evaluations of `f`; `visit(t, x_t, f(x_t))` sees each. Whenever the
 /// batch's largest residual rises, the history is dropped and the next step is a plain one:
