@@ -100,16 +100,18 @@ pub struct GradientConfig {
     pub phantom_damping: f64,
     /// In implicit mode, a forward whose settle or adjoint solve did not converge takes the
     /// phantom gradient instead (counted as `phantom_fallbacks` in the record): the adjoint of
-    /// an unconverged state is not the gradient it claims to be.
+    /// an unconverged state is not the gradient it claims to be. A forward stopped at its cap
+    /// skips the adjoint solve.
     pub phantom_fallback: bool,
-    /// Power iterations on the step's Jacobian at `x*` per adjoint solve, for its spectral
-    /// radius ρ(J) in the epoch record (below 1: the map contracts there); 0: not measured.
+    /// Power iterations on the step's Jacobian at `x*` at the first implicit backward of each
+    /// epoch, for its spectral radius ρ(J) in the epoch record (below 1: the map contracts
+    /// there); 0: not measured.
     pub spectral_iters: usize,
     /// Jacobian regularisation (Bai et al. 2021): the weight γ of `γ ‖J‖²_F / d` added to the
     /// loss at `x*`, `‖J‖²_F` by one Hutchinson probe (`ε ~ N(0, I)` from libtorch's generator);
     /// 0: none.
     pub jacobian_weight: f64,
-    /// The regulariser is added at every `jacobian_every`-th adjoint solve of an epoch.
+    /// The regulariser is added at every `jacobian_every`-th implicit backward of an epoch.
     pub jacobian_every: usize,
 }
 
@@ -259,11 +261,13 @@ pub struct SettleStats {
     pub solver_iterations: usize,
     /// The largest final relative residual of a solve.
     pub max_solver_residual: f64,
-    /// Solves at which ρ(J) was estimated.
+    /// Implicit backwards (adjoint terms built), solved or fallen back.
+    pub terms: usize,
+    /// Implicit backwards at which ρ(J) was estimated.
     pub radius_estimates: usize,
     /// The largest estimated spectral radius of the step's Jacobian at `x*`.
     pub max_spectral_radius: f64,
-    /// Solves at which the Jacobian regulariser was added.
+    /// Implicit backwards at which the Jacobian regulariser was added.
     pub jacobian_estimates: usize,
     /// `‖J‖²_F / d` summed over them (one Hutchinson probe each).
     pub jacobian_frobenius: f64,
@@ -283,6 +287,7 @@ impl SettleStats {
         self.solves_unconverged += other.solves_unconverged;
         self.solver_iterations += other.solver_iterations;
         self.max_solver_residual = self.max_solver_residual.max(other.max_solver_residual);
+        self.terms += other.terms;
         self.radius_estimates += other.radius_estimates;
         self.max_spectral_radius = self.max_spectral_radius.max(other.max_spectral_radius);
         self.jacobian_estimates += other.jacobian_estimates;
@@ -310,9 +315,9 @@ impl SettleStats {
             ));
             m.push(("adjoint_unconverged".into(), self.solves_unconverged as f64));
             m.push(("adjoint_residual".into(), self.max_solver_residual));
-            if self.fallbacks > 0 {
-                m.push(("phantom_fallbacks".into(), self.fallbacks as f64));
-            }
+        }
+        if self.fallbacks > 0 {
+            m.push(("phantom_fallbacks".into(), self.fallbacks as f64));
         }
         if self.radius_estimates > 0 {
             m.push(("spectral_radius".into(), self.max_spectral_radius));

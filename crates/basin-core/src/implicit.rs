@@ -40,7 +40,7 @@
 //! | backward | implicit (GMRES or fixed-point iteration on the adjoint); phantom, damped (`phantom_damping`); unrolled | implicit (fixed-point or Broyden on the adjoint); phantom, damped |
 //! | when a solve fails | phantom fallback per forward (`phantom_fallback`), counted | none |
 //! | regularisers | Jacobian, Hutchinson (`jacobian_weight`, `jacobian_every`) | Jacobian, Hutchinson; fixed-point correction (several states supervised) |
-//! | monitors | steps, residuals, capped forwards and solves, ρ(J) of every training solve (`spectral_iters`) | residuals and steps; ρ(J) by power iteration in evaluation (`sradius_mode`) |
+//! | monitors | steps, residuals, capped forwards and solves, ρ(J) at each epoch's first implicit backward (`spectral_iters`) | residuals and steps; ρ(J) by power iteration in evaluation (`sradius_mode`) |
 //! | input injection | as energy: the `input-field` term, adjoint through `x₀`, stacked blocks chained | the user's `f(z, x)` |
 //! | normalisation | the layer norm inside the energy; re-standardised fixed points | weight and spectral normalisation of `f`'s layers |
 //! | dropout | refused in implicit mode (naming the field) | variational dropout, one mask for every iteration |
@@ -241,9 +241,8 @@ fn relative_step(next: &Tensor, x: &Tensor) -> f64 {
 
 /// Anderson's next iterate from the history `xs`, `fs` `[B, L, n]` (float64, oldest first,
 /// L ≥ 2) and the mixing `beta`, in the difference form of Walker & Ni (2011): with residuals
-/// `gᵢ = f(xᵢ) − xᵢ`, `γ = argmin ‖g_L − ΔG γ‖` by least squares on the differences (not
-/// the normal equations, whose squared condition number stalls a converging run near 10⁻⁸),
-/// then `x ← x_L + β g_L − (ΔX + β ΔG) γ`. `None` where the solve fails.
+/// `gᵢ = f(xᵢ) − xᵢ`, `γ = argmin ‖g_L − ΔG γ‖` by least squares on the differences (better
+/// conditioned than the normal equations of the mixing weights), then `x ← x_L + β g_L − (ΔX + β ΔG) γ`. `None` where the solve fails.
 fn anderson_step(xs: &Tensor, fs: &Tensor, beta: f64) -> Option<Tensor> {
     let l = xs.size()[1];
     let g = fs - xs;
@@ -551,8 +550,8 @@ pub fn backward_settled(block: &EnergyBlock, output: &Tensor, grad: &Tensor) -> 
 /// `s − s.detach()` with `s = Σ v · f(x*)`, `v` solving the adjoint system
 /// `(I − ∂f/∂x)ᵀ v = u` at the pending forward `p`'s `x*` (statistics recorded on `block`):
 /// zero in value, `vᵀ ∂f/∂θ` in gradient. With the fallback on, a forward or solve that did not
-/// converge gives `s = Σ u · x_k` through the phantom steps instead; with a Jacobian weight,
-/// the regulariser is added (its value too).
+/// converge gives `s = Σ u · x_k` through the phantom steps instead (a capped forward is not
+/// solved at all); with a Jacobian weight, the regulariser is added (its value too).
 fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -> Tensor {
     let x = p.state.detach().set_requires_grad(true);
     let y = tch::with_grad(|| block.settle_step(&x, &p.structure, 0, p.train));
@@ -568,39 +567,51 @@ fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -
             .unwrap_or_else(|| w.zeros_like())
     };
     let cfg = &block.gradient;
-    let (v, solve) = tch::no_grad(|| match cfg.solver {
-        Solver::FixedPoint => fixed_point_solve(&jt, u, cfg.solver_tol, cfg.solver_iters),
-        Solver::Gmres => gmres(
-            &|w| w - jt(w),
-            u,
-            cfg.solver_tol,
-            cfg.solver_iters,
-            cfg.restart,
-        ),
-    });
-    let radius = (cfg.spectral_iters > 0)
-        .then(|| tch::no_grad(|| spectral_radius(&jt, u, cfg.spectral_iters)));
-    let regularise = {
+    // The adjoint term's index since the statistics were last taken (each epoch's): ρ(J) is
+    // estimated at the first, the regulariser added at every `jacobian_every`-th.
+    let index = {
         let mut stats = block.implicit.stats();
-        stats.solves += 1;
-        stats.solves_unconverged += usize::from(!solve.converged);
-        stats.solver_iterations += solve.iterations;
-        stats.max_solver_residual = stats.max_solver_residual.max(solve.residual);
+        stats.terms += 1;
+        stats.terms - 1
+    };
+    let radius = (cfg.spectral_iters > 0 && index == 0)
+        .then(|| tch::no_grad(|| spectral_radius(&jt, u, cfg.spectral_iters)));
+    let regularise = cfg.jacobian_weight > 0.0 && index.is_multiple_of(cfg.jacobian_every);
+    // A forward that stopped at its cap falls back without solving: that solve would be thrown
+    // away.
+    let solve = (!cfg.phantom_fallback || p.converged).then(|| {
+        tch::no_grad(|| match cfg.solver {
+            Solver::FixedPoint => fixed_point_solve(&jt, u, cfg.solver_tol, cfg.solver_iters),
+            Solver::Gmres => gmres(
+                &|w| w - jt(w),
+                u,
+                cfg.solver_tol,
+                cfg.solver_iters,
+                cfg.restart,
+            ),
+        })
+    });
+    let fall_back = cfg.phantom_fallback && !solve.as_ref().is_some_and(|(_, s)| s.converged);
+    {
+        let mut stats = block.implicit.stats();
+        if let Some((_, solve)) = &solve {
+            stats.solves += 1;
+            stats.solves_unconverged += usize::from(!solve.converged);
+            stats.solver_iterations += solve.iterations;
+            stats.max_solver_residual = stats.max_solver_residual.max(solve.residual);
+        }
         if let Some(r) = radius {
             stats.radius_estimates += 1;
             stats.max_spectral_radius = stats.max_spectral_radius.max(r);
         }
-        cfg.jacobian_weight > 0.0 && (stats.solves - 1).is_multiple_of(cfg.jacobian_every)
-    };
-    let fall_back = cfg.phantom_fallback && !(p.converged && solve.converged);
-    if fall_back {
-        block.implicit.stats().fallbacks += 1;
+        stats.fallbacks += usize::from(fall_back);
     }
     let term = tch::with_grad(|| {
         let s = if fall_back {
             (block.phantom(&p.state, &p.structure, p.train) * u.detach()).sum(kind)
         } else {
-            (&y * v.detach()).sum(kind)
+            let v = solve.as_ref().map(|(v, _)| v.detach());
+            (&y * v.unwrap_or_else(|| y.zeros_like())).sum(kind)
         };
         &s - s.detach()
     });

@@ -106,7 +106,7 @@ class EnergyTransformer(torch.nn.Module):
 
     def loss(self, images, mask):
         """ET's training loss: the mean squared error over the hidden patches' values."""
-        pred = patchify(self(images, mask), self.patch)
+        pred = self.decode(self.block(self.encode(images, mask)))
         target = patchify(images, self.patch)
         hidden = mask.to(torch.bool).unsqueeze(-1).to(pred.dtype)
         count = hidden.sum() * pred.shape[-1]

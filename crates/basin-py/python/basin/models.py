@@ -35,12 +35,10 @@ class Model(_shared.NativeModule):
         super().__init__()
         label, text = _shared.text_or_file(run_file)
         label = label or "<run file>"
-        self._build_args = (text, label, run, dict(overrides or {}),
-                            None if data_dir is None else os.fspath(data_dir))
+        data_dir = None if data_dir is None else os.fspath(data_dir)
+        self._build_args = (text, label, run, dict(overrides or {}), data_dir)
         sets = [_set(k, v) for k, v in (overrides or {}).items()]
-        self._native = _native.Model(text, label, run, sets,
-                                     None if data_dir is None else os.fspath(data_dir),
-                                     str(torch.device(device)))
+        self._native = _native.Model(text, label, run, sets, data_dir, str(torch.device(device)))
         _shared.register(self, self._native.named_parameters())
         train, val, test = self._native.split()
         self.split = {"train": train, "val": val, "test": test}
