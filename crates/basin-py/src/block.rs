@@ -60,11 +60,7 @@ pub fn parse_kind(name: &str) -> PyResult<Kind> {
 /// The interaction pattern from the optional tensors of a call.
 fn structure(
     x: &Tensor,
-    mask: Option<PyTensor>,
-    bias: Option<PyTensor>,
-    edge_index: Option<PyTensor>,
-    padding: Option<PyTensor>,
-    self_attention: Option<bool>,
+    (mask, bias, edge_index, padding, self_attention, scale): StructureArgs,
 ) -> PyResult<Structure> {
     let given = [mask.is_some(), bias.is_some(), edge_index.is_some()];
     if given.iter().filter(|&&g| g).count() > 1 {
@@ -89,33 +85,41 @@ fn structure(
     if let Some(allowed) = self_attention {
         s = s.with_self_attention(allowed);
     }
+    if let Some(factor) = scale {
+        s = s.with_scale(factor.0).py()?;
+    }
     Ok(s)
 }
 
 impl Inner {
+    /// Refuses tokens whose last dimension is not the block's width.
+    fn check_width(&self, x: &Tensor) -> PyResult<()> {
+        match x.size().last() {
+            Some(&d) if d == self.config.dim => Ok(()),
+            _ => Err(PyValueError::new_err(format!(
+                "x: expected [..., {}] tokens, got {:?}",
+                self.config.dim,
+                x.size()
+            ))),
+        }
+    }
+
     /// The structure of a call, checked against `x` and the block.
-    fn structure_for(
-        &self,
-        x: &Tensor,
-        mask: Option<PyTensor>,
-        bias: Option<PyTensor>,
-        edge_index: Option<PyTensor>,
-        padding: Option<PyTensor>,
-        self_attention: Option<bool>,
-    ) -> PyResult<Structure> {
-        let s = structure(x, mask, bias, edge_index, padding, self_attention)?;
+    fn structure_for(&self, x: &Tensor, args: StructureArgs) -> PyResult<Structure> {
+        let s = structure(x, args)?;
         self.block.check(x, &s).py()?;
         Ok(s)
     }
 }
 
-/// A call's structure arguments: mask, bias, edge_index, padding, self_attention.
+/// A call's structure arguments: mask, bias, edge_index, padding, self_attention, scale.
 type StructureArgs = (
     Option<PyTensor>,
     Option<PyTensor>,
     Option<PyTensor>,
     Option<PyTensor>,
     Option<bool>,
+    Option<PyTensor>,
 );
 
 impl Block {
@@ -124,12 +128,12 @@ impl Block {
         &self,
         py: Python<'_>,
         x: PyTensor,
-        (mask, bias, edge_index, padding, self_attention): StructureArgs,
+        args: StructureArgs,
         normalised: bool,
         f: impl FnOnce(&dyn Energy, &Tensor, &Structure) -> Tensor + Send,
     ) -> PyResult<PyTensor> {
         without_gil(py, &self.inner, move |me| {
-            let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
+            let s = me.structure_for(&x, args)?;
             let g = if normalised {
                 x.0
             } else {
@@ -241,7 +245,7 @@ impl Block {
     /// step `[T + 1, B]`; with `states`, the trajectory `[T + 1, B, N, D]`; with `term_grads`,
     /// each term's `∂E_i/∂g` per step `[T, B, N, D]` (all three detached). Differentiable
     /// through every step (unrolled).
-    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, train = false, trace = false, states = false, term_grads = false))]
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, scale = None, train = false, trace = false, states = false, term_grads = false))]
     #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
@@ -252,6 +256,7 @@ impl Block {
         edge_index: Option<PyTensor>,
         padding: Option<PyTensor>,
         self_attention: Option<bool>,
+        scale: Option<PyTensor>,
         train: bool,
         trace: bool,
         states: bool,
@@ -260,7 +265,8 @@ impl Block {
         // Without the GIL: a term's gradient by autograd (one written in Python, say) runs
         // libtorch's engine, which refuses a thread that holds it.
         without_gil(py, &self.inner, move |me| {
-            let s = me.structure_for(&x, mask, bias, edge_index, padding, self_attention)?;
+            let args = (mask, bias, edge_index, padding, self_attention, scale);
+            let s = me.structure_for(&x, args)?;
             let opts =
                 (trace || states || term_grads).then_some(TraceOptions { states, term_grads });
             let (y, tr) = me.block.run(&x, &s, train, opts);
@@ -286,7 +292,7 @@ impl Block {
     /// The energy of each sample `[B]` at tokens `x`, normalised by the block's layer norm
     /// first as the descent does; with `normalised`, `x` is taken as `g` itself (the terms
     /// alone, as `basin.terms`' modules expose them).
-    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, normalised = false))]
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, scale = None, normalised = false))]
     #[allow(clippy::too_many_arguments)]
     fn energy(
         &self,
@@ -297,15 +303,16 @@ impl Block {
         edge_index: Option<PyTensor>,
         padding: Option<PyTensor>,
         self_attention: Option<bool>,
+        scale: Option<PyTensor>,
         normalised: bool,
     ) -> PyResult<PyTensor> {
-        let structure = (mask, bias, edge_index, padding, self_attention);
+        let structure = (mask, bias, edge_index, padding, self_attention, scale);
         self.at_g(py, x, structure, normalised, |e, g, s| e.energy(g, s))
     }
 
     /// The gradient `∂E/∂g` `[B, N, D]` at `g = LN(x)` (the descent's force; closed form where
     /// the terms have one); with `normalised`, at `g = x`.
-    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, normalised = false))]
+    #[pyo3(signature = (x, mask = None, bias = None, edge_index = None, padding = None, self_attention = None, scale = None, normalised = false))]
     #[allow(clippy::too_many_arguments)]
     fn grad(
         &self,
@@ -316,10 +323,28 @@ impl Block {
         edge_index: Option<PyTensor>,
         padding: Option<PyTensor>,
         self_attention: Option<bool>,
+        scale: Option<PyTensor>,
         normalised: bool,
     ) -> PyResult<PyTensor> {
-        let structure = (mask, bias, edge_index, padding, self_attention);
+        let structure = (mask, bias, edge_index, padding, self_attention, scale);
         self.at_g(py, x, structure, normalised, |e, g, s| e.grad(g, s))
+    }
+
+    /// The block's energy layer norm `g = LN(x)` (ET eq. 1), same shape as `x [..., D]`.
+    fn layer_norm(&self, py: Python<'_>, x: PyTensor) -> PyResult<PyTensor> {
+        without_gil(py, &self.inner, move |me| {
+            me.check_width(&x)?;
+            Ok(PyTensor(me.block.norm.forward(&x)))
+        })
+    }
+
+    /// The layer norm's Lagrangian per token `[...]` (ET eq. 2), whose gradient in `x` is
+    /// `LN(x)`; an error with a gain per feature (which has none).
+    fn lagrangian(&self, py: Python<'_>, x: PyTensor) -> PyResult<PyTensor> {
+        without_gil(py, &self.inner, move |me| {
+            me.check_width(&x)?;
+            Ok(PyTensor(me.block.norm.lagrangian(&x).py()?))
+        })
     }
 
     /// `loss` plus the implicit-gradient term of this block's pending forwards (a block with

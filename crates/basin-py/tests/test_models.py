@@ -147,3 +147,16 @@ def test_a_model_pickles_with_its_weights_and_refuses_assign():
         assert other.split == model.split and other.run_dir == model.run_dir
     with pytest.raises(ValueError, match="assign"):
         model.load_state_dict(model.state_dict(), assign=True)
+
+
+def test_a_model_moves_by_rebuilding_and_refuses_another_dtype():
+    data = need("tu/MUTAG")
+    model = basin.models.et_graph(overrides=SETS, data_dir=data.parent.parent)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    want = model.predict(model.split["test"][:4])
+    assert model.to("cpu") is model and model.cpu() is model
+    assert torch.equal(model.predict(model.split["test"][:4]), want)
+    with pytest.raises(TypeError, match="float32"):
+        model.to(torch.float64)

@@ -14,8 +14,8 @@ def examples():
     return re.findall(r"```python\n(.*?)```", section, flags=re.S)
 
 
-def test_the_readme_has_its_two_python_examples():
-    assert len(examples()) == 2
+def test_the_readme_has_its_three_python_examples():
+    assert len(examples()) == 3
 
 
 def test_the_block_example_runs():
@@ -31,3 +31,13 @@ def test_the_model_example_runs():
     scope = {}
     exec("import torch, basin\n" + examples()[1], scope)
     assert scope["model"].predict([0]).shape == (1, 2)
+
+
+def test_the_graph_classifier_example_runs():
+    import pytest
+
+    pytest.importorskip("torch_geometric")
+    need("tu/MUTAG")
+    scope = {}
+    exec("import torch, basin\n" + examples()[2], scope)
+    assert scope["loss"].requires_grad and scope["model"].encoder.weight.grad is not None

@@ -6,11 +6,13 @@ without copies, and the descent's ops are recorded on PyTorch's autograd tape, s
 
 - :class:`EnergyBlock`: an energy block (layer norm, energy terms, dynamics) as a module;
   :mod:`basin.terms` and :mod:`basin.dynamics` build its config from keyword arguments.
+- :class:`EnergyLayerNorm`: ET's energy layer norm and its Lagrangian.
 - :class:`EnergyTransformer`: ET's masked image completion model, images and a patch mask in.
+- :class:`EnergyGraphClassifier`: ET's graph classifier, PyG batches in, class logits out.
 - :class:`Hopfield`, :class:`HopfieldPooling`, :class:`HopfieldLayer`: modern Hopfield layers.
 - :mod:`basin.datasets`: datasets by name or path (PyG ``Data`` where PyG is installed).
 - :mod:`basin.models`: the families' models, from run files or presets, for a torch loop.
-- :mod:`basin.graph`: Laplacian positional encodings.
+- :mod:`basin.graph`: Laplacian positional encodings; PyG batches as padded tensors.
 - :func:`train`, :func:`reproduce`, :func:`tables`: ``basin train`` and ``basin reproduce``.
 - :func:`load_checkpoint`, :func:`save_checkpoint`: basin's safetensors checkpoints.
 """
@@ -20,6 +22,8 @@ import torch  # noqa: F401  (loads libtorch before the extension that links it)
 from . import _native
 from .block import EnergyBlock
 from .image import EnergyTransformer
+from .graph_classifier import EnergyGraphClassifier
+from .norm import EnergyLayerNorm
 from .hopfield import Hopfield, HopfieldLayer, HopfieldPooling
 from .checkpoint import load_checkpoint, save_checkpoint
 from .runs import example, reproduce, tables, train
@@ -27,6 +31,8 @@ from . import datasets, dynamics, graph, image, models, terms
 
 __all__ = [
     "EnergyBlock",
+    "EnergyGraphClassifier",
+    "EnergyLayerNorm",
     "EnergyTransformer",
     "Hopfield",
     "HopfieldLayer",

@@ -91,6 +91,13 @@ class NativeModule(torch.nn.Module):
         return super().load_state_dict(state_dict, strict=strict)
 
 
+def structure(mask, bias, edge_index, key_padding_mask, self_attention, scale, legacy):
+    """The structure keywords of a native call (``padding`` from ``key_padding_mask``)."""
+    return {"mask": mask, "bias": bias, "edge_index": edge_index,
+            "padding": padding_from(key_padding_mask, legacy), "self_attention": self_attention,
+            "scale": scale}
+
+
 def padding_from(key_padding_mask, kwargs):
     """basin's native ``padding`` (True = a real token) from ``key_padding_mask`` (True = ignore
     the key, as ``nn.MultiheadAttention``'s); ``padding=`` itself is refused by name."""

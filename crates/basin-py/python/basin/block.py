@@ -8,6 +8,7 @@ torch optimiser steps them and ``state_dict()`` matches basin's safetensors chec
 import torch
 
 from . import _native, _shared, _toml
+from . import dynamics as _dynamics
 from . import terms as _terms
 
 
@@ -119,14 +120,16 @@ class EnergyBlock(_shared.NativeModule):
         return self._native.config_toml()
 
     def forward(self, x, mask=None, bias=None, edge_index=None, key_padding_mask=None,
-                self_attention=None, return_energy=False, return_states=False,
+                self_attention=None, scale=None, return_energy=False, return_states=False,
                 return_term_grads=False, **legacy):
         """The descent from ``x: [B, N, D]``: the settled tokens ``[B, N, D]``.
 
         ``mask`` ``[B, N, N]`` bool (query, key) pairs allowed, ``bias`` ``[B, H, N, N]``
         added to the logits, or ``edge_index`` ``[2, E]`` over the flattened ``B·N`` tokens
         (PyG's source → target); ``key_padding_mask`` ``[B, N]`` bool, ``True`` where a token
-        is padding (``nn.MultiheadAttention``'s convention). Differentiable through every step;
+        is padding (``nn.MultiheadAttention``'s convention); ``scale`` ``[B, H, N, N]``
+        multiplies each head's scores before β (ET eq. 24's parameterised adjacency; dense
+        structures only). Differentiable through every step;
         in ``train()`` mode the dynamics' noise and dropout are on.
 
         Asked for, more comes back, in this order: ``return_energy=True`` the total energy per
@@ -135,10 +138,9 @@ class EnergyBlock(_shared.NativeModule):
         ``return_term_grads=True`` a dict of each term's ``∂E_i/∂g`` per step ``[T, B, N, D]``.
         The last three are detached.
         """
-        padding = _shared.padding_from(key_padding_mask, legacy)
         tokens, energy, states, grads = self._native.forward(
-            x, mask=mask, bias=bias, edge_index=edge_index, padding=padding,
-            self_attention=self_attention, train=self.training, trace=return_energy,
+            x, **_shared.structure(mask, bias, edge_index, key_padding_mask, self_attention,
+                                   scale, legacy), train=self.training, trace=return_energy,
             states=return_states, term_grads=return_term_grads)
         if tokens.is_leaf and tokens.requires_grad:
             # A settling (implicit) training forward: its gradient is the adjoint's, solved
@@ -163,20 +165,18 @@ class EnergyBlock(_shared.NativeModule):
         return out[0] if len(out) == 1 else out
 
     def energy(self, x, mask=None, bias=None, edge_index=None, key_padding_mask=None,
-               self_attention=None, **legacy):
+               self_attention=None, scale=None, **legacy):
         """The energy of each sample ``[B]`` at ``x`` (after the block's layer norm); the
         structure as in :meth:`forward`."""
-        padding = _shared.padding_from(key_padding_mask, legacy)
-        return self._native.energy(x, mask=mask, bias=bias, edge_index=edge_index,
-                                   padding=padding, self_attention=self_attention)
+        return self._native.energy(x, **_shared.structure(
+            mask, bias, edge_index, key_padding_mask, self_attention, scale, legacy))
 
     def grad(self, x, mask=None, bias=None, edge_index=None, key_padding_mask=None,
-             self_attention=None, **legacy):
+             self_attention=None, scale=None, **legacy):
         """The closed-form ``∂E/∂g`` at ``g = LN(x)``, ``[B, N, D]``; the structure as in
         :meth:`forward`."""
-        padding = _shared.padding_from(key_padding_mask, legacy)
-        return self._native.grad(x, mask=mask, bias=bias, edge_index=edge_index,
-                                 padding=padding, self_attention=self_attention)
+        return self._native.grad(x, **_shared.structure(
+            mask, bias, edge_index, key_padding_mask, self_attention, scale, legacy))
 
     def attach(self, loss):
         """Kept for code written before ``loss.backward()`` alone trained an implicit block:
@@ -216,3 +216,15 @@ class EnergyBlock(_shared.NativeModule):
         """``dim`` and ``steps``, for ``repr``."""
         native = self.__dict__.get("_native")
         return "" if native is None else f"dim={native.dim}, steps={native.steps}"
+
+
+def et_block(block, dim, heads, head_dim, memories, steps, alpha, beta=None):
+    """``block`` as an :class:`EnergyBlock` (a config given as a dict, TOML text or a path is
+    built); without one, ET's block: energy attention (ET eq. 3) and the Hopfield memory
+    (eq. 5) under gradient flow (eq. 6), of the sizes given."""
+    if block is None:
+        return EnergyBlock(dim=dim, steps=steps,
+                           terms=[_terms.Attention(heads=heads, head_dim=head_dim, beta=beta),
+                                  _terms.HopfieldMemory(memories=memories)],
+                           dynamics=_dynamics.GradientFlow(alpha=alpha))
+    return block if isinstance(block, EnergyBlock) else EnergyBlock(block)

@@ -8,9 +8,7 @@ Its parameters carry the names of basin's image-completion checkpoints (``encode
 
 import torch
 
-from .block import EnergyBlock
-from . import dynamics as _dynamics
-from . import terms as _terms
+from .block import et_block
 
 
 def patchify(images, patch):
@@ -56,13 +54,7 @@ class EnergyTransformer(torch.nn.Module):
         height, width = (image_size, image_size) if isinstance(image_size, int) else image_size
         if height % patch or width % patch:
             raise ValueError(f"patch: a side that divides {height}×{width}, got {patch}")
-        if block is None:
-            block = EnergyBlock(dim=dim, steps=steps,
-                                terms=[_terms.Attention(heads=heads, head_dim=head_dim, beta=beta),
-                                       _terms.HopfieldMemory(memories=memories)],
-                                dynamics=_dynamics.GradientFlow(alpha=alpha))
-        elif not isinstance(block, EnergyBlock):
-            block = EnergyBlock(block)
+        block = et_block(block, dim, heads, head_dim, memories, steps, alpha, beta)
         self.height, self.width, self.channels, self.patch = height, width, channels, patch
         self.tokens = (height // patch) * (width // patch)
         d, p = block.dim, channels * patch * patch

@@ -29,7 +29,8 @@ class Model(_shared.NativeModule):
 
     ``pickle``, ``copy.deepcopy`` and ``torch.save`` keep the run file, the overrides and the
     weights, and rebuild the model (its data read again) on load; the epoch's generator starts
-    again at ``epoch(e)``. It stays on the device it was built for (``device=``)."""
+    again at ``epoch(e)``. ``.to(device)`` rebuilds it there (weights kept; build the optimizer
+    after moving); its dtype is its task's (float32), and another is refused."""
 
     def __init__(self, run_file, run=0, overrides=None, data_dir=None, device="cpu"):
         super().__init__()
@@ -64,7 +65,19 @@ class Model(_shared.NativeModule):
         return self._native.predict(list(items))
 
     def _apply(self, fn, recurse=True):
-        raise NotImplementedError("build the model with device=… (basin moves its data with it)")
+        # A move rebuilds the model on the new device (its data read again, the weights
+        # copied): build an optimizer after moving, as PyTorch advises for ``.cuda()``.
+        device, dtype = _shared.placement(self)
+        probe = fn(torch.zeros((), dtype=dtype, device=device))
+        if probe.dtype != dtype:
+            raise TypeError(f"a run's model trains in {dtype} (its task builds data and weights "
+                            f"so); .to({probe.dtype}) is refused. basin.EnergyBlock and the "
+                            "other modules convert")
+        if probe.device != torch.device(device):
+            snap = _shared.snapshot(self, self._build_args)
+            snap["device"] = str(probe.device)
+            self.__setstate__(snap)
+        return self
 
     def __getstate__(self):
         return _shared.snapshot(self, self._build_args)

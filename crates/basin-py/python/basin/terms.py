@@ -76,20 +76,16 @@ class _TermModule(_shared.NativeModule):
         return dict(self._table)
 
     def energy(self, g, mask=None, bias=None, edge_index=None, key_padding_mask=None,
-               self_attention=None, **legacy):
+               self_attention=None, scale=None, **legacy):
         """The term's energy of each sample ``[B]`` at ``g``."""
-        padding = _shared.padding_from(key_padding_mask, legacy)
-        return self._native.energy(g, mask=mask, bias=bias, edge_index=edge_index,
-                                   padding=padding, self_attention=self_attention,
-                                   normalised=True)
+        return self._native.energy(g, normalised=True, **_shared.structure(
+            mask, bias, edge_index, key_padding_mask, self_attention, scale, legacy))
 
     def grad(self, g, mask=None, bias=None, edge_index=None, key_padding_mask=None,
-             self_attention=None, **legacy):
+             self_attention=None, scale=None, **legacy):
         """``∂E/∂g`` ``[B, N, D]`` in closed form (basin's, as the descent uses it)."""
-        padding = _shared.padding_from(key_padding_mask, legacy)
-        return self._native.grad(g, mask=mask, bias=bias, edge_index=edge_index,
-                                 padding=padding, self_attention=self_attention,
-                                 normalised=True)
+        return self._native.grad(g, normalised=True, **_shared.structure(
+            mask, bias, edge_index, key_padding_mask, self_attention, scale, legacy))
 
     forward = energy
 
