@@ -228,3 +228,35 @@ def test_the_package_is_typed_and_its_native_stubs_name_every_native_callable():
             methods = {m.name for m in node.body if isinstance(m, ast.FunctionDef)}
             public = {m for m in dir(getattr(_native, name)) if not m.startswith("_")}
             assert public == methods - {"__init__"}, name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_swapped_tensors_are_refused_by_name(name):
+    module, call = layers()[name]
+    x = torch.randn(2, 4, 6)
+    swapped = {n: p.detach() + 1 for n, p in module.named_parameters()}
+    with pytest.raises(RuntimeError, match="functional_call"):
+        torch.func.functional_call(module, swapped, (x,) if name != "hopfield" else (x, x))
+    call(module, x)  # the module's own tensors are back: it runs
+
+
+def test_torch_func_transforms_agree_with_autograd_and_a_loop():
+    block = energy_block().eval()
+    x = torch.randn(2, 4, 6)
+    g = torch.func.grad(lambda t: block(t).pow(2).sum())(x)
+    xr = x.clone().requires_grad_()
+    (want,) = torch.autograd.grad(block(xr).pow(2).sum(), xr)
+    assert torch.allclose(g, want, atol=1e-6)
+    mapped = torch.func.vmap(lambda t: block(t.unsqueeze(0)).squeeze(0))(x)
+    assert torch.allclose(mapped, torch.cat([block(x[i:i + 1]) for i in range(2)]), atol=1e-6)
+
+
+def test_torch_compile_breaks_around_basin_and_fullgraph_names_why():
+    block = energy_block().eval()
+    x = torch.randn(2, 4, 6)
+    seq = torch.nn.Sequential(torch.nn.Linear(6, 6), block)
+    compiled = torch.compile(seq, backend="eager")
+    assert torch.allclose(compiled(x), seq(x), atol=1e-6)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="native extension"):
+        torch.compile(seq, backend="eager", fullgraph=True)(x)

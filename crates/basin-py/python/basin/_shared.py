@@ -24,7 +24,9 @@ def register(module, named):
     """Registers each ``(dotted name, tensor)`` of ``named`` on ``module``: trained ones as
     ``nn.Parameter`` (the same tensor made a Parameter in place: ``nn.Parameter(t)`` would be a
     detached alias whose ``.grad`` basin's ops never fill), fixed ones as buffers, under
-    sub-modules named by the dots, so that ``state_dict()`` keys are basin's names."""
+    sub-modules named by the dots, so that ``state_dict()`` keys are basin's names. A call
+    with any of them swapped for another tensor is refused (see :func:`_refuse_swapped`)."""
+    slots = []
     for name, tensor in named:
         *path, leaf = name.split(".")
         owner = module
@@ -37,6 +39,24 @@ def register(module, named):
             owner.register_parameter(leaf, tensor)
         else:
             owner.register_buffer(leaf, tensor)
+        slots.append((name, owner, leaf, tensor))
+    module._native_slots = slots
+    if _refuse_swapped not in module._forward_pre_hooks.values():
+        module.register_forward_pre_hook(_refuse_swapped)
+
+
+def _refuse_swapped(module, args):
+    """A forward pre-hook: refuses a call in which one of basin's tensors is no longer the
+    registered one (``torch.func.functional_call``, a parametrization or ``assign=True`` swapped
+    it), since the native side would go on reading its own, silently."""
+    for name, owner, leaf, tensor in module._native_slots:
+        current = owner._parameters.get(leaf, owner._buffers.get(leaf))
+        if current is not tensor:
+            raise RuntimeError(
+                f"`{name}` is not the tensor basin's native side reads: "
+                "torch.func.functional_call, a parametrization or load_state_dict(assign=True) "
+                "swapped it, and basin would compute with its own. Copy values in instead "
+                "(load_state_dict, or tensor.copy_ under torch.no_grad())")
 
 
 def placement(module):
@@ -65,10 +85,24 @@ def restore(module, snap, init):
     module.train(snap["training"])
 
 
+COMPILE_REASON = ("basin's descent runs in its native extension, which torch.compile cannot "
+                  "trace: compile without fullgraph=True (the call is a graph break)")
+NATIVE_CALLS = ("forward", "energy", "grad", "lagrangian", "loss", "predict")
+
+
 class NativeModule(torch.nn.Module):
     """A module whose tensors basin's native side holds (``self._native``): ``.to()``,
     ``.double()`` and ``.cuda()`` convert them in place, so the tensors the native side reads
-    and the registered ones stay the same objects, and ``load_state_dict`` copies values in."""
+    and the registered ones stay the same objects, and ``load_state_dict`` copies values in.
+    Its calls into the native side are excluded from ``torch.compile`` with the reason said
+    (``fullgraph=True`` then fails naming it; without it, they are graph breaks)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in NATIVE_CALLS:
+            if name in cls.__dict__:
+                setattr(cls, name, torch.compiler.disable(cls.__dict__[name],
+                                                          reason=COMPILE_REASON))
 
     def _apply(self, fn, recurse=True):
         first = next(iter(self._native.named_parameters()), None)
