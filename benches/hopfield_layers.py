@@ -3,6 +3,9 @@
 1. Shapes: hflayers' README examples and its usual calls (self-association, the
    (stored, state, projected) tuple, a padding mask, pooling, lookup), run on both libraries
    with the same arguments; every output shape must agree.
+   Values: the same calls with hflayers' weights drawn at random (where the maths is the
+   same: no q/k/v projection biases, one LayerNorm for keys and values) and copied into
+   basin's layer; the largest difference of the outputs.
 2. Time: a multiple-instance-learning training step (HopfieldPooling over bags of instances,
    a linear head, binary cross-entropy, backward, Adam), the same data and sizes for both,
    medians over repetitions after warm-ups, interleaved; the ratio hflayers / basin.
@@ -22,12 +25,13 @@ import torch
 import basin
 
 
-def shapes(hf):
+def calls():
+    """hflayers' README examples and its usual calls: name → (build(lib), call(layer))."""
     torch.manual_seed(0)
     Y, R = torch.randn(4, 12, 16), torch.randn(4, 5, 16)
     mask = torch.zeros(4, 12, dtype=torch.bool)
     mask[1, 8:] = True
-    calls = {
+    return {
         "Hopfield(input_size)(Y)": (lambda m: m.Hopfield(input_size=16), lambda l: l(Y)),
         "Hopfield(...)((Y, R, Y))": (
             lambda m: m.Hopfield(input_size=16, hidden_size=8, output_size=10, num_heads=2,
@@ -46,10 +50,72 @@ def shapes(hf):
         "HopfieldLayer(quantity=7)(R)": (lambda m: m.HopfieldLayer(input_size=16, quantity=7),
                                          lambda l: l(R)),
     }
+
+
+def shapes(hf):
     out = {}
-    for name, (make, call) in calls.items():
+    for name, (make, call) in calls().items():
         theirs, ours = tuple(call(make(hf)).shape), tuple(call(make(basin)).shape)
         out[name] = {"hflayers": theirs, "basin": ours, "same": theirs == ours}
+    return out
+
+
+def randomise(hf):
+    """hflayers' weights drawn at random, where the maths of the two is the same: its q/k/v
+    projections' biases zero (basin's projections have none) and its LayerNorm of the
+    projected patterns equal to the stored patterns' (basin normalises Y once, for keys and
+    values)."""
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("in_proj_bias") or name.endswith("_proj_bias"):
+                p.zero_()
+            elif "norm" in name:
+                p.copy_(torch.randn_like(p) * 0.1 + float(name.endswith("weight")))
+            else:
+                p.copy_(torch.randn_like(p) * 0.5)
+        state = hf.state_dict()
+        for key in state:
+            if "norm_pattern_projection" in key:
+                state[key].copy_(state[key.replace("norm_pattern_projection",
+                                                   "norm_stored_pattern")])
+
+
+def port(hf, ours):
+    """Copies an hflayers layer's weights into basin's layer of the same arguments."""
+    theirs = {k: v.detach() for k, v in hf.state_dict().items()}
+    pre = "hopfield." if "hopfield.association_core.out_proj.weight" in theirs else ""
+    core = pre + "association_core."
+    mine = ours.state_dict()
+    rows = [mine[pre + n].shape[0] for n in ("w_q", "w_k", "w_v")]
+    if core + "in_proj_weight" in theirs:
+        wq, wk, wv = theirs[core + "in_proj_weight"].split(rows)
+    else:
+        wq, wk, wv = (theirs[core + f"{n}_proj_weight"] for n in "qkv")
+    new = {pre + "w_q": wq, pre + "w_k": wk, pre + "w_v": wv,
+           pre + "out.weight": theirs[core + "out_proj.weight"],
+           pre + "out.bias": theirs[core + "out_proj.bias"]}
+    for ours_name, their_name in (("norm_state", "norm_state_pattern"),
+                                  ("norm_stored", "norm_stored_pattern")):
+        for leaf in ("weight", "bias"):
+            new[f"{pre}{ours_name}.{leaf}"] = theirs[f"{pre}{their_name}.{leaf}"]
+    for ours_name, their_name in (("queries", "pooling_weights"), ("lookup", "lookup_weights")):
+        if their_name in theirs:
+            new[ours_name] = theirs[their_name]
+    ours.load_state_dict(new)
+
+
+def values(hf):
+    """Each call's largest difference between the two libraries' outputs, hflayers' random
+    weights (see :func:`randomise`) copied into basin's layer."""
+    out = {}
+    for name, (make, call) in calls().items():
+        torch.manual_seed(1)
+        theirs, ours = make(hf), make(basin)
+        randomise(theirs)
+        port(theirs, ours)
+        a, b = call(theirs), call(ours)
+        out[name] = {"max_abs_diff": (a - b).abs().max().item(),
+                     "max_abs_output": a.abs().max().item()}
     return out
 
 
@@ -89,7 +155,7 @@ def main():
     import hflayers
 
     torch.set_num_threads(a.threads)
-    result = {"shapes": shapes(hflayers)}
+    result = {"shapes": shapes(hflayers), "values": values(hflayers)}
     steps = {"hflayers": mil_step_ms(hflayers, a.reps), "basin": mil_step_ms(basin, a.reps)}
     for f in steps.values():
         for _ in range(3):
