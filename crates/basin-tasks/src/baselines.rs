@@ -57,20 +57,58 @@ impl Default for MlpConfig {
     }
 }
 
-fn mlp(path: &nn::Path, input: i64, hidden: i64, out: i64, dropout: f64) -> nn::SequentialT {
-    nn::seq_t()
-        .add(nn::linear(path / "l1", input, hidden, Default::default()))
-        .add_fn(|t| t.relu())
-        .add_fn_t(move |t, train| t.dropout(dropout, train))
-        .add(nn::linear(path / "l2", hidden, out, Default::default()))
+/// A two-layer MLP over fixed feature rows, one row per item: the two floors' model.
+struct RowMlp {
+    vs: nn::VarStore,
+    net: nn::SequentialT,
+    x: Tensor,
 }
 
-fn rows_tensor(x: &Array2<f32>, device: Device) -> Tensor {
-    let (n, f) = x.dim();
-    let v: Vec<f32> = x.iter().copied().collect();
-    Tensor::from_slice(&v)
-        .view([n as i64, f as i64])
-        .to_device(device)
+impl std::fmt::Debug for RowMlp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowMlp").field("x", &self.x.size()).finish()
+    }
+}
+
+impl RowMlp {
+    /// The MLP `x.ncols() → hidden → out` (ReLU, dropout) over the rows of `x`.
+    fn new(x: &Array2<f32>, out: i64, cfg: &MlpConfig, device: Device) -> Self {
+        let vs = nn::VarStore::new(device);
+        let path = vs.root();
+        let (n, f) = x.dim();
+        let dropout = cfg.dropout;
+        let net = nn::seq_t()
+            .add(nn::linear(
+                &path / "l1",
+                f as i64,
+                cfg.hidden,
+                Default::default(),
+            ))
+            .add_fn(|t| t.relu())
+            .add_fn_t(move |t, train| t.dropout(dropout, train))
+            .add(nn::linear(
+                &path / "l2",
+                cfg.hidden,
+                out,
+                Default::default(),
+            ));
+        let rows: Vec<f32> = x.iter().copied().collect();
+        let x = Tensor::from_slice(&rows)
+            .view([n as i64, f as i64])
+            .to_device(device);
+        Self { vs, net, x }
+    }
+
+    /// The outputs `[items, out]` of the rows of `items`.
+    fn forward(&self, items: &[usize], train: bool) -> Tensor {
+        let idx = index_tensor(items, self.vs.device());
+        self.net.forward_t(&self.x.index_select(0, &idx), train)
+    }
+
+    /// `t`'s rows of `items` (targets stored per item).
+    fn rows(&self, t: &Tensor, items: &[usize]) -> Tensor {
+        t.index_select(0, &index_tensor(items, self.vs.device()))
+    }
 }
 
 /// The pooled description of every graph: attribute means and standard deviations, node and
@@ -112,18 +150,11 @@ pub fn pooled_features(data: &GraphDataset) -> Array2<f32> {
 }
 
 /// No-graph baseline: pooled node features of each graph into an MLP.
+#[derive(Debug)]
 pub struct PooledFeaturesLearner {
-    vs: nn::VarStore,
-    net: nn::SequentialT,
-    x: Tensor,
+    mlp: RowMlp,
     y: Tensor,
     batch: usize,
-}
-
-impl std::fmt::Debug for PooledFeaturesLearner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PooledFeaturesLearner").finish()
-    }
 }
 
 impl PooledFeaturesLearner {
@@ -139,19 +170,9 @@ impl PooledFeaturesLearner {
         let (labels, classes) = graph_classes(data)?;
         let mut x = pooled_features(data);
         Standardizer::fit_rows(&x, fit_on).apply(&mut x);
-        let vs = nn::VarStore::new(device);
-        let net = mlp(
-            &vs.root(),
-            x.ncols() as i64,
-            cfg.hidden,
-            classes,
-            cfg.dropout,
-        );
         Ok(Self {
-            x: rows_tensor(&x, device),
+            mlp: RowMlp::new(&x, classes, cfg, device),
             y: Tensor::from_slice(&labels).to_device(device),
-            net,
-            vs,
             batch: cfg.batch,
         })
     }
@@ -159,7 +180,7 @@ impl PooledFeaturesLearner {
 
 impl Learner for PooledFeaturesLearner {
     fn vars(&self) -> &nn::VarStore {
-        &self.vs
+        &self.mlp.vs
     }
     fn batch_size(&self) -> Option<usize> {
         (self.batch > 0).then_some(self.batch)
@@ -169,21 +190,15 @@ impl Learner for PooledFeaturesLearner {
         items: &[usize],
         _rng: &mut ChaCha8Rng,
     ) -> std::result::Result<StepOutput, TrainError> {
-        let idx = index_tensor(items, self.vs.device());
-        let logits = self.net.forward_t(&self.x.index_select(0, &idx), true);
+        let logits = self.mlp.forward(items, true);
         Ok(StepOutput::loss(cross_entropy(
             &logits,
-            &self.y.index_select(0, &idx),
+            &self.mlp.rows(&self.y, items),
             0.0,
         )))
     }
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
-        let idx = index_tensor(items, self.vs.device());
-        let p = tch::no_grad(|| {
-            self.net
-                .forward_t(&self.x.index_select(0, &idx), false)
-                .softmax(-1, Kind::Double)
-        });
+        let p = tch::no_grad(|| self.mlp.forward(items, false).softmax(-1, Kind::Double));
         Scores::from_tensor(&p)
     }
 }
@@ -438,18 +453,11 @@ pub fn neighbour_means(data: &NodeDataset, x: &Array2<f32>) -> Array2<f32> {
 }
 
 /// Node-anomaly floor: features and neighbour means into an MLP (full batch, weighted BCE).
+#[derive(Debug)]
 pub struct NeighbourMeanLearner {
-    vs: nn::VarStore,
-    net: nn::SequentialT,
-    x: Tensor,
+    mlp: RowMlp,
     y: Tensor,
     labels: Vec<bool>,
-}
-
-impl std::fmt::Debug for NeighbourMeanLearner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NeighbourMeanLearner").finish()
-    }
 }
 
 impl NeighbourMeanLearner {
@@ -465,15 +473,11 @@ impl NeighbourMeanLearner {
         let mut x = data.graph.node_features.clone();
         Standardizer::fit_rows(&x, fit_on).apply(&mut x);
         let x = neighbour_means(data, &x);
-        let vs = nn::VarStore::new(device);
-        let net = mlp(&vs.root(), x.ncols() as i64, cfg.hidden, 1, cfg.dropout);
         let labels: Vec<bool> = data.labels.iter().map(|&l| l == 1).collect();
         let y: Vec<f32> = labels.iter().map(|&b| f32::from(u8::from(b))).collect();
         Ok(Self {
-            x: rows_tensor(&x, device),
+            mlp: RowMlp::new(&x, 1, cfg, device),
             y: Tensor::from_slice(&y).to_device(device),
-            net,
-            vs,
             labels,
         })
     }
@@ -481,7 +485,7 @@ impl NeighbourMeanLearner {
 
 impl Learner for NeighbourMeanLearner {
     fn vars(&self) -> &nn::VarStore {
-        &self.vs
+        &self.mlp.vs
     }
     fn batch_size(&self) -> Option<usize> {
         None
@@ -491,23 +495,18 @@ impl Learner for NeighbourMeanLearner {
         items: &[usize],
         _rng: &mut ChaCha8Rng,
     ) -> std::result::Result<StepOutput, TrainError> {
-        let idx = index_tensor(items, self.vs.device());
-        let logits = self
-            .net
-            .forward_t(&self.x.index_select(0, &idx), true)
-            .squeeze_dim(-1);
+        let logits = self.mlp.forward(items, true).squeeze_dim(-1);
         let omega = anomaly_weight(&items.iter().map(|&i| self.labels[i]).collect::<Vec<_>>());
         Ok(StepOutput::loss(weighted_bce(
             &logits,
-            &self.y.index_select(0, &idx),
+            &self.mlp.rows(&self.y, items),
             omega,
         )))
     }
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
-        let idx = index_tensor(items, self.vs.device());
         let p = tch::no_grad(|| {
-            self.net
-                .forward_t(&self.x.index_select(0, &idx), false)
+            self.mlp
+                .forward(items, false)
                 .squeeze_dim(-1)
                 .sigmoid()
                 .to_kind(Kind::Double)
