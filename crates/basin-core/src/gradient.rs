@@ -98,10 +98,10 @@ pub struct GradientConfig {
     /// The phantom steps' damping τ in (0, 1]: `x ← τ f(x) + (1 − τ) x` (Geng et al. 2021's
     /// damped unrolling; 1: the plain steps).
     pub phantom_damping: f64,
-    /// In implicit mode, a forward whose settle or adjoint solve did not converge takes the
-    /// phantom gradient instead (counted as `phantom_fallbacks` in the record): the adjoint of
-    /// an unconverged state is not the gradient it claims to be. A forward stopped at its cap
-    /// skips the adjoint solve.
+    /// In implicit mode, a sample whose settle or adjoint did not converge takes the phantom
+    /// gradient instead (counted as `phantom_fallback_samples`, and its forward among
+    /// `phantom_fallbacks`, in the record): the adjoint of an unconverged state is not the
+    /// gradient it claims to be. The adjoint is solved for the settled samples only.
     pub phantom_fallback: bool,
     /// Power iterations on the step's Jacobian at `x*` at the first implicit backward of each
     /// epoch, for its spectral radius ρ(J) in the epoch record (below 1: the map contracts
@@ -271,9 +271,11 @@ pub struct SettleStats {
     pub jacobian_estimates: usize,
     /// `‖J‖²_F / d` summed over them (one Hutchinson probe each).
     pub jacobian_frobenius: f64,
-    /// Implicit forwards that took the phantom gradient because their settle or adjoint did
-    /// not converge ([`GradientConfig::phantom_fallback`]).
+    /// Implicit forwards of which a sample took the phantom gradient because its settle or
+    /// adjoint did not converge ([`GradientConfig::phantom_fallback`]).
     pub fallbacks: usize,
+    /// The samples that did, over those forwards.
+    pub fallback_samples: usize,
 }
 
 impl SettleStats {
@@ -293,6 +295,7 @@ impl SettleStats {
         self.jacobian_estimates += other.jacobian_estimates;
         self.jacobian_frobenius += other.jacobian_frobenius;
         self.fallbacks += other.fallbacks;
+        self.fallback_samples += other.fallback_samples;
     }
 
     /// Epoch-record metrics (`settle_steps`, `settle_unconverged`, …); none without forwards.
@@ -318,6 +321,10 @@ impl SettleStats {
         }
         if self.fallbacks > 0 {
             m.push(("phantom_fallbacks".into(), self.fallbacks as f64));
+            m.push((
+                "phantom_fallback_samples".into(),
+                self.fallback_samples as f64,
+            ));
         }
         if self.radius_estimates > 0 {
             m.push(("spectral_radius".into(), self.max_spectral_radius));
@@ -343,8 +350,8 @@ pub(crate) struct Pending {
     pub(crate) structure: Structure,
     /// Whether the forward was a training one.
     pub(crate) train: bool,
-    /// Whether its settle converged.
-    pub(crate) converged: bool,
+    /// Which of its samples settled (`[B]` bool).
+    pub(crate) converged: Tensor,
     /// When it ran, in the process's order of settling forwards (stacked blocks' adjoints are
     /// solved last forward first).
     pub(crate) order: u64,

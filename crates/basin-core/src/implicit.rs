@@ -38,7 +38,7 @@
 //! | forward solvers | plain iteration; Anderson (`forward_solver`) | fixed-point iteration, Anderson, Broyden |
 //! | stopping | relative step; training's own tolerance and cap (`train_tol`, `train_max_steps`) | absolute or relative residual; an evaluation factor on the iterations |
 //! | backward | implicit (GMRES or fixed-point iteration on the adjoint); phantom, damped (`phantom_damping`); unrolled | implicit (fixed-point or Broyden on the adjoint); phantom, damped |
-//! | when a solve fails | phantom fallback per forward (`phantom_fallback`), counted | none |
+//! | when a solve fails | phantom fallback per sample (`phantom_fallback`), counted | none |
 //! | regularisers | Jacobian, Hutchinson (`jacobian_weight`, `jacobian_every`) | Jacobian, Hutchinson; fixed-point correction (several states supervised) |
 //! | monitors | steps, residuals, capped forwards and solves, ρ(J) at each epoch's first implicit backward (`spectral_iters`) | residuals and steps; ρ(J) by power iteration in evaluation (`sradius_mode`) |
 //! | input injection | as energy: the `input-field` term, adjoint through `x₀`, stacked blocks chained | the user's `f(z, x)` |
@@ -67,6 +67,9 @@ pub struct Settled {
     pub residual: f64,
     /// Whether the residual fell below `tol`.
     pub converged: bool,
+    /// Each sample's final relative step `[B]` (float64): per sample, what `residual` is for
+    /// the batch.
+    pub sample_residuals: Tensor,
 }
 
 /// The result of an adjoint solve.
@@ -234,11 +237,6 @@ fn relative_steps(next: &Tensor, x: &Tensor) -> Tensor {
     (d / n).sqrt()
 }
 
-/// The largest over the batch of `‖next − x‖ / ‖x‖` per sample.
-fn relative_step(next: &Tensor, x: &Tensor) -> f64 {
-    relative_steps(next, x).max().double_value(&[])
-}
-
 /// Anderson's next iterate from the history `xs`, `fs` `[B, L, n]` (float64, oldest first,
 /// L ≥ 2) and the mixing `beta`, in the difference form of Walker & Ni (2011): with residuals
 /// `gᵢ = f(xᵢ) − xᵢ`, `γ = argmin ‖g_L − ΔG γ‖` by least squares on the differences (better
@@ -271,10 +269,12 @@ pub fn iterate(
     mut visit: impl FnMut(usize, &Tensor, &Tensor),
 ) -> Settled {
     let mut residual = f64::INFINITY;
+    let mut samples = Tensor::full([x.size()[0]], f64::INFINITY, (Kind::Double, x.device()));
     for step in 0..max_steps {
         let next = f(step, &x);
         visit(step, &x, &next);
-        residual = relative_step(&next, &x);
+        samples = relative_steps(&next, &x);
+        residual = samples.max().double_value(&[]);
         x = next;
         if residual <= tol || !residual.is_finite() {
             return Settled {
@@ -282,6 +282,7 @@ pub fn iterate(
                 steps: step + 1,
                 residual,
                 converged: residual <= tol,
+                sample_residuals: samples,
             };
         }
     }
@@ -290,6 +291,7 @@ pub fn iterate(
         steps: max_steps,
         residual,
         converged: false,
+        sample_residuals: samples,
     }
 }
 
@@ -334,6 +336,7 @@ pub fn anderson(
                 steps: step + 1,
                 residual: worst,
                 converged: worst <= tol,
+                sample_residuals: best_residual,
             };
         }
         // Far from the attractor the map is too nonlinear for the secant model: a residual
@@ -360,6 +363,7 @@ pub fn anderson(
         steps: max_steps,
         residual: worst,
         converged: false,
+        sample_residuals: best_residual,
     }
 }
 
@@ -434,12 +438,13 @@ impl EnergyBlock {
             GradientMode::Phantom => self.phantom(&s.state, structure, train),
             _ => {
                 let output = s.state.detach().set_requires_grad(true);
+                let (tol, _) = self.gradient.stopping(train);
                 self.implicit.pending().push(Pending {
                     state: s.state.detach(),
                     output: output.shallow_clone(),
                     structure: structure.shallow_clone(),
                     train,
-                    converged: s.converged,
+                    converged: s.sample_residuals.le(tol),
                     order: crate::gradient::next_order(),
                 });
                 output
@@ -549,9 +554,12 @@ pub fn backward_settled(block: &EnergyBlock, output: &Tensor, grad: &Tensor) -> 
 
 /// `s − s.detach()` with `s = Σ v · f(x*)`, `v` solving the adjoint system
 /// `(I − ∂f/∂x)ᵀ v = u` at the pending forward `p`'s `x*` (statistics recorded on `block`):
-/// zero in value, `vᵀ ∂f/∂θ` in gradient. With the fallback on, a forward or solve that did not
-/// converge gives `s = Σ u · x_k` through the phantom steps instead (a capped forward is not
-/// solved at all); with a Jacobian weight, the regulariser is added (its value too).
+/// zero in value, `vᵀ ∂f/∂θ` in gradient. With the fallback on, each sample whose settle or
+/// adjoint did not converge gives `Σ u · x_k` through the phantom steps instead: the adjoint
+/// is solved for the settled samples only (a zero right-hand side for the others: the system
+/// is block-diagonal over samples; none at all if no sample settled), and a sample whose own
+/// adjoint residual stays above the solver's tolerance falls back too. With a Jacobian weight,
+/// the regulariser is added (its value too).
 fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -> Tensor {
     let x = p.state.detach().set_requires_grad(true);
     let y = tch::with_grad(|| block.settle_step(&x, &p.structure, 0, p.train));
@@ -577,21 +585,37 @@ fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -
     let radius = (cfg.spectral_iters > 0 && index == 0)
         .then(|| tch::no_grad(|| spectral_radius(&jt, u, cfg.spectral_iters)));
     let regularise = cfg.jacobian_weight > 0.0 && index.is_multiple_of(cfg.jacobian_every);
-    // A forward that stopped at its cap falls back without solving: that solve would be thrown
-    // away.
-    let solve = (!cfg.phantom_fallback || p.converged).then(|| {
+    // The samples that keep the adjoint's gradient (all of them without the fallback).
+    let settled = cfg.phantom_fallback.then(|| p.converged.shallow_clone());
+    let rhs = match &settled {
+        Some(ok) => u * per_sample(ok, u),
+        None => u.shallow_clone(),
+    };
+    let any = settled
+        .as_ref()
+        .is_none_or(|ok| ok.any().int64_value(&[]) != 0);
+    let solve = any.then(|| {
         tch::no_grad(|| match cfg.solver {
-            Solver::FixedPoint => fixed_point_solve(&jt, u, cfg.solver_tol, cfg.solver_iters),
+            Solver::FixedPoint => fixed_point_solve(&jt, &rhs, cfg.solver_tol, cfg.solver_iters),
             Solver::Gmres => gmres(
                 &|w| w - jt(w),
-                u,
+                &rhs,
                 cfg.solver_tol,
                 cfg.solver_iters,
                 cfg.restart,
             ),
         })
     });
-    let fall_back = cfg.phantom_fallback && !solve.as_ref().is_some_and(|(_, s)| s.converged);
+    let kept = settled.map(|ok| match &solve {
+        Some((v, _)) => {
+            let residual = tch::no_grad(|| relative_steps(&(v - jt(v)), &rhs));
+            ok.logical_and(&residual.le(cfg.solver_tol))
+        }
+        None => ok,
+    });
+    let fallen = kept.as_ref().map_or(0, |ok| {
+        ok.logical_not().sum(Kind::Int64).int64_value(&[]) as usize
+    });
     {
         let mut stats = block.implicit.stats();
         if let Some((_, solve)) = &solve {
@@ -604,15 +628,19 @@ fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -
             stats.radius_estimates += 1;
             stats.max_spectral_radius = stats.max_spectral_radius.max(r);
         }
-        stats.fallbacks += usize::from(fall_back);
+        stats.fallbacks += usize::from(fallen > 0);
+        stats.fallback_samples += fallen;
     }
     let term = tch::with_grad(|| {
-        let s = if fall_back {
-            (block.phantom(&p.state, &p.structure, p.train) * u.detach()).sum(kind)
-        } else {
-            let v = solve.as_ref().map(|(v, _)| v.detach());
-            (&y * v.unwrap_or_else(|| y.zeros_like())).sum(kind)
+        let mut s = match (&solve, &kept) {
+            (Some((v, _)), Some(ok)) => (&y * (v.detach() * per_sample(ok, v))).sum(kind),
+            (Some((v, _)), None) => (&y * v.detach()).sum(kind),
+            (None, _) => (&y * y.zeros_like()).sum(kind),
         };
+        if let (true, Some(ok)) = (fallen > 0, &kept) {
+            let rest = u.detach() * per_sample(&ok.logical_not(), u);
+            s = s + (block.phantom(&p.state, &p.structure, p.train) * rest).sum(kind);
+        }
         &s - s.detach()
     });
     if !regularise {
@@ -625,6 +653,13 @@ fn adjoint_term(block: &EnergyBlock, p: &Pending, u: &Tensor, kind: tch::Kind) -
         stats.jacobian_frobenius += frobenius.double_value(&[]);
     }
     term + frobenius.to_kind(kind) * cfg.jacobian_weight
+}
+
+/// A per-sample flag `[B]` as a factor broadcasting over `like` `[B, …]`, in its kind.
+fn per_sample(flag: &Tensor, like: &Tensor) -> Tensor {
+    let mut shape = vec![-1i64];
+    shape.resize(like.dim(), 1);
+    flag.to_kind(like.kind()).view(shape.as_slice())
 }
 
 /// ρ(J) estimated by `iters` power iterations on `Jᵀ` (same spectrum), `jt` applying it, from

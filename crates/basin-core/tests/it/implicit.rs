@@ -337,8 +337,13 @@ fn damped_phantom_steps_and_the_fallback_of_an_unconverged_solve() {
     let stats = c.block.take_settle_stats();
     // The capped forward's adjoint is not solved: it would be thrown away.
     assert_eq!(
-        (stats.unconverged, stats.fallbacks, stats.solves),
-        (1, 1, 0),
+        (
+            stats.unconverged,
+            stats.fallbacks,
+            stats.fallback_samples,
+            stats.solves
+        ),
+        (1, 1, 2, 0),
         "{stats:?}"
     );
     assert!(
@@ -362,6 +367,66 @@ fn damped_phantom_steps_and_the_fallback_of_an_unconverged_solve() {
             .zip(&fell_back)
             .any(|(a, b)| max_rel_error(a, b, 1e-6) > 1e-3),
         "the fallback changed nothing"
+    );
+}
+
+/// The fallback is per sample: in a batch where one sample settles and the other stops at the
+/// cap, the first keeps the adjoint's gradient and only the second takes the phantom one.
+#[test]
+fn the_fallback_is_taken_by_the_unsettled_sample_alone() {
+    let mut c = case(et_config(), 7);
+    let s = Structure::full();
+    let ps = params(&c.vs);
+    let refs: Vec<&Tensor> = ps.iter().map(|(_, t)| t).collect();
+    // Sample 0 starts at its attractor (it settles at once), sample 1 where it was drawn.
+    let x_star = tch::no_grad(|| c.block.forward(&c.x0, &s, false));
+    c.x0 = Tensor::cat(&[x_star.narrow(0, 0, 1), c.x0.narrow(0, 1, 1)], 0);
+    let _ = c.block.take_settle_stats();
+    let capped = |mode: GradientMode, fallback: bool| {
+        let mut g = tight(mode, Solver::Gmres);
+        g.max_steps = 3;
+        g.phantom_fallback = fallback;
+        g
+    };
+    c.block.gradient = capped(GradientMode::Implicit, true);
+    let mixed = implicit_grads(&c);
+    let stats = c.block.take_settle_stats();
+    assert_eq!(
+        (
+            stats.unconverged,
+            stats.fallbacks,
+            stats.fallback_samples,
+            stats.solves
+        ),
+        (1, 1, 1, 1),
+        "{stats:?}"
+    );
+    // Each sample's share of the linear loss, by the gradient it should have.
+    let weights = c.weights.shallow_clone();
+    let only = |i: i64| {
+        let keep = Tensor::zeros([2, 1, 1], (tch::Kind::Double, tch::Device::Cpu));
+        let _ = keep.get(i).fill_(1.0);
+        &weights * keep
+    };
+    c.weights = only(0);
+    c.block.gradient = capped(GradientMode::Implicit, false);
+    let adjoint = implicit_grads(&c);
+    c.weights = only(1);
+    c.block.gradient = capped(GradientMode::Phantom, false);
+    let y = c.block.forward(&c.x0, &s, true);
+    let phantom = Tensor::run_backward(&[loss_of(&c, &y)], &refs, false, false);
+    let want: Vec<Tensor> = adjoint.iter().zip(&phantom).map(|(a, b)| a + b).collect();
+    assert_grads_close("per-sample fallback", &c, &mixed, &want, 1e-9);
+    // A fallback of the whole forward would have given the phantom gradient to both.
+    c.weights = weights;
+    let y = c.block.forward(&c.x0, &s, true);
+    let both = Tensor::run_backward(&[loss_of(&c, &y)], &refs, false, false);
+    assert!(
+        mixed
+            .iter()
+            .zip(&both)
+            .any(|(a, b)| max_rel_error(a, b, 1e-6) > 1e-3),
+        "the settled sample fell back too"
     );
 }
 
