@@ -113,6 +113,14 @@ pub struct GradientConfig {
     pub jacobian_weight: f64,
     /// The regulariser is added at every `jacobian_every`-th implicit backward of an epoch.
     pub jacobian_every: usize,
+    /// Fixed-point correction (Bai et al. 2022): a training forward also hands its task this
+    /// many states of the settle, taken at evenly spaced steps of its cap (the final state
+    /// where the settle stopped before), each through the phantom steps, for the task to add
+    /// their losses ([`crate::EnergyBlock::take_corrections`]); 0: none.
+    pub correction_states: usize,
+    /// The corrections' weights: the `i`-th of `k` states (`i = 1` the earliest) weighs
+    /// `correction_decay^(k − i + 1)` against the final state's 1.
+    pub correction_decay: f64,
 }
 
 impl Default for GradientConfig {
@@ -136,6 +144,8 @@ impl Default for GradientConfig {
             spectral_iters: 8,
             jacobian_weight: 0.0,
             jacobian_every: 1,
+            correction_states: 0,
+            correction_decay: 0.8,
         }
     }
 }
@@ -214,6 +224,7 @@ impl GradientConfig {
         for (name, v) in [
             ("anderson_mixing", self.anderson_mixing),
             ("phantom_damping", self.phantom_damping),
+            ("correction_decay", self.correction_decay),
         ] {
             if !(v > 0.0 && v <= 1.0) {
                 return Err(CoreError::config(
@@ -368,6 +379,8 @@ pub(crate) fn next_order() -> u64 {
 pub(crate) struct ImplicitState {
     pending: Mutex<Vec<Pending>>,
     stats: Mutex<SettleStats>,
+    /// Fixed-point correction's states of the last training forwards, with their weights.
+    corrections: Mutex<Vec<(f64, Tensor)>>,
     /// A curriculum's first epochs: descend unrolled for now.
     warm_up: std::sync::atomic::AtomicBool,
 }
@@ -387,5 +400,9 @@ impl ImplicitState {
 
     pub(crate) fn pending(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn corrections(&self) -> std::sync::MutexGuard<'_, Vec<(f64, Tensor)>> {
+        self.corrections.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

@@ -39,15 +39,14 @@
 //! | stopping | relative step; training's own tolerance and cap (`train_tol`, `train_max_steps`) | absolute or relative residual; an evaluation factor on the iterations |
 //! | backward | implicit (GMRES or fixed-point iteration on the adjoint); phantom, damped (`phantom_damping`); unrolled | implicit (fixed-point or Broyden on the adjoint); phantom, damped |
 //! | when a solve fails | phantom fallback per sample (`phantom_fallback`), counted | none |
-//! | regularisers | Jacobian, Hutchinson (`jacobian_weight`, `jacobian_every`) | Jacobian, Hutchinson; fixed-point correction (several states supervised) |
+//! | regularisers | Jacobian, Hutchinson (`jacobian_weight`, `jacobian_every`); fixed-point correction (`correction_states`, `correction_decay`; read by image completion) | Jacobian, Hutchinson; fixed-point correction (several states supervised) |
 //! | monitors | steps, residuals, capped forwards and solves, ρ(J) at each epoch's first implicit backward (`spectral_iters`) | residuals and steps; ρ(J) by power iteration in evaluation (`sradius_mode`) |
 //! | input injection | as energy: the `input-field` term, adjoint through `x₀`, stacked blocks chained | the user's `f(z, x)` |
 //! | normalisation | the layer norm inside the energy; re-standardised fixed points | weight and spectral normalisation of `f`'s layers |
 //! | dropout | refused in implicit mode (naming the field) | variational dropout, one mask for every iteration |
 //! | curriculum | unrolled warm-up epochs (basin-train's `implicit_warmup`) | the user's loop |
 //!
-//! basin lacks Broyden's method, fixed-point correction, weight or spectral normalisation and
-//! variational dropout; torchdeq has no energy view (its `f` is any map, so that descent lowers
+//! basin lacks Broyden's method, weight or spectral normalisation and variational dropout; torchdeq has no energy view (its `f` is any map, so that descent lowers
 //! an energy is the user's concern) and no fallback when a solve fails.
 
 use tch::{Kind, Tensor};
@@ -466,6 +465,57 @@ impl EnergyBlock {
             };
         }
         x
+    }
+
+    /// The steps (0-based) at which a training forward samples its fixed-point correction
+    /// states: `round(i · cap / (k + 1))` of the `cap` steps it may take, `i = 1 … k`, as
+    /// torchdeq spaces them; none outside training or without correction.
+    pub(crate) fn correction_picks(&self, train: bool) -> Vec<usize> {
+        let k = self.gradient.correction_states;
+        if k == 0 || !train || !grad_mode() {
+            return Vec::new();
+        }
+        let (_, cap) = self.gradient.stopping(train);
+        let mut picks: Vec<usize> = (1..=k)
+            .map(|i| ((i * cap) as f64 / (k + 1) as f64).round().max(1.0) as usize - 1)
+            .collect();
+        picks.dedup();
+        picks
+    }
+
+    /// Keeps a training forward's fixed-point correction states (`sampled` at
+    /// [`Self::correction_picks`]; the final state for those the settle stopped before), each
+    /// through the phantom steps, with their weights.
+    pub(crate) fn keep_corrections(
+        &self,
+        mut sampled: Vec<Tensor>,
+        settled: &Settled,
+        structure: &Structure,
+        train: bool,
+    ) {
+        let k = self.correction_picks(train).len();
+        if k == 0 {
+            return;
+        }
+        sampled.resize_with(k, || settled.state.shallow_clone());
+        let decay = self.gradient.correction_decay;
+        let kept: Vec<(f64, Tensor)> = sampled
+            .iter()
+            .enumerate()
+            .map(|(i, state)| {
+                let weight = decay.powi((k - i) as i32);
+                (weight, self.phantom(state, structure, train))
+            })
+            .collect();
+        self.implicit.corrections().extend(kept);
+    }
+
+    /// The fixed-point correction states of this block's training forwards since the last call
+    /// (then cleared), each `(weight, state)` with the phantom steps' graph
+    /// ([`crate::GradientConfig::correction_states`]): the task adds `weight · loss(state)` to
+    /// the loss of the final state, decoding each state as it decodes the block's output.
+    pub fn take_corrections(&self) -> Vec<(f64, Tensor)> {
+        std::mem::take(&mut *self.implicit.corrections())
     }
 
     /// What the settling forwards and adjoint solves did since the last call (then reset).

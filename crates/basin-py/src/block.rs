@@ -368,6 +368,17 @@ impl Block {
         })
     }
 
+    /// The fixed-point correction states of the training forwards since the last call, each
+    /// `(weight, state)` with its graph (`gradient.correction_states`); then cleared.
+    fn take_corrections(&self, py: Python<'_>) -> Vec<(f64, PyTensor)> {
+        let me = lock(py, &self.inner);
+        me.block
+            .take_corrections()
+            .into_iter()
+            .map(|(w, t)| (w, PyTensor(t)))
+            .collect()
+    }
+
     /// The settling statistics since the last call (steps, residuals, adjoint iterations).
     fn settle_stats(&self, py: Python<'_>) -> std::collections::BTreeMap<String, f64> {
         let me = lock(py, &self.inner);

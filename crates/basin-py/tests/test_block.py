@@ -175,3 +175,20 @@ def test_the_trajectory_on_request():
     assert torch.allclose(sum(g[0] for g in grads.values()), block.grad(x), atol=1e-10)
     _, only_states = block(x, return_states=True)
     assert torch.equal(only_states, states)
+
+
+def test_fixed_point_correction_states_come_back_with_their_weights():
+    block = basin.EnergyBlock(dim=6, steps=1, terms=[terms.HopfieldMemory(memories=4)],
+                              gradient={"mode": "phantom", "max_steps": 8, "tol": 1e-12,
+                                        "correction_states": 2, "correction_decay": 0.5})
+    x = torch.randn(2, 3, 6)
+    block.eval()
+    block(x)
+    assert block.take_corrections() == []
+    block.train()
+    out = block(x)
+    kept = block.take_corrections()
+    assert [w for w, _ in kept] == [0.25, 0.5] and block.take_corrections() == []
+    loss = out.square().sum() + sum(w * s.square().sum() for w, s in kept)
+    loss.backward()
+    assert all(p.grad is not None for p in block.parameters())

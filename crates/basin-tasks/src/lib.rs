@@ -111,6 +111,18 @@ impl From<TaskError> for basin_train::TrainError {
 /// The result type of basin-tasks.
 pub type Result<T, E = TaskError> = std::result::Result<T, E>;
 
+/// Refuses fixed-point correction (`block.gradient.correction_states`) in a task whose loss
+/// does not read it: its states are decoded and scored by image completion only.
+pub(crate) fn refuse_corrections(block: &basin_core::BlockConfig) -> Result<()> {
+    if block.gradient.correction_states > 0 {
+        return Err(TaskError::config(
+            "block.gradient.correction_states",
+            "fixed-point correction is read by image completion only (its states are decoded and scored there); set it to 0",
+        ));
+    }
+    Ok(())
+}
+
 /// A core config error with `prefix.` in front of its field.
 pub(crate) fn prefix_field(prefix: &str, e: basin_core::CoreError) -> TaskError {
     match e {

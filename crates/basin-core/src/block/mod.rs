@@ -373,7 +373,12 @@ impl EnergyBlock {
         trace: Option<TraceOptions>,
     ) -> (Tensor, Option<Trace>) {
         let mut rec = trace.map(Recorder::new);
+        let picks = self.correction_picks(train);
+        let mut sampled = Vec::with_capacity(picks.len());
         let settled = self.settle(x, structure, train, |step, x, next| {
+            if picks.binary_search(&step).is_ok() {
+                sampled.push(next.shallow_clone());
+            }
             if let Some(r) = rec.as_mut() {
                 let (g, g_next) = (self.norm.forward(x), self.norm.forward(next));
                 r.record(x, &g, structure, self.energy.as_ref(), true);
@@ -393,6 +398,7 @@ impl EnergyBlock {
             });
             r.finish()
         });
+        self.keep_corrections(sampled, &settled, structure, train);
         (self.settled_output(&settled, structure, train), trace)
     }
 

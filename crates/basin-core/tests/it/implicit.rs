@@ -430,6 +430,66 @@ fn the_fallback_is_taken_by_the_unsettled_sample_alone() {
     );
 }
 
+/// Fixed-point correction: a training forward keeps `k` states of its settle, at evenly
+/// spaced steps of its cap, each through the phantom steps, weighted `γ^(k − i + 1)`; none in
+/// evaluation; the final state where the settle stopped before a pick.
+#[test]
+fn fixed_point_correction_keeps_the_sampled_states_with_their_weights() {
+    let mut c = case(et_config(), 7);
+    let s = Structure::full();
+    let mut cfg = tight(GradientMode::Phantom, Solver::Gmres);
+    cfg.max_steps = 9;
+    cfg.phantom_steps = 2;
+    cfg.correction_states = 2;
+    cfg.correction_decay = 0.5;
+    c.block.gradient = cfg;
+    let _ = c.block.forward(&c.x0, &s, false);
+    assert!(
+        c.block.take_corrections().is_empty(),
+        "evaluation kept corrections"
+    );
+    let _ = c.block.forward(&c.x0, &s, true);
+    let kept = c.block.take_corrections();
+    assert!(
+        c.block.take_corrections().is_empty(),
+        "taking did not clear them"
+    );
+    assert_eq!(
+        kept.iter().map(|(w, _)| *w).collect::<Vec<_>>(),
+        [0.25, 0.5]
+    );
+    // By hand: the standardised start, the plain steps, the states after steps 3 and 6 of 9
+    // (round(9 / 3), round(18 / 3)), then two phantom steps from each.
+    let mut x = basin_core::implicit::standardise(&c.x0, None);
+    let mut states = Vec::new();
+    for t in 0..6 {
+        x = tch::no_grad(|| c.block.settle_step(&x, &s, t, true));
+        if t == 2 || t == 5 {
+            states.push(x.shallow_clone());
+        }
+    }
+    for ((_, got), state) in kept.iter().zip(&states) {
+        let mut want = state.shallow_clone();
+        for t in 0..2 {
+            want = c.block.settle_step(&want, &s, t, true);
+        }
+        assert!(got.requires_grad(), "a correction state without its graph");
+        assert!(max_rel_error(got, &want, 1e-12) < 1e-9);
+    }
+    // A settle that stops before a pick hands the final state there.
+    c.block.gradient.max_steps = 3000;
+    c.block.gradient.correction_states = 3;
+    let y = tch::no_grad(|| c.block.forward(&c.x0, &s, false));
+    let _ = c.block.forward(&c.x0, &s, true);
+    let kept = c.block.take_corrections();
+    assert_eq!(kept.len(), 3);
+    let mut last = y.shallow_clone();
+    for t in 0..2 {
+        last = tch::no_grad(|| c.block.settle_step(&last, &s, t, true));
+    }
+    assert!(max_rel_error(&kept[2].1.detach(), &last, 1e-12) < 1e-8);
+}
+
 #[test]
 fn without_a_fixed_point_the_block_is_refused_naming_the_field() {
     let refused = |mut cfg: BlockConfig| {

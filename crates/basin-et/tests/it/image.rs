@@ -371,6 +371,42 @@ fn recomputed_training_matches_the_unrolled_graph() {
     }
 }
 
+/// Fixed-point correction reaches the image loss: with a one-step settle the one sampled state
+/// is the final one, through the same phantom step as the output, so the loss is
+/// `(1 + γ)` times the loss without it (γ = 0.5 here), and the block keeps no state after.
+#[test]
+fn fixed_point_correction_adds_the_weighted_losses_of_the_sampled_states() {
+    use basin_train::runner::Learner;
+    use rand::SeedableRng;
+
+    let _generator = lock_generator();
+    let loss = |states: usize| {
+        tch::manual_seed(3);
+        let mut cfg = small_config();
+        cfg.block.gradient.mode = basin_core::GradientMode::Phantom;
+        cfg.block.gradient.max_steps = 1;
+        cfg.block.gradient.phantom_steps = 1;
+        cfg.block.gradient.correction_states = states;
+        cfg.block.gradient.correction_decay = 0.5;
+        let mut learner = stripes_learner(&cfg, 40, 2);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let items: Vec<usize> = (0..32).collect();
+        let out = learner.train_step(&items, &mut rng).unwrap();
+        let left = learner.model.block().map(|b| b.take_corrections().len());
+        (out.loss.double_value(&[]), left)
+    };
+    let ((plain, _), (corrected, left)) = (loss(0), loss(1));
+    assert_eq!(
+        left,
+        Some(0),
+        "the learner left the corrections in the block"
+    );
+    assert!(
+        (corrected - 1.5 * plain).abs() <= 1e-6 * plain,
+        "{corrected} against 1.5 × {plain}"
+    );
+}
+
 /// ET Table 16's ViT in ET's frame: its weights under `vit.`, none under `block.`, no energy
 /// trace, and it learns to complete the stripes as ET does; a width other than the frame's and
 /// recomputation are refused by name.

@@ -190,6 +190,13 @@ class EnergyBlock(_shared.NativeModule):
         finally:
             self._attaching.pop()
 
+    def take_corrections(self):
+        """Fixed-point correction (``gradient = {…, correction_states = k}``): the states the
+        training forwards since the last call sampled along their settle, each through the
+        phantom steps, as ``[(weight, tokens)]``; add ``weight · loss(tokens)`` to the loss of
+        the block's output, as basin's image completion does."""
+        return self._native.take_corrections()
+
     def settle_stats(self):
         """Settling and adjoint statistics since the last call (``settle_steps``,
         ``settle_residual``, ``adjoint_iterations``, …)."""

@@ -260,6 +260,7 @@ impl GraphClassifierConfig {
         if self.blocks < 1 {
             return Err(TaskError::config("blocks", "must be ≥ 1"));
         }
+        crate::refuse_corrections(&self.block)?;
         if self.conv_kernel < 1 || self.conv_kernel % 2 == 0 {
             return Err(TaskError::config(
                 "conv_kernel",

@@ -265,7 +265,16 @@ impl Learner for ImageLearner {
         } else {
             self.model.forward(&b, true, None).0
         };
-        let loss = self.model.loss(&pred, &b);
+        let mut loss = self.model.loss(&pred, &b);
+        // Fixed-point correction: the block's sampled states, decoded and scored as its output.
+        for (weight, state) in self
+            .model
+            .block()
+            .map(|b| b.take_corrections())
+            .unwrap_or_default()
+        {
+            loss = loss + self.model.loss(&self.model.decode(&state), &b) * weight;
+        }
         Ok(StepOutput::loss(loss).with_data_seconds(data))
     }
 

@@ -113,6 +113,7 @@ impl NodeAnomalyConfig {
         if self.readout_hidden < 1 {
             return Err(TaskError::config("readout_hidden", "must be ≥ 1"));
         }
+        crate::refuse_corrections(&self.block)?;
         if let Some(r) = self.subgraph_ratio
             && !(r > 0.0 && r <= 1.0)
         {

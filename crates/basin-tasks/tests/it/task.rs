@@ -94,3 +94,22 @@ fn rescoring_an_anomaly_run_needs_its_threshold() {
         "{m:?}"
     );
 }
+
+/// Fixed-point correction is read by image completion only: the graph tasks refuse it by name
+/// instead of letting its states pile up unread.
+#[test]
+fn fixed_point_correction_is_refused_where_no_loss_reads_it() {
+    let mut graph = GraphClassifierConfig::default();
+    graph.block.gradient.correction_states = 2;
+    let mut anomaly = NodeAnomalyConfig::default();
+    anomaly.block.gradient.correction_states = 2;
+    for e in [
+        graph.validate().unwrap_err(),
+        anomaly.validate().unwrap_err(),
+    ] {
+        assert!(
+            e.to_string().contains("block.gradient.correction_states"),
+            "{e}"
+        );
+    }
+}
