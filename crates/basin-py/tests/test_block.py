@@ -192,3 +192,22 @@ def test_fixed_point_correction_states_come_back_with_their_weights():
     loss = out.square().sum() + sum(w * s.square().sum() for w, s in kept)
     loss.backward()
     assert all(p.grad is not None for p in block.parameters())
+
+
+def test_an_implicit_forward_leaves_no_reference_cycle():
+    import gc
+    import weakref
+
+    block = basin.EnergyBlock(dim=6, steps=1, terms=[terms.HopfieldMemory(memories=4)],
+                              gradient={"mode": "implicit", "max_steps": 50, "tol": 1e-6})
+    block.train()
+    gc.disable()  # what is freed must be freed by reference counts alone
+    try:
+        tokens = block(torch.randn(2, 3, 6))
+        alive = weakref.ref(tokens)
+        tokens.square().sum().backward()
+        del tokens
+        assert alive() is None, "the settled tokens outlived their step (a reference cycle)"
+    finally:
+        gc.enable()
+    assert all(p.grad is not None for p in block.parameters())

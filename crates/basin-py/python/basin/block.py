@@ -145,13 +145,16 @@ class EnergyBlock(_shared.NativeModule):
         if tokens.is_leaf and tokens.requires_grad:
             # A settling (implicit) training forward: its gradient is the adjoint's, solved
             # when PyTorch's backward reaches these tokens, so `loss.backward()` alone trains.
-            native, attaching = self._native, self._attaching
+            # The hook holds a detached alias (basin finds the forward by its storage), not
+            # the tokens themselves: a hook that held its own tensor would be a reference cycle,
+            # each step's graph kept until Python's cycle collector ran.
+            native, attaching, alias = self._native, self._attaching, tokens.detach()
 
-            def owed(grad, out=tokens):
+            def owed(grad):
                 # Inside `attach` the adjoint is being solved already (and basin holds the
                 # block): nothing is owed here then.
                 if not attaching:
-                    native.backward_settled(out, grad)
+                    native.backward_settled(alias, grad)
                 return grad
 
             tokens.register_hook(owed)
