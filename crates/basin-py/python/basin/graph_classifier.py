@@ -21,9 +21,10 @@ class EnergyGraphClassifier(torch.nn.Module):
         loss = torch.nn.functional.cross_entropy(logits, batch.y)
 
     Any object with ``x``, ``edge_index`` and ``batch`` (nodes grouped by graph, in order) is
-    taken, as :func:`basin.graph.to_dense` reads it. The defaults are basin's CPU-scale MUTAG
-    model (``basin.models.et_graph``'s block: D = 32, 4 heads of 8, 128 memories, T = 2, two
-    blocks, k = 8 encodings); ``block`` replaces each block's config (a dict, TOML text, a path
+    taken, as :func:`basin.graph.to_dense` reads it. The default sizes are those of basin's
+    CPU-scale MUTAG model (``basin.models.et_graph``: D = 32, 4 heads of 8, 128 memories, T = 2,
+    two blocks, k = 8 encodings), under gradient flow and a linear CLS readout (the preset adds
+    Langevin noise and a pooled MLP readout); ``block`` replaces each block's config (a dict, TOML text, a path
     or an :class:`basin.EnergyBlock`: the first block, the others built from its config). ``sign_flip`` flips each encoding's
     sign at random in training (eigenvectors have no sign). ``conv_kernel`` > 1 reads
     neighbouring node slots, so, as in the paper, the output depends on the order of the nodes;
