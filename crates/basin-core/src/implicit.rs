@@ -46,8 +46,9 @@
 //! | dropout | refused in implicit mode (naming the field) | variational dropout, one mask for every iteration |
 //! | curriculum | unrolled warm-up epochs (basin-train's `implicit_warmup`) | the user's loop |
 //!
-//! basin lacks Broyden's method, weight or spectral normalisation and variational dropout; torchdeq has no energy view (its `f` is any map, so that descent lowers
-//! an energy is the user's concern) and no fallback when a solve fails.
+//! basin lacks Broyden's method, weight or spectral normalisation and variational dropout;
+//! torchdeq has no energy view (its `f` is any map, so that descent lowers an energy is the
+//! user's concern) and no fallback when a solve fails.
 
 use tch::{Kind, Tensor};
 

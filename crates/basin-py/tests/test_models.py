@@ -149,7 +149,9 @@ def test_a_model_pickles_with_its_weights_and_refuses_assign():
         model.load_state_dict(model.state_dict(), assign=True)
 
 
-def test_a_model_moves_by_rebuilding_and_refuses_another_dtype():
+def test_a_model_stays_on_its_device_and_refuses_another_dtype():
+    # A move to another device rebuilds through __setstate__, which the pickling test runs;
+    # without a second device here, .to() of its own device must keep the model as it is.
     data = need("tu/MUTAG")
     model = basin.models.et_graph(overrides=SETS, data_dir=data.parent.parent)
     with torch.no_grad():

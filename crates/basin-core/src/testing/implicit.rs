@@ -79,14 +79,24 @@ pub fn loss_of(c: &Case, y: &Tensor) -> Tensor {
     (y * &c.weights).sum(Kind::Double)
 }
 
-/// The block's implicit gradient of the loss, for every parameter.
-pub fn implicit_grads(c: &Case) -> Vec<Tensor> {
-    let s = Structure::full();
-    let y = c.block.forward(&c.x0, &s, true);
-    let loss = attach(&loss_of(c, &y), [&c.block]);
+/// The gradient of `loss` for every parameter, in [`params`]' order.
+pub fn grads_of(c: &Case, loss: &Tensor) -> Vec<Tensor> {
     let ps = params(&c.vs);
     let refs: Vec<&Tensor> = ps.iter().map(|(_, t)| t).collect();
     Tensor::run_backward(&[loss], &refs, false, false)
+}
+
+/// The gradient of a training forward's loss through its own graph, without [`attach`]: a
+/// phantom forward's gradient (an implicit one's owes its adjoint).
+pub fn forward_grads(c: &Case) -> Vec<Tensor> {
+    let y = c.block.forward(&c.x0, &Structure::full(), true);
+    grads_of(c, &loss_of(c, &y))
+}
+
+/// The block's implicit gradient of the loss, for every parameter.
+pub fn implicit_grads(c: &Case) -> Vec<Tensor> {
+    let y = c.block.forward(&c.x0, &Structure::full(), true);
+    grads_of(c, &attach(&loss_of(c, &y), [&c.block]))
 }
 
 /// The gradient through `steps` unrolled steps of the same settling map from `x0`.

@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use basin_core::testing::implicit::{
-    self, Case, assert_grads_close, case, implicit_grads, loss_of, params, tight,
+    self, Case, assert_grads_close, case, forward_grads, implicit_grads, loss_of, params, tight,
 };
 use basin_core::testing::max_rel_error;
 use basin_core::{
@@ -355,8 +355,7 @@ fn damped_phantom_steps_and_the_fallback_of_an_unconverged_solve() {
     let mut phantom = capped(false);
     phantom.mode = GradientMode::Phantom;
     c.block.gradient = phantom;
-    let y = c.block.forward(&c.x0, &s, true);
-    let want = Tensor::run_backward(&[loss_of(&c, &y)], &refs, false, false);
+    let want = forward_grads(&c);
     assert_grads_close("fallback against phantom", &c, &fell_back, &want, 1e-10);
     c.block.gradient = capped(false);
     let adjoint = implicit_grads(&c);
@@ -376,8 +375,6 @@ fn damped_phantom_steps_and_the_fallback_of_an_unconverged_solve() {
 fn the_fallback_is_taken_by_the_unsettled_sample_alone() {
     let mut c = case(et_config(), 7);
     let s = Structure::full();
-    let ps = params(&c.vs);
-    let refs: Vec<&Tensor> = ps.iter().map(|(_, t)| t).collect();
     // Sample 0 starts at its attractor (it settles at once), sample 1 where it was drawn.
     let x_star = tch::no_grad(|| c.block.forward(&c.x0, &s, false));
     c.x0 = Tensor::cat(&[x_star.narrow(0, 0, 1), c.x0.narrow(0, 1, 1)], 0);
@@ -413,14 +410,12 @@ fn the_fallback_is_taken_by_the_unsettled_sample_alone() {
     let adjoint = implicit_grads(&c);
     c.weights = only(1);
     c.block.gradient = capped(GradientMode::Phantom, false);
-    let y = c.block.forward(&c.x0, &s, true);
-    let phantom = Tensor::run_backward(&[loss_of(&c, &y)], &refs, false, false);
+    let phantom = forward_grads(&c);
     let want: Vec<Tensor> = adjoint.iter().zip(&phantom).map(|(a, b)| a + b).collect();
     assert_grads_close("per-sample fallback", &c, &mixed, &want, 1e-9);
     // A fallback of the whole forward would have given the phantom gradient to both.
     c.weights = weights;
-    let y = c.block.forward(&c.x0, &s, true);
-    let both = Tensor::run_backward(&[loss_of(&c, &y)], &refs, false, false);
+    let both = forward_grads(&c);
     assert!(
         mixed
             .iter()
