@@ -180,6 +180,40 @@ fn hcat(rows: usize, blocks: Vec<Array2<f32>>) -> Array2<f32> {
     concatenate(Axis(1), &views).unwrap_or_else(|_| Array2::zeros((rows, 0)))
 }
 
+/// A side's feature blocks and raw labels ([`side_features`]).
+type SideFeatures = (Vec<Array2<f32>>, Option<Vec<i64>>);
+
+/// The optional `<name>_<side>_attributes.txt` (read when `attributes`) and
+/// `<name>_<side>_labels.txt` of a side (`node` or `edge`), each checked for `rows` lines: the
+/// feature blocks (attributes, then the labels one-hot when `one_hot_labels`) and the raw
+/// labels (first column).
+fn side_features(
+    (dir, name, side): (&Path, &str, &str),
+    attributes: bool,
+    one_hot_labels: bool,
+    rows: usize,
+    per: &str,
+) -> Result<SideFeatures> {
+    let mut blocks = Vec::new();
+    let attributes_path = file(dir, name, &format!("{side}_attributes"));
+    if attributes && let Some(b) = optional(&attributes_path)? {
+        let t: Table<f32> = parse_table(&attributes_path, &b, None)?;
+        expect_rows(&attributes_path, &t, rows, per)?;
+        blocks.push(table_to_array(t));
+    }
+    let labels_path = file(dir, name, &format!("{side}_labels"));
+    let Some(b) = optional(&labels_path)? else {
+        return Ok((blocks, None));
+    };
+    let t: Table<i64> = parse_table(&labels_path, &b, None)?;
+    expect_rows(&labels_path, &t, rows, per)?;
+    if one_hot_labels {
+        blocks.push(one_hot(&labels_path, &t)?);
+    }
+    let raw = (0..rows).map(|r| t.values[r * t.cols]).collect();
+    Ok((blocks, Some(raw)))
+}
+
 /// Loads a TU dataset with an explicit `name` (else [`tu_name`]) and feature options.
 pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<GraphDataset> {
     let name = match name {
@@ -264,49 +298,25 @@ pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<
         edges_of[graph_of[s]].push(e);
     }
 
-    // Optional per-node files.
-    let mut node_blocks = Vec::new();
-    let mut node_labels_raw: Option<Vec<i64>> = None;
-    let na_path = file(dir, &name, "node_attributes");
-    if opts.node_attributes
-        && let Some(b) = optional(&na_path)?
-    {
-        let t: Table<f32> = parse_table(&na_path, &b, None)?;
-        expect_rows(&na_path, &t, n, "lines (one per node in graph_indicator)")?;
-        node_blocks.push(table_to_array(t));
-    }
-    let nl_path = file(dir, &name, "node_labels");
-    if let Some(b) = optional(&nl_path)? {
-        let t: Table<i64> = parse_table(&nl_path, &b, None)?;
-        expect_rows(&nl_path, &t, n, "lines (one per node in graph_indicator)")?;
-        if opts.node_labels_one_hot {
-            node_blocks.push(one_hot(&nl_path, &t)?);
-        }
-        node_labels_raw = Some((0..n).map(|r| t.values[r * t.cols]).collect());
-    }
+    // Optional per-node and per-edge files.
+    let per_node = "lines (one per node in graph_indicator)";
+    let (node_blocks, node_labels_raw) = side_features(
+        (dir, &name, "node"),
+        opts.node_attributes,
+        opts.node_labels_one_hot,
+        n,
+        per_node,
+    )?;
     let published = !node_blocks.is_empty();
     let node_features = hcat(n, node_blocks);
-
-    // Optional per-edge files.
-    let mut edge_blocks = Vec::new();
-    let mut edge_labels_raw: Option<Vec<i64>> = None;
-    let ea_path = file(dir, &name, "edge_attributes");
-    if opts.edge_attributes
-        && let Some(b) = optional(&ea_path)?
-    {
-        let t: Table<f32> = parse_table(&ea_path, &b, None)?;
-        expect_rows(&ea_path, &t, m, "lines (one per line of A.txt)")?;
-        edge_blocks.push(table_to_array(t));
-    }
-    let el_path = file(dir, &name, "edge_labels");
-    if let Some(b) = optional(&el_path)? {
-        let t: Table<i64> = parse_table(&el_path, &b, None)?;
-        expect_rows(&el_path, &t, m, "lines (one per line of A.txt)")?;
-        if opts.edge_labels_one_hot {
-            edge_blocks.push(one_hot(&el_path, &t)?);
-        }
-        edge_labels_raw = Some((0..m).map(|r| t.values[r * t.cols]).collect());
-    }
+    let per_edge = "lines (one per line of A.txt)";
+    let (edge_blocks, edge_labels_raw) = side_features(
+        (dir, &name, "edge"),
+        opts.edge_attributes,
+        opts.edge_labels_one_hot,
+        m,
+        per_edge,
+    )?;
     let edge_features = (!edge_blocks.is_empty()).then(|| hcat(m, edge_blocks));
 
     // Classes.

@@ -18,6 +18,26 @@ fn sign(t: &Tensor) -> Tensor {
     t.ge(0.0).to_kind(t.kind()) * 2.0 - 1.0
 }
 
+/// Asynchronous sweeps over the `bits` bits in index order until a sweep changes nothing or
+/// `max_sweeps` were taken: the state and the sweeps taken (the binary memories' retrieval).
+fn until_stable(
+    xi: &Tensor,
+    bits: i64,
+    max_sweeps: usize,
+    sweep: impl Fn(&Tensor, &[i64]) -> Tensor,
+) -> (Tensor, usize) {
+    let order: Vec<i64> = (0..bits).collect();
+    let mut xi = xi.shallow_clone();
+    for s in 0..max_sweeps {
+        let next = sweep(&xi, &order);
+        if next.equal(&xi) {
+            return (next, s);
+        }
+        xi = next;
+    }
+    (xi, max_sweeps)
+}
+
 /// The classical binary Hopfield network.
 #[derive(Debug)]
 pub struct ClassicalHopfield {
@@ -54,16 +74,9 @@ impl ClassicalHopfield {
     /// Sweeps (in index order) until nothing changes or `max_sweeps`; returns the state and the
     /// sweeps taken.
     pub fn retrieve(&self, xi: &Tensor, max_sweeps: usize) -> (Tensor, usize) {
-        let order: Vec<i64> = (0..self.w.size()[0]).collect();
-        let mut xi = xi.shallow_clone();
-        for s in 0..max_sweeps {
-            let next = self.sweep(&xi, &order);
-            if next.equal(&xi) {
-                return (next, s);
-            }
-            xi = next;
-        }
-        (xi, max_sweeps)
+        until_stable(xi, self.w.size()[0], max_sweeps, |xi, order| {
+            self.sweep(xi, order)
+        })
     }
 }
 
@@ -130,18 +143,12 @@ impl DenseAssociativeMemory {
         xi
     }
 
-    /// Sweeps until nothing changes or `max_sweeps`.
+    /// Sweeps (in index order) until nothing changes or `max_sweeps`; returns the state and the
+    /// sweeps taken.
     pub fn retrieve(&self, xi: &Tensor, max_sweeps: usize) -> (Tensor, usize) {
-        let order: Vec<i64> = (0..self.patterns.size()[1]).collect();
-        let mut xi = xi.shallow_clone();
-        for s in 0..max_sweeps {
-            let next = self.sweep(&xi, &order);
-            if next.equal(&xi) {
-                return (next, s);
-            }
-            xi = next;
-        }
-        (xi, max_sweeps)
+        until_stable(xi, self.patterns.size()[1], max_sweeps, |xi, order| {
+            self.sweep(xi, order)
+        })
     }
 }
 

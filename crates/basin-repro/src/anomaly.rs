@@ -540,6 +540,24 @@ pub fn results_table(
 }
 
 impl AnomalyOptions {
+    /// The protocol ET's and CDAT's anomaly tables share, at the training `ratios`: 5 runs of
+    /// 100 epochs at lr 1e-3, and the floor (a 64-wide MLP, dropout 0.2, 200 full-batch steps).
+    pub fn paper(datasets: Vec<String>, ratios: Vec<f64>) -> Self {
+        Self {
+            datasets,
+            ratios,
+            runs: 5,
+            epochs: 100,
+            lr: 1e-3,
+            floor: MlpConfig {
+                hidden: 64,
+                dropout: 0.2,
+                batch: 0,
+            },
+            floor_epochs: 200,
+        }
+    }
+
     /// These options with the context's `--epochs` and `--dataset` applied for `table`.
     pub fn with_overrides(mut self, table: &Table, ctx: &Context) -> Self {
         if let Some(e) = ctx.overrides.epochs {

@@ -97,6 +97,29 @@ pub struct TuOptions {
     pub gin: GinConfig,
 }
 
+impl TuOptions {
+    /// The papers' protocol for `models` on `datasets`: one repeat of 10-fold cross-validation,
+    /// `epochs` at peak lr 1e-3, the baselines for 100 epochs, no et-paper or code-cv scoring.
+    pub fn ten_fold(datasets: &[&str], models: Vec<TuModel>, epochs: usize) -> Self {
+        Self {
+            datasets: datasets.iter().map(|s| s.to_string()).collect(),
+            folds: 10,
+            repeats: 1,
+            selection: Selection::default(),
+            inner_folds: 0,
+            ema: None,
+            epochs,
+            lr: 1e-3,
+            et_paper_repeats: 0,
+            code_cv_folds: 0,
+            models,
+            baseline_epochs: 100,
+            pooled: MlpConfig::default(),
+            gin: GinConfig::default(),
+        }
+    }
+}
+
 /// One model on one dataset.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TuModelRuns {

@@ -49,27 +49,23 @@ fn filter(plane: &[f64], h: usize, w: usize, k: &[f64]) -> Vec<f64> {
             }
         }
     };
-    let mut tmp = vec![0f64; h * w];
-    for y in 0..h {
-        for x in 0..w {
-            tmp[y * w + x] = k
-                .iter()
-                .enumerate()
-                .map(|(j, kv)| kv * plane[y * w + reflect(x as i64 + j as i64 - r, w)])
-                .sum();
+    // One pass along the rows, then one along the columns: `at(y, x, o)` is the index of the
+    // sample `o` places from (y, x) along the pass, reflected at the border.
+    let pass = |src: &[f64], at: &dyn Fn(usize, usize, i64) -> usize| -> Vec<f64> {
+        let mut out = vec![0f64; h * w];
+        for y in 0..h {
+            for x in 0..w {
+                out[y * w + x] = k
+                    .iter()
+                    .enumerate()
+                    .map(|(j, kv)| kv * src[at(y, x, j as i64 - r)])
+                    .sum();
+            }
         }
-    }
-    let mut out = vec![0f64; h * w];
-    for y in 0..h {
-        for x in 0..w {
-            out[y * w + x] = k
-                .iter()
-                .enumerate()
-                .map(|(j, kv)| kv * tmp[reflect(y as i64 + j as i64 - r, h) * w + x])
-                .sum();
-        }
-    }
-    out
+        out
+    };
+    let along_rows = pass(plane, &|y, x, o| y * w + reflect(x as i64 + o, w));
+    pass(&along_rows, &|y, x, o| reflect(y as i64 + o, h) * w + x)
 }
 
 /// Mean structural similarity (Wang et al. 2004) over channels, with a Gaussian window

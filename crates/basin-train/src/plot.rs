@@ -85,6 +85,23 @@ fn write_png(path: &Path, width: u32, height: u32, rgb: Vec<u8>) -> Result<(), P
 
 /// How many x labels an axis of whole steps or epochs `0..=x_max` asks for: every one up to
 /// ten, so that the chosen spacing is a whole number.
+/// A white `width × height` picture drawn by `draw` on the whole of it, written to `path`.
+fn draw_png(
+    path: &Path,
+    width: u32,
+    height: u32,
+    draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>) -> Result<(), PlotError>,
+) -> Result<(), PlotError> {
+    let mut buf = vec![255u8; (width * height * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        draw(&root)?;
+        root.present().map_err(draw_err)?;
+    }
+    write_png(path, width, height, buf)
+}
+
 fn whole_ticks(x_max: f64) -> usize {
     (x_max as usize + 1).min(11)
 }
@@ -175,10 +192,7 @@ pub fn line_panels(
     let rows = panels.len().div_ceil(3) as u32;
     let (pw, ph) = (420u32, 320u32);
     let (width, height) = (pw * cols, ph * rows + 40);
-    let mut buf = vec![255u8; (width * height * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
+    draw_png(path, width, height, |root| {
         let (top, body) = root.split_vertically(40);
         top.titled(title, (font(), 22)).map_err(draw_err)?;
         let areas = body.split_evenly((rows as usize, cols as usize));
@@ -212,9 +226,8 @@ pub fn line_panels(
                 )
                 .map_err(draw_err)?;
         }
-        root.present().map_err(draw_err)?;
-    }
-    write_png(path, width, height, buf)
+        Ok(())
+    })
 }
 
 /// Every series in one panel with a legend, for curves on one scale that are meant to be
@@ -246,11 +259,8 @@ pub fn line_chart(
         .unwrap_or(1)
         .max(1) as f64;
     let (width, height) = (840u32, 480u32);
-    let mut buf = vec![255u8; (width * height * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
-        let mut chart = ChartBuilder::on(&root)
+    draw_png(path, width, height, |root| {
+        let mut chart = ChartBuilder::on(root)
             .caption(title, (font(), 20))
             .margin(12)
             .x_label_area_size(40)
@@ -291,9 +301,8 @@ pub fn line_chart(
             .border_style(BLACK)
             .draw()
             .map_err(draw_err)?;
-        root.present().map_err(draw_err)?;
-    }
-    write_png(path, width, height, buf)
+        Ok(())
+    })
 }
 
 /// Groups along a descent in one panel: each group's median per step as a line and its
@@ -320,10 +329,7 @@ pub fn quartile_bands(
     .ok_or_else(|| PlotError::Input("no finite values".into()))?;
     let x_max = (steps - 1).max(1) as f64;
     let (width, height) = (760u32, 480u32);
-    let mut buf = vec![255u8; (width * height * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
+    draw_png(path, width, height, |root| {
         let (top, body) = root.split_vertically(40);
         top.titled(title, (font(), 18)).map_err(draw_err)?;
         let mut chart = ChartBuilder::on(&body)
@@ -365,9 +371,8 @@ pub fn quartile_bands(
             .label_font((font(), 13))
             .draw()
             .map_err(draw_err)?;
-        root.present().map_err(draw_err)?;
-    }
-    write_png(path, width, height, buf)
+        Ok(())
+    })
 }
 
 /// A picture to place in a grid: `channels` = 1 (grey) or 3 (RGB), row-major, channel-last,
@@ -570,10 +575,7 @@ pub fn landscape_chart(
         RGBColor(mix(30.0, 250.0), mix(40.0, 235.0), mix(110.0, 170.0))
     };
     let (width, height) = (1100u32, 520u32);
-    let mut buf = vec![255u8; (width * height * 3) as usize];
-    {
-        let root = BitMapBackend::with_buffer(&mut buf, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_err)?;
+    draw_png(path, width, height, |root| {
         let (top, body) = root.split_vertically(40);
         top.titled(title, (font(), 20)).map_err(draw_err)?;
         let (left, right) = body.split_horizontally(600);
@@ -706,9 +708,8 @@ pub fn landscape_chart(
                 .draw()
                 .map_err(draw_err)?;
         }
-        root.present().map_err(draw_err)?;
-    }
-    write_png(path, width, height, buf)
+        Ok(())
+    })
 }
 
 #[cfg(test)]

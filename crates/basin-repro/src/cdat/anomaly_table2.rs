@@ -6,7 +6,6 @@
 //! (`basin_cdat::anomaly::reference`), evaluated its way (`score = "reference-subsample"`).
 
 use basin_cdat::anomaly::{TABLE8, model, reference, table9, tolokers};
-use basin_tasks::baselines::MlpConfig;
 use basin_tasks::node_anomaly::NodeAnomalyConfig;
 use basin_train::protocol::ScoreMode;
 
@@ -24,19 +23,7 @@ const CODE: &str = "CDAT-code";
 /// The protocol of CDAT's anomaly tables (2 and 12) at `preset`: 1/40/70 % training, five runs
 /// of 100 epochs at paper scale.
 pub(crate) fn options(preset: Preset) -> AnomalyOptions {
-    let paper_opts = AnomalyOptions {
-        datasets: Vec::new(),
-        ratios: vec![0.01, 0.4, 0.7],
-        runs: 5,
-        epochs: 100,
-        lr: 1e-3,
-        floor: MlpConfig {
-            hidden: 64,
-            dropout: 0.2,
-            batch: 0,
-        },
-        floor_epochs: 200,
-    };
+    let paper_opts = AnomalyOptions::paper(Vec::new(), vec![0.01, 0.4, 0.7]);
     match preset {
         Preset::Paper => paper_opts,
         // CDAT's runs chose one of their last epochs at 100 (validation at tolokers 40 %).

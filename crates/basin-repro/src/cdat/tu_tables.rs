@@ -6,10 +6,8 @@
 //!   with the baselines;
 //! - `cdat-table11` (Table 11): without mutual excitation (W), without self-inhibition, full.
 
-use basin_tasks::baselines::{GinConfig, MlpConfig};
 use basin_tasks::graph_classification::GraphClassifierConfig;
 use basin_train::compare::Paired;
-use basin_train::protocol::Selection;
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
@@ -31,22 +29,7 @@ fn cdat(preset: Preset) -> GraphClassifierConfig {
 /// folds of 100 epochs at peak lr 3e-3 for `cpu` ([`tu::CPU_LR`]), 3 folds of 2 epochs for
 /// `quick`.
 fn protocol(preset: Preset, datasets: &[&str], models: Vec<TuModel>) -> TuOptions {
-    let paper = TuOptions {
-        datasets: datasets.iter().map(|s| s.to_string()).collect(),
-        folds: 10,
-        repeats: 1,
-        selection: Selection::default(),
-        inner_folds: 0,
-        ema: None,
-        epochs: 100,
-        lr: 1e-3,
-        et_paper_repeats: 0,
-        code_cv_folds: 0,
-        models,
-        baseline_epochs: 100,
-        pooled: MlpConfig::default(),
-        gin: GinConfig::default(),
-    };
+    let paper = TuOptions::ten_fold(datasets, models, 100);
     match preset {
         Preset::Paper => paper,
         Preset::Cpu => TuOptions {

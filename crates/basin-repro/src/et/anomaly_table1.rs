@@ -12,7 +12,6 @@
 
 use basin_core::{AttentionConfig, HopfieldMemoryConfig};
 use basin_et::anomaly::{Table6Row, default_model, table6};
-use basin_tasks::baselines::MlpConfig;
 use basin_tasks::node_anomaly::NodeAnomalyConfig;
 use serde::Deserialize;
 
@@ -48,19 +47,8 @@ struct PaperTable {
 /// `benches/models.rs`), or the CI smoke run (1 run of 3 epochs). The floor runs 200
 /// full-batch steps in every preset but `quick`.
 pub fn options(preset: Preset) -> AnomalyOptions {
-    let paper = AnomalyOptions {
-        datasets: DATASETS.iter().map(|s| s.to_string()).collect(),
-        ratios: vec![0.01, 0.4],
-        runs: 5,
-        epochs: 100,
-        lr: 1e-3,
-        floor: MlpConfig {
-            hidden: 64,
-            dropout: 0.2,
-            batch: 0,
-        },
-        floor_epochs: 200,
-    };
+    let datasets = DATASETS.iter().map(|s| s.to_string()).collect();
+    let paper = AnomalyOptions::paper(datasets, vec![0.01, 0.4]);
     match preset {
         Preset::Paper => paper,
         Preset::Cpu => AnomalyOptions {

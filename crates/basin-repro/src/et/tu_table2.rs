@@ -4,8 +4,6 @@
 //! same graphs — training-set accuracies), beside the paper's numbers and two baselines on the
 //! same folds (see [`crate::tu_classification`]).
 
-use basin_tasks::baselines::{GinConfig, MlpConfig};
-use basin_train::protocol::Selection;
 use serde::Deserialize;
 
 use crate::report::{self, Missing, Report};
@@ -51,25 +49,14 @@ struct PaperTable {
 ///   `--dataset` adds the others.
 /// - `quick` (CI): MUTAG and ENZYMES, 3 folds, 2 epochs, 5 et-paper repeats.
 pub fn options(preset: Preset) -> TuOptions {
+    let model = TuModel {
+        name: "ET".into(),
+        config: basin_et::graph::tu_paper(),
+        cv_only: false,
+    };
     let paper = TuOptions {
-        datasets: DATASETS.iter().map(|s| s.to_string()).collect(),
-        folds: 10,
-        repeats: 1,
-        selection: Selection::default(),
-        inner_folds: 0,
-        ema: None,
-        epochs: 300,
-        lr: 1e-3,
         et_paper_repeats: 100,
-        code_cv_folds: 0,
-        models: vec![TuModel {
-            name: "ET".into(),
-            config: basin_et::graph::tu_paper(),
-            cv_only: false,
-        }],
-        baseline_epochs: 100,
-        pooled: MlpConfig::default(),
-        gin: GinConfig::default(),
+        ..TuOptions::ten_fold(DATASETS, vec![model], 300)
     };
     let cpu_model = vec![TuModel {
         name: "ET".into(),

@@ -143,6 +143,26 @@ impl ImageLearner {
         Ok((pred, b))
     }
 
+    /// The evaluation of chunk number `k` of a pass under mask seed `seed` (masks drawn from
+    /// `seed ^ (k << 32)`, no gradient): the predictions, the batch and each image's
+    /// masked-patch MSE.
+    fn score_chunk(
+        &self,
+        chunk: &[usize],
+        k: usize,
+        seed: u64,
+    ) -> Result<(Tensor, PatchBatchOnDevice, Vec<f64>)> {
+        let (pred, b) = tch::no_grad(|| {
+            self.run_batch(chunk, &self.eval_pipe, seed ^ ((k as u64) << 32), false)
+        })?;
+        let mse = Vec::try_from(
+            &ImageCompletion::per_image_mse(&pred, &b)
+                .to_kind(Kind::Double)
+                .to_device(Device::Cpu),
+        )?;
+        Ok((pred, b, mse))
+    }
+
     /// Masked-patch MSE, PSNR and SSIM over `items` for each masking seed in `seeds`.
     pub fn evaluate(&self, items: &[usize], seeds: &[u64]) -> Result<Reconstruction> {
         let grid = self.eval_pipe.grid(self.data.as_ref())?;
@@ -154,19 +174,7 @@ impl ImageLearner {
         for &seed in seeds {
             let mut seed_sum = 0.0;
             for (chunk_no, chunk) in items.chunks(self.batch).enumerate() {
-                let (pred, b) = tch::no_grad(|| {
-                    self.run_batch(
-                        chunk,
-                        &self.eval_pipe,
-                        seed ^ ((chunk_no as u64) << 32),
-                        false,
-                    )
-                })?;
-                let mse: Vec<f64> = Vec::try_from(
-                    &ImageCompletion::per_image_mse(&pred, &b)
-                        .to_kind(Kind::Double)
-                        .to_device(Device::Cpu),
-                )?;
+                let (pred, b, mse) = self.score_chunk(chunk, chunk_no, seed)?;
                 let sum_mse = |p: &Tensor| {
                     ImageCompletion::per_image_mse(p, &b)
                         .sum(Kind::Double)
@@ -302,19 +310,7 @@ impl Learner for ImageLearner {
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let mut rows = Vec::with_capacity(items.len());
         for (k, chunk) in items.chunks(self.batch).enumerate() {
-            let (pred, b) = tch::no_grad(|| {
-                self.run_batch(
-                    chunk,
-                    &self.eval_pipe,
-                    self.eval_seed ^ ((k as u64) << 32),
-                    false,
-                )
-            })?;
-            let mse: Vec<f64> = Vec::try_from(
-                &ImageCompletion::per_image_mse(&pred, &b)
-                    .to_kind(Kind::Double)
-                    .to_device(Device::Cpu),
-            )?;
+            let (_, _, mse) = self.score_chunk(chunk, k, self.eval_seed)?;
             rows.extend(mse.into_iter().map(|m| vec![m]));
         }
         Ok(Scores(rows))
