@@ -375,7 +375,7 @@ pub fn curves_markdown(results: &[AnomalyResult]) -> String {
 /// A row of a paper's anomaly table: a dataset at a training ratio, and each published model's
 /// macro-F1 and AUC (`[mean, std]`).
 #[derive(Clone, Debug)]
-pub struct PaperRow {
+pub struct AnomalyPaperRow {
     /// Dataset.
     pub dataset: String,
     /// Training ratio.
@@ -387,53 +387,20 @@ pub struct PaperRow {
 /// The paper's rows of anomaly table `id` (`data/papers/<id>.toml`) in the shared form: each
 /// row's `dataset` and `ratio`, and for each `(name, key)` of `models` the row's `<key>_f1` and
 /// `<key>_auc` (mean, std): one schema for every anomaly table.
-pub fn paper_rows(id: &str, models: &[(&str, &str)]) -> Result<Vec<PaperRow>> {
-    #[derive(serde::Deserialize)]
-    struct File {
-        rows: Vec<toml::Table>,
-    }
-    let file: File = crate::papers::numbers(id)?;
-    let bad = |i: usize, what: &str| {
-        TaskError::invalid(
-            format!("data/papers/{id}.toml: rows[{i}].{what}"),
-            "expected a number, or a pair [mean, std] of numbers",
-        )
-    };
-    let number = |v: &toml::Value| v.as_float().or_else(|| v.as_integer().map(|n| n as f64));
-    file.rows
+pub fn paper_rows(id: &str, models: &[(&str, &str)]) -> Result<Vec<AnomalyPaperRow>> {
+    crate::papers::rows(id)?
         .iter()
-        .enumerate()
-        .map(|(i, row)| {
-            let pair = |key: &str| -> Result<[f64; 2]> {
-                match row
-                    .get(key)
-                    .and_then(toml::Value::as_array)
-                    .map(Vec::as_slice)
-                {
-                    Some([m, s]) => Ok([
-                        number(m).ok_or_else(|| bad(i, key))?,
-                        number(s).ok_or_else(|| bad(i, key))?,
-                    ]),
-                    _ => Err(bad(i, key)),
-                }
-            };
-            Ok(PaperRow {
-                dataset: row
-                    .get("dataset")
-                    .and_then(toml::Value::as_str)
-                    .ok_or_else(|| bad(i, "dataset"))?
-                    .to_owned(),
-                ratio: row
-                    .get("ratio")
-                    .and_then(number)
-                    .ok_or_else(|| bad(i, "ratio"))?,
+        .map(|row| {
+            Ok(AnomalyPaperRow {
+                dataset: row.text("dataset")?.to_owned(),
+                ratio: row.number("ratio")?,
                 models: models
                     .iter()
                     .map(|&(name, key)| {
                         Ok((
                             name.to_owned(),
-                            pair(&format!("{key}_f1"))?,
-                            pair(&format!("{key}_auc"))?,
+                            row.pair(&format!("{key}_f1"))?,
+                            row.pair(&format!("{key}_auc"))?,
                         ))
                     })
                     .collect::<Result<_>>()?,
@@ -442,7 +409,7 @@ pub fn paper_rows(id: &str, models: &[(&str, &str)]) -> Result<Vec<PaperRow>> {
         .collect()
 }
 
-impl PaperRow {
+impl AnomalyPaperRow {
     /// The key rows are found by ([`report::ratio_key`]).
     pub fn key(&self) -> String {
         report::ratio_key(&self.dataset, self.ratio)
@@ -458,7 +425,7 @@ pub type Column<'a> = (&'a str, &'a dyn Fn(&AnomalyResult) -> String);
 /// cells: the first of `ours`'s AUC beside the paper's, per row.
 pub fn results_table(
     results: &[AnomalyResult],
-    paper: &[PaperRow],
+    paper: &[AnomalyPaperRow],
     ours: &[&str],
     ratios: &[f64],
     extra: &[Column],
@@ -478,7 +445,7 @@ pub fn results_table(
     header.push("wall (s)".into());
     let mut t = report::Table::new(header);
     let mut headline = Vec::new();
-    let published_cells = |row: Option<&PaperRow>| -> Vec<String> {
+    let published_cells = |row: Option<&AnomalyPaperRow>| -> Vec<String> {
         published
             .iter()
             .map(|m| {
@@ -490,11 +457,8 @@ pub fn results_table(
             .collect()
     };
     for r in results {
-        let p = report::find_row(
-            paper,
-            &report::ratio_key(&r.dataset, r.ratio),
-            PaperRow::key,
-        );
+        let key = report::ratio_key(&r.dataset, r.ratio);
+        let p = paper.iter().find(|p| p.key() == key);
         let mut cells = vec![r.dataset.clone(), format!("{:.0} %", r.ratio * 100.0)];
         cells.extend(published_cells(p));
         for m in ours {

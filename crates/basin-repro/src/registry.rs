@@ -80,7 +80,7 @@ impl Table {
         self.about.dataset_paths
     }
     /// Its `data/papers/<id>.toml`, compiled in: the `[table]` section and the paper's
-    /// published numbers, read by [`crate::papers::numbers`].
+    /// published numbers, read by [`crate::papers::rows`].
     pub fn toml(&self) -> &'static str {
         self.toml
     }

@@ -1,5 +1,5 @@
-//! What every table's report repeats, written once: the rows of the paper's numbers found by
-//! key ([`find_row`]; the numbers themselves: [`crate::papers`]), Markdown tables
+//! What every table's report repeats, written once: the key of an anomaly table's rows
+//! ([`ratio_key`]; the paper's numbers themselves: [`crate::papers`]), Markdown tables
 //! ([`Table`]), the preset banner, the datasets that could not be run and where to get them
 //! ([`Missing`]), the footer with the device and the times ([`footer`]), the headline cells an
 //! index shows ([`Headline`]), energy plots, and the two files written at the end (`report.md`
@@ -181,12 +181,6 @@ impl Table {
         }
         md
     }
-}
-
-/// The row of a paper table whose key is `key` (a dataset name, or a dataset and a training
-/// ratio as [`ratio_key`] writes it).
-pub fn find_row<'a, R>(rows: &'a [R], key: &str, key_of: impl Fn(&R) -> String) -> Option<&'a R> {
-    rows.iter().find(|r| key_of(r) == key)
 }
 
 /// `dataset@<percent>`: a dataset at a training ratio, the key the anomaly tables' rows are

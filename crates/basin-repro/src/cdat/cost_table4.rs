@@ -16,25 +16,13 @@ use basin_train::protocol::PlannedRun;
 use basin_train::runner::{Learner, TrainConfig, Validation};
 use serde::{Deserialize, Serialize};
 
+use crate::papers;
 use crate::report::{self, Report};
 use crate::{Context, Preset, Reproduction, Result, Table, TaskError, selected};
 
 /// CDAT Table 4.
 #[derive(Debug)]
 pub struct CdatTable4;
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    model: String,
-    params: String,
-    inference_ms: [f64; 2],
-    train_s_per_epoch: [f64; 2],
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 /// One model's measurements.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -104,7 +92,7 @@ fn learner_costs<L: Learner>(
 
 impl Reproduction for CdatTable4 {
     fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = crate::papers::numbers("cdat-table4")?;
+        let paper = papers::rows("cdat-table4")?;
         let candidates = match ctx.preset {
             Preset::Quick => selected(table, ctx, &["MUTAG"]),
             _ => selected(table, ctx, &["NCI109", "NCI1"]),
@@ -212,21 +200,20 @@ impl Reproduction for CdatTable4 {
         ]);
         let mut headline = Vec::new();
         for c in &costs {
-            let p = paper.rows.iter().find(|r| r.model == c.model);
+            let p = papers::find(&paper, "model", &c.model);
             let (im, is) = mean_std(&c.inference_ms);
             let (tm, ts) = mean_std(&c.train_s_per_epoch);
             t.row([
                 c.model.clone(),
-                p.map_or("–".into(), |p| p.params.clone()),
-                p.map_or("–".into(), |p| {
-                    format!("{:.2} ± {:.2}", p.inference_ms[0], p.inference_ms[1])
-                }),
-                p.map_or("–".into(), |p| {
-                    format!(
-                        "{:.3} ± {:.3}",
-                        p.train_s_per_epoch[0], p.train_s_per_epoch[1]
-                    )
-                }),
+                papers::cell(p, |p| Ok(p.text("params")?.to_owned()))?,
+                papers::cell(p, |p| {
+                    let [m, s] = p.pair("inference_ms")?;
+                    Ok(format!("{m:.2} ± {s:.2}"))
+                })?,
+                papers::cell(p, |p| {
+                    let [m, s] = p.pair("train_s_per_epoch")?;
+                    Ok(format!("{m:.3} ± {s:.3}"))
+                })?,
                 c.params.to_string(),
                 format!("{im:.2} ± {is:.2}"),
                 format!("{tm:.3} ± {ts:.3}"),
@@ -235,7 +222,7 @@ impl Reproduction for CdatTable4 {
                 headline.push(report::Headline::new(
                     "CDAT params",
                     c.params.to_string(),
-                    p.map(|p| p.params.clone()),
+                    p.map(|p| p.text("params").map(str::to_owned)).transpose()?,
                 ));
             }
         }

@@ -10,36 +10,16 @@
 
 use basin_tasks::graph_classification::{GraphClassifier, GraphClassifierConfig};
 use basin_tasks::node_anomaly::NodeAnomaly;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tch::{Device, nn};
 
+use crate::papers;
 use crate::report::{self, Report};
 use crate::{Context, Reproduction, Result, Table, TaskError};
 
 /// CDAT Tables 13 and 14.
 #[derive(Debug)]
 pub struct CdatParams;
-
-#[derive(Debug, Deserialize)]
-struct AnomalyRow {
-    model: String,
-    total: f64,
-    total_drop: f64,
-    per_block: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct GraphRow {
-    model: String,
-    total: f64,
-    total_drop: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    anomaly: Vec<AnomalyRow>,
-    graph: Vec<GraphRow>,
-}
 
 /// One model's built counts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -141,7 +121,8 @@ fn millions(n: i64, decimals: usize) -> String {
 
 impl Reproduction for CdatParams {
     fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = crate::papers::numbers("cdat-params")?;
+        let paper_anomaly = papers::rows_of("cdat-params", "anomaly")?;
+        let paper_graph = papers::rows_of("cdat-params", "graph")?;
         let (anomaly, graph) = (anomaly()?, graph()?);
         let mut md = String::from("# CDAT Tables 13 and 14 — parameters of CDAT and ET\n\n");
         md.push_str("Each model is built (no data needed) and counted. **Table 13** (anomaly detection): the public anomaly code's model on Amazon (`basin_cdat::anomaly::reference`, Table 9's Amazon 40 % row: D = 256, 2 heads, 11,944 nodes, 25 attributes) with the weights that code allocates and counts but never uses (a per-node embedding, and per layer an output projection, a second LayerNorm and a scalar: `reference_unused_parameters`); ET is the same model without the controlled dynamics' parameters (the coupling W = PᵀCP over the nodes and ω's c). A block is one ET layer; the coupling is counted outside it, as the paper says. **Table 14** (graph classification): the graph reference models (`basin_cdat::graph::tu_reference`, `basin_et::graph::tu_reference`) on NCI109's 38 node attributes. A cell matches when ours, rounded as the paper prints it, is the paper's.\n\n");
@@ -161,23 +142,25 @@ impl Reproduction for CdatParams {
             "matches (total, ▼, per block)",
         ]);
         for b in &anomaly {
-            let Some(p) = paper.anomaly.iter().find(|p| p.model == b.model) else {
+            let Some(p) = papers::find(&paper_anomaly, "model", &b.model) else {
                 continue;
             };
+            let (total, total_drop) = (p.number("total")?, p.number("total_drop")?);
+            let per_block = p.number("per_block")?;
             let block = b.per_block.unwrap_or(0);
             let d = drop(b.total, anomaly[0].total);
             let ok = [
-                check(millions(b.total, 2) == format!("{:.2}M", p.total)),
-                check(format!("{d:.2}") == format!("{:.2}", p.total_drop)),
-                check(millions(block, 2) == format!("{:.2}M", p.per_block)),
+                check(millions(b.total, 2) == format!("{total:.2}M")),
+                check(format!("{d:.2}") == format!("{total_drop:.2}")),
+                check(millions(block, 2) == format!("{per_block:.2}M")),
             ];
             t.row([
                 b.model.clone(),
                 format!("{} ({})", millions(b.total, 2), b.total),
-                format!("{:.2}M", p.total),
-                format!("{d:.2} % / {:.2} %", p.total_drop),
+                format!("{total:.2}M"),
+                format!("{d:.2} % / {total_drop:.2} %"),
                 format!("{} ({block})", millions(block, 2)),
-                format!("{:.2}M", p.per_block),
+                format!("{per_block:.2}M"),
                 ok.join(", "),
             ]);
         }
@@ -191,19 +174,20 @@ impl Reproduction for CdatParams {
             "matches (total, ▼)",
         ]);
         for b in &graph {
-            let Some(p) = paper.graph.iter().find(|p| p.model == b.model) else {
+            let Some(p) = papers::find(&paper_graph, "model", &b.model) else {
                 continue;
             };
+            let (total, total_drop) = (p.number("total")?, p.number("total_drop")?);
             let d = drop(b.total, graph[0].total);
             let ok = [
-                check(millions(b.total, 3) == format!("{:.3}M", p.total)),
-                check(format!("{d:.2}") == format!("{:.2}", p.total_drop)),
+                check(millions(b.total, 3) == format!("{total:.3}M")),
+                check(format!("{d:.2}") == format!("{total_drop:.2}")),
             ];
             t.row([
                 b.model.clone(),
                 format!("{} ({})", millions(b.total, 3), b.total),
-                format!("{:.3}M", p.total),
-                format!("{d:.2} % / {:.2} %", p.total_drop),
+                format!("{total:.3}M"),
+                format!("{d:.2} % / {total_drop:.2} %"),
                 ok.join(", "),
             ]);
         }
@@ -218,12 +202,18 @@ impl Reproduction for CdatParams {
             report::Headline::new(
                 "CDAT anomaly parameters",
                 millions(anomaly[0].total, 2),
-                paper.anomaly.first().map(|p| format!("{:.2}M", p.total)),
+                paper_anomaly
+                    .first()
+                    .map(|p| Ok::<_, TaskError>(format!("{:.2}M", p.number("total")?)))
+                    .transpose()?,
             ),
             report::Headline::new(
                 "CDAT graph parameters",
                 millions(graph[0].total, 3),
-                paper.graph.first().map(|p| format!("{:.3}M", p.total)),
+                paper_graph
+                    .first()
+                    .map(|p| Ok::<_, TaskError>(format!("{:.3}M", p.number("total")?)))
+                    .transpose()?,
             ),
             report::Headline::new("printed cells matching", format!("{matched}/{cells}"), None),
         ];

@@ -8,11 +8,11 @@
 
 use basin_tasks::graph_classification::GraphClassifierConfig;
 use basin_train::compare::Paired;
-use serde::Deserialize;
 
+use crate::papers;
 use crate::report::{self, Missing, Report};
 use crate::tu_classification::{self as tu, TuModel, TuOptions};
-use crate::{Context, Preset, Reproduction, Result, Table, selected};
+use crate::{Context, Preset, Reproduction, Result, Table, TaskError, selected};
 
 /// CDAT Table 1's sets: ET Table 2's but FRANKENSTEIN (the last).
 const TU: &[&str] = tu::PAPER_SETS.split_at(tu::PAPER_SETS.len() - 1).0;
@@ -57,18 +57,6 @@ const CODE_TERMS: &str = "CDAT code-terms";
 #[derive(Debug)]
 pub struct CdatTable1;
 
-#[derive(Debug, Deserialize)]
-struct Table1Row {
-    dataset: String,
-    cdat: [f64; 2],
-    et: [f64; 2],
-}
-
-#[derive(Debug, Deserialize)]
-struct Table1Paper {
-    rows: Vec<Table1Row>,
-}
-
 impl Reproduction for CdatTable1 {
     fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let default: &[&str] = match ctx.preset {
@@ -105,7 +93,17 @@ impl Reproduction for CdatTable1 {
             Preset::Quick => 3,
         };
         opts.code_cv_folds = opts.folds;
-        let paper: Table1Paper = crate::papers::numbers("cdat-table1")?;
+        // Each dataset's published CDAT and ET accuracy.
+        let paper: Vec<(String, [f64; 2], [f64; 2])> = papers::rows("cdat-table1")?
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.text("dataset")?.to_owned(),
+                    r.pair("cdat")?,
+                    r.pair("et")?,
+                ))
+            })
+            .collect::<Result<_>>()?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
         let paired = tu::paired_rows(&results);
@@ -133,10 +131,9 @@ impl Reproduction for CdatTable1 {
             "ET, et-paper",
             "runs (s)",
         ]);
-        for row in &paper.rows {
-            let pc = format!("{:.1} ± {:.1}", row.cdat[0], row.cdat[1]);
-            let pe = format!("{:.1} ± {:.1}", row.et[0], row.et[1]);
-            match results.iter().find(|r| r.dataset == row.dataset) {
+        for (dataset, cdat, et) in &paper {
+            let (pc, pe) = (report::pair(*cdat), report::pair(*et));
+            match results.iter().find(|r| r.dataset == *dataset) {
                 Some(r) => {
                     let (c, e) = (r.model("CDAT"), r.model("ET"));
                     t.row([
@@ -158,7 +155,7 @@ impl Reproduction for CdatTable1 {
                 }
                 None => {
                     t.row(
-                        [row.dataset.as_str(), "–", pc.as_str(), pe.as_str()]
+                        [dataset.as_str(), "–", pc.as_str(), pe.as_str()]
                             .into_iter()
                             .chain(["not run"; 3])
                             .chain(["–"; 7]),
@@ -172,8 +169,8 @@ impl Reproduction for CdatTable1 {
         md.push_str("\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n");
         let models = [("CDAT", "CDAT CV accuracy"), ("ET", "ET CV accuracy")];
         let headline = tu::headline(&results, &models, |d, m| {
-            let row = report::find_row(&paper.rows, d, |r| r.dataset.clone())?;
-            let p = if m == "CDAT" { row.cdat[0] } else { row.et[0] };
+            let (_, cdat, et) = paper.iter().find(|(dataset, ..)| dataset == d)?;
+            let p = if m == "CDAT" { cdat[0] } else { et[0] };
             Some(format!("{p:.1} (training-set procedure)"))
         });
         tu::finish(
@@ -192,18 +189,6 @@ crate::register_table!(CdatTable1, "cdat-table1", TU);
 /// CDAT Table 3.
 #[derive(Debug)]
 pub struct CdatTable3;
-
-#[derive(Debug, Deserialize)]
-struct Table3Row {
-    rank: String,
-    dd: [f64; 2],
-    nci1: [f64; 2],
-}
-
-#[derive(Debug, Deserialize)]
-struct Table3Paper {
-    rows: Vec<Table3Row>,
-}
 
 /// The ranks of Table 3: `None` = without W, `Some(0)` = full rank.
 const RANKS: [(&str, Option<i64>); 7] = [
@@ -245,7 +230,7 @@ impl Reproduction for CdatTable3 {
             // The baselines get the models' epoch budget, so the comparison is like for like.
             opts.baseline_epochs = opts.epochs;
         }
-        let paper: Table3Paper = crate::papers::numbers("cdat-table3")?;
+        let paper = papers::rows("cdat-table3")?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
         let mut md = String::from("# CDAT Table 3 — the rank of W\n\n");
@@ -264,12 +249,11 @@ impl Reproduction for CdatTable3 {
         header.extend(results.iter().map(|r| format!("ours {}, CV", r.dataset)));
         let mut t = report::Table::new(header);
         for (name, _) in RANKS {
-            let p = paper.rows.iter().find(|r| r.rank == name);
-            let pair = |v: Option<[f64; 2]>| v.map_or("–".into(), report::pair);
+            let p = papers::find(&paper, "rank", name);
             let mut cells = vec![
                 name.to_owned(),
-                pair(p.map(|p| p.dd)),
-                pair(p.map(|p| p.nci1)),
+                papers::cell(p, |p| Ok(report::pair(p.pair("dd")?)))?,
+                papers::cell(p, |p| Ok(report::pair(p.pair("nci1")?)))?,
             ];
             cells.extend(results.iter().map(|r| {
                 let m = r.model(&format!("r={name}"));
@@ -303,15 +287,13 @@ impl Reproduction for CdatTable3 {
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy, V and training loss per model:\n");
         // The full-rank model per dataset, beside the paper's where it has the dataset.
-        let full = paper.rows.iter().find(|r| r.rank == "full");
+        let full = papers::find(&paper, "rank", "full")
+            .map(|p| Ok::<_, TaskError>([("DD", p.pair("dd")?[0]), ("NCI1", p.pair("nci1")?[0])]))
+            .transpose()?;
         let models = [("r=full", "full-rank W CV accuracy")];
         let headline = tu::headline(&results, &models, |d, _| {
-            let p = full.and_then(|p| match d {
-                "DD" => Some(p.dd),
-                "NCI1" => Some(p.nci1),
-                _ => None,
-            })?;
-            Some(format!("{:.1}", p[0]))
+            let (_, p) = full?.into_iter().find(|(dataset, _)| *dataset == d)?;
+            Some(format!("{p:.1}"))
         });
         tu::finish(
             md,
@@ -342,21 +324,6 @@ fn prior() -> basin_cdat::controlled::PriorConfig {
 /// CDAT Table 11.
 #[derive(Debug)]
 pub struct CdatTable11;
-
-#[derive(Debug, Deserialize)]
-struct Table11Row {
-    ablation: String,
-    name: String,
-    dd: f64,
-    nci1: f64,
-    nci109: f64,
-    mutag: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct Table11Paper {
-    rows: Vec<Table11Row>,
-}
 
 impl Reproduction for CdatTable11 {
     fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
@@ -391,7 +358,18 @@ impl Reproduction for CdatTable11 {
         let names = selected(table, ctx, default);
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let opts = tu::with_overrides(protocol(ctx.preset, &names, models), ctx);
-        let paper: Table11Paper = crate::papers::numbers("cdat-table11")?;
+        // Each ablation's published accuracy on the paper's four datasets.
+        let paper: Vec<(String, String, [f64; 4])> = papers::rows("cdat-table11")?
+            .iter()
+            .map(|r| {
+                let published = r.columns(["dd", "nci1", "nci109", "mutag"])?;
+                Ok((
+                    r.text("ablation")?.to_owned(),
+                    r.text("name")?.to_owned(),
+                    published,
+                ))
+            })
+            .collect::<Result<_>>()?;
         let mut missing = Missing::default();
         let results = tu::run(&opts, ctx, &mut missing)?;
         let paired = tu::paired_rows(&results);
@@ -409,11 +387,11 @@ impl Reproduction for CdatTable11 {
             .collect();
         header.extend(results.iter().map(|r| format!("ours {}, CV", r.dataset)));
         let mut t = report::Table::new(header);
-        for row in &paper.rows {
-            let mut cells = vec![row.name.clone()];
-            cells.extend([row.dd, row.nci1, row.nci109, row.mutag].map(|v| format!("{v:.2}")));
+        for (ablation, name, published) in &paper {
+            let mut cells = vec![name.clone()];
+            cells.extend(published.map(|v| format!("{v:.2}")));
             cells.extend(results.iter().map(|r| {
-                let m = r.model(&row.ablation);
+                let m = r.model(ablation);
                 tu::show(m.map(|m| &m.cv), "test_accuracy")
             }));
             t.row(cells);
@@ -451,16 +429,12 @@ impl Reproduction for CdatTable11 {
         md.push('\n');
         md.push_str(&missing.to_markdown());
         // The full model per dataset, beside the paper's.
-        let full = paper.rows.iter().find(|r| r.ablation == "full");
+        let full = paper.iter().find(|(ablation, ..)| ablation == "full");
         let headline = tu::headline(&results, &[("full", "full CDAT CV accuracy")], |d, _| {
-            let p = full.and_then(|p| match d {
-                "DD" => Some(p.dd),
-                "NCI1" => Some(p.nci1),
-                "NCI109" => Some(p.nci109),
-                "MUTAG" => Some(p.mutag),
-                _ => None,
-            })?;
-            Some(format!("{p:.2}"))
+            let column = ["DD", "NCI1", "NCI109", "MUTAG"]
+                .iter()
+                .position(|&c| c == d)?;
+            Some(format!("{:.2}", full?.2[column]))
         });
         tu::finish(
             md,

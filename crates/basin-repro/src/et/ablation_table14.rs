@@ -21,6 +21,7 @@ use basin_train::protocol::{ImageProtocol, Protocol};
 use basin_train::record::RunRecord;
 use serde::{Deserialize, Serialize};
 
+use crate::papers::{self, PaperRow};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Reproduction, Result, Table, selected};
 
@@ -38,24 +39,6 @@ crate::register_table!(
     "et-table14",
     &["imagenet-1k", "cifar10", "fashion-mnist"]
 );
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    ablation: String,
-    name: String,
-    attention: bool,
-    self_attention: bool,
-    hopfield: bool,
-    params: String,
-    mse: f64,
-    std: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    dataset: String,
-    rows: Vec<PaperRow>,
-}
 
 /// Which dataset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -361,7 +344,7 @@ pub fn train_models(
 /// `ctx.out()/<dataset>/<ablation>/`.
 pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
     let started = Instant::now();
-    let paper: PaperTable = crate::papers::numbers("et-table14")?;
+    let paper = papers::rows("et-table14")?;
     let mut missing = Missing::default();
     let results = train_models(
         opts,
@@ -381,10 +364,12 @@ pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
         opts,
         ctx,
         started.elapsed().as_secs_f64(),
-    );
+    )?;
     let ran = results.len();
     // The full model's test MSE per dataset, beside the paper's (on ImageNet-1k).
-    let full = paper.rows.iter().find(|r| r.ablation == "full");
+    let full = papers::find(&paper, "ablation", "full")
+        .map(|p| p.number("mse"))
+        .transpose()?;
     let headline = results
         .iter()
         .filter(|r| r.ablation == "full")
@@ -392,7 +377,7 @@ pub fn run(opts: &Table14Options, ctx: &Context) -> Result<Report> {
             report::Headline::new(
                 format!("{} ET-Full test MSE", r.dataset),
                 mse_cell(r),
-                full.map(|p| format!("{:.3} (IN1K)", p.mse)),
+                full.map(|mse| format!("{mse:.3} (IN1K)")),
             )
         })
         .collect();
@@ -412,13 +397,13 @@ fn mse_cell(r: &AblationResult) -> String {
 }
 
 fn markdown(
-    paper: &PaperTable,
+    paper: &[PaperRow],
     results: &[AblationResult],
     missing: &Missing,
     opts: &Table14Options,
     ctx: &Context,
     seconds: f64,
-) -> String {
+) -> Result<String> {
     let mut md = String::from("# ET Table 14 — module ablation for masked image completion\n\n");
     md.push_str(&report::banner(
         ctx.preset,
@@ -433,7 +418,12 @@ fn markdown(
          cropped to 224², random resized crops in training), otherwise the small presets below. **At CPU scale the scale differs by orders \
          of magnitude: compare the ordering of the ablations, not the values.** MSE is on the scored patches in normalised pixel space (mean over test images and seeds; \
          ± is the standard deviation over images, as the paper's ± appears to be); PSNR/SSIM on the completed images in [0, 1].\n\n",
-        paper.dataset, opts.train_images, opts.epochs, opts.batch, opts.steps, opts.mask_seeds
+        papers::value("et-table14", "dataset")?,
+        opts.train_images,
+        opts.epochs,
+        opts.batch,
+        opts.steps,
+        opts.mask_seeds
     ));
     let datasets: Vec<&str> = {
         let mut d: Vec<&str> = results.iter().map(|r| r.dataset.as_str()).collect();
@@ -455,19 +445,20 @@ fn markdown(
     }
     let mut t = report::Table::new(header);
     let tick = |b: bool| if b { "✓" } else { "✗" }.to_owned();
-    for row in &paper.rows {
+    for row in paper {
+        let ablation = row.text("ablation")?;
         let mut cells = vec![
-            row.name.clone(),
-            tick(row.attention),
-            tick(row.self_attention),
-            tick(row.hopfield),
-            row.params.clone(),
-            format!("{:.3} ± {:.2}", row.mse, row.std),
+            row.text("name")?.to_owned(),
+            tick(row.flag("attention")?),
+            tick(row.flag("self_attention")?),
+            tick(row.flag("hopfield")?),
+            row.text("params")?.to_owned(),
+            format!("{:.3} ± {:.2}", row.number("mse")?, row.number("std")?),
         ];
         for d in &datasets {
             match results
                 .iter()
-                .find(|r| r.dataset == *d && r.ablation == row.ablation)
+                .find(|r| r.dataset == *d && r.ablation == ablation)
             {
                 Some(r) => {
                     let s = &r.record.summary;
@@ -516,5 +507,5 @@ fn markdown(
                  biases, Figure 7; the paper's sweep over β and weight decay is not run), `worst.png` and `best.png` (the 8 test images of largest and smallest masked-patch MSE averaged \
                  over the masking seeds, Figures 8 and 9).\n");
     md.push_str(&missing.to_markdown());
-    md
+    Ok(md)
 }

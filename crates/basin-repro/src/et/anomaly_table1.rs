@@ -13,9 +13,9 @@
 use basin_core::{AttentionConfig, HopfieldMemoryConfig};
 use basin_et::anomaly::{Table6Row, default_model, table6};
 use basin_tasks::node_anomaly::NodeAnomalyConfig;
-use serde::Deserialize;
 
 use crate::anomaly::{self, AnomalyOptions, AnomalyResult, DATASETS};
+use crate::papers;
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Reproduction, Result, Table};
 
@@ -29,18 +29,6 @@ impl Reproduction for EtTable1 {
     }
 }
 crate::register_table!(EtTable1, "et-table1", DATASETS);
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    dataset: String,
-    ratio: f64,
-    table6: Table6Row,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 /// The options of a preset: the paper's protocol (ratios 1 % and 40 %, 5 runs of 100 epochs
 /// at lr 1e-3; for a GPU), CPU scale (2 runs of 100 epochs; its epoch is timed by
@@ -67,12 +55,19 @@ pub fn options(preset: Preset) -> AnomalyOptions {
 /// ET's model at a dataset and training ratio: Table 6's row where the paper has it, the
 /// defaults (`basin_et::anomaly::default_model`) otherwise.
 pub fn table6_models() -> Result<impl Fn(&str, f64) -> NodeAnomalyConfig> {
-    let paper: PaperTable = crate::papers::numbers("et-table1")?;
-    Ok(move |dataset: &str, ratio: f64| {
-        report::find_row(&paper.rows, &report::ratio_key(dataset, ratio), |r| {
-            report::ratio_key(&r.dataset, r.ratio)
+    // Each row's key (dataset and ratio) and its Table 6 model.
+    let rows: Vec<(String, Table6Row)> = papers::rows("et-table1")?
+        .iter()
+        .map(|r| {
+            let key = report::ratio_key(r.text("dataset")?, r.number("ratio")?);
+            Ok((key, r.parse("table6")?))
         })
-        .map_or_else(default_model, |r| table6(r.table6))
+        .collect::<Result<_>>()?;
+    Ok(move |dataset: &str, ratio: f64| {
+        let key = report::ratio_key(dataset, ratio);
+        rows.iter()
+            .find(|(k, _)| *k == key)
+            .map_or_else(default_model, |(_, row)| table6(*row))
     })
 }
 

@@ -23,8 +23,8 @@ use basin_train::optim::OptimConfig;
 use basin_train::protocol::{FixedSplitProtocol, Metric, PlannedRun, Protocol, PublishedSplit};
 use basin_train::runner::TrainConfig;
 use basin_train::schedule::{Schedule, Unit};
-use serde::Deserialize;
 
+use crate::papers;
 use crate::report::{self, Missing, Report};
 use crate::sfi::datasets::generate;
 use crate::sfi::{ModelSpec, RunPlan, no_graph, run_rows, selected_val};
@@ -33,18 +33,6 @@ use crate::{Context, Preset, Reproduction, Result, Table, TaskError, selected};
 /// ET Table 7.
 #[derive(Debug)]
 pub struct EtTable7;
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    model: String,
-    /// Per dataset: accuracy in %, or ZINC's MAE; `[mean, s.d.]`.
-    values: BTreeMap<String, [f64; 2]>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 /// The paper's column order.
 const DATASETS: &[&str] = &[
@@ -211,7 +199,11 @@ fn load(
 
 impl Reproduction for EtTable7 {
     fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = crate::papers::numbers("et-table7")?;
+        // Each model's published value per dataset: accuracy in %, or ZINC's MAE; [mean, s.d.].
+        let paper: Vec<(String, BTreeMap<String, Vec<f64>>)> = papers::rows("et-table7")?
+            .iter()
+            .map(|r| Ok((r.text("model")?.to_owned(), r.by_name("values")?)))
+            .collect::<Result<_>>()?;
         let runs = if ctx.preset == Preset::Paper { 4 } else { 1 };
         let mut md = String::from("# ET Table 7 — the GNN Benchmark\n\n");
         md.push_str(&report::banner(
@@ -246,12 +238,14 @@ impl Reproduction for EtTable7 {
             // The paper's MAE is raw, its accuracies in %; ours are all shown ×100.
             let paper_scale = if set == Set::Zinc { 100.0 } else { 1.0 };
             let column = format!("{name} ({label})");
-            let published = paper
-                .rows
-                .iter()
-                .find(|p| p.model == "ET")
-                .and_then(|p| p.values.get(&name))
-                .map(|v| [v[0] * paper_scale, v[1] * paper_scale]);
+            let published =
+                paper
+                    .iter()
+                    .find(|(model, _)| model == "ET")
+                    .and_then(|(_, values)| match values.get(&name)?[..] {
+                        [mean, sd] => Some([mean * paper_scale, sd * paper_scale]),
+                        _ => None,
+                    });
             let pcell = published.map_or("–".into(), |v| format!("{:.2} ± {:.2}", v[0], v[1]));
             let Some((raw, split)) = load(ctx, &name, set, &mut missing)? else {
                 t.row([
@@ -383,15 +377,19 @@ impl Reproduction for EtTable7 {
         md.push_str(&missing.to_markdown());
         md.push_str("\nPaper rows not run here (other models), CIFAR10 / MNIST / PATTERN / CLUSTER accuracy % and ZINC MAE: ");
         let others: Vec<String> = paper
-            .rows
             .iter()
-            .filter(|p| p.model != "ET")
-            .map(|p| {
+            .filter(|(model, _)| model != "ET")
+            .map(|(model, values)| {
                 let cells: Vec<String> = DATASETS
                     .iter()
-                    .map(|d| p.values.get(*d).map_or("–".into(), |v| format!("{}", v[0])))
+                    .map(|d| {
+                        values
+                            .get(*d)
+                            .and_then(|v| v.first())
+                            .map_or("–".into(), |v| format!("{v}"))
+                    })
                     .collect();
-                format!("{} {}", p.model, cells.join(" / "))
+                format!("{model} {}", cells.join(" / "))
             })
             .collect();
         md.push_str(&others.join("; "));

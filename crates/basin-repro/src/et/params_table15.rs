@@ -11,29 +11,16 @@ use std::collections::BTreeMap;
 
 use basin_tasks::image_completion::ImageCompletion;
 use basin_tasks::transformer::{Transformer, TransformerConfig};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tch::{Device, nn};
 
+use crate::papers;
 use crate::report::{self, Report};
 use crate::{Context, Reproduction, Result, Table, TaskError};
 
 /// ET Table 15.
 #[derive(Debug)]
 pub struct EtTable15;
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    model: String,
-    total: f64,
-    total_drop: f64,
-    per_block: f64,
-    per_block_drop: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 /// One model's counts, biases excluded.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -142,7 +129,15 @@ fn drop(n: i64, base: i64) -> f64 {
 
 impl Reproduction for EtTable15 {
     fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = crate::papers::numbers("et-table15")?;
+        // The paper's rows: each model's total, ▼ total, per block and ▼ per block.
+        let paper: Vec<(String, [f64; 4])> = papers::rows("et-table15")?
+            .iter()
+            .map(|r| {
+                let counts = r.columns(["total", "total_drop", "per_block", "per_block_drop"])?;
+                Ok((r.text("model")?.to_owned(), counts))
+            })
+            .collect::<Result<_>>()?;
+        let published = |model: &str| paper.iter().find(|(m, _)| m == model).map(|(_, c)| *c);
         let Counts {
             rows,
             et,
@@ -169,23 +164,20 @@ impl Reproduction for EtTable15 {
         let mut cells = 0;
         let mut json_rows = Vec::new();
         for r in &rows {
-            let p = paper.rows.iter().find(|p| p.model == r.model);
+            let p = published(&r.model);
             let (total_drop, block_drop) =
                 (drop(r.total, base.total), drop(r.per_block, base.per_block));
-            let checks = p.map(|p| {
+            let checks = p.map(|[total, p_total_drop, per_block, p_block_drop]| {
                 [
-                    millions(r.total) == format!("{:.2}M", p.total),
-                    format!("{total_drop:.2}") == format!("{:.2}", p.total_drop),
-                    millions(r.per_block) == format!("{:.2}M", p.per_block),
-                    format!("{block_drop:.2}") == format!("{:.2}", p.per_block_drop),
+                    millions(r.total) == format!("{total:.2}M"),
+                    format!("{total_drop:.2}") == format!("{p_total_drop:.2}"),
+                    millions(r.per_block) == format!("{per_block:.2}M"),
+                    format!("{block_drop:.2}") == format!("{p_block_drop:.2}"),
                 ]
             });
             // How far a built total lies outside the counts the printed figure stands for.
-            let outside = p.map_or(0, |p| {
-                let (lo, hi) = (
-                    (p.total * 1e6) as i64 - 5_000,
-                    (p.total * 1e6) as i64 + 5_000,
-                );
+            let outside = p.map_or(0, |[total, ..]| {
+                let (lo, hi) = ((total * 1e6) as i64 - 5_000, (total * 1e6) as i64 + 5_000);
                 if r.total >= hi {
                     r.total - hi + 1
                 } else if r.total < lo {
@@ -221,16 +213,18 @@ impl Reproduction for EtTable15 {
             t.row([
                 r.model.clone(),
                 format!("{} ({})", millions(r.total), r.total),
-                p.map_or("–".into(), |p| format!("{:.2}M", p.total)),
+                p.map_or("–".into(), |[total, ..]| format!("{total:.2}M")),
                 format!(
                     "{total_drop:.2} % / {}",
-                    p.map_or("–".into(), |p| format!("{:.2} %", p.total_drop))
+                    p.map_or("–".into(), |[_, drop, ..]| format!("{drop:.2} %"))
                 ),
                 format!("{} ({})", millions(r.per_block), r.per_block),
-                p.map_or("–".into(), |p| format!("{:.2}M", p.per_block)),
+                p.map_or("–".into(), |[.., per_block, _]| {
+                    format!("{per_block:.2}M")
+                }),
                 format!(
                     "{block_drop:.2} % / {}",
-                    p.map_or("–".into(), |p| format!("{:.2} %", p.per_block_drop))
+                    p.map_or("–".into(), |[.., drop]| format!("{drop:.2} %"))
                 ),
                 verdict,
             ]);
@@ -242,9 +236,9 @@ impl Reproduction for EtTable15 {
                 "total_drop": total_drop,
                 "per_block_drop": block_drop,
                 "outside_printed_range": outside,
-                "paper": p.map(|p| serde_json::json!({
-                    "total": p.total, "total_drop": p.total_drop,
-                    "per_block": p.per_block, "per_block_drop": p.per_block_drop,
+                "paper": p.map(|[total, total_drop, per_block, per_block_drop]| serde_json::json!({
+                    "total": total, "total_drop": total_drop,
+                    "per_block": per_block, "per_block_drop": per_block_drop,
                 })),
             }));
         }
@@ -253,19 +247,15 @@ impl Reproduction for EtTable15 {
             "\n{matched} of {cells} printed cells match. The paper does not list which weights it counted, and a figure printed in millions stands for any count within ±5,000 of it; the parts a count may or may not include are of that size: the MASK and CLS tokens and the decoder norm's scale (768 each), the LayerNorm scales of a ViT layer (2 × 768), ET's γ (1). A percentage is computed from the built counts, not from the rounded figures.\n\n"
         ));
         // The paper's percentages against its own rounded figures.
-        if let Some(vit) = paper.rows.iter().find(|p| p.model == "ViT-Base") {
+        if let Some(vit) = published("ViT-Base") {
             let again: Vec<String> = paper
-                .rows
                 .iter()
                 .skip(1)
-                .map(|p| {
+                .map(|(model, [total, total_drop, per_block, per_block_drop])| {
                     format!(
-                        "{}: ▼ total {:.2} % (printed {:.2} %), ▼ per block {:.2} % (printed {:.2} %)",
-                        p.model,
-                        100.0 * (1.0 - p.total / vit.total),
-                        p.total_drop,
-                        100.0 * (1.0 - p.per_block / vit.per_block),
-                        p.per_block_drop
+                        "{model}: ▼ total {:.2} % (printed {total_drop:.2} %), ▼ per block {:.2} % (printed {per_block_drop:.2} %)",
+                        100.0 * (1.0 - total / vit[0]),
+                        100.0 * (1.0 - per_block / vit[2]),
                     )
                 })
                 .collect();
@@ -286,11 +276,7 @@ impl Reproduction for EtTable15 {
             report::Headline::new(
                 "ET parameters, no biases",
                 millions(et_row.total),
-                paper
-                    .rows
-                    .iter()
-                    .find(|p| p.model == "ET")
-                    .map(|p| format!("{:.2}M", p.total)),
+                published("ET").map(|[total, ..]| format!("{total:.2}M")),
             ),
             report::Headline::new("printed cells matching", format!("{matched}/{cells}"), None),
         ];

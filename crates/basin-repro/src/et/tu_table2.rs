@@ -4,8 +4,7 @@
 //! same graphs — training-set accuracies), beside the paper's numbers and two baselines on the
 //! same folds (see [`crate::tu_classification`]).
 
-use serde::Deserialize;
-
+use crate::papers;
 use crate::report::{self, Missing, Report};
 use crate::tu_classification::{self as tu, TuModel, TuOptions};
 use crate::{Context, Preset, Reproduction, Result, Table, selected};
@@ -25,18 +24,6 @@ impl Reproduction for EtTable2 {
     }
 }
 crate::register_table!(EtTable2, "et-table2", DATASETS);
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    dataset: String,
-    accuracy: f64,
-    std: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 /// The options of a preset.
 ///
@@ -87,7 +74,16 @@ pub fn options(preset: Preset) -> TuOptions {
 
 /// Runs Table 2 with `opts` (its first model is ET's column).
 pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
-    let paper: PaperTable = crate::papers::numbers("et-table2")?;
+    // Each dataset's published accuracy and its standard deviation.
+    let paper: Vec<(String, [f64; 2])> = papers::rows("et-table2")?
+        .iter()
+        .map(|r| {
+            Ok((
+                r.text("dataset")?.to_owned(),
+                r.columns(["accuracy", "std"])?,
+            ))
+        })
+        .collect::<Result<_>>()?;
     let mut missing = Missing::default();
     let results = tu::run(opts, ctx, &mut missing)?;
     let paired = tu::paired_rows(&results);
@@ -113,9 +109,9 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
         "ours: ET, et-paper accuracy",
         "runs (s)",
     ]);
-    for row in &paper.rows {
-        let p = format!("{:.1} ± {:.1}", row.accuracy, row.std);
-        match results.iter().find(|r| r.dataset == row.dataset) {
+    for (dataset, published) in &paper {
+        let p = report::pair(*published);
+        match results.iter().find(|r| r.dataset == *dataset) {
             Some(r) => {
                 let m = r.model(et);
                 t.row([
@@ -130,21 +126,12 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
                 ]);
             }
             None => {
-                let why = if opts.datasets.contains(&row.dataset) {
+                let why = if opts.datasets.contains(dataset) {
                     "missing (below)"
                 } else {
                     "not selected"
                 };
-                t.row([
-                    row.dataset.as_str(),
-                    "–",
-                    p.as_str(),
-                    why,
-                    "–",
-                    "–",
-                    why,
-                    "–",
-                ]);
+                t.row([dataset.as_str(), "–", p.as_str(), why, "–", "–", why, "–"]);
             }
         }
     }
@@ -155,8 +142,8 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
     md.push_str("\nEnergy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode) and the training loss:\n");
     let what = format!("{et} CV accuracy");
     let headline = tu::headline(&results, &[(et, &what)], |d, _| {
-        let row = report::find_row(&paper.rows, d, |r| r.dataset.clone())?;
-        Some(format!("{:.1} (training-set procedure)", row.accuracy))
+        let (_, [accuracy, _]) = paper.iter().find(|(dataset, _)| dataset == d)?;
+        Some(format!("{accuracy:.1} (training-set procedure)"))
     });
     tu::finish(
         md,

@@ -9,28 +9,15 @@
 
 use basin_tasks::image_completion::ImageCompletionConfig;
 use basin_tasks::transformer::TransformerConfig;
-use serde::Deserialize;
 
 use crate::et::ablation_table14::{AblationResult, Table14Options, train_models};
+use crate::papers;
 use crate::report::{self, Missing, Report};
 use crate::{Context, Reproduction, Result, Table};
 
 /// ET Table 16.
 #[derive(Debug)]
 pub struct EtTable16;
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    model: String,
-    params: f64,
-    psnr: f64,
-    ssim: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 /// The ViT of `cfg`'s size: one layer of the block's width and attention heads, MLP 2·D.
 pub fn vit_for(cfg: &ImageCompletionConfig) -> ImageCompletionConfig {
@@ -55,7 +42,16 @@ impl Reproduction for EtTable16 {
     fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let mut opts = Table14Options::for_context(table, ctx);
         opts.ablations.clear();
-        let paper: PaperTable = crate::papers::numbers("et-table16")?;
+        // Each model's published parameters (millions), PSNR and SSIM.
+        let paper: Vec<(String, [f64; 3])> = papers::rows("et-table16")?
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.text("model")?.to_owned(),
+                    r.columns(["params", "psnr", "ssim"])?,
+                ))
+            })
+            .collect::<Result<_>>()?;
         let mut missing = Missing::default();
         let results = train_models(
             &opts,
@@ -102,7 +98,10 @@ impl Reproduction for EtTable16 {
             let et = results
                 .iter()
                 .find(|e| e.dataset == r.dataset && e.ablation == "ET");
-            let p = paper.rows.iter().find(|p| p.model == r.ablation);
+            let p = paper
+                .iter()
+                .find(|(m, _)| *m == r.ablation)
+                .map(|(_, p)| *p);
             t.row([
                 r.dataset.clone(),
                 r.ablation.clone(),
@@ -123,15 +122,15 @@ impl Reproduction for EtTable16 {
                     get(r, "test_mse_mean_predictor"),
                     get(r, "test_mse_visible_mean")
                 ),
-                p.map_or("–".into(), |p| format!("{:.2}M", p.params)),
-                p.map_or("–".into(), |p| format!("{:.2}", p.psnr)),
-                p.map_or("–".into(), |p| format!("{:.3}", p.ssim)),
+                p.map_or("–".into(), |[params, ..]| format!("{params:.2}M")),
+                p.map_or("–".into(), |[_, psnr, _]| format!("{psnr:.2}")),
+                p.map_or("–".into(), |[.., ssim]| format!("{ssim:.3}")),
                 format!("{:.0}", r.record.wall_seconds),
             ]);
             headline.push(report::Headline::new(
                 format!("{} {} PSNR", r.dataset, r.ablation),
                 format!("{:.2}", get(r, "test_psnr")),
-                p.map(|p| format!("{:.2} (IN1K)", p.psnr)),
+                p.map(|[_, psnr, _]| format!("{psnr:.2} (IN1K)")),
             ));
         }
         md.push_str(&t.to_markdown());

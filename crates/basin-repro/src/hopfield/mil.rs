@@ -14,8 +14,8 @@ use basin_train::protocol::{
     EpochChoice, GridSearch, Metric, NestedCrossValidation, Protocol, ProtocolReport, nothing_after,
 };
 use basin_train::runner::TrainConfig;
-use serde::Deserialize;
 
+use crate::papers;
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Reproduction, Result, Table, selected};
 
@@ -45,18 +45,6 @@ impl Reproduction for HopfieldMil {
     }
 }
 crate::register_table!(HopfieldMil, "hopfield-mil", DATASETS);
-
-#[derive(Deserialize)]
-struct PaperRow {
-    dataset: String,
-    value: f64,
-    std: f64,
-}
-
-#[derive(Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 /// The `--cpu` search: two base candidates (widths 32 and 64, four heads, dropout 0 and
 /// 0.5), then the axes of the Hopfield paper's MIL search at CPU size: width {32, 128} × the
@@ -91,7 +79,7 @@ pub fn search_grid() -> Vec<BagClassifierConfig> {
 pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
     let started = Instant::now();
     let quick = ctx.preset == Preset::Quick;
-    let paper: PaperTable = crate::papers::numbers("hopfield-mil")?;
+    let paper = papers::rows("hopfield-mil")?;
     let dir = ctx.data_dir().join("mil");
     let protocol = NestedCrossValidation {
         outer: KFoldConfig {
@@ -153,9 +141,12 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
     let mut missing = Missing::default();
     let mut ran = Vec::new();
     for name in datasets.iter().map(String::as_str) {
-        let row = paper.rows.iter().find(|r| r.dataset == name);
-        let slides = row.map_or("–".to_owned(), |r| {
-            format!("{:.2} ± {:.1}", r.value, r.std)
+        // The slides' AUC and its standard deviation.
+        let row = papers::find(&paper, "dataset", name)
+            .map(|r| r.columns(["value", "std"]))
+            .transpose()?;
+        let slides = row.map_or("–".to_owned(), |[value, std]| {
+            format!("{value:.2} ± {std:.1}")
         });
         // Fox, Tiger and Elephant come from the PRTools files in fte.zip (the slides' data);
         // the others from the CSVs.
@@ -224,7 +215,7 @@ pub fn run(ctx: &Context, datasets: &[String]) -> Result<Report> {
         headline.push(report::Headline::new(
             format!("{name} AUC"),
             over_repeats,
-            row.map(|r| format!("{:.2}", r.value)),
+            row.map(|[value, _]| format!("{value:.2}")),
         ));
         ran.push(report);
     }

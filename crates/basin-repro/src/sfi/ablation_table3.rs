@@ -4,13 +4,11 @@
 //! seeds. The share of zero flows should grow with λ* (the ℓ1 weight); the paper's ordering of
 //! the scores is weak evidence.
 
-use std::collections::BTreeMap;
-
 use basin_sfi::presets::{Dataset, Variant};
-use serde::Deserialize;
 
 use super::datasets;
 use super::{ZERO_NOTE, benchmark, no_graph, row_cells, run_rows};
+use crate::papers::{self, PaperRow};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Reproduction, Result, Table};
 
@@ -18,47 +16,37 @@ use crate::{Context, Preset, Reproduction, Result, Table};
 #[derive(Debug)]
 pub struct SfiTable3;
 
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    model: String,
-    lambda_star: Option<f64>,
-    alpha: Option<f64>,
-    attention: Option<String>,
-    values: BTreeMap<String, Vec<f64>>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
+/// A row's attention (`SP`, `Ã` or both), where it names one (the GPS row does not).
+fn attention(p: &PaperRow) -> Result<Option<&str>> {
+    p.has("attention").then(|| p.text("attention")).transpose()
 }
 
 /// Every row of the paper's table as a model on `d` at `preset`, after the no-graph row.
 fn models(
-    paper: &PaperTable,
+    paper: &[PaperRow],
     d: Dataset,
     preset: Preset,
     epochs: Option<usize>,
-) -> Vec<super::ModelSpec> {
+) -> Result<Vec<super::ModelSpec>> {
     let mut rows: Vec<super::ModelSpec> = paper
-        .rows
         .iter()
         .map(|p| {
-            let variant = match p.attention.as_deref() {
+            let variant = match attention(p)? {
                 None => Variant::Gps,
                 Some("SP") => Variant::SfiSp,
                 Some("Ã") => Variant::SfiAdj,
                 Some(_) => Variant::Sfi,
             };
-            let mut m = datasets::spec(d, preset, &p.model, variant);
-            if let Some(l) = p.lambda_star {
-                m.config.layer.attention.lambda_star = l;
+            let mut m = datasets::spec(d, preset, p.text("model")?, variant);
+            if p.has("lambda_star") {
+                m.config.layer.attention.lambda_star = p.number("lambda_star")?;
             }
-            if let Some(a) = p.alpha {
-                m.config.layer.attention.flow.alpha = a;
+            if p.has("alpha") {
+                m.config.layer.attention.flow.alpha = p.number("alpha")?;
             }
-            m
+            Ok(m)
         })
-        .collect();
+        .collect::<Result<_>>()?;
     if preset == Preset::Cpu && epochs.is_none() {
         // The CPU scale of the ablation: 8 epochs per row, so that its eleven rows fit in about
         // an hour on two cores.
@@ -67,21 +55,21 @@ fn models(
     datasets::with_epochs(&mut rows, epochs);
     let baseline = no_graph(&rows[0]);
     rows.insert(0, baseline);
-    rows
+    Ok(rows)
 }
 
 impl Reproduction for SfiTable3 {
     fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = crate::papers::numbers("sfi-table3")?;
+        let paper = papers::rows("sfi-table3")?;
         let mut md = String::from("# SFi-Former Table 3 — ablations\n\n");
         let epochs = models(
             &paper,
             Dataset::PeptidesFunc,
             ctx.preset,
             ctx.overrides.epochs,
-        )[1]
-        .train
-        .epochs;
+        )?[1]
+            .train
+            .epochs;
         md.push_str(&report::banner(
             ctx.preset,
             &format!(
@@ -107,7 +95,7 @@ impl Reproduction for SfiTable3 {
         let mut seconds = 0.0;
         for d in benchmark::datasets(table, ctx)? {
             let (key, scale, label) = datasets::metric_cell(d);
-            let rows = models(&paper, d, ctx.preset, ctx.overrides.epochs);
+            let rows = models(&paper, d, ctx.preset, ctx.overrides.epochs)?;
             // Figure 3's train − test curves are Table 1's; here they would double the evaluation.
             let plan = super::RunPlan {
                 curves: false,
@@ -118,19 +106,17 @@ impl Reproduction for SfiTable3 {
                 None => Vec::new(),
             };
             for m in &rows {
-                let p = paper.rows.iter().find(|p| p.model == m.name);
+                let p = papers::find(&paper, "model", &m.name);
                 let a = &m.config.layer.attention;
-                let (l, al, att) = match p.and_then(|p| p.attention.clone()) {
+                let (l, al, att) = match p.map(attention).transpose()?.flatten() {
                     Some(att) => (
                         format!("{}", a.lambda_star),
                         format!("{}", a.flow.alpha),
-                        att,
+                        att.to_owned(),
                     ),
                     None => ("–".into(), "–".into(), "–".into()),
                 };
-                let paper_cell = p
-                    .and_then(|p| p.values.get(d.name()))
-                    .map_or("–".into(), |v| datasets::published(v, scale));
+                let paper_cell = benchmark::paper_cell(&paper, &m.name, d, scale)?;
                 let ours = results.iter().find(|r| r.model == m.name).map_or(
                     vec![if results.is_empty() {
                         "data absent (below)".into()
@@ -154,13 +140,10 @@ impl Reproduction for SfiTable3 {
             }
             // The full model (the paper's λ* = 1, α = 0.1, SP + Ã row).
             for r in results.iter().filter(|r| r.model == "SFi-Former") {
-                let p = paper.rows.iter().find(|p| p.model == r.model);
                 headline.push(report::Headline::new(
                     format!("{} SFi-Former {label}", d.name()),
                     r.show(&format!("test_{key}"), scale),
-                    p.and_then(|p| p.values.get(d.name()))
-                        .and_then(|v| v.first())
-                        .map(|m| format!("{:.2}", m * scale)),
+                    benchmark::paper_mean(&paper, &r.model, d, scale)?,
                 ));
             }
             seconds += results.iter().map(|r| r.seconds).sum::<f64>();

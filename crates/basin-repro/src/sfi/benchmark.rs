@@ -3,64 +3,54 @@
 //! the train − test gap (Figure 3), the flows and the solver trace of each set; a set whose data
 //! is absent gets a row that says so.
 
-use std::collections::BTreeMap;
-
 use basin_sfi::presets::Dataset;
 use basin_train::protocol::Metric;
-use serde::Deserialize;
 
 use super::datasets;
 use super::{RunPlan, attention_figure, gap_figure, row_cells, run_rows, solver_figure};
+use crate::papers::{self, PaperRow};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Result, Table, TaskError, selected};
 
-/// One row of the paper's table.
-#[derive(Debug, Deserialize)]
-pub(crate) struct PaperRow {
-    /// The row's model, as the tables name it.
-    pub model: String,
-    /// Its value per dataset (registry name): `[mean, s.d.]`, or `[mean]` for a single run.
-    #[serde(default)]
-    pub values: BTreeMap<String, Vec<f64>>,
-    /// GraphGPS's own published value, where the SFi table prints another for GPS.
-    #[serde(default)]
-    pub published: BTreeMap<String, Vec<f64>>,
+/// The paper's cell of `model` on `d` at `scale` (its `values`, a `[mean, s.d.]` or `[mean]`
+/// per dataset), with GraphGPS's own number where the SFi table prints another for GPS (its
+/// `published`).
+pub(crate) fn paper_cell(
+    paper: &[PaperRow],
+    model: &str,
+    d: Dataset,
+    scale: f64,
+) -> Result<String> {
+    let Some(p) = papers::find(paper, "model", model) else {
+        return Ok("–".into());
+    };
+    let mut s = p
+        .by_name("values")?
+        .get(d.name())
+        .map_or("–".into(), |v| datasets::published(v, scale));
+    if let Some(q) = p.by_name("published")?.get(d.name()) {
+        s.push_str(&format!(
+            " (GraphGPS paper {})",
+            datasets::published(q, scale)
+        ));
+    }
+    Ok(s)
 }
 
-/// The paper's table (`data/papers/<id>.toml`).
-#[derive(Debug, Deserialize)]
-pub(crate) struct PaperTable {
-    /// Its rows.
-    pub rows: Vec<PaperRow>,
-}
-
-impl PaperTable {
-    /// The cell of `model` on `d` at `scale`, with GraphGPS's own number where there is one.
-    pub(crate) fn cell(&self, model: &str, d: Dataset, scale: f64) -> String {
-        let Some(p) = self.rows.iter().find(|p| p.model == model) else {
-            return "–".into();
-        };
-        let mut s = p
-            .values
-            .get(d.name())
-            .map_or("–".into(), |v| datasets::published(v, scale));
-        if let Some(q) = p.published.get(d.name()) {
-            s.push_str(&format!(
-                " (GraphGPS paper {})",
-                datasets::published(q, scale)
-            ));
-        }
-        s
-    }
-
-    /// The mean of `model` on `d` at `scale`, for a headline.
-    pub(crate) fn mean(&self, model: &str, d: Dataset, scale: f64) -> Option<String> {
-        let p = self.rows.iter().find(|p| p.model == model)?;
-        p.values
-            .get(d.name())
-            .and_then(|v| v.first())
-            .map(|m| format!("{:.2}", m * scale))
-    }
+/// The paper's mean of `model` on `d` at `scale`, for a headline.
+pub(crate) fn paper_mean(
+    paper: &[PaperRow],
+    model: &str,
+    d: Dataset,
+    scale: f64,
+) -> Result<Option<String>> {
+    let Some(p) = papers::find(paper, "model", model) else {
+        return Ok(None);
+    };
+    Ok(p.by_name("values")?
+        .get(d.name())
+        .and_then(|v| v.first())
+        .map(|m| format!("{:.2}", m * scale)))
 }
 
 /// The datasets `table` runs in `ctx` (its own, narrowed by `--dataset`).
@@ -88,7 +78,7 @@ pub(crate) fn plan(d: Dataset, preset: Preset) -> RunPlan {
 /// Runs Tables 1 or 2 (`table`, whose paper numbers are `data/papers/<id>.toml`) and writes
 /// the report: `heading` and `protocol` are its first paragraphs.
 pub(crate) fn run(table: &Table, ctx: &Context, heading: &str, protocol: &str) -> Result<Report> {
-    let paper: PaperTable = crate::papers::numbers(table.id())?;
+    let paper = papers::rows(table.id())?;
     let mut md = format!("# {heading}\n\n");
     let epochs = datasets::table_models(Dataset::Pattern, ctx.preset, ctx.overrides.epochs)[1]
         .train
@@ -129,7 +119,10 @@ pub(crate) fn run(table: &Table, ctx: &Context, heading: &str, protocol: &str) -
                 column,
                 "–".into(),
                 "every row".into(),
-                format!("SFi-Former: {}", paper.cell("SFi-Former", d, scale)),
+                format!(
+                    "SFi-Former: {}",
+                    paper_cell(&paper, "SFi-Former", d, scale)?
+                ),
                 "data absent (below)".into(),
             ]);
             json.push(serde_json::json!({ "dataset": d.name(), "absent": true }));
@@ -142,7 +135,7 @@ pub(crate) fn run(table: &Table, ctx: &Context, heading: &str, protocol: &str) -
                 column.clone(),
                 format!("{}/{}/{}", sizes[0], sizes[1], sizes[2]),
                 r.model.clone(),
-                paper.cell(&r.model, d, scale),
+                paper_cell(&paper, &r.model, d, scale)?,
             ];
             cells.extend(row_cells(r, key, scale));
             t.row(cells);
@@ -150,7 +143,7 @@ pub(crate) fn run(table: &Table, ctx: &Context, heading: &str, protocol: &str) -
                 headline.push(report::Headline::new(
                     format!("{} {} {label}", d.name(), r.model),
                     r.show(&format!("test_{key}"), scale),
-                    paper.mean(&r.model, d, scale),
+                    paper_mean(&paper, &r.model, d, scale)?,
                 ));
             }
             seconds += r.seconds;

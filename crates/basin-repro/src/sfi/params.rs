@@ -6,28 +6,16 @@
 
 use basin_sfi::model::GpsModel;
 use basin_sfi::presets::{Dataset, Variant, paper};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tch::{Device, nn};
 
+use crate::papers;
 use crate::report::{self, Report};
 use crate::{Context, Reproduction, Result, Table, TaskError};
 
 /// SFi-Former Tables 5/6, `#params`.
 #[derive(Debug)]
 pub struct SfiParams;
-
-#[derive(Debug, Deserialize)]
-struct PaperRow {
-    model: Dataset,
-    params: i64,
-    layers: i64,
-    dim: i64,
-}
-
-#[derive(Debug, Deserialize)]
-struct PaperTable {
-    rows: Vec<PaperRow>,
-}
 
 #[derive(Debug, Serialize)]
 struct Row {
@@ -51,7 +39,7 @@ fn count(model: Dataset) -> Result<i64> {
 
 impl Reproduction for SfiParams {
     fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
-        let paper: PaperTable = crate::papers::numbers("sfi-params")?;
+        let paper = papers::rows("sfi-params")?;
         let mut md = String::from("# SFi-Former Tables 5/6 — parameter counts\n\n");
         md.push_str("Each model is built from `basin_sfi::presets::paper` (its SFi row; no data needed) and its trainable parameters counted. `L(2d + 1)` is what nothing in the paper's text identifies in the printed counts: a built model that matches `paper − L(2d + 1)` has every identified part right.\n\n");
         let mut t = report::Table::new([
@@ -64,26 +52,32 @@ impl Reproduction for SfiParams {
             "matches",
         ]);
         let mut rows = Vec::new();
-        for p in &paper.rows {
-            let built = count(p.model)?;
-            let unidentified = p.layers * (2 * p.dim + 1);
-            let verdict = if p.params - built == unidentified {
+        for p in &paper {
+            let model: Dataset = p.parse("model")?;
+            let (params, layers, dim) = (
+                p.integer("params")?,
+                p.integer("layers")?,
+                p.integer("dim")?,
+            );
+            let built = count(model)?;
+            let unidentified = layers * (2 * dim + 1);
+            let verdict = if params - built == unidentified {
                 "yes"
             } else {
                 "no (fits no configuration)"
             };
             t.row([
-                p.model.name().to_owned(),
-                format!("{} × {}", p.layers, p.dim),
-                p.params.to_string(),
+                model.name().to_owned(),
+                format!("{layers} × {dim}"),
+                params.to_string(),
                 built.to_string(),
-                (p.params - built).to_string(),
+                (params - built).to_string(),
                 unidentified.to_string(),
                 verdict.to_owned(),
             ]);
             rows.push(Row {
-                model: p.model,
-                paper: p.params,
+                model,
+                paper: params,
                 built,
                 unidentified,
             });
