@@ -33,33 +33,41 @@ impl PaperRow {
         v.as_float().or_else(|| v.as_integer().map(|n| n as f64))
     }
 
+    fn number_list(v: &toml::Value) -> Option<Vec<f64>> {
+        v.as_array()?.iter().map(Self::number_of).collect()
+    }
+
     /// Whether the row has cell `field`.
     pub fn has(&self, field: &str) -> bool {
         self.cells.contains_key(field)
     }
 
-    /// Cell `field` as text.
-    pub fn text(&self, field: &str) -> Result<&str> {
+    /// Cell `field` read by `read`, or an error saying it is not `expected`.
+    fn read<'a, T>(
+        &'a self,
+        field: &str,
+        read: impl FnOnce(&'a toml::Value) -> Option<T>,
+        expected: &str,
+    ) -> Result<T> {
         self.cells
             .get(field)
-            .and_then(toml::Value::as_str)
-            .ok_or_else(|| self.bad(field, "a string"))
+            .and_then(read)
+            .ok_or_else(|| self.bad(field, expected))
+    }
+
+    /// Cell `field` as text.
+    pub fn text(&self, field: &str) -> Result<&str> {
+        self.read(field, toml::Value::as_str, "a string")
     }
 
     /// Cell `field` as a number (an integer reads as one too).
     pub fn number(&self, field: &str) -> Result<f64> {
-        self.cells
-            .get(field)
-            .and_then(Self::number_of)
-            .ok_or_else(|| self.bad(field, "a number"))
+        self.read(field, Self::number_of, "a number")
     }
 
     /// Cell `field` as a whole number.
     pub fn integer(&self, field: &str) -> Result<i64> {
-        self.cells
-            .get(field)
-            .and_then(toml::Value::as_integer)
-            .ok_or_else(|| self.bad(field, "a whole number"))
+        self.read(field, toml::Value::as_integer, "a whole number")
     }
 
     /// Cell `field`, a published `[mean, std]`.
@@ -81,19 +89,12 @@ impl PaperRow {
 
     /// Cell `field`, a list of numbers.
     pub fn numbers(&self, field: &str) -> Result<Vec<f64>> {
-        self.cells
-            .get(field)
-            .and_then(toml::Value::as_array)
-            .and_then(|a| a.iter().map(Self::number_of).collect())
-            .ok_or_else(|| self.bad(field, "a list of numbers"))
+        self.read(field, Self::number_list, "a list of numbers")
     }
 
     /// Cell `field` as a yes/no.
     pub fn flag(&self, field: &str) -> Result<bool> {
-        self.cells
-            .get(field)
-            .and_then(toml::Value::as_bool)
-            .ok_or_else(|| self.bad(field, "true or false"))
+        self.read(field, toml::Value::as_bool, "true or false")
     }
 
     /// Cell `field`, a table of number lists by name (a value per dataset: `[mean, std]`, or
@@ -107,22 +108,16 @@ impl PaperRow {
         table
             .iter()
             .map(|(name, v)| {
-                let values = v
-                    .as_array()
-                    .and_then(|a| a.iter().map(Self::number_of).collect());
-                values
-                    .map(|values| (name.clone(), values))
-                    .ok_or_else(|| self.bad(&format!("{field}.{name}"), "a list of numbers"))
+                let values = Self::number_list(v)
+                    .ok_or_else(|| self.bad(&format!("{field}.{name}"), "a list of numbers"))?;
+                Ok((name.clone(), values))
             })
             .collect()
     }
 
     /// Cell `field`, a structured value (e.g. a model's published configuration), parsed as `T`.
     pub fn parse<T: DeserializeOwned>(&self, field: &str) -> Result<T> {
-        let cell = self
-            .cells
-            .get(field)
-            .ok_or_else(|| self.bad(field, "a value"))?;
+        let cell = self.read(field, Some, "a value")?;
         cell.clone()
             .try_into()
             .map_err(|e: toml::de::Error| self.bad(field, e.to_string().trim_end()))

@@ -295,6 +295,40 @@ fn maker<'a>(
     }
 }
 
+/// A TU table's runs and the start of its report ([`run_table`]).
+pub(crate) struct TableRun {
+    /// Each dataset's results.
+    pub results: Vec<TuResult>,
+    /// The models paired fold by fold.
+    pub paired: Vec<PairedRow>,
+    /// The datasets not found.
+    pub missing: Missing,
+    /// The report so far: its `title`, the preset banner and the protocol.
+    pub md: String,
+}
+
+/// Runs `opts` ([`run`]) and starts the table's report: `# title`, the preset banner saying
+/// the `scale`, and the protocol note.
+pub(crate) fn run_table(
+    opts: &TuOptions,
+    ctx: &Context,
+    title: &str,
+    scale: &str,
+) -> Result<TableRun> {
+    let mut missing = Missing::default();
+    let results = run(opts, ctx, &mut missing)?;
+    let paired = paired_rows(&results);
+    let mut md = format!("# {title}\n\n");
+    md.push_str(&report::banner(ctx.preset, scale));
+    md.push_str(&protocol_note(opts));
+    Ok(TableRun {
+        results,
+        paired,
+        missing,
+        md,
+    })
+}
+
 /// Runs every model (and the baselines) on every dataset of `opts` found under the data
 /// directory: each model's CV, the baselines on the same folds, then each model's et-paper and
 /// code-cv procedures; writes run records, `<dataset>/<model>/energy.png` and `<dataset>/loss.png`.

@@ -10,7 +10,7 @@ use basin_tasks::graph_classification::GraphClassifierConfig;
 use basin_train::compare::Paired;
 
 use crate::papers;
-use crate::report::{self, Missing, Report};
+use crate::report::{self, Report};
 use crate::tu_classification::{self as tu, TuModel, TuOptions};
 use crate::{Context, Preset, Reproduction, Result, Table, TaskError, selected};
 
@@ -104,15 +104,14 @@ impl Reproduction for CdatTable1 {
                 ))
             })
             .collect::<Result<_>>()?;
-        let mut missing = Missing::default();
-        let results = tu::run(&opts, ctx, &mut missing)?;
-        let paired = tu::paired_rows(&results);
-        let mut md = String::from("# CDAT Table 1 — TU graph classification\n\n");
-        md.push_str(&report::banner(
-            ctx.preset,
-            &format!("{} folds, {} epochs", opts.folds, opts.epochs),
-        ));
-        md.push_str(&tu::protocol_note(&opts));
+        let scale = format!("{} folds, {} epochs", opts.folds, opts.epochs);
+        let title = "CDAT Table 1 — TU graph classification";
+        let tu::TableRun {
+            results,
+            paired,
+            missing,
+            mut md,
+        } = tu::run_table(&opts, ctx, title, &scale)?;
         md.push_str(&format!("\n`{CODE_TERMS}` is CDAT with the public code's energy terms (ET's attention, ½relu² memories, λ = 1/1) under the same dynamics and front end.\n"));
         md.push_str("\nThe paper's CDAT and ET columns are of the magnitude of the ET reference's training-set procedure (ET 99.8 on ENZYMES); compare them with the et-paper columns, and the models with each other and with the baselines under CV.\n\n");
         let mut t = report::Table::new([
@@ -231,19 +230,15 @@ impl Reproduction for CdatTable3 {
             opts.baseline_epochs = opts.epochs;
         }
         let paper = papers::rows("cdat-table3")?;
-        let mut missing = Missing::default();
-        let results = tu::run(&opts, ctx, &mut missing)?;
-        let mut md = String::from("# CDAT Table 3 — the rank of W\n\n");
-        md.push_str(&report::banner(
-            ctx.preset,
-            &format!(
-                "{} folds, {} epochs, {}",
-                opts.folds,
-                opts.epochs,
-                opts.datasets.join(", ")
-            ),
-        ));
-        md.push_str(&tu::protocol_note(&opts));
+        let datasets = opts.datasets.join(", ");
+        let scale = format!("{} folds, {} epochs, {datasets}", opts.folds, opts.epochs);
+        let title = "CDAT Table 3 — the rank of W";
+        let tu::TableRun {
+            results,
+            paired,
+            missing,
+            mut md,
+        } = tu::run_table(&opts, ctx, title, &scale)?;
         md.push('\n');
         let mut header = vec!["rank".to_owned(), "paper DD".into(), "paper NCI1".into()];
         header.extend(results.iter().map(|r| format!("ours {}, CV", r.dataset)));
@@ -283,7 +278,7 @@ impl Reproduction for CdatTable3 {
         }
         md.push_str(&t.to_markdown());
         md.push('\n');
-        md.push_str(&tu::paired_markdown(&tu::paired_rows(&results)));
+        md.push_str(&tu::paired_markdown(&paired));
         md.push_str(&missing.to_markdown());
         md.push_str("\nEnergy, V and training loss per model:\n");
         // The full-rank model per dataset, beside the paper's where it has the dataset.
@@ -370,15 +365,14 @@ impl Reproduction for CdatTable11 {
                 ))
             })
             .collect::<Result<_>>()?;
-        let mut missing = Missing::default();
-        let results = tu::run(&opts, ctx, &mut missing)?;
-        let paired = tu::paired_rows(&results);
-        let mut md = String::from("# CDAT Table 11 — ablations\n\n");
-        md.push_str(&report::banner(
-            ctx.preset,
-            &format!("{} folds, {} epochs", opts.folds, opts.epochs),
-        ));
-        md.push_str(&tu::protocol_note(&opts));
+        let scale = format!("{} folds, {} epochs", opts.folds, opts.epochs);
+        let title = "CDAT Table 11 — ablations";
+        let tu::TableRun {
+            results,
+            paired,
+            missing,
+            mut md,
+        } = tu::run_table(&opts, ctx, title, &scale)?;
         md.push_str("\nRows name the removed component. \"w/o self-inhibition\" drops the passive decay −x with the damping −ωx, as the code's commented-out variant does.\n\n");
         let mut header: Vec<String> = ["setting", "paper DD", "paper NCI1", "paper NCI109"]
             .into_iter()

@@ -5,7 +5,7 @@
 //! same folds (see [`crate::tu_classification`]).
 
 use crate::papers;
-use crate::report::{self, Missing, Report};
+use crate::report::{self, Report};
 use crate::tu_classification::{self as tu, TuModel, TuOptions};
 use crate::{Context, Preset, Reproduction, Result, Table, selected};
 
@@ -84,21 +84,19 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
             ))
         })
         .collect::<Result<_>>()?;
-    let mut missing = Missing::default();
-    let results = tu::run(opts, ctx, &mut missing)?;
-    let paired = tu::paired_rows(&results);
     let et = opts.models.first().map_or("ET", |m| m.name.as_str());
-    let mut md = String::from("# ET Table 2 — TU graph classification\n\n");
-    md.push_str(&report::banner(
-        ctx.preset,
-        &format!(
-            "{} folds, {} epochs, a D = {} model",
-            opts.folds,
-            opts.epochs,
-            opts.models.first().map_or(0, |m| m.config.block.dim)
-        ),
-    ));
-    md.push_str(&tu::protocol_note(opts));
+    let dim = opts.models.first().map_or(0, |m| m.config.block.dim);
+    let scale = format!(
+        "{} folds, {} epochs, a D = {dim} model",
+        opts.folds, opts.epochs
+    );
+    let title = "ET Table 2 — TU graph classification";
+    let tu::TableRun {
+        results,
+        paired,
+        missing,
+        mut md,
+    } = tu::run_table(opts, ctx, title, &scale)?;
     let mut t = report::Table::new([
         "dataset",
         "graphs",
