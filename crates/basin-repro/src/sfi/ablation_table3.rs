@@ -7,7 +7,7 @@
 use basin_sfi::presets::{Dataset, Variant};
 
 use super::datasets;
-use super::{ZERO_NOTE, benchmark, no_graph, row_cells, run_rows};
+use super::{ROW_COLUMNS, ZERO_NOTE, benchmark, no_graph, row_cells, run_rows};
 use crate::papers::{self, PaperRow};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Reproduction, Result, Table};
@@ -78,19 +78,11 @@ impl Reproduction for SfiTable3 {
             ),
         ));
         md.push_str("Protocol and models as `sfi-table1` (the same splits, seeds and graphs of each split; at `--cpu` fewer epochs, as above), each SFi row with its (λ*, α, attention) from the paper: SP + Ã is eq. 11, SP the flow alone (no Ã, no γ), Ã the adjacency alone (no queries, keys or frictions).\n\n");
-        let mut t = report::Table::new([
-            "dataset (metric)",
-            "model",
-            "λ*",
-            "α",
-            "attention",
-            "paper",
-            "parameters",
-            "test",
-            "val (selected epoch)",
-            "zero flows",
-            "training (s)",
-        ]);
+        let mut t = report::Table::new(
+            ["dataset (metric)", "model", "λ*", "α", "attention", "paper"]
+                .into_iter()
+                .chain(ROW_COLUMNS),
+        );
         let (mut missing, mut json, mut headline) = (Missing::default(), Vec::new(), Vec::new());
         let mut seconds = 0.0;
         for d in benchmark::datasets(table, ctx)? {

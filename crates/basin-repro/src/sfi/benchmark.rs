@@ -7,7 +7,9 @@ use basin_sfi::presets::Dataset;
 use basin_train::protocol::Metric;
 
 use super::datasets;
-use super::{RunPlan, attention_figure, gap_figure, row_cells, run_rows, solver_figure};
+use super::{
+    ROW_COLUMNS, RunPlan, attention_figure, gap_figure, row_cells, run_rows, solver_figure,
+};
 use crate::papers::{self, PaperRow};
 use crate::report::{self, Missing, Report};
 use crate::{Context, Preset, Result, Table, TaskError, selected};
@@ -95,17 +97,16 @@ pub(crate) fn run(table: &Table, ctx: &Context, heading: &str, protocol: &str) -
     ));
     md.push_str(protocol);
     md.push_str("\n\n");
-    let mut t = report::Table::new([
-        "dataset (metric)",
-        "graphs (train/val/test)",
-        "model",
-        "paper",
-        "parameters",
-        "test",
-        "val (selected epoch)",
-        "zero flows",
-        "training (s)",
-    ]);
+    let mut t = report::Table::new(
+        [
+            "dataset (metric)",
+            "graphs (train/val/test)",
+            "model",
+            "paper",
+        ]
+        .into_iter()
+        .chain(ROW_COLUMNS),
+    );
     let (mut headline, mut json, mut figures) = (Vec::new(), Vec::new(), String::new());
     let mut missing = Missing::default();
     let mut seconds = 0.0;

@@ -270,8 +270,17 @@ pub fn gap_figure(path: &Path, title: &str, rows: &[RowResult]) -> Result<String
     ))
 }
 
+/// The columns of [`row_cells`].
+pub const ROW_COLUMNS: [&str; 5] = [
+    "parameters",
+    "test",
+    "val (selected epoch)",
+    "zero flows",
+    "training (s)",
+];
+
 /// The common cells of a results row: parameters, our test metric, validation, zero share,
-/// recorded training time.
+/// recorded training time ([`ROW_COLUMNS`]).
 pub fn row_cells(r: &RowResult, key: &str, scale: f64) -> Vec<String> {
     vec![
         r.parameters.to_string(),
