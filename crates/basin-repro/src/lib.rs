@@ -2,9 +2,9 @@
 //!
 //! Every paper table basin reproduces, each a [`Reproduction`] in its own file that registers
 //! itself ([`register_table!`]; [`registry()`] collects them, `basin reproduce --list` prints
-//! them and `cargo xtask` asks the binary for them), plus what experiments share: [`report`]
-//! (paper numbers from `data/papers/*.toml`, missing datasets, energy plots, `report.md` +
-//! `report.json`), [`tu_classification`] (TU classification under leak-free CV with baselines, for every
+//! them and `cargo xtask` asks the binary for them), plus what experiments share: [`papers`]
+//! (the paper's numbers, from `data/papers/*.toml`), [`report`] (missing datasets, energy
+//! plots, `report.md` + `report.json`), [`tu_classification`] (TU classification under leak-free CV with baselines, for every
 //! family), [`examples`] (the example run files of `basin train --example`) and the [`demo`].
 //!
 //! Tables are named by id and subject, not by one paper's numbering alone: CDAT's Table 1 is
@@ -15,7 +15,8 @@
 //! Adding a table is its file (a unit struct, its [`Reproduction::run`], and
 //! `register_table!(Struct, "<id>", DATASETS)`) and `data/papers/<id>.toml`: a `[table]`
 //! section (title, paper, presets, accepted flags, shards, dataset paths), then the paper's
-//! numbers.
+//! numbers as `[[rows]]` of named cells, which the table reads through [`papers::rows`] (no
+//! struct per table).
 
 use basin_tasks::Result;
 
