@@ -1,9 +1,8 @@
 //! Masked image completion (ET Section 3, Appendix B; Tables 4 and 14).
 
-use basin_core::init::DenseInit;
 use basin_core::{AttentionConfig, DynamicsConfig};
 use basin_tasks::TaskError;
-use basin_tasks::image_completion::{ImageCompletionConfig, ImageLoss};
+use basin_tasks::image_completion::ImageCompletionConfig;
 
 fn et(dim: i64, heads: i64, head_dim: i64, memories: i64, steps: usize) -> basin_core::BlockConfig {
     crate::block(
@@ -30,13 +29,9 @@ pub fn imagenet() -> ImageCompletionConfig {
         width: 224,
         patch: 16,
         block: et(768, 12, 64, 3072, 12),
-        self_attention: false,
-        cls_token: true,
-        token_init_std: 0.002,
-        loss: ImageLoss::MaskedMse,
-        recompute: false,
-        dense_init: DenseInit::Tch,
-        vit: None,
+        // The task's defaults are ET's frame: no self-attention, the CLS token, tokens drawn
+        // at σ = 0.002, the masked-patch MSE, tch's dense start, no ViT.
+        ..ImageCompletionConfig::default()
     }
 }
 

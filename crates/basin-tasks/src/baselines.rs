@@ -611,14 +611,7 @@ impl GraphTransformerLearner {
         )?;
         Ok(Self {
             encoder: nn::linear(&root / "encoder", f, d, Default::default()),
-            cls: root.var(
-                "cls",
-                &[d],
-                nn::Init::Randn {
-                    mean: 0.0,
-                    stdev: 0.02,
-                },
-            ),
+            cls: crate::graph_classification::cls_token(&root, d),
             pe_proj: cfg
                 .batching
                 .pe

@@ -107,14 +107,7 @@ impl GraphClassifier {
         let dense = cfg.dense_init;
         let mut model = Self {
             encoder: dense.linear(path / "encoder", inputs.nodes, d, true),
-            cls: path.var(
-                "cls",
-                &[d],
-                nn::Init::Randn {
-                    mean: 0.0,
-                    stdev: 0.02,
-                },
-            ),
+            cls: cls_token(path, d),
             pe_proj: cfg
                 .batching
                 .pe
@@ -335,4 +328,13 @@ impl GraphClassifier {
         };
         Ok((x, structure))
     }
+}
+
+/// The CLS token `[d]` joined to every graph, drawn from N(0, 0.02²) (the reference's start).
+pub(crate) fn cls_token(path: &nn::Path, d: i64) -> Tensor {
+    let init = nn::Init::Randn {
+        mean: 0.0,
+        stdev: 0.02,
+    };
+    path.var("cls", &[d], init)
 }

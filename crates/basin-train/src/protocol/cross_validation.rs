@@ -240,6 +240,7 @@ impl Protocol for CrossValidation {
                     self.selection,
                     &runner(&run, self.train.clone()),
                     &mut learner,
+                    false,
                 )?);
             } else {
                 let mut records = Vec::with_capacity(inner.len());

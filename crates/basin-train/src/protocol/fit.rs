@@ -20,20 +20,6 @@ pub(crate) fn fold_runs<'a, L: Learner>(
     selection: Selection,
     runner: &Runner,
     learner: &mut L,
-) -> Result<RunRecord, TrainError> {
-    fold_runs_with_curves(split, target, metric, selection, runner, learner, false)
-}
-
-/// [`fold_runs`]; with `curves`, every epoch also scores the training and the test items
-/// (evaluation mode) as `curve_train_<metric>` and `curve_test_<metric>`, for generalisation-gap
-/// figures. Selection never reads them.
-pub(crate) fn fold_runs_with_curves<'a, L: Learner>(
-    split: &Split,
-    target: impl Into<TargetView<'a>>,
-    metric: Metric,
-    selection: Selection,
-    runner: &Runner,
-    learner: &mut L,
     curves: bool,
 ) -> Result<RunRecord, TrainError> {
     let target = target.into();

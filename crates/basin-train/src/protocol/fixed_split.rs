@@ -4,7 +4,7 @@
 use basin_data::split::Split;
 use serde::{Deserialize, Serialize};
 
-use super::fit::fold_runs_with_curves;
+use super::fit::fold_runs;
 use super::metric::{Metric, TargetView};
 use super::selection::Selection;
 use super::{PlannedRun, Protocol, ProtocolReport, config_of, split_err};
@@ -78,7 +78,7 @@ impl Protocol for FixedSplitProtocol {
             tracing::info!("{}: run {}/{total} ({})", ctx.name, i + 1, run.dir);
             let mut learner = make(&run)?;
             let runner = ctx.runner(&run, self.train.clone(), config.clone());
-            runs.push(fold_runs_with_curves(
+            runs.push(fold_runs(
                 split,
                 target,
                 self.metric,

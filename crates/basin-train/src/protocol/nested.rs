@@ -255,6 +255,7 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
                         Selection::Metric,
                         &runner,
                         &mut learner,
+                        false,
                     )?;
                     vals.push(
                         rec.summary
@@ -325,6 +326,7 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
                     Selection::Metric,
                     &runner,
                     &mut learner,
+                    false,
                 )?
             };
             finished(&run, &mut learner)?;
