@@ -394,14 +394,7 @@ impl Reproduction for EtTable7 {
             .collect();
         md.push_str(&others.join("; "));
         md.push_str(".\n\nChance: PATTERN 50 %, CLUSTER 16.7 % (weighted accuracy), 10 % on the superpixel sets.\n");
-        md.push_str(&report::footer(ctx, Some(seconds), ""));
-        let ran = json.iter().filter(|j| j.get("absent").is_none()).count();
-        Ok(Report::new(
-            md,
-            &serde_json::json!({ "datasets": json, "missing": missing }),
-            ran,
-        )?
-        .with_headline(headline))
+        crate::sfi::datasets_report(md, ctx, seconds, json, &missing, headline)
     }
 }
 crate::register_table!(EtTable7, "et-table7", DATASETS);

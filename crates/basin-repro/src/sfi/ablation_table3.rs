@@ -148,14 +148,7 @@ impl Reproduction for SfiTable3 {
         md.push_str(&t.to_markdown());
         md.push_str(ZERO_NOTE);
         md.push_str(&missing.to_markdown());
-        md.push_str(&report::footer(ctx, Some(seconds), ""));
-        let ran = json.len();
-        Ok(Report::new(
-            md,
-            &serde_json::json!({ "datasets": json, "missing": missing }),
-            ran,
-        )?
-        .with_headline(headline))
+        super::datasets_report(md, ctx, seconds, json, &missing, headline)
     }
 }
 crate::register_table!(

@@ -184,12 +184,5 @@ pub(crate) fn run(table: &Table, ctx: &Context, heading: &str, protocol: &str) -
     md.push_str(&missing.to_markdown());
     md.push_str("\nThe no-graph row (the GPS row's encoders and head, no layer, no positional encoding) is the bar a graph model must clear. Chance: PATTERN 50 %, CLUSTER 16.7 % (weighted accuracy); 10 % on the superpixel sets.\n");
     md.push_str(&figures);
-    md.push_str(&report::footer(ctx, Some(seconds), ""));
-    let ran = json.iter().filter(|j| j.get("absent").is_none()).count();
-    Ok(Report::new(
-        md,
-        &serde_json::json!({ "datasets": json, "missing": missing }),
-        ran,
-    )?
-    .with_headline(headline))
+    super::datasets_report(md, ctx, seconds, json, &missing, headline)
 }

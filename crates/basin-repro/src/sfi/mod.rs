@@ -23,6 +23,7 @@ use basin_train::protocol::{FixedSplitProtocol, Metric, Protocol, ProtocolReport
 use basin_train::runner::{TrainConfig, warm_start};
 use serde::Serialize;
 
+use crate::report::{self, Headline, Missing, Report};
 use crate::{Context, Result};
 
 /// What the zero-flow column means, for every SFi report.
@@ -268,6 +269,23 @@ pub fn gap_figure(path: &Path, title: &str, rows: &[RowResult]) -> Result<String
         path.file_name()
             .map_or(String::new(), |f| f.to_string_lossy().into_owned())
     ))
+}
+
+/// The end of a report over datasets: `md` with the footer (the runs' training `seconds`),
+/// and `report.json` with each dataset's entry in `json` (an absent set's entry says
+/// `"absent": true` and does not count as run) beside the missing datasets.
+pub(crate) fn datasets_report(
+    mut md: String,
+    ctx: &Context,
+    seconds: f64,
+    json: Vec<serde_json::Value>,
+    missing: &Missing,
+    headline: Vec<Headline>,
+) -> Result<Report> {
+    md.push_str(&report::footer(ctx, Some(seconds), ""));
+    let ran = json.iter().filter(|j| j.get("absent").is_none()).count();
+    let json = serde_json::json!({ "datasets": json, "missing": missing });
+    Ok(Report::new(md, &json, ran)?.with_headline(headline))
 }
 
 /// The columns of [`row_cells`].
