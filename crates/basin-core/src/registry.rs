@@ -145,8 +145,19 @@ fn parse<T: DeserializeOwned>(params: &toml::Table, field: &str) -> Result<T> {
         .map_err(|e| CoreError::config(field, e.to_string().trim_end().replace('\n', " ")))
 }
 
+/// The parameters of kind `T` from a config table, checked by `validate`; errors name `field`.
+fn parse_valid<T: DeserializeOwned>(
+    params: &toml::Table,
+    field: &str,
+    validate: impl Fn(&T, &str) -> Result<()>,
+) -> Result<T> {
+    let p = parse::<T>(params, field)?;
+    validate(&p, field)?;
+    Ok(p)
+}
+
 fn validate_term<T: TermParams>(params: &toml::Table, field: &str) -> Result<()> {
-    parse::<T>(params, field)?.validate(field)
+    parse_valid::<T>(params, field, T::validate).map(drop)
 }
 
 fn build_term<T: TermParams>(
@@ -155,9 +166,7 @@ fn build_term<T: TermParams>(
     name: &str,
     field: &str,
 ) -> Result<Box<dyn Energy>> {
-    let p = parse::<T>(params, field)?;
-    p.validate(field)?;
-    p.build(ctx, name)
+    parse_valid::<T>(params, field, T::validate)?.build(ctx, name)
 }
 
 fn heads_of<T: TermParams>(params: &toml::Table) -> Option<i64> {
@@ -165,7 +174,7 @@ fn heads_of<T: TermParams>(params: &toml::Table) -> Option<i64> {
 }
 
 fn validate_dynamics<T: DynamicsParams>(params: &toml::Table, field: &str) -> Result<()> {
-    parse::<T>(params, field)?.validate(field)
+    parse_valid::<T>(params, field, T::validate).map(drop)
 }
 
 fn build_dynamics<T: DynamicsParams>(
@@ -173,9 +182,7 @@ fn build_dynamics<T: DynamicsParams>(
     ctx: &BuildContext,
     field: &str,
 ) -> Result<Box<dyn Dynamics>> {
-    let p = parse::<T>(params, field)?;
-    p.validate(field)?;
-    p.build(ctx)
+    parse_valid::<T>(params, field, T::validate)?.build(ctx)
 }
 
 fn alpha_of<T: DynamicsParams>(params: &toml::Table) -> Option<f64> {
