@@ -643,16 +643,9 @@ impl GraphTransformerLearner {
         self.scaling.apply_batch(&mut b, true);
         let batch = crate::graph_classification::GraphBatchOnDevice::new(&b, self.vs.device())?;
         let (features, pe, padding, mask) = batch.parts();
-        let mut x = self.encoder.forward(features);
+        let mut x =
+            crate::graph_classification::with_cls(&self.encoder.forward(features), &self.cls);
         let n = x.size()[1];
-        let is_cls = Tensor::arange(n, (Kind::Int64, x.device()))
-            .eq(0)
-            .view([1, n, 1]);
-        x = self
-            .cls
-            .view([1, 1, -1])
-            .expand_as(&x)
-            .where_self(&is_cls, &x);
         if let (Some(proj), Some(pe)) = (&self.pe_proj, pe) {
             x = x + proj.forward(pe);
         }

@@ -40,7 +40,7 @@ pub use config::{AdjacencyMode, Gram, GraphClassifierConfig, Readout};
 pub use data::{SPARSE_MEAN_NODES, dataset_pe, graph_classes, large_graphs, node_classes};
 pub use learner::GraphClassifierLearner;
 pub(crate) use learner::predict_in_buckets;
-pub(crate) use model::cls_token;
 pub use model::{GraphClassifier, InputWidths};
+pub(crate) use model::{cls_token, with_cls};
 pub use readout::{node_degrees, pool, structure_statistics};
 pub use task::{GraphData, GraphRun, graph_dataset};

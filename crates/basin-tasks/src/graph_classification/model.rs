@@ -301,17 +301,7 @@ impl GraphClassifier {
     /// The initial tokens (CLS in slot 0, projected encodings added) and the attention
     /// structure with the parameterised adjacency of eq. 24.
     pub fn tokens_and_structure(&self, b: &GraphBatchOnDevice) -> Result<(Tensor, Structure)> {
-        let mut x = self.encoder.forward(&b.features);
-        let n = x.size()[1];
-        // Slot 0 is the CLS token.
-        let is_cls = Tensor::arange(n, (Kind::Int64, x.device()))
-            .eq(0)
-            .view([1, n, 1]);
-        x = self
-            .cls
-            .view([1, 1, -1])
-            .expand_as(&x)
-            .where_self(&is_cls, &x);
+        let mut x = with_cls(&self.encoder.forward(&b.features), &self.cls);
         if let (Some(proj), Some(pe)) = (&self.pe_proj, &b.pe) {
             x = x + proj.forward(pe);
         }
@@ -328,6 +318,15 @@ impl GraphClassifier {
         };
         Ok((x, structure))
     }
+}
+
+/// Encoded tokens `[B, N, D]` with slot 0 (kept free by the batching) holding the CLS token.
+pub(crate) fn with_cls(x: &Tensor, cls: &Tensor) -> Tensor {
+    let n = x.size()[1];
+    let is_cls = Tensor::arange(n, (Kind::Int64, x.device()))
+        .eq(0)
+        .view([1, n, 1]);
+    cls.view([1, 1, -1]).expand_as(x).where_self(&is_cls, x)
 }
 
 /// The CLS token `[d]` joined to every graph, drawn from N(0, 0.02²) (the reference's start).
