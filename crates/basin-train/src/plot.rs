@@ -102,6 +102,26 @@ fn draw_png(
     write_png(path, width, height, buf)
 }
 
+/// Draws `chart`'s legend: labels at `size` pt, framed, on white of `opacity`, at `position`
+/// (plotters' default where `None`).
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, CT>,
+    size: u32,
+    opacity: f64,
+    position: Option<SeriesLabelPosition>,
+) -> Result<(), PlotError> {
+    let mut labels = chart.configure_series_labels();
+    if let Some(position) = position {
+        labels.position(position);
+    }
+    labels
+        .label_font((font(), size))
+        .background_style(WHITE.mix(opacity))
+        .border_style(BLACK)
+        .draw()
+        .map_err(draw_err)
+}
+
 fn whole_ticks(x_max: f64) -> usize {
     (x_max as usize + 1).min(11)
 }
@@ -294,13 +314,7 @@ pub fn line_chart(
                     }
                 });
         }
-        chart
-            .configure_series_labels()
-            .label_font((font(), 14))
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(draw_err)?;
+        legend(&mut chart, 14, 0.8, None)?;
         Ok(())
     })
 }
@@ -364,13 +378,7 @@ pub fn quartile_bands(
                     PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((font(), 13))
-            .draw()
-            .map_err(draw_err)?;
+        legend(&mut chart, 13, 0.85, None)?;
         Ok(())
     })
 }
@@ -655,14 +663,7 @@ pub fn landscape_chart(
                     .map_err(draw_err)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((font(), 13))
-            .background_style(WHITE.mix(0.6))
-            .border_style(BLACK)
-            .draw()
-            .map_err(draw_err)?;
+        legend(&mut chart, 13, 0.6, Some(SeriesLabelPosition::UpperLeft))?;
         // The energies (and V) per step, on one axis.
         let mut curves: Vec<(String, Vec<f64>, RGBColor)> = Vec::new();
         for (p, colour) in land.paths.iter().zip(styles) {
@@ -700,13 +701,7 @@ pub fn landscape_chart(
                         PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
                     });
             }
-            chart
-                .configure_series_labels()
-                .label_font((font(), 13))
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .draw()
-                .map_err(draw_err)?;
+            legend(&mut chart, 13, 0.85, None)?;
         }
         Ok(())
     })
