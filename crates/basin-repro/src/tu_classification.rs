@@ -308,18 +308,19 @@ pub(crate) struct TableRun {
 }
 
 /// Runs `opts` ([`run`]) and starts the table's report: `# title`, the preset banner saying
-/// the `scale`, and the protocol note.
+/// the folds and epochs (then `more`), and the protocol note.
 pub(crate) fn run_table(
     opts: &TuOptions,
     ctx: &Context,
     title: &str,
-    scale: &str,
+    more: &str,
 ) -> Result<TableRun> {
     let mut missing = Missing::default();
     let results = run(opts, ctx, &mut missing)?;
     let paired = paired_rows(&results);
     let mut md = format!("# {title}\n\n");
-    md.push_str(&report::banner(ctx.preset, scale));
+    let scale = format!("{} folds, {} epochs{more}", opts.folds, opts.epochs);
+    md.push_str(&report::banner(ctx.preset, &scale));
     md.push_str(&protocol_note(opts));
     Ok(TableRun {
         results,
