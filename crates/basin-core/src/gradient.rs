@@ -309,7 +309,9 @@ impl SettleStats {
         self.fallback_samples += other.fallback_samples;
     }
 
-    /// Epoch-record metrics (`settle_steps`, `settle_unconverged`, …); none without forwards.
+    /// Epoch-record metrics (`settle_steps`, `settle_unconverged` of `settle_forwards`,
+    /// `adjoint_unconverged` of `adjoint_solves`, …, so a record gives its convergence rates);
+    /// none without forwards.
     pub fn metrics(&self) -> Vec<(String, f64)> {
         if self.forwards == 0 {
             return Vec::new();
@@ -319,6 +321,7 @@ impl SettleStats {
                 "settle_steps".into(),
                 self.steps as f64 / self.forwards as f64,
             ),
+            ("settle_forwards".into(), self.forwards as f64),
             ("settle_unconverged".into(), self.unconverged as f64),
             ("settle_residual".into(), self.max_residual),
         ];
@@ -327,6 +330,7 @@ impl SettleStats {
                 "adjoint_iterations".into(),
                 self.solver_iterations as f64 / self.solves as f64,
             ));
+            m.push(("adjoint_solves".into(), self.solves as f64));
             m.push(("adjoint_unconverged".into(), self.solves_unconverged as f64));
             m.push(("adjoint_residual".into(), self.max_solver_residual));
         }

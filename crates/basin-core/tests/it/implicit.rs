@@ -100,10 +100,10 @@ fn the_settling_descent_lowers_the_energy_and_reports_a_capped_forward() {
         "{stats:?}"
     );
     let metrics = stats.metrics();
-    assert!(
-        metrics
-            .iter()
-            .any(|(k, v)| k == "settle_unconverged" && *v == 1.0),
+    let metric = |key: &str| metrics.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
+    assert_eq!(
+        (metric("settle_unconverged"), metric("settle_forwards")),
+        (Some(1.0), Some(1.0)),
         "{metrics:?}"
     );
     // The state forgets its start: a nearby x0, in the same basin, settles to the same x*.
