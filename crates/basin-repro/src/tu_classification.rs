@@ -295,26 +295,15 @@ fn maker<'a>(
     }
 }
 
-/// A TU table's runs and the start of its report ([`run_table`]).
-pub(crate) struct TableRun {
-    /// Each dataset's results.
-    pub results: Vec<TuResult>,
-    /// The models paired fold by fold.
-    pub paired: Vec<PairedRow>,
-    /// The datasets not found.
-    pub missing: Missing,
-    /// The report so far: its `title`, the preset banner and the protocol.
-    pub md: String,
-}
-
-/// Runs `opts` ([`run`]) and starts the table's report: `# title`, the preset banner saying
-/// the folds and epochs (then `more`), and the protocol note.
+/// Runs `opts` ([`run`]) and starts the table's report: each dataset's results, the models
+/// paired fold by fold, the datasets not found, and the report so far (`# title`, the preset
+/// banner saying the folds and epochs, then `more`, and the protocol note).
 pub(crate) fn run_table(
     opts: &TuOptions,
     ctx: &Context,
     title: &str,
     more: &str,
-) -> Result<TableRun> {
+) -> Result<(Vec<TuResult>, Vec<PairedRow>, Missing, String)> {
     let mut missing = Missing::default();
     let results = run(opts, ctx, &mut missing)?;
     let paired = paired_rows(&results);
@@ -322,12 +311,7 @@ pub(crate) fn run_table(
     let scale = format!("{} folds, {} epochs{more}", opts.folds, opts.epochs);
     md.push_str(&report::banner(ctx.preset, &scale));
     md.push_str(&protocol_note(opts));
-    Ok(TableRun {
-        results,
-        paired,
-        missing,
-        md,
-    })
+    Ok((results, paired, missing, md))
 }
 
 /// Runs every model (and the baselines) on every dataset of `opts` found under the data

@@ -105,12 +105,7 @@ impl Reproduction for CdatTable1 {
             })
             .collect::<Result<_>>()?;
         let title = "CDAT Table 1 — TU graph classification";
-        let tu::TableRun {
-            results,
-            paired,
-            missing,
-            mut md,
-        } = tu::run_table(&opts, ctx, title, "")?;
+        let (results, paired, missing, mut md) = tu::run_table(&opts, ctx, title, "")?;
         md.push_str(&format!("\n`{CODE_TERMS}` is CDAT with the public code's energy terms (ET's attention, ½relu² memories, λ = 1/1) under the same dynamics and front end.\n"));
         md.push_str("\nThe paper's CDAT and ET columns are of the magnitude of the ET reference's training-set procedure (ET 99.8 on ENZYMES); compare them with the et-paper columns, and the models with each other and with the baselines under CV.\n\n");
         let mut t = report::Table::new([
@@ -231,12 +226,7 @@ impl Reproduction for CdatTable3 {
         let paper = papers::rows("cdat-table3")?;
         let datasets = format!(", {}", opts.datasets.join(", "));
         let title = "CDAT Table 3 — the rank of W";
-        let tu::TableRun {
-            results,
-            paired,
-            missing,
-            mut md,
-        } = tu::run_table(&opts, ctx, title, &datasets)?;
+        let (results, paired, missing, mut md) = tu::run_table(&opts, ctx, title, &datasets)?;
         md.push('\n');
         let mut header = vec!["rank".to_owned(), "paper DD".into(), "paper NCI1".into()];
         header.extend(results.iter().map(|r| format!("ours {}, CV", r.dataset)));
@@ -364,12 +354,7 @@ impl Reproduction for CdatTable11 {
             })
             .collect::<Result<_>>()?;
         let title = "CDAT Table 11 — ablations";
-        let tu::TableRun {
-            results,
-            paired,
-            missing,
-            mut md,
-        } = tu::run_table(&opts, ctx, title, "")?;
+        let (results, paired, missing, mut md) = tu::run_table(&opts, ctx, title, "")?;
         md.push_str("\nRows name the removed component. \"w/o self-inhibition\" drops the passive decay −x with the damping −ωx, as the code's commented-out variant does.\n\n");
         let mut header: Vec<String> = ["setting", "paper DD", "paper NCI1", "paper NCI109"]
             .into_iter()

@@ -87,12 +87,8 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
     let et = opts.models.first().map_or("ET", |m| m.name.as_str());
     let dim = opts.models.first().map_or(0, |m| m.config.block.dim);
     let title = "ET Table 2 — TU graph classification";
-    let tu::TableRun {
-        results,
-        paired,
-        missing,
-        mut md,
-    } = tu::run_table(opts, ctx, title, &format!(", a D = {dim} model"))?;
+    let (results, paired, missing, mut md) =
+        tu::run_table(opts, ctx, title, &format!(", a D = {dim} model"))?;
     let mut t = report::Table::new([
         "dataset",
         "graphs",
