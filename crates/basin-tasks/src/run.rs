@@ -220,6 +220,35 @@ fn restore<L: Learner>(out: &Path, run: &PlannedRun, learner: &L) -> Result<Vali
 }
 
 /// `energy.png`, `<stem>.md` and `<stem>.json` under `out`.
+/// How training at the attractor went, over every run and epoch: the settling forwards and
+/// adjoint solves that converged (the records' `settle_forwards` and `settle_unconverged`,
+/// `adjoint_solves` and `adjoint_unconverged`); `None` where no training forward settled.
+fn attractor_line(report: &ProtocolReport) -> Option<String> {
+    let sum = |key: &str| -> f64 {
+        let epochs = report.runs.iter().flat_map(|r| &r.epochs);
+        epochs.filter_map(|e| e.metrics.get(key)).sum()
+    };
+    let converged = |all: f64, failed: f64, what: &str| {
+        let done = all - failed;
+        format!("{done:.0} of {all:.0} {what} ({:.1} %)", 100.0 * done / all)
+    };
+    let forwards = sum("settle_forwards");
+    if forwards == 0.0 {
+        return None;
+    }
+    let mut line = format!(
+        "Training at the attractor: {} converged",
+        converged(forwards, sum("settle_unconverged"), "settling forwards")
+    );
+    let solves = sum("adjoint_solves");
+    if solves > 0.0 {
+        let adjoint = converged(solves, sum("adjoint_unconverged"), "adjoint solves");
+        line.push_str(&format!(", and {adjoint}"));
+    }
+    line.push_str(", over every run and epoch (per epoch: each run's `record.csv`).\n\n");
+    Some(line)
+}
+
 fn write_outputs<T: Task>(
     run: &T,
     out: &Path,
@@ -255,6 +284,7 @@ fn write_outputs<T: Task>(
         Some(r) => {
             md.push_str(&r.to_markdown());
             md.push('\n');
+            md.push_str(&attractor_line(r).unwrap_or_default());
         }
         None => md.push_str("Each run's selected weights, re-scored on the held-out split rebuilt from `run.toml` (split hashes checked against the run records).\n\n"),
     }

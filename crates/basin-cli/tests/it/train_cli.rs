@@ -1010,6 +1010,21 @@ fn implicit_gradients_train_et_and_cdat_from_a_run_file() {
                 && metrics["spectral_radius"].as_f64().is_some(),
             "{model}: {metrics}"
         );
+        // The report says how many settles converged, counted from every fold's record.
+        let mut forwards = 0.0;
+        for fold in std::fs::read_dir(out.join("repeat-0")).unwrap() {
+            let path = fold.unwrap().path().join("record.json");
+            let record: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            for epoch in record["epochs"].as_array().unwrap() {
+                forwards += epoch["metrics"]["settle_forwards"].as_f64().unwrap();
+            }
+        }
+        let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(
+            report.contains(&format!(" of {forwards:.0} settling forwards (")),
+            "{model}: {report}"
+        );
     }
     // A curriculum: the first epoch unrolled (no settling), the second at the attractor.
     let dir = tmp.path().join("warm-up");
