@@ -256,7 +256,7 @@ impl GradientConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SettleStats {
-    /// Settling forwards.
+    /// Settling forwards (in an epoch record, its validation forwards too).
     pub forwards: usize,
     /// Of them, those that stopped at `max_steps`.
     pub unconverged: usize,

@@ -219,7 +219,6 @@ fn restore<L: Learner>(out: &Path, run: &PlannedRun, learner: &L) -> Result<Vali
     )?)
 }
 
-/// `energy.png`, `<stem>.md` and `<stem>.json` under `out`.
 /// How training at the attractor went, over every run and epoch: the settling forwards and
 /// adjoint solves that converged (the records' `settle_forwards` and `settle_unconverged`,
 /// `adjoint_solves` and `adjoint_unconverged`); `None` where no training forward settled.
@@ -245,10 +244,11 @@ fn attractor_line(report: &ProtocolReport) -> Option<String> {
         let adjoint = converged(solves, sum("adjoint_unconverged"), "adjoint solves");
         line.push_str(&format!(", and {adjoint}"));
     }
-    line.push_str(", over every run and epoch (per epoch: each run's `record.csv`).\n\n");
+    line.push_str(", over every run and epoch, validation forwards included (per epoch: each run's `record.csv`).\n\n");
     Some(line)
 }
 
+/// `energy.png`, `<stem>.md` and `<stem>.json` under `out`.
 fn write_outputs<T: Task>(
     run: &T,
     out: &Path,

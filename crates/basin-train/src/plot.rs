@@ -83,8 +83,6 @@ fn write_png(path: &Path, width: u32, height: u32, rgb: Vec<u8>) -> Result<(), P
     Ok(())
 }
 
-/// How many x labels an axis of whole steps or epochs `0..=x_max` asks for: every one up to
-/// ten, so that the chosen spacing is a whole number.
 /// A white `width × height` picture drawn by `draw` on the whole of it, written to `path`.
 fn draw_png(
     path: &Path,
@@ -122,6 +120,8 @@ fn legend<'a, CT: CoordTranslate>(
         .map_err(draw_err)
 }
 
+/// How many x labels an axis of whole steps or epochs `0..=x_max` asks for: every one up to
+/// ten, so that the chosen spacing is a whole number.
 fn whole_ticks(x_max: f64) -> usize {
     (x_max as usize + 1).min(11)
 }

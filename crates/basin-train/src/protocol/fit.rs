@@ -13,6 +13,10 @@ use crate::plan::ids;
 use crate::record::RunRecord;
 use crate::runner::{Learner, Runner, Validation};
 
+/// A run fitted on the split's training items, its epoch selected on the validation items and
+/// scored on the test items; with `curves`, every epoch also scores the training and the test
+/// items (evaluation mode) as `curve_train_<metric>` and `curve_test_<metric>`, for
+/// generalisation-gap figures. Selection never reads them.
 pub(crate) fn fold_runs<'a, L: Learner>(
     split: &Split,
     target: impl Into<TargetView<'a>>,
