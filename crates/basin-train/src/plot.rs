@@ -163,6 +163,32 @@ fn padded_range(values: impl IntoIterator<Item = f64>) -> Option<std::ops::Range
     Some(lo - pad..hi + pad)
 }
 
+/// Refuses an empty list, or a series that is empty or holds a value that is not finite.
+fn check_series(series: &[Series]) -> Result<(), PlotError> {
+    if series.is_empty() {
+        return Err(PlotError::Input("nothing to plot".into()));
+    }
+    match series
+        .iter()
+        .find(|s| s.values.is_empty() || s.values.iter().any(|v| !v.is_finite()))
+    {
+        Some(s) => Err(PlotError::Input(format!(
+            "series `{}` is empty or not finite",
+            s.name
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `values` as points `(step, value)`, the step counted from 0.
+fn step_points(values: &[f64]) -> Vec<(f64, f64)> {
+    values
+        .iter()
+        .enumerate()
+        .map(|(x, &y)| (x as f64, y))
+        .collect()
+}
+
 type StepChart<'a, 'b> = ChartContext<
     'a,
     BitMapBackend<'b>,
@@ -197,17 +223,7 @@ pub fn line_panels(
     x_label: &str,
     panels: &[Series],
 ) -> Result<(), PlotError> {
-    if panels.is_empty() {
-        return Err(PlotError::Input("nothing to plot".into()));
-    }
-    for s in panels {
-        if s.values.is_empty() || s.values.iter().any(|v| !v.is_finite()) {
-            return Err(PlotError::Input(format!(
-                "series `{}` is empty or not finite",
-                s.name
-            )));
-        }
-    }
+    check_series(panels)?;
     let cols = panels.len().min(3) as u32;
     let rows = panels.len().div_ceil(3) as u32;
     let (pw, ph) = (420u32, 320u32);
@@ -229,12 +245,7 @@ pub fn line_panels(
                 .map_err(draw_err)?;
             draw_step_axes(&mut chart, x_max, (x_label, ""), 13)?;
             let colour = COLOURS[i % COLOURS.len()];
-            let points: Vec<(f64, f64)> = s
-                .values
-                .iter()
-                .enumerate()
-                .map(|(x, &y)| (x as f64, y))
-                .collect();
+            let points = step_points(&s.values);
             chart
                 .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))
                 .map_err(draw_err)?;
@@ -258,18 +269,7 @@ pub fn line_chart(
     x_label: &str,
     series: &[Series],
 ) -> Result<(), PlotError> {
-    if series.is_empty() {
-        return Err(PlotError::Input("nothing to plot".into()));
-    }
-    if let Some(s) = series
-        .iter()
-        .find(|s| s.values.is_empty() || s.values.iter().any(|v| !v.is_finite()))
-    {
-        return Err(PlotError::Input(format!(
-            "series `{}` is empty or not finite",
-            s.name
-        )));
-    }
+    check_series(series)?;
     let y = padded_range(series.iter().flat_map(|s| s.values.iter().copied()))
         .ok_or_else(|| PlotError::Input("nothing to plot".into()))?;
     let x_max = series
@@ -290,12 +290,7 @@ pub fn line_chart(
         draw_step_axes(&mut chart, x_max, (x_label, ""), 13)?;
         for (i, s) in series.iter().enumerate() {
             let colour = COLOURS[s.group.unwrap_or(i) % COLOURS.len()];
-            let points: Vec<(f64, f64)> = s
-                .values
-                .iter()
-                .enumerate()
-                .map(|(x, &y)| (x as f64, y))
-                .collect();
+            let points = step_points(&s.values);
             let drawn = if s.dashed {
                 chart.draw_series(DashedLineSeries::new(points, 7, 5, colour.stroke_width(2)))
             } else {
@@ -688,11 +683,7 @@ pub fn landscape_chart(
                 .map_err(draw_err)?;
             draw_step_axes(&mut chart, x_max, ("step", ""), 12)?;
             for (name, values, colour) in curves {
-                let points: Vec<(f64, f64)> = values
-                    .iter()
-                    .enumerate()
-                    .map(|(x, &y)| (x as f64, y))
-                    .collect();
+                let points = step_points(&values);
                 chart
                     .draw_series(LineSeries::new(points, colour.stroke_width(2)))
                     .map_err(draw_err)?

@@ -56,79 +56,82 @@ pub enum Schedule {
 }
 
 impl Schedule {
-    /// The rate at `t`.
-    pub fn lr(&self, t: u64) -> f64 {
-        let cosine = |from: f64, to: f64, done: u64, len: u64| {
-            if len == 0 {
-                return to;
-            }
-            let frac = (done.min(len)) as f64 / len as f64;
-            to + (from - to) * 0.5 * (1.0 + (std::f64::consts::PI * frac).cos())
-        };
+    /// The schedule as two phases: a linear head from `start` to `peak` over `head` steps (the
+    /// warm-up, or the hold with `start = peak`), then a half-cosine to `end` at `total`; with
+    /// the name of the head's field, for errors.
+    fn phases(&self) -> Phases {
         match *self {
-            Self::Constant { lr } => lr,
+            Self::Constant { lr } => Phases {
+                start: lr,
+                peak: lr,
+                head: 0,
+                head_field: "",
+                end: lr,
+                total: 0,
+            },
             Self::WarmupCosine {
                 start,
                 peak,
                 end,
                 warmup,
                 total,
-            } => {
-                if t < warmup {
-                    start + (peak - start) * t as f64 / warmup as f64
-                } else {
-                    cosine(peak, end, t - warmup, total.saturating_sub(warmup))
-                }
-            }
+            } => Phases {
+                start,
+                peak,
+                head: warmup,
+                head_field: "warmup",
+                end,
+                total,
+            },
             Self::HoldCosine {
                 lr,
                 hold,
                 end,
                 total,
-            } => {
-                if t < hold {
-                    lr
-                } else {
-                    cosine(lr, end, t - hold, total.saturating_sub(hold))
-                }
-            }
+            } => Phases {
+                start: lr,
+                peak: lr,
+                head: hold,
+                head_field: "hold",
+                end,
+                total,
+            },
         }
+    }
+
+    /// The rate at `t`.
+    pub fn lr(&self, t: u64) -> f64 {
+        let p = self.phases();
+        if t < p.head {
+            return p.start + (p.peak - p.start) * t as f64 / p.head as f64;
+        }
+        let len = p.total.saturating_sub(p.head);
+        if len == 0 {
+            return p.end;
+        }
+        let frac = (t - p.head).min(len) as f64 / len as f64;
+        p.end + (p.peak - p.end) * 0.5 * (1.0 + (std::f64::consts::PI * frac).cos())
     }
 
     /// Checks the values; `field` is the config path used in errors.
     pub fn validate(&self, field: &str) -> Result<(), TrainError> {
-        let rates: Vec<f64> = match *self {
-            Self::Constant { lr } => vec![lr],
-            Self::WarmupCosine {
-                start,
-                peak,
-                end,
-                warmup,
-                total,
-            } => {
-                if warmup > total {
-                    return Err(TrainError::Config {
-                        field: format!("{field}.warmup"),
-                        message: format!("warm-up ({warmup}) is longer than the total ({total})"),
-                    });
-                }
-                vec![start, peak, end]
-            }
-            Self::HoldCosine {
-                lr,
-                hold,
-                end,
-                total,
-            } => {
-                if hold > total {
-                    return Err(TrainError::Config {
-                        field: format!("{field}.hold"),
-                        message: format!("hold ({hold}) is longer than the total ({total})"),
-                    });
-                }
-                vec![lr, end]
-            }
-        };
+        let p = self.phases();
+        if p.head > p.total {
+            return Err(TrainError::Config {
+                field: format!("{field}.{}", p.head_field),
+                message: format!(
+                    "{} ({}) is longer than the total ({})",
+                    if p.head_field == "warmup" {
+                        "warm-up"
+                    } else {
+                        "hold"
+                    },
+                    p.head,
+                    p.total
+                ),
+            });
+        }
+        let rates = [p.start, p.peak, p.end];
         if rates.iter().any(|r| !(r.is_finite() && *r >= 0.0)) {
             return Err(TrainError::Config {
                 field: field.into(),
@@ -137,4 +140,14 @@ impl Schedule {
         }
         Ok(())
     }
+}
+
+/// [`Schedule::phases`].
+struct Phases {
+    start: f64,
+    peak: f64,
+    head: u64,
+    head_field: &'static str,
+    end: f64,
+    total: u64,
 }

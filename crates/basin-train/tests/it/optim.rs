@@ -294,6 +294,24 @@ fn warmup_cosine_at_its_key_points() {
         .validate("s")
         .is_err()
     );
+    // The hold is checked against the total as the warm-up is, and every rate must be ≥ 0.
+    let long_hold = Schedule::HoldCosine {
+        lr: 1e-3,
+        hold: 200,
+        end: 0.0,
+        total: 150,
+    };
+    assert!(
+        long_hold
+            .validate("s")
+            .unwrap_err()
+            .to_string()
+            .contains("s.hold")
+    );
+    assert!(Schedule::Constant { lr: -1.0 }.validate("s").is_err());
+    let constant = Schedule::Constant { lr: 3e-4 };
+    assert!(constant.validate("s").is_ok());
+    assert_eq!((constant.lr(0), constant.lr(1000)), (3e-4, 3e-4));
 }
 
 #[test]
