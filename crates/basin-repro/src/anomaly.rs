@@ -145,14 +145,14 @@ fn tag(dataset: &str, ratio: f64) -> String {
 
 /// Runs, on every dataset found and every ratio, the models `models(dataset, ratio, nodes)`
 /// names (each on the same split and runs, scored as it says) and the floor; run records under
-/// `<dataset>-<ratio>pct/<model>/run-<r>`, with `energy.png` beside them.
+/// `<dataset>-<ratio>pct/<model>/run-<r>`, with `energy.png` beside them. Also returns the
+/// datasets that were not found.
 pub fn run(
     opts: &AnomalyOptions,
     models: impl Fn(&str, f64, i64) -> Vec<TableModel>,
     ctx: &Context,
-    missing: &mut Missing,
-) -> Result<Vec<AnomalyResult>> {
-    let mut results = Vec::new();
+) -> Result<(Vec<AnomalyResult>, Missing)> {
+    let (mut results, mut missing) = (Vec::new(), Missing::default());
     for name in &opts.datasets {
         let data = match load(name, ctx.data_dir()) {
             Ok(d) => d?,
@@ -294,7 +294,7 @@ pub fn run(
             });
         }
     }
-    Ok(results)
+    Ok((results, missing))
 }
 
 /// The protocol paragraph of a report.

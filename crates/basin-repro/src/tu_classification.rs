@@ -295,15 +295,27 @@ fn maker<'a>(
     }
 }
 
-/// Runs `opts` ([`run`]) and starts the table's report: each dataset's results, the models
-/// paired fold by fold, the datasets not found, and the report so far (`# title`, the preset
-/// banner saying the folds and epochs, then `more`, and the protocol note).
+/// A TU table under way: each dataset's results, the models paired fold by fold, the datasets
+/// not found, and its report so far.
+pub(crate) struct TuTable {
+    /// Each dataset's results.
+    pub results: Vec<TuResult>,
+    /// The models against the baselines, fold by fold.
+    pub paired: Vec<PairedRow>,
+    /// The datasets not found.
+    pub missing: Missing,
+    /// The report so far.
+    pub md: String,
+}
+
+/// Runs `opts` ([`run`]) and starts the table's report (`# title`, the preset banner saying
+/// the folds and epochs, then `more`, and the protocol note).
 pub(crate) fn run_table(
     opts: &TuOptions,
     ctx: &Context,
     title: &str,
     more: &str,
-) -> Result<(Vec<TuResult>, Vec<PairedRow>, Missing, String)> {
+) -> Result<TuTable> {
     let mut missing = Missing::default();
     let results = run(opts, ctx, &mut missing)?;
     let paired = paired_rows(&results);
@@ -311,7 +323,49 @@ pub(crate) fn run_table(
     let scale = format!("{} folds, {} epochs{more}", opts.folds, opts.epochs);
     md.push_str(&report::banner(ctx.preset, &scale));
     md.push_str(&protocol_note(opts));
-    Ok((results, paired, missing, md))
+    Ok(TuTable {
+        results,
+        paired,
+        missing,
+        md,
+    })
+}
+
+impl TuTable {
+    /// The end every TU table's report shares: the pairs and the datasets not found, then
+    /// `curves` (the line that introduces the energy curves, if any) and the curves, the
+    /// footer with the runs' training time, and the report with its JSON (the options, results,
+    /// pairs and missing datasets) and `headline` cells.
+    pub fn finish(
+        self,
+        opts: &TuOptions,
+        ctx: &Context,
+        curves: &str,
+        headline: Vec<report::Headline>,
+    ) -> Result<Report> {
+        let Self {
+            results,
+            paired,
+            missing,
+            mut md,
+        } = self;
+        md.push_str(&paired_markdown(&paired));
+        md.push_str(&missing.to_markdown());
+        md.push_str(curves);
+        md.push_str(&curves_markdown(&results));
+        md.push_str(&report::footer(
+            ctx,
+            Some(results.iter().map(|r| r.seconds).sum()),
+            "",
+        ));
+        let json = serde_json::json!({
+            "options": opts,
+            "results": results,
+            "paired": paired,
+            "missing": missing,
+        });
+        Ok(Report::new(md, &json, results.len())?.with_headline(headline))
+    }
 }
 
 /// Runs every model (and the baselines) on every dataset of `opts` found under the data
@@ -760,24 +814,6 @@ pub const PAPER_SETS: &[&str] = &[
     "Mutagenicity",
     "FRANKENSTEIN",
 ];
-
-/// The end every TU table's report shares: the energy curves (under the line `md` ends with),
-/// the footer with the runs' training time, and the report with its JSON and headline cells.
-pub(crate) fn finish(
-    mut md: String,
-    ctx: &Context,
-    results: &[TuResult],
-    json: &serde_json::Value,
-    headline: Vec<report::Headline>,
-) -> Result<Report> {
-    md.push_str(&curves_markdown(results));
-    md.push_str(&report::footer(
-        ctx,
-        Some(results.iter().map(|r| r.seconds).sum()),
-        "",
-    ));
-    Ok(Report::new(md, json, results.len())?.with_headline(headline))
-}
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::anomaly::{self, DATASETS, TableModel};
 use crate::cdat::anomaly_table2::{cdat_model, options};
-use crate::report::{self, Missing, Report};
+use crate::report::{self, Report};
 use crate::{Context, Reproduction, Result, Table};
 
 /// CDAT Table 12.
@@ -49,8 +49,7 @@ impl Reproduction for CdatTable12 {
                 variants.insert(report::ratio_key(dataset, ratio), models);
             }
         }
-        let mut missing = Missing::default();
-        let results = anomaly::run(
+        let (results, missing) = anomaly::run(
             &opts,
             |dataset, ratio, _| {
                 variants
@@ -59,7 +58,6 @@ impl Reproduction for CdatTable12 {
                     .unwrap_or_default()
             },
             ctx,
-            &mut missing,
         )?;
         // Each variant against the full CDAT of the same runs, macro-F1 and AUC.
         let against_full =

@@ -10,7 +10,7 @@ use basin_tasks::node_anomaly::NodeAnomalyConfig;
 use basin_train::protocol::ScoreMode;
 
 use crate::anomaly::{self, AnomalyOptions, DATASETS, TableModel};
-use crate::report::{Missing, Report};
+use crate::report::Report;
 use crate::{Context, Preset, Reproduction, Result, Table};
 
 /// CDAT Table 2.
@@ -59,8 +59,7 @@ impl Reproduction for CdatTable2 {
     fn run(&self, table: &Table, ctx: &Context) -> Result<Report> {
         let opts = options(ctx.preset).with_overrides(table, ctx);
         let preset = ctx.preset;
-        let mut missing = Missing::default();
-        let results = anomaly::run(
+        let (results, missing) = anomaly::run(
             &opts,
             |dataset, ratio, nodes| {
                 let row = table9(dataset, ratio).unwrap_or(TABLE8);
@@ -74,7 +73,6 @@ impl Reproduction for CdatTable2 {
                 ]
             },
             ctx,
-            &mut missing,
         )?;
         let rows = anomaly::paper_rows("cdat-table2", &[("CDAT", "cdat"), ("ET", "et")])?;
         let table =

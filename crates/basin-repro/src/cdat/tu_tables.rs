@@ -105,7 +105,8 @@ impl Reproduction for CdatTable1 {
             })
             .collect::<Result<_>>()?;
         let title = "CDAT Table 1 — TU graph classification";
-        let (results, paired, missing, mut md) = tu::run_table(&opts, ctx, title, "")?;
+        let mut table = tu::run_table(&opts, ctx, title, "")?;
+        let (results, md) = (&table.results, &mut table.md);
         md.push_str(&format!("\n`{CODE_TERMS}` is CDAT with the public code's energy terms (ET's attention, ½relu² memories, λ = 1/1) under the same dynamics and front end.\n"));
         md.push_str("\nThe paper's CDAT and ET columns are of the magnitude of the ET reference's training-set procedure (ET 99.8 on ENZYMES); compare them with the et-paper columns, and the models with each other and with the baselines under CV.\n\n");
         let mut t = report::Table::new([
@@ -157,22 +158,14 @@ impl Reproduction for CdatTable1 {
             }
         }
         md.push_str(&t.to_markdown());
-        md.push_str(&tu::paired_markdown(&paired));
-        md.push_str(&missing.to_markdown());
-        md.push_str("\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n");
         let models = [("CDAT", "CDAT CV accuracy"), ("ET", "ET CV accuracy")];
-        let headline = tu::headline(&results, &models, |d, m| {
+        let headline = tu::headline(results, &models, |d, m| {
             let (_, cdat, et) = paper.iter().find(|(dataset, ..)| dataset == d)?;
             let p = if m == "CDAT" { cdat[0] } else { et[0] };
             Some(format!("{p:.1} (training-set procedure)"))
         });
-        tu::finish(
-            md,
-            ctx,
-            &results,
-            &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
-            headline,
-        )
+        let curves = "\nEnergy and storage functional V per step (CDAT's V never rises along the descent without noise; its energy may) and training loss:\n";
+        table.finish(&opts, ctx, curves, headline)
     }
 }
 crate::register_table!(CdatTable1, "cdat-table1", TU);
@@ -226,7 +219,8 @@ impl Reproduction for CdatTable3 {
         let paper = papers::rows("cdat-table3")?;
         let datasets = format!(", {}", opts.datasets.join(", "));
         let title = "CDAT Table 3 — the rank of W";
-        let (results, paired, missing, mut md) = tu::run_table(&opts, ctx, title, &datasets)?;
+        let mut table = tu::run_table(&opts, ctx, title, &datasets)?;
+        let (results, md) = (&table.results, &mut table.md);
         md.push('\n');
         let mut header = vec!["rank".to_owned(), "paper DD".into(), "paper NCI1".into()];
         header.extend(results.iter().map(|r| format!("ours {}, CV", r.dataset)));
@@ -266,23 +260,19 @@ impl Reproduction for CdatTable3 {
         }
         md.push_str(&t.to_markdown());
         md.push('\n');
-        md.push_str(&tu::paired_markdown(&paired));
-        md.push_str(&missing.to_markdown());
-        md.push_str("\nEnergy, V and training loss per model:\n");
         // The full-rank model per dataset, beside the paper's where it has the dataset.
         let full = papers::find(&paper, "rank", "full")
             .map(|p| Ok::<_, TaskError>([("DD", p.pair("dd")?[0]), ("NCI1", p.pair("nci1")?[0])]))
             .transpose()?;
         let models = [("r=full", "full-rank W CV accuracy")];
-        let headline = tu::headline(&results, &models, |d, _| {
+        let headline = tu::headline(results, &models, |d, _| {
             let (_, p) = full?.into_iter().find(|(dataset, _)| *dataset == d)?;
             Some(format!("{p:.1}"))
         });
-        tu::finish(
-            md,
+        table.finish(
+            &opts,
             ctx,
-            &results,
-            &serde_json::json!({ "options": opts, "results": results, "missing": missing }),
+            "\nEnergy, V and training loss per model:\n",
             headline,
         )
     }
@@ -354,7 +344,8 @@ impl Reproduction for CdatTable11 {
             })
             .collect::<Result<_>>()?;
         let title = "CDAT Table 11 — ablations";
-        let (results, paired, missing, mut md) = tu::run_table(&opts, ctx, title, "")?;
+        let mut table = tu::run_table(&opts, ctx, title, "")?;
+        let (results, md) = (&table.results, &mut table.md);
         md.push_str("\nRows name the removed component. \"w/o self-inhibition\" drops the passive decay −x with the damping −ωx, as the code's commented-out variant does.\n\n");
         let mut header: Vec<String> = ["setting", "paper DD", "paper NCI1", "paper NCI109"]
             .into_iter()
@@ -382,7 +373,7 @@ impl Reproduction for CdatTable11 {
         md.push_str(&t.to_markdown());
         let p = prior();
         md.push_str(&format!("\n**CDAT + eq. 3 prior**: the full model with the Gaussian locality prior J₀ exp(−d(i,j)²/2a²) added to W (ring distance over the coupled feature indices, J₀ = {} and a = {} at the start, learned: {}). Against the full model, fold by fold (mean ± standard error; wins / ties / losses):", p.j0, p.a, p.learn));
-        for r in &results {
+        for r in results {
             let paired = match (r.model(PRIOR), r.model("full")) {
                 (Some(a), Some(b)) => Paired::new(&a.cv.runs, &b.cv.runs, "test_accuracy")
                     .map_or_else(|e| format!("not paired: {e}"), |p| p.show(100.0)),
@@ -392,7 +383,7 @@ impl Reproduction for CdatTable11 {
         }
         md.push('\n');
         md.push_str("\nBaselines on the same folds:");
-        for r in &results {
+        for r in results {
             md.push_str(&format!(
                 " {}: no-graph {}, GIN {}.",
                 r.dataset,
@@ -401,24 +392,15 @@ impl Reproduction for CdatTable11 {
             ));
         }
         md.push('\n');
-        md.push_str(&tu::paired_markdown(&paired));
-        md.push('\n');
-        md.push_str(&missing.to_markdown());
         // The full model per dataset, beside the paper's.
         let full = paper.iter().find(|(ablation, ..)| ablation == "full");
-        let headline = tu::headline(&results, &[("full", "full CDAT CV accuracy")], |d, _| {
+        let headline = tu::headline(results, &[("full", "full CDAT CV accuracy")], |d, _| {
             let column = ["DD", "NCI1", "NCI109", "MUTAG"]
                 .iter()
                 .position(|&c| c == d)?;
             Some(format!("{:.2}", full?.2[column]))
         });
-        tu::finish(
-            md,
-            ctx,
-            &results,
-            &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
-            headline,
-        )
+        table.finish(&opts, ctx, "", headline)
     }
 }
 crate::register_table!(

@@ -7,8 +7,8 @@
 use basin_et::anomaly::{ABLATIONS, ablations};
 
 use crate::anomaly::{self, DATASETS, TableModel};
-use crate::et::anomaly_table1::{options, table6_models, table6_of};
-use crate::report::{Missing, Report};
+use crate::et::anomaly_table1::{options, table6_models, ykth_column};
+use crate::report::Report;
 use crate::{Context, Reproduction, Result, Table};
 
 /// ET Table 13.
@@ -27,8 +27,7 @@ impl Reproduction for EtTable13 {
             ],
         )?;
         let model_for = table6_models()?;
-        let mut missing = Missing::default();
-        let results = anomaly::run(
+        let (results, missing) = anomaly::run(
             &opts,
             |dataset, ratio, _| {
                 ablations(&model_for(dataset, ratio))
@@ -37,12 +36,7 @@ impl Reproduction for EtTable13 {
                     .collect()
             },
             ctx,
-            &mut missing,
         )?;
-        let ykth = |r: &anomaly::AnomalyResult| {
-            r.model("ET")
-                .map_or(String::new(), |m| table6_of(&m.config))
-        };
         // The drop of each ablation against the full model, macro-F1 and AUC (the paper's ▼).
         let drops = |r: &anomaly::AnomalyResult| anomaly::against(r, "ET", &ABLATIONS[..2]);
         let table = anomaly::results_table(
@@ -52,7 +46,7 @@ impl Reproduction for EtTable13 {
             &opts.ratios,
             &[
                 ("against full ET (F1 / AUC)", &drops),
-                ("Y, K, T, H", &ykth),
+                ("Y, K, T, H", &ykth_column),
             ],
         );
         anomaly::report("et-table13", &opts, &results, &missing, table, ctx)

@@ -16,7 +16,7 @@ use basin_tasks::node_anomaly::NodeAnomalyConfig;
 
 use crate::anomaly::{self, AnomalyOptions, AnomalyResult, DATASETS};
 use crate::papers;
-use crate::report::{self, Missing, Report};
+use crate::report::{self, Report};
 use crate::{Context, Preset, Reproduction, Result, Table};
 
 /// ET Table 1.
@@ -84,27 +84,27 @@ pub fn table6_of(cfg: &NodeAnomalyConfig) -> String {
     )
 }
 
+/// The "Y, K, T, H" column of ET's row of a result (empty without one).
+pub fn ykth_column(r: &AnomalyResult) -> String {
+    r.model("ET")
+        .map_or(String::new(), |m| table6_of(&m.config))
+}
+
 /// Runs Table 1 with `opts`: ET with Table 6's row where the paper has the dataset, the
 /// defaults otherwise.
 pub fn run(opts: &AnomalyOptions, ctx: &Context) -> Result<Report> {
-    let mut missing = Missing::default();
     let model_for = table6_models()?;
-    let results = anomaly::run(
+    let (results, missing) = anomaly::run(
         opts,
         |dataset, ratio, _| vec![anomaly::TableModel::new("ET", model_for(dataset, ratio))],
         ctx,
-        &mut missing,
     )?;
-    let ykth = |r: &AnomalyResult| {
-        r.model("ET")
-            .map_or(String::new(), |m| table6_of(&m.config))
-    };
     let table = anomaly::results_table(
         &results,
         &anomaly::paper_rows("et-table1", &[("ET", "et"), ("BWGNN", "bwgnn")])?,
         &["ET"],
         &opts.ratios,
-        &[("Y, K, T, H", &ykth)],
+        &[("Y, K, T, H", &ykth_column)],
     );
     anomaly::report("et-table1", opts, &results, &missing, table, ctx)
 }

@@ -8,8 +8,8 @@
 use basin_tasks::node_anomaly::{NodeAnomalyConfig, RelationPool};
 
 use crate::anomaly::{self, TableModel};
-use crate::et::anomaly_table1::{options, table6_models, table6_of};
-use crate::report::{Missing, Report};
+use crate::et::anomaly_table1::{options, table6_models, ykth_column};
+use crate::report::Report;
 use crate::{Context, Reproduction, Result, Table};
 
 /// ET Table 12.
@@ -43,8 +43,7 @@ impl Reproduction for EtTable12 {
             ],
         )?;
         let model_for = table6_models()?;
-        let mut missing = Missing::default();
-        let results = anomaly::run(
+        let (results, missing) = anomaly::run(
             &opts,
             |dataset, ratio, _| {
                 let homogeneous = model_for(dataset, ratio);
@@ -55,12 +54,7 @@ impl Reproduction for EtTable12 {
                 ]
             },
             ctx,
-            &mut missing,
         )?;
-        let ykth = |r: &anomaly::AnomalyResult| {
-            r.model("ET")
-                .map_or(String::new(), |m| table6_of(&m.config))
-        };
         let relations = |r: &anomaly::AnomalyResult| {
             r.model(MODELS[0]).map_or(String::new(), |m| {
                 m.views
@@ -77,7 +71,7 @@ impl Reproduction for EtTable12 {
             &paper,
             &MODELS,
             &opts.ratios,
-            &[("relations", &relations), ("Y, K, T, H", &ykth)],
+            &[("relations", &relations), ("Y, K, T, H", &ykth_column)],
         );
         anomaly::report("et-table12", &opts, &results, &missing, table, ctx)
     }

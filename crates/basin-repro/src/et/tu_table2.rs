@@ -87,8 +87,8 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
     let et = opts.models.first().map_or("ET", |m| m.name.as_str());
     let dim = opts.models.first().map_or(0, |m| m.config.block.dim);
     let title = "ET Table 2 — TU graph classification";
-    let (results, paired, missing, mut md) =
-        tu::run_table(opts, ctx, title, &format!(", a D = {dim} model"))?;
+    let mut table = tu::run_table(opts, ctx, title, &format!(", a D = {dim} model"))?;
+    let (results, md) = (&table.results, &mut table.md);
     let mut t = report::Table::new([
         "dataset",
         "graphs",
@@ -127,19 +127,11 @@ pub fn run(opts: &TuOptions, ctx: &Context) -> Result<Report> {
     }
     md.push('\n');
     md.push_str(&t.to_markdown());
-    md.push_str(&tu::paired_markdown(&paired));
-    md.push_str(&missing.to_markdown());
-    md.push_str("\nEnergy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode) and the training loss:\n");
     let what = format!("{et} CV accuracy");
-    let headline = tu::headline(&results, &[(et, &what)], |d, _| {
+    let headline = tu::headline(results, &[(et, &what)], |d, _| {
         let (_, [accuracy, _]) = paper.iter().find(|(dataset, _)| dataset == d)?;
         Some(format!("{accuracy:.1} (training-set procedure)"))
     });
-    tu::finish(
-        md,
-        ctx,
-        &results,
-        &serde_json::json!({ "options": opts, "results": results, "paired": paired, "missing": missing }),
-        headline,
-    )
+    let curves = "\nEnergy per step of CV fold 0's selected model (mean over the first 64 graphs, evaluation mode) and the training loss:\n";
+    table.finish(opts, ctx, curves, headline)
 }
