@@ -77,6 +77,14 @@ pub enum TrainError {
 }
 
 impl TrainError {
+    /// A configuration error at the dotted path `field`.
+    pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Config {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
     /// Wraps a learner's own error.
     pub fn learner(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Learner(Box::new(e))

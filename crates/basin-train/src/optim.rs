@@ -96,12 +96,7 @@ impl OptimConfig {
 
     /// Checks the values; `field` is the config path used in errors.
     pub fn validate(&self, field: &str) -> Result<(), TrainError> {
-        let bad = |name: &str, msg: String| {
-            Err(TrainError::Config {
-                field: format!("{field}.{name}"),
-                message: msg,
-            })
-        };
+        let bad = |name: &str, msg: String| Err(TrainError::config(format!("{field}.{name}"), msg));
         if !(self.lr.is_finite() && self.lr >= 0.0) {
             return bad("lr", format!("must be ≥ 0, got {}", self.lr));
         }

@@ -117,9 +117,9 @@ impl Schedule {
     pub fn validate(&self, field: &str) -> Result<(), TrainError> {
         let p = self.phases();
         if p.head > p.total {
-            return Err(TrainError::Config {
-                field: format!("{field}.{}", p.head_field),
-                message: format!(
+            return Err(TrainError::config(
+                format!("{field}.{}", p.head_field),
+                format!(
                     "{} ({}) is longer than the total ({})",
                     if p.head_field == "warmup" {
                         "warm-up"
@@ -129,14 +129,14 @@ impl Schedule {
                     p.head,
                     p.total
                 ),
-            });
+            ));
         }
         let rates = [p.start, p.peak, p.end];
         if rates.iter().any(|r| !(r.is_finite() && *r >= 0.0)) {
-            return Err(TrainError::Config {
-                field: field.into(),
-                message: format!("rates must be ≥ 0 and finite: {rates:?}"),
-            });
+            return Err(TrainError::config(
+                field,
+                format!("rates must be ≥ 0 and finite: {rates:?}"),
+            ));
         }
         Ok(())
     }

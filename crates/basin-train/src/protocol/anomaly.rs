@@ -87,10 +87,7 @@ impl Protocol for AnomalyProtocol {
     /// Checks what needs no data: runs ≥ 1, both split fractions inside (0, 1). `field` prefixes
     /// the names in errors (e.g. `protocol`).
     fn validate(&self, field: &str) -> Result<(), TrainError> {
-        let bad = |f: &str, m: String| TrainError::Config {
-            field: format!("{field}.{f}"),
-            message: m,
-        };
+        let bad = |f: &str, m: String| TrainError::config(format!("{field}.{f}"), m);
         if self.runs < 1 {
             return Err(bad("runs", "must be ≥ 1".into()));
         }

@@ -124,10 +124,7 @@ impl Protocol for CrossValidation {
     /// Folds against the dataset (its size, its smallest class) are checked when the folds are
     /// planned. `field` prefixes the names in errors (e.g. `protocol`).
     fn validate(&self, field: &str) -> Result<(), TrainError> {
-        let bad = |f: &str, m: String| TrainError::Config {
-            field: format!("{field}.{f}"),
-            message: m,
-        };
+        let bad = |f: &str, m: String| TrainError::config(format!("{field}.{f}"), m);
         if self.repeats < 1 {
             return Err(bad("repeats", "must be ≥ 1".into()));
         }

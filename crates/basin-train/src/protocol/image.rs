@@ -132,17 +132,17 @@ impl Protocol for ImageProtocol {
         ];
         for (name, v) in positive {
             if v == 0 {
-                return Err(TrainError::Config {
-                    field: format!("{field}.{name}"),
-                    message: "must be at least 1".into(),
-                });
+                return Err(TrainError::config(
+                    format!("{field}.{name}"),
+                    "must be at least 1",
+                ));
             }
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
-            return Err(TrainError::Config {
-                field: format!("{field}.lr"),
-                message: format!("must be a positive number, got {}", self.lr),
-            });
+            return Err(TrainError::config(
+                format!("{field}.lr"),
+                format!("must be a positive number, got {}", self.lr),
+            ));
         }
         Ok(())
     }

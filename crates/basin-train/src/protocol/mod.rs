@@ -87,10 +87,7 @@ pub(crate) fn split_err(e: basin_data::DataError) -> TrainError {
 
 /// A split error named as the protocol field it comes from.
 pub(crate) fn field_err(field: &'static str) -> impl Fn(basin_data::DataError) -> TrainError {
-    move |e| TrainError::Config {
-        field: field.into(),
-        message: e.to_string(),
-    }
+    move |e| TrainError::config(field, e.to_string())
 }
 
 /// A protocol's configuration as JSON, the identity its runs record.

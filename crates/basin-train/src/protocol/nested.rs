@@ -121,10 +121,7 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
 
     /// A grid of at least one candidate; repeats, folds and inner folds that can run.
     fn validate(&self, field: &str) -> Result<(), TrainError> {
-        let bad = |f: &str, m: &str| TrainError::Config {
-            field: format!("{field}.{f}"),
-            message: m.into(),
-        };
+        let bad = |f: &str, m: &str| TrainError::config(format!("{field}.{f}"), m);
         let p = self.protocol;
         if self.grid.is_empty() {
             return Err(bad("grid", "no candidate hyperparameters"));

@@ -58,10 +58,10 @@ impl Protocol for CodeCrossValidation {
     /// The folds and the training; the folds against the items are checked in `plan`.
     fn validate(&self, field: &str) -> Result<(), TrainError> {
         if self.folds < 2 {
-            return Err(TrainError::Config {
-                field: format!("{field}.folds"),
-                message: format!("at least 2, got {}", self.folds),
-            });
+            return Err(TrainError::config(
+                format!("{field}.folds"),
+                format!("at least 2, got {}", self.folds),
+            ));
         }
         self.train.validate(&format!("{field}.train"))
     }
@@ -71,10 +71,10 @@ impl Protocol for CodeCrossValidation {
     fn plan(&self, target: &[f64]) -> Result<Vec<PlannedRun>, TrainError> {
         let items = target.len();
         if self.folds < 2 || self.folds > items {
-            return Err(TrainError::Config {
-                field: "folds".into(),
-                message: format!("between 2 and {items} (the items), got {}", self.folds),
-            });
+            return Err(TrainError::config(
+                "folds",
+                format!("between 2 and {items} (the items), got {}", self.folds),
+            ));
         }
         let mut order: Vec<u32> = (0..items as u32).collect();
         order.shuffle(&mut ChaCha8Rng::seed_from_u64(self.seed));
@@ -188,10 +188,10 @@ impl Protocol for EtPaperProtocol {
     /// The repeats and the training.
     fn validate(&self, field: &str) -> Result<(), TrainError> {
         if self.repeats < 1 {
-            return Err(TrainError::Config {
-                field: format!("{field}.repeats"),
-                message: "must be ≥ 1".into(),
-            });
+            return Err(TrainError::config(
+                format!("{field}.repeats"),
+                "must be ≥ 1",
+            ));
         }
         self.train.validate(&format!("{field}.train"))
     }

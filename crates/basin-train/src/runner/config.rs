@@ -57,10 +57,7 @@ impl TrainConfig {
     /// Checks the values before anything trains; `field` is the config path for errors.
     pub fn validate(&self, field: &str) -> Result<(), TrainError> {
         if self.epochs == 0 {
-            return Err(TrainError::Config {
-                field: format!("{field}.epochs"),
-                message: "must be ≥ 1".into(),
-            });
+            return Err(TrainError::config(format!("{field}.epochs"), "must be ≥ 1"));
         }
         self.optim.validate(&format!("{field}.optim"))?;
         if let Some(s) = &self.schedule {
@@ -69,10 +66,10 @@ impl TrainConfig {
         if let Some(d) = self.ema
             && !(0.0..1.0).contains(&d)
         {
-            return Err(TrainError::Config {
-                field: format!("{field}.ema"),
-                message: format!("{d}: the average's decay must be in [0, 1), e.g. 0.99"),
-            });
+            return Err(TrainError::config(
+                format!("{field}.ema"),
+                format!("{d}: the average's decay must be in [0, 1), e.g. 0.99"),
+            ));
         }
         Ok(())
     }

@@ -82,10 +82,7 @@ pub fn epoch_batches<L: Learner + ?Sized>(
 ) -> Result<Vec<Vec<usize>>, TrainError> {
     Ok(match learner.batch_size() {
         Some(0) => {
-            return Err(TrainError::Config {
-                field: "batch".into(),
-                message: "must be at least 1".into(),
-            });
+            return Err(TrainError::config("batch", "must be at least 1"));
         }
         Some(size) => {
             let mut order = train.to_vec();
