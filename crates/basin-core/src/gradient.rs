@@ -260,6 +260,10 @@ pub struct SettleStats {
     pub forwards: usize,
     /// Of them, those that stopped at `max_steps`.
     pub unconverged: usize,
+    /// Of the forwards, the training ones (the block in training mode).
+    pub train_forwards: usize,
+    /// Of those, the ones that stopped at their cap.
+    pub train_unconverged: usize,
     /// Steps summed over the forwards.
     pub steps: usize,
     /// The largest final relative step.
@@ -294,6 +298,8 @@ impl SettleStats {
     pub fn merge(&mut self, other: &SettleStats) {
         self.forwards += other.forwards;
         self.unconverged += other.unconverged;
+        self.train_forwards += other.train_forwards;
+        self.train_unconverged += other.train_unconverged;
         self.steps += other.steps;
         self.max_residual = self.max_residual.max(other.max_residual);
         self.solves += other.solves;
@@ -309,7 +315,8 @@ impl SettleStats {
         self.fallback_samples += other.fallback_samples;
     }
 
-    /// Epoch-record metrics (`settle_steps`, `settle_unconverged` of `settle_forwards`,
+    /// Epoch-record metrics (`settle_steps`, `settle_unconverged` of `settle_forwards`, the
+    /// training ones' `settle_train_unconverged` of `settle_train_forwards`,
     /// `adjoint_unconverged` of `adjoint_solves`, …, so a record gives its convergence rates);
     /// none without forwards.
     pub fn metrics(&self) -> Vec<(String, f64)> {
@@ -323,6 +330,11 @@ impl SettleStats {
             ),
             ("settle_forwards".into(), self.forwards as f64),
             ("settle_unconverged".into(), self.unconverged as f64),
+            ("settle_train_forwards".into(), self.train_forwards as f64),
+            (
+                "settle_train_unconverged".into(),
+                self.train_unconverged as f64,
+            ),
             ("settle_residual".into(), self.max_residual),
         ];
         if self.solves > 0 {

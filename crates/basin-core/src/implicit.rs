@@ -428,6 +428,10 @@ impl EnergyBlock {
             let mut stats = self.implicit.stats();
             stats.forwards += 1;
             stats.unconverged += usize::from(!s.converged);
+            if train {
+                stats.train_forwards += 1;
+                stats.train_unconverged += usize::from(!s.converged);
+            }
             stats.steps += s.steps;
             stats.max_residual = stats.max_residual.max(s.residual);
         }

@@ -219,9 +219,11 @@ fn restore<L: Learner>(out: &Path, run: &PlannedRun, learner: &L) -> Result<Vali
     )?)
 }
 
-/// How training at the attractor went, over every run and epoch: the settling forwards and
-/// adjoint solves that converged (the records' `settle_forwards` and `settle_unconverged`,
-/// `adjoint_solves` and `adjoint_unconverged`); `None` where no training forward settled.
+/// How training at the attractor went, over every run and epoch: the training forwards, all
+/// settling forwards (validation ones included) and the adjoint solves that converged (the
+/// records' `settle_train_forwards` and `settle_train_unconverged`, `settle_forwards` and
+/// `settle_unconverged`, `adjoint_solves` and `adjoint_unconverged`); `None` where no forward
+/// settled.
 fn attractor_line(report: &ProtocolReport) -> Option<String> {
     let sum = |key: &str| -> f64 {
         let epochs = report.runs.iter().flat_map(|r| &r.epochs);
@@ -235,16 +237,32 @@ fn attractor_line(report: &ProtocolReport) -> Option<String> {
     if forwards == 0.0 {
         return None;
     }
-    let mut line = format!(
-        "Training at the attractor: {} converged",
-        converged(forwards, sum("settle_unconverged"), "settling forwards")
-    );
+    let mut line = String::from("Training at the attractor, over every run and epoch: ");
+    let train = sum("settle_train_forwards");
+    if train > 0.0 {
+        let unconverged = sum("settle_train_unconverged");
+        line.push_str(&converged(train, unconverged, "training forwards"));
+        line.push_str(" converged (");
+        line.push_str(&converged(
+            forwards,
+            sum("settle_unconverged"),
+            "settling forwards",
+        ));
+        line.push_str(" with the validation ones)");
+    } else {
+        line.push_str(&converged(
+            forwards,
+            sum("settle_unconverged"),
+            "settling forwards",
+        ));
+        line.push_str(" converged");
+    }
     let solves = sum("adjoint_solves");
     if solves > 0.0 {
         let adjoint = converged(solves, sum("adjoint_unconverged"), "adjoint solves");
         line.push_str(&format!(", and {adjoint}"));
     }
-    line.push_str(", over every run and epoch, validation forwards included (per epoch: each run's `record.csv`).\n\n");
+    line.push_str(" (per epoch: each run's `record.csv`).\n\n");
     Some(line)
 }
 

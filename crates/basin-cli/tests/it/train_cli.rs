@@ -1011,18 +1011,25 @@ fn implicit_gradients_train_et_and_cdat_from_a_run_file() {
             "{model}: {metrics}"
         );
         // The report says how many settles converged, counted from every fold's record.
-        let mut forwards = 0.0;
+        // The training forwards are counted apart from the validation ones.
+        let (mut forwards, mut training) = (0.0, 0.0);
         for fold in std::fs::read_dir(out.join("repeat-0")).unwrap() {
             let path = fold.unwrap().path().join("record.json");
             let record: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
             for epoch in record["epochs"].as_array().unwrap() {
                 forwards += epoch["metrics"]["settle_forwards"].as_f64().unwrap();
+                training += epoch["metrics"]["settle_train_forwards"].as_f64().unwrap();
             }
         }
+        assert!(
+            0.0 < training && training < forwards,
+            "{model}: {training} of {forwards}"
+        );
         let report = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(
-            report.contains(&format!(" of {forwards:.0} settling forwards (")),
+            report.contains(&format!(" of {forwards:.0} settling forwards ("))
+                && report.contains(&format!(" of {training:.0} training forwards (")),
             "{model}: {report}"
         );
     }

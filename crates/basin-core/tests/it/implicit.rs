@@ -89,7 +89,11 @@ fn the_settling_descent_lowers_the_energy_and_reports_a_capped_forward() {
         assert!(w[1] <= w[0] + 1e-10, "the energy rose: {e:?}");
     }
     let stats = c.block.take_settle_stats();
-    assert_eq!((stats.forwards, stats.unconverged), (1, 0), "{stats:?}");
+    assert_eq!(
+        (stats.forwards, stats.unconverged, stats.train_forwards),
+        (1, 0, 0),
+        "an evaluation forward is not a training one: {stats:?}"
+    );
 
     c.block.gradient.max_steps = 2;
     let _ = implicit_grads(&c);
@@ -99,10 +103,23 @@ fn the_settling_descent_lowers_the_energy_and_reports_a_capped_forward() {
         (1, 1, 2),
         "{stats:?}"
     );
+    assert_eq!(
+        (stats.train_forwards, stats.train_unconverged),
+        (1, 1),
+        "{stats:?}"
+    );
     let metrics = stats.metrics();
     let metric = |key: &str| metrics.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
     assert_eq!(
         (metric("settle_unconverged"), metric("settle_forwards")),
+        (Some(1.0), Some(1.0)),
+        "{metrics:?}"
+    );
+    assert_eq!(
+        (
+            metric("settle_train_unconverged"),
+            metric("settle_train_forwards")
+        ),
         (Some(1.0), Some(1.0)),
         "{metrics:?}"
     );
