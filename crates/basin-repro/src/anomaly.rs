@@ -337,23 +337,9 @@ pub fn curves_markdown(results: &[AnomalyResult]) -> String {
     let mut md = String::new();
     for r in results {
         for m in &r.models {
-            let landscape = m.views.landscape.as_ref().map_or(String::new(), |l| {
-                let ends: Vec<String> = l
-                    .paths
-                    .iter()
-                    .map(|p| {
-                        let last = p.energy.last().copied().unwrap_or(f64::NAN);
-                        format!("{} ends at E = {last:.4}", p.name)
-                    })
-                    .collect();
-                format!(
-                    "; {} (the plane holds {:.0} % of the states' variance) — `{}/{}/landscape.png`",
-                    ends.join(", "),
-                    l.explained * 100.0,
-                    r.tag(),
-                    m.model
-                )
-            });
+            let landscape = m
+                .views
+                .landscape_markdown("", &format!("{}/{}", r.tag(), m.model));
             md.push_str(&format!(
                 "- {} {:.0} % {}: {} — `{}/{}/energy.png`{landscape}{}\n",
                 r.dataset,

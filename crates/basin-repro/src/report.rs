@@ -360,6 +360,28 @@ pub struct DescentViews {
 }
 
 impl DescentViews {
+    /// Each path over the landscape from its first energy to its last (`on` says where, e.g.
+    /// `on graph 0, `), and the plane's share of the states' variance, with its picture
+    /// `dir/landscape.png`: `; E …` to end a line, or empty without a landscape.
+    pub fn landscape_markdown(&self, on: &str, dir: &str) -> String {
+        self.landscape.as_ref().map_or(String::new(), |l| {
+            let ends: Vec<String> = l
+                .paths
+                .iter()
+                .map(|p| {
+                    let e = |i: usize| p.energy.get(i).copied().unwrap_or(f64::NAN);
+                    let last = p.energy.len().saturating_sub(1);
+                    format!("{} {:.4} → {:.4}", p.name, e(0), e(last))
+                })
+                .collect();
+            format!(
+                "; {on}E by {} (the plane holds {:.0} % of the states' variance) — `{dir}/landscape.png`",
+                ends.join(", "),
+                l.explained * 100.0,
+            )
+        })
+    }
+
     /// Into `out`: `energy.png`, `<groups>.png` (the groups' energies, `items` naming what one
     /// value is, e.g. `test node`) and `landscape.png`, each titled `<who>: … (<when>)`, e.g.
     /// `reddit-40pct, ET` and `run 0, selected model`; `landscape` says what the landscape

@@ -652,23 +652,9 @@ pub fn curves_markdown(results: &[TuResult]) -> String {
             ));
         }
         for m in &r.models {
-            let landscape = m.views.landscape.as_ref().map_or(String::new(), |l| {
-                let ends: Vec<String> = l
-                    .paths
-                    .iter()
-                    .map(|p| {
-                        let e = |i: usize| p.energy.get(i).copied().unwrap_or(f64::NAN);
-                        format!("{} {:.4} → {:.4}", p.name, e(0), e(p.energy.len().saturating_sub(1)))
-                    })
-                    .collect();
-                format!(
-                    "; on graph 0, E by {} (the plane holds {:.0} % of the states' variance) — `{}/{}/landscape.png`",
-                    ends.join(", "),
-                    l.explained * 100.0,
-                    r.dataset,
-                    m.model
-                )
-            });
+            let landscape = m
+                .views
+                .landscape_markdown("on graph 0, ", &format!("{}/{}", r.dataset, m.model));
             md.push_str(&format!(
                 "- {} / {}: {}; training loss (mean over folds) {} — `{}/{}/energy.png`, `{}/loss.png`{landscape}{}\n",
                 r.dataset,
