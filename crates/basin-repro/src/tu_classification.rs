@@ -301,9 +301,9 @@ pub(crate) struct TuTable {
     /// Each dataset's results.
     pub results: Vec<TuResult>,
     /// The models against the baselines, fold by fold.
-    pub paired: Vec<PairedRow>,
+    paired: Vec<PairedRow>,
     /// The datasets not found.
-    pub missing: Missing,
+    missing: Missing,
     /// The report so far.
     pub md: String,
 }
@@ -316,8 +316,7 @@ pub(crate) fn run_table(
     title: &str,
     more: &str,
 ) -> Result<TuTable> {
-    let mut missing = Missing::default();
-    let results = run(opts, ctx, &mut missing)?;
+    let (results, missing) = run(opts, ctx)?;
     let paired = paired_rows(&results);
     let mut md = format!("# {title}\n\n");
     let scale = format!("{} folds, {} epochs{more}", opts.folds, opts.epochs);
@@ -371,8 +370,9 @@ impl TuTable {
 /// Runs every model (and the baselines) on every dataset of `opts` found under the data
 /// directory: each model's CV, the baselines on the same folds, then each model's et-paper and
 /// code-cv procedures; writes run records, `<dataset>/<model>/energy.png` and `<dataset>/loss.png`.
-pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec<TuResult>> {
-    let mut results = Vec::new();
+/// Also returns the datasets that were not found.
+pub fn run(opts: &TuOptions, ctx: &Context) -> Result<(Vec<TuResult>, Missing)> {
+    let (mut results, mut missing) = (Vec::new(), Missing::default());
     for spec in &opts.datasets {
         // A TU folder by its path (`--dataset PATH`), or a set by name under the data directory.
         let (name, dir) = match Path::new(spec) {
@@ -583,7 +583,7 @@ pub fn run(opts: &TuOptions, ctx: &Context, missing: &mut Missing) -> Result<Vec
             node_features: data.node_features.clone(),
         });
     }
-    Ok(results)
+    Ok((results, missing))
 }
 
 /// `config` as the TU tables run it on `data`: with sparse attention where the graphs are large

@@ -237,26 +237,15 @@ fn attractor_line(report: &ProtocolReport) -> Option<String> {
     if forwards == 0.0 {
         return None;
     }
-    let mut line = String::from("Training at the attractor, over every run and epoch: ");
+    let all = converged(forwards, sum("settle_unconverged"), "settling forwards");
     let train = sum("settle_train_forwards");
-    if train > 0.0 {
-        let unconverged = sum("settle_train_unconverged");
-        line.push_str(&converged(train, unconverged, "training forwards"));
-        line.push_str(" converged (");
-        line.push_str(&converged(
-            forwards,
-            sum("settle_unconverged"),
-            "settling forwards",
-        ));
-        line.push_str(" with the validation ones)");
+    let counts = if train > 0.0 {
+        let train = converged(train, sum("settle_train_unconverged"), "training forwards");
+        format!("{train} converged ({all} with the validation ones)")
     } else {
-        line.push_str(&converged(
-            forwards,
-            sum("settle_unconverged"),
-            "settling forwards",
-        ));
-        line.push_str(" converged");
-    }
+        format!("{all} converged")
+    };
+    let mut line = format!("Training at the attractor, over every run and epoch: {counts}");
     let solves = sum("adjoint_solves");
     if solves > 0.0 {
         let adjoint = converged(solves, sum("adjoint_unconverged"), "adjoint solves");

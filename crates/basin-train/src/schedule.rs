@@ -121,13 +121,7 @@ impl Schedule {
                 format!("{field}.{}", p.head_field),
                 format!(
                     "{} ({}) is longer than the total ({})",
-                    if p.head_field == "warmup" {
-                        "warm-up"
-                    } else {
-                        "hold"
-                    },
-                    p.head,
-                    p.total
+                    p.head_field, p.head, p.total
                 ),
             ));
         }
