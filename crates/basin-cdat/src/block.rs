@@ -6,8 +6,8 @@ use crate::controlled::{
     ControlledConfig, CouplingConfig, CouplingCore, CouplingInit, CouplingSpace, Drive, OmegaMode,
 };
 use basin_core::{
-    Activation, AttentionConfig, BlockConfig, DynamicsConfig, HopfieldMemoryConfig, NormConfig,
-    TermConfig, VmfAttentionConfig,
+    Activation, AttentionConfig, BlockConfig, DynamicsConfig, HopfieldMemoryConfig, TermConfig,
+    VmfAttentionConfig,
 };
 
 /// The weights λ_v, λ_h of eq. 9 (λ_v + λ_h = 1; the paper gives no values).
@@ -23,30 +23,24 @@ pub fn block(
     steps: usize,
     dynamics: ControlledConfig,
 ) -> BlockConfig {
-    BlockConfig {
-        dim,
-        steps,
-        norm: NormConfig::default(),
-        terms: vec![
-            TermConfig::new(&VmfAttentionConfig {
-                heads,
-                head_dim,
-                beta: None,
-                learn_beta: true,
-                init_std: 0.002,
-                eps: 1e-12,
-            })
-            .weighted(LAMBDA.0),
-            TermConfig::new(&HopfieldMemoryConfig {
-                memories,
-                activation: Activation::Rectified,
-                ..HopfieldMemoryConfig::default()
-            })
-            .weighted(LAMBDA.1),
-        ],
-        dynamics: DynamicsConfig::new(&dynamics),
-        gradient: Default::default(),
-    }
+    let attention = VmfAttentionConfig {
+        heads,
+        head_dim,
+        beta: None,
+        learn_beta: true,
+        init_std: 0.002,
+        eps: 1e-12,
+    };
+    let memory = HopfieldMemoryConfig {
+        memories,
+        activation: Activation::Rectified,
+        ..HopfieldMemoryConfig::default()
+    };
+    let terms = vec![
+        TermConfig::new(&attention).weighted(LAMBDA.0),
+        TermConfig::new(&memory).weighted(LAMBDA.1),
+    ];
+    BlockConfig::new(dim, steps, terms, DynamicsConfig::new(&dynamics))
 }
 
 /// The public code's energy terms for H heads of width Y and K memories:

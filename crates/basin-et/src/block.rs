@@ -2,9 +2,7 @@
 //! under the energy layer norm with a scalar gain (eq. 1), descended for T steps by gradient
 //! flow (eq. 6) or Langevin dynamics (eq. 27); and the module ablations of Appendix F.
 
-use basin_core::{
-    AttentionConfig, BlockConfig, DynamicsConfig, HopfieldMemoryConfig, NormConfig, TermConfig,
-};
+use basin_core::{AttentionConfig, BlockConfig, DynamicsConfig, HopfieldMemoryConfig, TermConfig};
 
 /// An ET block of width `dim`: `attention` (H heads of width Y) and a ReLU Hopfield memory with
 /// `memories` rows, run for `steps` steps of `dynamics`.
@@ -15,20 +13,12 @@ pub fn block(
     steps: usize,
     dynamics: DynamicsConfig,
 ) -> BlockConfig {
-    BlockConfig {
-        dim,
-        steps,
-        norm: NormConfig::default(),
-        terms: vec![
-            TermConfig::new(&attention),
-            TermConfig::new(&HopfieldMemoryConfig {
-                memories,
-                ..HopfieldMemoryConfig::default()
-            }),
-        ],
-        dynamics,
-        gradient: Default::default(),
-    }
+    let memory = HopfieldMemoryConfig {
+        memories,
+        ..HopfieldMemoryConfig::default()
+    };
+    let terms = vec![TermConfig::new(&attention), TermConfig::new(&memory)];
+    BlockConfig::new(dim, steps, terms, dynamics)
 }
 
 /// `block` with only the modules kept (ET Appendix F, Tables 13 and 14): the energy attention

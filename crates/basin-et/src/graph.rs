@@ -72,10 +72,7 @@ pub fn tu_reference() -> GraphClassifierConfig {
 /// blocks of 2 steps (the paper does not define them); batch 128; a readout of every node
 /// token (`Readout::Nodes`), no label smoothing (Table 10 lists none).
 pub fn gnn_benchmark_paper() -> GraphClassifierConfig {
-    let mut cfg = model(128, 12, 64, 512, 4, 2);
-    cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.005);
-    cfg.readout = Readout::Nodes;
-    cfg.label_smoothing = 0.0;
+    let mut cfg = gnn_benchmark(model(128, 12, 64, 512, 4, 2));
     cfg.batch = 128;
     cfg
 }
@@ -83,7 +80,12 @@ pub fn gnn_benchmark_paper() -> GraphClassifierConfig {
 /// The CPU scale of [`gnn_benchmark_paper`]: [`tu_cpu`]'s block (D = 32, 4 heads of 8,
 /// K = 128, 2 blocks × 2 steps) with Table 11's α and σ, batch 32.
 pub fn gnn_benchmark_cpu() -> GraphClassifierConfig {
-    let mut cfg = model(32, 4, 8, 128, 2, 2);
+    gnn_benchmark(model(32, 4, 8, 128, 2, 2))
+}
+
+/// Table 11's settings on `cfg`: Langevin dynamics with α = 0.1 and σ = 0.005, a readout of
+/// every node token, no label smoothing.
+fn gnn_benchmark(mut cfg: GraphClassifierConfig) -> GraphClassifierConfig {
     cfg.block.dynamics = DynamicsConfig::langevin(0.1, 0.005);
     cfg.readout = Readout::Nodes;
     cfg.label_smoothing = 0.0;

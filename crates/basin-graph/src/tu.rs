@@ -183,17 +183,36 @@ fn hcat(rows: usize, blocks: Vec<Array2<f32>>) -> Array2<f32> {
 /// A side's feature blocks and raw labels ([`side_features`]).
 type SideFeatures = (Vec<Array2<f32>>, Option<Vec<i64>>);
 
-/// The optional `<name>_<side>_attributes.txt` (read when `attributes`) and
-/// `<name>_<side>_labels.txt` of a side (`node` or `edge`), each checked for `rows` lines: the
-/// feature blocks (attributes, then the labels one-hot when `one_hot_labels`) and the raw
-/// labels (first column).
+/// The two sides of a TU dataset that may carry features.
+#[derive(Clone, Copy)]
+enum Side {
+    Node,
+    Edge,
+}
+
+/// The optional `<name>_<side>_attributes.txt` and `<name>_<side>_labels.txt` of a side, each
+/// checked for `rows` lines: the feature blocks (the attributes, then the labels one-hot, as
+/// `opts` asks) and the raw labels (first column).
 fn side_features(
-    (dir, name, side): (&Path, &str, &str),
-    attributes: bool,
-    one_hot_labels: bool,
+    (dir, name): (&Path, &str),
+    side: Side,
+    opts: &TuOptions,
     rows: usize,
-    per: &str,
 ) -> Result<SideFeatures> {
+    let (side, attributes, one_hot_labels, per) = match side {
+        Side::Node => (
+            "node",
+            opts.node_attributes,
+            opts.node_labels_one_hot,
+            "lines (one per node in graph_indicator)",
+        ),
+        Side::Edge => (
+            "edge",
+            opts.edge_attributes,
+            opts.edge_labels_one_hot,
+            "lines (one per line of A.txt)",
+        ),
+    };
     let mut blocks = Vec::new();
     let attributes_path = file(dir, name, &format!("{side}_attributes"));
     if attributes && let Some(b) = optional(&attributes_path)? {
@@ -214,6 +233,27 @@ fn side_features(
     Ok((blocks, Some(raw)))
 }
 
+/// Checks that every 1-based id of the table read from `path` is in `1..=hi`; an error names
+/// the line and `what`.
+fn check_ids(path: &Path, t: &Table<i64>, hi: usize, what: &str) -> Result<()> {
+    match t
+        .values
+        .iter()
+        .enumerate()
+        .find(|(_, v)| **v < 1 || **v > hi as i64)
+    {
+        Some((i, &v)) => Err(GraphError::OutOfRange {
+            path: path.to_path_buf(),
+            line: i / t.cols.max(1) + 1,
+            what: what.to_string(),
+            value: v,
+            lo: 1,
+            hi: hi as i64,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Loads a TU dataset with an explicit `name` (else [`tu_name`]) and feature options.
 pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<GraphDataset> {
     let name = match name {
@@ -227,39 +267,17 @@ pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<
     let gl_path = file(dir, &name, "graph_labels");
     let graph_labels: Table<i64> = parse_table(&gl_path, &read(&gl_path)?, Some(1))?;
     let num_graphs = graph_labels.rows;
-    if let Some((i, &g)) = indicator
-        .values
-        .iter()
-        .enumerate()
-        .find(|(_, g)| **g < 1 || **g > num_graphs as i64)
-    {
-        return Err(GraphError::OutOfRange {
-            path: gi_path,
-            line: i + 1,
-            what: format!("graph id (graph_labels has {num_graphs} lines)"),
-            value: g,
-            lo: 1,
-            hi: num_graphs as i64,
-        });
-    }
+    let what = format!("graph id (graph_labels has {num_graphs} lines)");
+    check_ids(&gi_path, &indicator, num_graphs, &what)?;
     let a_path = file(dir, &name, "A");
     let a: Table<i64> = parse_table(&a_path, &read(&a_path)?, Some(2))?;
     let m = a.rows;
-    if let Some((i, &v)) = a
-        .values
-        .iter()
-        .enumerate()
-        .find(|(_, v)| **v < 1 || **v > n as i64)
-    {
-        return Err(GraphError::OutOfRange {
-            path: a_path,
-            line: i / 2 + 1,
-            what: format!("node id (graph_indicator has {n} lines)"),
-            value: v,
-            lo: 1,
-            hi: n as i64,
-        });
-    }
+    check_ids(
+        &a_path,
+        &a,
+        n,
+        &format!("node id (graph_indicator has {n} lines)"),
+    )?;
 
     // Node → (graph, local id): local ids follow global order within each graph.
     let graph_of: Vec<usize> = indicator.values.iter().map(|&g| g as usize - 1).collect();
@@ -299,24 +317,10 @@ pub fn load_tu_with(dir: &Path, name: Option<&str>, opts: &TuOptions) -> Result<
     }
 
     // Optional per-node and per-edge files.
-    let per_node = "lines (one per node in graph_indicator)";
-    let (node_blocks, node_labels_raw) = side_features(
-        (dir, &name, "node"),
-        opts.node_attributes,
-        opts.node_labels_one_hot,
-        n,
-        per_node,
-    )?;
+    let (node_blocks, node_labels_raw) = side_features((dir, &name), Side::Node, opts, n)?;
     let published = !node_blocks.is_empty();
     let node_features = hcat(n, node_blocks);
-    let per_edge = "lines (one per line of A.txt)";
-    let (edge_blocks, edge_labels_raw) = side_features(
-        (dir, &name, "edge"),
-        opts.edge_attributes,
-        opts.edge_labels_one_hot,
-        m,
-        per_edge,
-    )?;
+    let (edge_blocks, edge_labels_raw) = side_features((dir, &name), Side::Edge, opts, m)?;
     let edge_features = (!edge_blocks.is_empty()).then(|| hcat(m, edge_blocks));
 
     // Classes.

@@ -490,6 +490,15 @@ pub fn results_table(
 }
 
 impl AnomalyOptions {
+    /// These options with `runs` runs of `epochs` epochs (a smaller scale of the protocol).
+    pub fn scaled(self, runs: usize, epochs: usize) -> Self {
+        Self {
+            runs,
+            epochs,
+            ..self
+        }
+    }
+
     /// The protocol ET's and CDAT's anomaly tables share, at the training `ratios`: 5 runs of
     /// 100 epochs at lr 1e-3, and the floor (a 64-wide MLP, dropout 0.2, 200 full-batch steps).
     pub fn paper(datasets: Vec<String>, ratios: Vec<f64>) -> Self {

@@ -255,14 +255,48 @@ struct NodeBatch {
     graph: Tensor,
 }
 
+/// What the graph-level neural baselines read: the graphs, each one's class, the node
+/// attributes' width and their scaling fitted on the training graphs.
+struct GraphInputs {
+    data: Arc<GraphDataset>,
+    labels: Vec<i64>,
+    classes: i64,
+    width: i64,
+    scaling: Standardizer,
+}
+
+impl GraphInputs {
+    /// The inputs of `data`, attributes standardised on the graphs `fit_on`; seeds libtorch's
+    /// generator with `seed` first, so that the learner's weights drawn next depend on it.
+    fn new(data: Arc<GraphDataset>, fit_on: &[usize], seed: u64) -> Result<Self> {
+        tch::manual_seed(seed as i64);
+        let (labels, classes) = graph_classes(&data)?;
+        let width = crate::node_width(
+            &data.name,
+            data.graphs.first().map_or(1, |g| g.node_features.ncols()),
+        )?;
+        Ok(Self {
+            scaling: Standardizer::fit_graphs(&data, fit_on),
+            data,
+            labels,
+            classes,
+            width,
+        })
+    }
+
+    /// The classes of the graphs `ids` on `device`.
+    fn targets(&self, ids: &[usize], device: Device) -> Tensor {
+        Tensor::from_slice(&ids.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
+            .to_device(device)
+    }
+}
+
 /// Message-passing baseline: GIN with a sum readout of every layer.
 pub struct GinLearner {
     vs: nn::VarStore,
     layers: Vec<GinLayer>,
     heads: Vec<nn::Linear>,
-    data: Arc<GraphDataset>,
-    labels: Vec<i64>,
-    scaling: Standardizer,
+    inputs: GraphInputs,
     cfg: GinConfig,
 }
 
@@ -283,12 +317,8 @@ impl GinLearner {
         seed: u64,
         device: Device,
     ) -> Result<Self> {
-        tch::manual_seed(seed as i64);
-        let (labels, classes) = graph_classes(&data)?;
-        let f = crate::node_width(
-            &data.name,
-            data.graphs.first().map_or(1, |g| g.node_features.ncols()),
-        )?;
+        let inputs = GraphInputs::new(data, fit_on, seed)?;
+        let (f, classes) = (inputs.width, inputs.classes);
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let mut layers = Vec::new();
@@ -315,22 +345,21 @@ impl GinLearner {
             vs,
             layers,
             heads,
-            scaling: Standardizer::fit_graphs(&data, fit_on),
-            data,
-            labels,
+            inputs,
             cfg: cfg.clone(),
         })
     }
 
     /// The graphs `ids` as one [`NodeBatch`] on the learner's device.
     fn node_batch(&self, ids: &[usize]) -> Result<NodeBatch> {
-        let width = self.scaling.mean.len();
+        let GraphInputs { data, scaling, .. } = &self.inputs;
+        let width = scaling.mean.len();
         let (mut x, mut source, mut target, mut graph) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut offset = 0i64;
         for (j, &i) in ids.iter().enumerate() {
-            let g = self.data.graphs.get(i).ok_or_else(|| {
-                TaskError::config("batch", format!("graph {i} of {}", self.data.graphs.len()))
+            let g = data.graphs.get(i).ok_or_else(|| {
+                TaskError::config("batch", format!("graph {i} of {}", data.graphs.len()))
             })?;
             let n = g.num_nodes().min(self.cfg.max_nodes.unwrap_or(usize::MAX));
             let mut rows = g.node_features.slice(ndarray::s![..n, ..]).to_owned();
@@ -340,7 +369,7 @@ impl GinLearner {
                     format!("graph {i} has {} attributes, not {width}", rows.ncols()),
                 ));
             }
-            self.scaling.apply(&mut rows);
+            scaling.apply(&mut rows);
             x.extend(rows.iter().copied());
             for q in 0..n {
                 let mut last = None;
@@ -387,11 +416,6 @@ impl GinLearner {
         }
         Ok(out)
     }
-
-    fn targets(&self, ids: &[usize]) -> Tensor {
-        Tensor::from_slice(&ids.iter().map(|&i| self.labels[i]).collect::<Vec<_>>())
-            .to_device(self.vs.device())
-    }
 }
 
 impl Learner for GinLearner {
@@ -412,7 +436,7 @@ impl Learner for GinLearner {
         let logits = self.logits(items, true)?;
         Ok(StepOutput::loss(cross_entropy(
             &logits,
-            &self.targets(items),
+            &self.inputs.targets(items, self.vs.device()),
             0.0,
         )))
     }
@@ -557,10 +581,8 @@ pub struct GraphTransformerLearner {
     pe_proj: Option<nn::Linear>,
     layers: Transformer,
     readout: nn::Linear,
-    data: Arc<GraphDataset>,
-    labels: Vec<i64>,
+    inputs: GraphInputs,
     pe: Option<Arc<Vec<basin_graph::laplacian::LaplacianPe>>>,
-    scaling: Standardizer,
     cfg: GraphTransformerConfig,
 }
 
@@ -589,12 +611,8 @@ impl GraphTransformerLearner {
                 "dim a multiple of heads, and a CLS token to read out",
             ));
         }
-        tch::manual_seed(seed as i64);
-        let (labels, classes) = graph_classes(&data)?;
-        let f = crate::node_width(
-            &data.name,
-            data.graphs.first().map_or(1, |g| g.node_features.ncols()),
-        )?;
+        let inputs = GraphInputs::new(data, fit_on, seed)?;
+        let (f, classes) = (inputs.width, inputs.classes);
         let vs = nn::VarStore::new(device);
         let root = vs.root();
         let d = cfg.dim;
@@ -619,10 +637,8 @@ impl GraphTransformerLearner {
                 .map(|p| nn::linear(&root / "pe_proj", p.k as i64, d, Default::default())),
             layers,
             readout: nn::linear(&root / "readout", d, classes, Default::default()),
-            scaling: Standardizer::fit_graphs(&data, fit_on),
             vs,
-            data,
-            labels,
+            inputs,
             pe,
             cfg: cfg.clone(),
         })
@@ -634,13 +650,13 @@ impl GraphTransformerLearner {
             bcfg.sign_flip = basin_graph::laplacian::SignFlip::None;
         }
         let mut b = make_batch(
-            &self.data,
+            &self.inputs.data,
             ids,
             &bcfg,
             self.pe.as_ref().map(|p| p.as_slice()),
             rng,
         )?;
-        self.scaling.apply_batch(&mut b, true);
+        self.inputs.scaling.apply_batch(&mut b, true);
         let batch = crate::graph_classification::GraphBatchOnDevice::new(&b, self.vs.device())?;
         let (features, pe, padding, mask) = batch.parts();
         let mut x =
@@ -686,11 +702,11 @@ impl Learner for GraphTransformerLearner {
         // One forward per size bucket (as the graph classifier it is compared with).
         let (mut logits, mut y) = (Vec::new(), Vec::new());
         // Its attention is dense (a masked `[B, H, N, N]` softmax).
-        for ids in self.cfg.batching.buckets(&self.data, items, true) {
+        for ids in self.cfg.batching.buckets(&self.inputs.data, items, true) {
             logits.push(self.logits(&ids, rng, true)?);
-            y.extend(ids.iter().map(|&i| self.labels[i]));
+            y.push(self.inputs.targets(&ids, self.vs.device()));
         }
-        let y = Tensor::from_slice(&y).to_device(self.vs.device());
+        let y = Tensor::cat(&y, 0);
         Ok(StepOutput::loss(cross_entropy(
             &Tensor::cat(&logits, 0),
             &y,
@@ -699,8 +715,11 @@ impl Learner for GraphTransformerLearner {
     }
     fn predict(&mut self, items: &[usize]) -> std::result::Result<Scores, TrainError> {
         let mut rng = <ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0);
-        let (batch, batching, data) =
-            (self.cfg.batch, self.cfg.batching.clone(), self.data.clone());
+        let (batch, batching, data) = (
+            self.cfg.batch,
+            self.cfg.batching.clone(),
+            self.inputs.data.clone(),
+        );
         crate::graph_classification::predict_in_buckets(
             &data,
             (&batching, true),

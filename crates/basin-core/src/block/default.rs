@@ -3,8 +3,6 @@
 //! flow with α = 0.1. The Energy Transformer's own constructors are in `basin-et`.
 
 use super::BlockConfig;
-use crate::gradient::GradientConfig;
-use crate::norm::NormConfig;
 use crate::registry::{DynamicsConfig, TermConfig};
 use crate::terms::attention::AttentionConfig;
 use crate::terms::hopfield_memory::HopfieldMemoryConfig;
@@ -18,22 +16,16 @@ impl Default for BlockConfig {
 /// An ET block: attention (H heads of width Y) plus a ReLU Hopfield memory with K memories,
 /// gradient flow with α = 0.1 for `steps` steps.
 pub(crate) fn et(dim: i64, heads: i64, head_dim: i64, memories: i64, steps: usize) -> BlockConfig {
-    BlockConfig {
-        dim,
-        steps,
-        norm: NormConfig::default(),
-        terms: vec![
-            TermConfig::new(&AttentionConfig {
-                heads,
-                head_dim,
-                ..AttentionConfig::default()
-            }),
-            TermConfig::new(&HopfieldMemoryConfig {
-                memories,
-                ..HopfieldMemoryConfig::default()
-            }),
-        ],
-        dynamics: DynamicsConfig::gradient_flow(0.1),
-        gradient: GradientConfig::default(),
-    }
+    let terms = vec![
+        TermConfig::new(&AttentionConfig {
+            heads,
+            head_dim,
+            ..AttentionConfig::default()
+        }),
+        TermConfig::new(&HopfieldMemoryConfig {
+            memories,
+            ..HopfieldMemoryConfig::default()
+        }),
+    ];
+    BlockConfig::new(dim, steps, terms, DynamicsConfig::gradient_flow(0.1))
 }

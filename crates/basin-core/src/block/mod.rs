@@ -44,6 +44,19 @@ pub struct BlockConfig {
 }
 
 impl BlockConfig {
+    /// A block of width `dim` descending the weighted sum of `terms` (ET eq. 7, CDAT eq. 9) for
+    /// `steps` steps of `dynamics`, under the default layer norm and unrolled gradients.
+    pub fn new(dim: i64, steps: usize, terms: Vec<TermConfig>, dynamics: DynamicsConfig) -> Self {
+        Self {
+            dim,
+            steps,
+            norm: NormConfig::default(),
+            terms,
+            dynamics,
+            gradient: GradientConfig::default(),
+        }
+    }
+
     /// Checks every value and that term names are unique.
     pub fn validate(&self) -> Result<()> {
         self.validate_with(&[])

@@ -27,16 +27,10 @@ pub(crate) fn options(preset: Preset) -> AnomalyOptions {
     match preset {
         Preset::Paper => paper_opts,
         // CDAT's runs chose one of their last epochs at 100 (validation at tolokers 40 %).
-        Preset::Cpu => AnomalyOptions {
-            runs: 2,
-            epochs: 200,
-            ..paper_opts
-        },
+        Preset::Cpu => paper_opts.scaled(2, 200),
         Preset::Quick => AnomalyOptions {
             ratios: vec![0.4],
-            runs: 1,
-            epochs: 3,
-            ..paper_opts
+            ..paper_opts.scaled(1, 3)
         },
     }
 }

@@ -37,57 +37,73 @@ pub struct Cost {
     pub train_s_per_epoch: Vec<f64>,
 }
 
-fn learner_costs<L: Learner>(
-    name: &str,
-    mut make: impl FnMut(u64) -> Result<L>,
-    items: &[usize],
+/// How every model is timed: one batch of the first `batch` items scored (after a warm-up
+/// batch) and one epoch over `items`, `runs` times on `device`.
+#[derive(Clone, Copy)]
+struct Timing<'a> {
+    items: &'a [usize],
     batch: usize,
     runs: usize,
     device: tch::Device,
-) -> Result<Cost> {
-    let (mut inference, mut training, mut params) = (Vec::new(), Vec::new(), 0);
-    for r in 0..runs {
-        let mut learner = make(r as u64)?;
-        params = learner
-            .vars()
-            .trainable_variables()
-            .iter()
-            .map(|t| t.numel() as i64)
-            .sum();
-        let first: Vec<usize> = items.iter().copied().take(batch).collect();
-        learner.predict(&first)?; // warm-up
-        let t0 = Instant::now();
-        learner.predict(&first)?;
-        basin_core::device::synchronize(learner.vars().device());
-        inference.push(t0.elapsed().as_secs_f64() * 1e3);
-        let run = PlannedRun::new(
-            format!("run-{r}"),
-            Split::new(Vec::new(), Vec::new(), Vec::new()),
-            r as u64,
-        );
-        let one_epoch = TrainConfig {
-            epochs: 1,
-            ..TrainConfig::default()
-        };
-        let runner = RunContext::new(name)
-            .with_device(device)
-            .with_progress(false)
-            .runner(&run, one_epoch, serde_json::Value::Null);
-        let record = runner.fit(
-            &mut learner,
+}
+
+impl Timing<'_> {
+    /// The cost of the learners `make(seed)` builds, one per run.
+    fn costs<L: Learner>(
+        &self,
+        name: &str,
+        mut make: impl FnMut(u64) -> Result<L>,
+    ) -> Result<Cost> {
+        let Timing {
             items,
-            &[],
-            |_, _, _| Ok(Validation::default()),
-            |_, _| Ok(Default::default()),
-        )?;
-        training.extend(record.epochs.first().map(|e| e.seconds));
+            batch,
+            runs,
+            device,
+        } = *self;
+        let (mut inference, mut training, mut params) = (Vec::new(), Vec::new(), 0);
+        for r in 0..runs {
+            let mut learner = make(r as u64)?;
+            params = learner
+                .vars()
+                .trainable_variables()
+                .iter()
+                .map(|t| t.numel() as i64)
+                .sum();
+            let first: Vec<usize> = items.iter().copied().take(batch).collect();
+            learner.predict(&first)?; // warm-up
+            let t0 = Instant::now();
+            learner.predict(&first)?;
+            basin_core::device::synchronize(learner.vars().device());
+            inference.push(t0.elapsed().as_secs_f64() * 1e3);
+            let run = PlannedRun::new(
+                format!("run-{r}"),
+                Split::new(Vec::new(), Vec::new(), Vec::new()),
+                r as u64,
+            );
+            let one_epoch = TrainConfig {
+                epochs: 1,
+                ..TrainConfig::default()
+            };
+            let runner = RunContext::new(name)
+                .with_device(device)
+                .with_progress(false)
+                .runner(&run, one_epoch, serde_json::Value::Null);
+            let record = runner.fit(
+                &mut learner,
+                items,
+                &[],
+                |_, _, _| Ok(Validation::default()),
+                |_, _| Ok(Default::default()),
+            )?;
+            training.extend(record.epochs.first().map(|e| e.seconds));
+        }
+        Ok(Cost {
+            model: name.into(),
+            params,
+            inference_ms: inference,
+            train_s_per_epoch: training,
+        })
     }
-    Ok(Cost {
-        model: name.into(),
-        params,
-        inference_ms: inference,
-        train_s_per_epoch: training,
-    })
 }
 
 impl Reproduction for CdatTable4 {
@@ -136,44 +152,22 @@ impl Reproduction for CdatTable4 {
         let device = ctx.device_name();
         // The same batch for all three: the paper's 64 (Table 10).
         let batch = 64;
-        let mut costs = Vec::new();
         let gt = GraphTransformerConfig { batch, ..gt };
-        costs.push(learner_costs(
-            "GT",
-            |seed| {
-                GraphTransformerLearner::new(
-                    data.clone(),
-                    pe.clone(),
-                    &gt,
-                    &items,
-                    seed,
-                    ctx.device(),
-                )
-            },
-            &items,
+        let dev = ctx.device();
+        let timing = Timing {
+            items: &items,
             batch,
             runs,
-            ctx.device(),
-        )?);
+            device: dev,
+        };
+        let mut costs = vec![timing.costs("GT", |seed| {
+            GraphTransformerLearner::new(data.clone(), pe.clone(), &gt, &items, seed, dev)
+        })?];
         for (model, mut cfg) in [("ET", et), ("CDAT", cdat)] {
             cfg.batch = batch;
-            costs.push(learner_costs(
-                model,
-                |seed| {
-                    GraphClassifierLearner::new(
-                        data.clone(),
-                        pe.clone(),
-                        &cfg,
-                        &items,
-                        seed,
-                        ctx.device(),
-                    )
-                },
-                &items,
-                batch,
-                runs,
-                ctx.device(),
-            )?);
+            costs.push(timing.costs(model, |seed| {
+                GraphClassifierLearner::new(data.clone(), pe.clone(), &cfg, &items, seed, dev)
+            })?);
         }
         let mut md = String::from("# CDAT Table 4 — cost of GT, ET and CDAT\n\n");
         md.push_str(&report::banner(

@@ -119,6 +119,42 @@ fn millions(n: i64, decimals: usize) -> String {
     format!("{:.*}M", decimals, n as f64 / 1e6)
 }
 
+/// How many printed cells match the paper's, of how many compared.
+#[derive(Default)]
+struct Matches {
+    matched: usize,
+    cells: usize,
+}
+
+impl Matches {
+    /// Counts one cell; `yes` or `no` for the table.
+    fn check(&mut self, ok: bool) -> &'static str {
+        self.cells += 1;
+        self.matched += usize::from(ok);
+        if ok { "yes" } else { "no" }
+    }
+
+    /// A model's total, built and the paper's (in millions to `decimals`), and its drop against
+    /// CDAT's `base` (built / paper), with whether each matches as printed.
+    fn totals(
+        &mut self,
+        b: &Built,
+        base: i64,
+        p: &papers::PaperRow,
+        decimals: usize,
+    ) -> Result<([String; 3], [&'static str; 2])> {
+        let (total, total_drop) = (p.number("total")?, p.number("total_drop")?);
+        let d = drop(b.total, base);
+        let paper = format!("{total:.decimals$}M");
+        let ok = [
+            self.check(millions(b.total, decimals) == paper),
+            self.check(format!("{d:.2}") == format!("{total_drop:.2}")),
+        ];
+        let built = format!("{} ({})", millions(b.total, decimals), b.total);
+        Ok(([built, paper, format!("{d:.2} % / {total_drop:.2} %")], ok))
+    }
+}
+
 impl Reproduction for CdatParams {
     fn run(&self, _table: &Table, ctx: &Context) -> Result<Report> {
         let paper_anomaly = papers::rows_of("cdat-params", "anomaly")?;
@@ -126,12 +162,7 @@ impl Reproduction for CdatParams {
         let (anomaly, graph) = (anomaly()?, graph()?);
         let mut md = String::from("# CDAT Tables 13 and 14 — parameters of CDAT and ET\n\n");
         md.push_str("Each model is built (no data needed) and counted. **Table 13** (anomaly detection): the public anomaly code's model on Amazon (`basin_cdat::anomaly::reference`, Table 9's Amazon 40 % row: D = 256, 2 heads, 11,944 nodes, 25 attributes) with the weights that code allocates and counts but never uses (a per-node embedding, and per layer an output projection, a second LayerNorm and a scalar: `reference_unused_parameters`); ET is the same model without the controlled dynamics' parameters (the coupling W = PᵀCP over the nodes and ω's c). A block is one ET layer; the coupling is counted outside it, as the paper says. **Table 14** (graph classification): the graph reference models (`basin_cdat::graph::tu_reference`, `basin_et::graph::tu_reference`) on NCI109's 38 node attributes. A cell matches when ours, rounded as the paper prints it, is the paper's.\n\n");
-        let (mut matched, mut cells) = (0, 0);
-        let mut check = |ok: bool| {
-            cells += 1;
-            matched += usize::from(ok);
-            if ok { "yes" } else { "no" }
-        };
+        let mut m = Matches::default();
         let mut t = report::Table::new([
             "Table 13 model",
             "built",
@@ -145,23 +176,18 @@ impl Reproduction for CdatParams {
             let Some(p) = papers::find(&paper_anomaly, "model", &b.model) else {
                 continue;
             };
-            let (total, total_drop) = (p.number("total")?, p.number("total_drop")?);
+            let ([built, paper, down], [a, b_ok]) = m.totals(b, anomaly[0].total, p, 2)?;
             let per_block = p.number("per_block")?;
             let block = b.per_block.unwrap_or(0);
-            let d = drop(b.total, anomaly[0].total);
-            let ok = [
-                check(millions(b.total, 2) == format!("{total:.2}M")),
-                check(format!("{d:.2}") == format!("{total_drop:.2}")),
-                check(millions(block, 2) == format!("{per_block:.2}M")),
-            ];
+            let c = m.check(millions(block, 2) == format!("{per_block:.2}M"));
             t.row([
                 b.model.clone(),
-                format!("{} ({})", millions(b.total, 2), b.total),
-                format!("{total:.2}M"),
-                format!("{d:.2} % / {total_drop:.2} %"),
+                built,
+                paper,
+                down,
                 format!("{} ({block})", millions(block, 2)),
                 format!("{per_block:.2}M"),
-                ok.join(", "),
+                [a, b_ok, c].join(", "),
             ]);
         }
         md.push_str(&t.to_markdown());
@@ -177,49 +203,42 @@ impl Reproduction for CdatParams {
             let Some(p) = papers::find(&paper_graph, "model", &b.model) else {
                 continue;
             };
-            let (total, total_drop) = (p.number("total")?, p.number("total_drop")?);
-            let d = drop(b.total, graph[0].total);
-            let ok = [
-                check(millions(b.total, 3) == format!("{total:.3}M")),
-                check(format!("{d:.2}") == format!("{total_drop:.2}")),
-            ];
-            t.row([
-                b.model.clone(),
-                format!("{} ({})", millions(b.total, 3), b.total),
-                format!("{total:.3}M"),
-                format!("{d:.2} % / {total_drop:.2} %"),
-                ok.join(", "),
-            ]);
+            let ([built, paper, down], ok) = m.totals(b, graph[0].total, p, 3)?;
+            t.row([b.model.clone(), built, paper, down, ok.join(", ")]);
         }
         md.push_str(&t.to_markdown());
         md.push_str(&format!(
-            "\n{matched} of {cells} printed cells match. CDAT's overhead over ET is {} parameters on the anomaly model (the coupling over the nodes) and {} on the graph model (the coupling over the 501 token slots and c).\n",
+            "\n{} of {} printed cells match. CDAT's overhead over ET is {} parameters on the anomaly model (the coupling over the nodes) and {} on the graph model (the coupling over the 501 token slots and c).\n",
+            m.matched,
+            m.cells,
             anomaly[0].total - anomaly[1].total,
             graph[0].total - graph[1].total
         ));
         md.push_str(&report::footer(ctx, None, ""));
+        // CDAT's total, ours against the paper's first row, in millions to `decimals`.
+        let cdat_total = |name: &str, built: &[Built], paper: &[papers::PaperRow], decimals| {
+            let printed = paper
+                .first()
+                .map(|p| Ok::<_, TaskError>(format!("{:.*}M", decimals, p.number("total")?)))
+                .transpose()?;
+            Ok::<_, TaskError>(report::Headline::new(
+                name,
+                millions(built[0].total, decimals),
+                printed,
+            ))
+        };
         let headline = vec![
+            cdat_total("CDAT anomaly parameters", &anomaly, &paper_anomaly, 2)?,
+            cdat_total("CDAT graph parameters", &graph, &paper_graph, 3)?,
             report::Headline::new(
-                "CDAT anomaly parameters",
-                millions(anomaly[0].total, 2),
-                paper_anomaly
-                    .first()
-                    .map(|p| Ok::<_, TaskError>(format!("{:.2}M", p.number("total")?)))
-                    .transpose()?,
+                "printed cells matching",
+                format!("{}/{}", m.matched, m.cells),
+                None,
             ),
-            report::Headline::new(
-                "CDAT graph parameters",
-                millions(graph[0].total, 3),
-                paper_graph
-                    .first()
-                    .map(|p| Ok::<_, TaskError>(format!("{:.3}M", p.number("total")?)))
-                    .transpose()?,
-            ),
-            report::Headline::new("printed cells matching", format!("{matched}/{cells}"), None),
         ];
         Ok(Report::new(
             md,
-            &serde_json::json!({ "anomaly": anomaly, "graph": graph, "matched": matched, "cells": cells }),
+            &serde_json::json!({ "anomaly": anomaly, "graph": graph, "matched": m.matched, "cells": m.cells }),
             1,
         )?
         .with_headline(headline))

@@ -39,16 +39,8 @@ pub fn options(preset: Preset) -> AnomalyOptions {
     let paper = AnomalyOptions::paper(datasets, vec![0.01, 0.4]);
     match preset {
         Preset::Paper => paper,
-        Preset::Cpu => AnomalyOptions {
-            runs: 2,
-            epochs: 100,
-            ..paper
-        },
-        Preset::Quick => AnomalyOptions {
-            runs: 1,
-            epochs: 3,
-            ..paper
-        },
+        Preset::Cpu => paper.scaled(2, 100),
+        Preset::Quick => paper.scaled(1, 3),
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use basin_data::split::{SplitConfig, stratified_split};
 use serde::{Deserialize, Serialize};
 
-use super::{PlannedRun, Protocol, ProtocolReport, config_of, split_err};
+use super::{PlannedRun, Protocol, ProtocolReport, at_least, config_of, split_err};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::metrics::{self, MetricError};
@@ -88,9 +88,7 @@ impl Protocol for AnomalyProtocol {
     /// the names in errors (e.g. `protocol`).
     fn validate(&self, field: &str) -> Result<(), TrainError> {
         let bad = |f: &str, m: String| TrainError::config(format!("{field}.{f}"), m);
-        if self.runs < 1 {
-            return Err(bad("runs", "must be ≥ 1".into()));
-        }
+        at_least(field, "runs", self.runs, 1)?;
         for (f, v) in [
             ("split.train_ratio", self.split.train_ratio),
             (

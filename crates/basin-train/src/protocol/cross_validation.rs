@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::fit::{final_epoch_run, fold_runs, inner_choice, inner_run};
 use super::metric::Metric;
 use super::selection::Selection;
-use super::{PlannedRun, Protocol, ProtocolReport, config_of, field_err};
+use super::{PlannedRun, Protocol, ProtocolReport, at_least, config_of, field_err};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::plan::ids;
@@ -125,15 +125,8 @@ impl Protocol for CrossValidation {
     /// planned. `field` prefixes the names in errors (e.g. `protocol`).
     fn validate(&self, field: &str) -> Result<(), TrainError> {
         let bad = |f: &str, m: String| TrainError::config(format!("{field}.{f}"), m);
-        if self.repeats < 1 {
-            return Err(bad("repeats", "must be ≥ 1".into()));
-        }
-        if self.folds.folds < 2 {
-            return Err(bad(
-                "folds.folds",
-                format!("must be ≥ 2, got {}", self.folds.folds),
-            ));
-        }
+        at_least(field, "repeats", self.repeats, 1)?;
+        at_least(field, "folds.folds", self.folds.folds, 2)?;
         if !(self.folds.val_ratio >= 0.0 && self.folds.val_ratio < 1.0) {
             return Err(bad(
                 "folds.val_ratio",

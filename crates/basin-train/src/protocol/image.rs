@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use basin_data::split::Split;
 use serde::{Deserialize, Serialize};
 
-use super::{PlannedRun, Protocol, ProtocolReport, config_of};
+use super::{PlannedRun, Protocol, ProtocolReport, at_least, config_of};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::optim::OptimConfig;
@@ -131,12 +131,7 @@ impl Protocol for ImageProtocol {
             ("mask_seeds", self.mask_seeds),
         ];
         for (name, v) in positive {
-            if v == 0 {
-                return Err(TrainError::config(
-                    format!("{field}.{name}"),
-                    "must be at least 1",
-                ));
-            }
+            at_least(field, name, v, 1)?;
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(TrainError::config(

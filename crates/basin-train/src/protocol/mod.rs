@@ -90,6 +90,22 @@ pub(crate) fn field_err(field: &'static str) -> impl Fn(basin_data::DataError) -
     move |e| TrainError::config(field, e.to_string())
 }
 
+/// An error naming `{field}.{name}` unless the count `value` is at least `min`.
+pub(crate) fn at_least(
+    field: &str,
+    name: &str,
+    value: usize,
+    min: usize,
+) -> Result<(), TrainError> {
+    if value < min {
+        return Err(TrainError::config(
+            format!("{field}.{name}"),
+            format!("must be ≥ {min}, got {value}"),
+        ));
+    }
+    Ok(())
+}
+
 /// A protocol's configuration as JSON, the identity its runs record.
 pub(crate) fn config_of(p: &impl Serialize) -> Result<serde_json::Value, TrainError> {
     serde_json::to_value(p).map_err(|e| TrainError::State(e.to_string()))

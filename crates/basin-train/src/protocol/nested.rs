@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 use super::fit::{final_epoch_run, fold_runs};
 use super::metric::Metric;
 use super::selection::Selection;
-use super::{PlannedRun, Protocol, ProtocolReport, config_of, split_err};
+use super::{PlannedRun, Protocol, ProtocolReport, at_least, config_of, split_err};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::metrics;
-use crate::runner::{Learner, TrainConfig};
+use crate::runner::{Learner, Runner, TrainConfig};
 
 // ---------------------------------------------------------------------- nested selection
 
@@ -126,9 +126,7 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
         if self.grid.is_empty() {
             return Err(bad("grid", "no candidate hyperparameters"));
         }
-        if p.repeats < 1 {
-            return Err(bad("repeats", "must be ≥ 1"));
-        }
+        at_least(field, "repeats", p.repeats, 1)?;
         if p.outer.folds < 2 || p.inner_folds < 2 {
             return Err(bad("inner_folds", "outer and inner folds must be ≥ 2"));
         }
@@ -186,6 +184,33 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
                 s.test.clone(),
             )
         };
+        // Every run trains one split, to its last epoch (recording the test curve or not) or
+        // to the epoch its validation split picks.
+        let to_last_epoch = |run: &PlannedRun, curve: bool, runner: &Runner, learner: &mut L| {
+            let (train, test) = (run.train(), run.test());
+            let metric = p.metric;
+            final_epoch_run(
+                &train,
+                &test,
+                curve,
+                &BTreeMap::new(),
+                target,
+                metric,
+                runner,
+                learner,
+            )
+        };
+        let to_selected_epoch = |run: &PlannedRun, runner: &Runner, learner: &mut L| {
+            fold_runs(
+                &run.split,
+                target,
+                p.metric,
+                Selection::Metric,
+                runner,
+                learner,
+                false,
+            )
+        };
         let mut runs = Vec::new();
         for outer in self.plan(target)? {
             let split = &outer.split;
@@ -226,16 +251,7 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
                     let mut learner = make(&run)?;
                     let runner = ctx.runner(&run, cand.train(&p.train), config.clone());
                     if inner_epochs {
-                        let rec = final_epoch_run(
-                            &run.train(),
-                            &run.test(),
-                            true,
-                            &BTreeMap::new(),
-                            target,
-                            p.metric,
-                            &runner,
-                            &mut learner,
-                        )?;
+                        let rec = to_last_epoch(&run, true, &runner, &mut learner)?;
                         let curve_key = format!("curve_test_{key}");
                         curves.push(
                             rec.epochs
@@ -245,15 +261,7 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
                         );
                         continue;
                     }
-                    let rec = fold_runs(
-                        &run.split,
-                        target,
-                        p.metric,
-                        Selection::Metric,
-                        &runner,
-                        &mut learner,
-                        false,
-                    )?;
+                    let rec = to_selected_epoch(&run, &runner, &mut learner)?;
                     vals.push(
                         rec.summary
                             .get(&format!("test_{key}"))
@@ -303,28 +311,11 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
             let runner = ctx.runner(&run, train, config.clone());
             let mut learner = make(&run)?;
             let mut rec = if let Some(n) = chosen_epochs {
-                let mut rec = final_epoch_run(
-                    &run.train(),
-                    &run.test(),
-                    false,
-                    &BTreeMap::new(),
-                    target,
-                    p.metric,
-                    &runner,
-                    &mut learner,
-                )?;
+                let mut rec = to_last_epoch(&run, false, &runner, &mut learner)?;
                 rec.summary.insert("chosen_epochs".into(), n as f64);
                 rec
             } else {
-                fold_runs(
-                    &run.split,
-                    target,
-                    p.metric,
-                    Selection::Metric,
-                    &runner,
-                    &mut learner,
-                    false,
-                )?
+                to_selected_epoch(&run, &runner, &mut learner)?
             };
             finished(&run, &mut learner)?;
             rec.summary.insert("chosen_candidate".into(), best as f64);

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fit::final_epoch_run;
 use super::metric::Metric;
-use super::{PlannedRun, Protocol, ProtocolReport, config_of};
+use super::{PlannedRun, Protocol, ProtocolReport, at_least, config_of};
 use crate::TrainError;
 use crate::context::RunContext;
 use crate::metrics;
@@ -57,12 +57,7 @@ impl Protocol for CodeCrossValidation {
 
     /// The folds and the training; the folds against the items are checked in `plan`.
     fn validate(&self, field: &str) -> Result<(), TrainError> {
-        if self.folds < 2 {
-            return Err(TrainError::config(
-                format!("{field}.folds"),
-                format!("at least 2, got {}", self.folds),
-            ));
-        }
+        at_least(field, "folds", self.folds, 2)?;
         self.train.validate(&format!("{field}.train"))
     }
 
@@ -187,12 +182,7 @@ impl Protocol for EtPaperProtocol {
 
     /// The repeats and the training.
     fn validate(&self, field: &str) -> Result<(), TrainError> {
-        if self.repeats < 1 {
-            return Err(TrainError::config(
-                format!("{field}.repeats"),
-                "must be ≥ 1",
-            ));
-        }
+        at_least(field, "repeats", self.repeats, 1)?;
         self.train.validate(&format!("{field}.train"))
     }
 
