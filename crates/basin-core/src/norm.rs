@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
-use crate::error::{CoreError, Result};
+use crate::error::{CoreError, Result, positive};
 
 /// Configuration of an [`EnergyLayerNorm`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,12 +43,7 @@ impl Default for NormConfig {
 impl NormConfig {
     /// Checks the values; `field` is the config path used in errors.
     pub fn validate(&self, field: &str) -> Result<()> {
-        if !(self.eps.is_finite() && self.eps > 0.0) {
-            return Err(CoreError::config(
-                format!("{field}.eps"),
-                format!("must be > 0, got {}", self.eps),
-            ));
-        }
+        positive(field, "eps", self.eps)?;
         if !self.gamma_init.is_finite() {
             return Err(CoreError::config(
                 format!("{field}.gamma_init"),

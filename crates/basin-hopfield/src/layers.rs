@@ -239,19 +239,21 @@ pub struct HopfieldPooling {
     pub hopfield: Hopfield,
 }
 
+/// `quantity` learned patterns of width `width` `[1, quantity, width]`, drawn from N(0, std²),
+/// the variable `name` under `path`.
+fn learned_patterns(path: &nn::Path, name: &str, quantity: i64, width: i64, std: f64) -> Tensor {
+    let init = nn::Init::Randn {
+        mean: 0.0,
+        stdev: std,
+    };
+    path.var(name, &[1, quantity, width], init)
+}
+
 impl HopfieldPooling {
     /// `quantity` learned queries of width `cfg.state_size` (`queries` under `path`).
     pub fn new(path: &nn::Path, cfg: &AssociationConfig, quantity: i64) -> Result<Self> {
-        let queries = path.var(
-            "queries",
-            &[1, quantity, cfg.state_size],
-            nn::Init::Randn {
-                mean: 0.0,
-                stdev: cfg.init_std,
-            },
-        );
         Ok(Self {
-            queries,
+            queries: learned_patterns(path, "queries", quantity, cfg.state_size, cfg.init_std),
             hopfield: Hopfield::new(&(path / "hopfield"), cfg)?,
         })
     }
@@ -277,16 +279,8 @@ pub struct HopfieldLayer {
 impl HopfieldLayer {
     /// `quantity` learned stored patterns (`lookup` under `path`).
     pub fn new(path: &nn::Path, cfg: &AssociationConfig, quantity: i64) -> Result<Self> {
-        let lookup = path.var(
-            "lookup",
-            &[1, quantity, cfg.stored_size],
-            nn::Init::Randn {
-                mean: 0.0,
-                stdev: cfg.init_std,
-            },
-        );
         Ok(Self {
-            lookup,
+            lookup: learned_patterns(path, "lookup", quantity, cfg.stored_size, cfg.init_std),
             hopfield: Hopfield::new(&(path / "hopfield"), cfg)?,
         })
     }

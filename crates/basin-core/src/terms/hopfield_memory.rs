@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
 use crate::energy::Energy;
-use crate::error::{CoreError, Result};
+use crate::error::{CoreError, Result, positive};
 use crate::registry::{BuildContext, TermParams};
 use crate::structure::Structure;
 
@@ -89,12 +89,7 @@ impl HopfieldMemoryConfig {
                     format!("required for activation = {:?}", self.activation).to_lowercase(),
                 ));
             }
-            (true, Some(b)) if !(b.is_finite() && b > 0.0) => {
-                return Err(CoreError::config(
-                    format!("{field}.beta"),
-                    format!("must be > 0, got {b}"),
-                ));
-            }
+            (true, Some(b)) => positive(field, "beta", b)?,
             (false, Some(_)) => {
                 return Err(CoreError::config(
                     format!("{field}.beta"),

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor, nn};
 
 use crate::energy::Energy;
-use crate::error::{CoreError, Result};
+use crate::error::{Result, positive};
 use crate::registry::{BuildContext, TermParams};
 use crate::structure::Structure;
 
@@ -138,13 +138,7 @@ impl TermParams for InputFieldConfig {
     const ABOUT: &'static str = "external field of the block's input −λ Σ ⟨g, LN(x₀) W⟩ (input injection for training at the attractor)";
 
     fn validate(&self, field: &str) -> Result<()> {
-        if !(self.strength.is_finite() && self.strength > 0.0) {
-            return Err(CoreError::config(
-                format!("{field}.strength"),
-                format!("must be > 0, got {}", self.strength),
-            ));
-        }
-        Ok(())
+        positive(field, "strength", self.strength)
     }
 
     fn build(&self, ctx: &BuildContext, name: &str) -> Result<Box<dyn Energy>> {

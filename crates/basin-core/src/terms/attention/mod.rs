@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
 use crate::energy::Energy;
-use crate::error::{CoreError, Result};
+use crate::error::{CoreError, Result, positive};
 use crate::registry::{BuildContext, TermParams};
 use crate::structure::{SparseEdges, Structure};
 
@@ -122,28 +122,17 @@ impl AttentionConfig {
                 format!("must be ≥ 1, got {}", self.head_dim),
             ));
         }
-        let beta = self.beta();
-        if !(beta.is_finite() && beta > 0.0) {
-            return Err(CoreError::config(
-                format!("{field}.beta"),
-                format!("must be > 0, got {beta}"),
-            ));
-        }
+        positive(field, "beta", self.beta())?;
         if !(self.init_std.is_finite() && self.init_std >= 0.0) {
             return Err(CoreError::config(
                 format!("{field}.init_std"),
                 "must be ≥ 0",
             ));
         }
-        if let Some(c) = self.logit_clip
-            && !(c.is_finite() && c > 0.0)
-        {
-            return Err(CoreError::config(
-                format!("{field}.logit_clip"),
-                format!("must be > 0, got {c}"),
-            ));
+        match self.logit_clip {
+            Some(c) => positive(field, "logit_clip", c),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

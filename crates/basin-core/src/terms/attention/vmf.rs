@@ -94,13 +94,7 @@ impl TermParams for VmfAttentionConfig {
 
     fn validate(&self, field: &str) -> Result<()> {
         self.attention().validate(field)?;
-        if !(self.eps.is_finite() && self.eps > 0.0) {
-            return Err(CoreError::config(
-                format!("{field}.eps"),
-                format!("must be > 0, got {}", self.eps),
-            ));
-        }
-        Ok(())
+        positive(field, "eps", self.eps)
     }
 
     fn build(&self, ctx: &BuildContext, name: &str) -> Result<Box<dyn Energy>> {
