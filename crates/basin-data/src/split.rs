@@ -93,21 +93,14 @@ impl Split {
 
     /// Fails if an id appears in two parts (or twice in one).
     pub fn check_disjoint(&self) -> Result<()> {
-        let mut all: Vec<u32> = self
-            .train
-            .iter()
-            .chain(&self.val)
-            .chain(&self.test)
-            .copied()
-            .collect();
-        all.sort_unstable();
-        if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
-            return Err(DataError::invalid(
+        let all = self.train.iter().chain(&self.val).chain(&self.test);
+        match repeated(all.copied().collect()) {
+            Some(id) => Err(DataError::invalid(
                 "split",
-                format!("id {} is in more than one part", w[0]),
-            ));
+                format!("id {id} is in more than one part"),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -216,15 +209,19 @@ fn check_inputs(ids: &[u32], labels: &[usize]) -> Result<()> {
             format!("{} ids but {} labels", ids.len(), labels.len()),
         ));
     }
-    let mut sorted = ids.to_vec();
-    sorted.sort_unstable();
-    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
-        return Err(DataError::invalid(
+    match repeated(ids.to_vec()) {
+        Some(id) => Err(DataError::invalid(
             "split input",
-            format!("id {} appears twice", w[0]),
-        ));
+            format!("id {id} appears twice"),
+        )),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// The smallest id that stands more than once in `ids`, if any.
+fn repeated(mut ids: Vec<u32>) -> Option<u32> {
+    ids.sort_unstable();
+    ids.windows(2).find(|w| w[0] == w[1]).map(|w| w[0])
 }
 
 /// Splits the items `ids` (with class `labels[i]` for `ids[i]`) into stratified train,

@@ -168,6 +168,20 @@ fn pointers(path: &Path, name: &str, p: &[i64], total: usize) -> Result<Vec<usiz
     Ok(p.iter().map(|&v| v as usize).collect())
 }
 
+/// Checks that the index array `name` holds `n` pairs, its shape `[2, n]`.
+fn pairs_check(path: &Path, name: &str, index: &ndarray::Array2<i64>, n: usize) -> Result<()> {
+    if index.nrows() == 2 && index.ncols() == n {
+        return Ok(());
+    }
+    Err(GraphError::format(
+        path,
+        format!(
+            "array `{name}`: expected shape [2, {n}], found {:?}",
+            index.dim()
+        ),
+    ))
+}
+
 fn count_check(path: &Path, what: &str, expected: usize, found: usize) -> Result<()> {
     if expected == found {
         Ok(())
@@ -229,16 +243,7 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
     let x = z.read2::<f32>("node_feat", Some(fw))?;
     let ef = z.read2::<f32>("edge_feat", Some(pw))?;
     let ei = z.read2::<i64>("edge_index", None)?;
-    if ei.nrows() != 2 || ei.ncols() != ef.nrows() {
-        return Err(GraphError::format(
-            &path,
-            format!(
-                "array `edge_index`: expected shape [2, {}], found {:?}",
-                ef.nrows(),
-                ei.dim()
-            ),
-        ));
-    }
+    pairs_check(&path, "edge_index", &ei, ef.nrows())?;
     let np = z.read1::<i64>("node_ptr")?;
     let ep = z.read1::<i64>("edge_ptr")?;
     let node_ptr = pointers(&path, "node_ptr", np.as_slice().unwrap_or(&[]), x.nrows())?;
@@ -328,16 +333,7 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
             let li = z.read2::<i64>("link_index", None)?;
             let ll = z.read1::<i64>("link_label")?;
             let lp = z.read1::<i64>("link_ptr")?;
-            if li.nrows() != 2 || li.ncols() != ll.len() {
-                return Err(GraphError::format(
-                    &path,
-                    format!(
-                        "array `link_index`: expected shape [2, {}], found {:?}",
-                        ll.len(),
-                        li.dim()
-                    ),
-                ));
-            }
+            pairs_check(&path, "link_index", &li, ll.len())?;
             let link_ptr = pointers(&path, "link_ptr", lp.as_slice().unwrap_or(&[]), ll.len())?;
             count_check(
                 &path,

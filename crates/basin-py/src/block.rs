@@ -223,22 +223,12 @@ impl Block {
 
     /// Converts every parameter to `dtype` in place (same tensors).
     fn set_dtype(&self, py: Python<'_>, dtype: &str) -> PyResult<()> {
-        let mut me = lock(py, &self.inner);
-        let kind = parse_kind(dtype)?;
-        guard(|| {
-            me.vs.set_kind(kind);
-            Ok(())
-        })
+        crate::set_dtype(&mut lock(py, &self.inner).vs, dtype)
     }
 
     /// Moves every parameter to `device` in place (same tensors).
     fn set_device(&self, py: Python<'_>, device: &str) -> PyResult<()> {
-        let mut me = lock(py, &self.inner);
-        let device = parse_device(device)?;
-        guard(|| {
-            me.vs.set_device(device);
-            Ok(())
-        })
+        crate::set_device(&mut lock(py, &self.inner).vs, device)
     }
 
     /// The descent from `x: [B, N, D]`: the final tokens; with `trace`, the total energy per

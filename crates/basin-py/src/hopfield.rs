@@ -72,22 +72,12 @@ impl Association {
 
     /// Converts every parameter to `dtype` in place (same tensors).
     fn set_dtype(&self, py: Python<'_>, dtype: &str) -> PyResult<()> {
-        let kind = parse_kind(dtype)?;
-        let mut me = lock(py, &self.inner);
-        guard(|| {
-            me.vs.set_kind(kind);
-            Ok(())
-        })
+        crate::set_dtype(&mut lock(py, &self.inner).vs, dtype)
     }
 
     /// Moves every parameter to `device` in place (same tensors).
     fn set_device(&self, py: Python<'_>, device: &str) -> PyResult<()> {
-        let device = parse_device(device)?;
-        let mut me = lock(py, &self.inner);
-        guard(|| {
-            me.vs.set_device(device);
-            Ok(())
-        })
+        crate::set_device(&mut lock(py, &self.inner).vs, device)
     }
 
     /// `Hopfield`: `(r [B, S, state], y [B, N, stored], ignore)` → `[B, S, out]`;
