@@ -13,6 +13,15 @@
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
+/// The Euclidean distance between corresponding rows (last dimension) of `a` and `b`, in
+/// float64: the measure the memories' retrieval and the claims' checks use.
+pub fn distances(a: &Tensor, b: &Tensor) -> Tensor {
+    (a - b)
+        .square()
+        .sum_dim_intlist(-1, false, Kind::Double)
+        .sqrt()
+}
+
 fn sign(t: &Tensor) -> Tensor {
     // sign(0) = +1, so states stay binary.
     t.ge(0.0).to_kind(t.kind()) * 2.0 - 1.0
@@ -194,12 +203,7 @@ impl ModernHopfield {
         let mut xi = xi.shallow_clone();
         for s in 0..max_steps {
             let next = self.update(&xi);
-            let delta = (&next - &xi)
-                .square()
-                .sum_dim_intlist(-1, false, Kind::Double)
-                .sqrt()
-                .max()
-                .double_value(&[]);
+            let delta = distances(&next, &xi).max().double_value(&[]);
             xi = next;
             if delta < eps {
                 return (xi, s + 1);

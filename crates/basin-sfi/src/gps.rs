@@ -118,11 +118,7 @@ impl GraphBatchTensors {
         let (graphs, max_nodes) = (sizes.len() as i64, sizes.iter().copied().max().unwrap_or(0));
         let batch_t = Tensor::from_slice(&batch).to_device(device);
         let position_t = Tensor::from_slice(&position).to_device(device);
-        let mask = Tensor::zeros([graphs, max_nodes], (Kind::Bool, device)).index_put(
-            &[Some(&batch_t), Some(&position_t)],
-            &Tensor::ones([], (Kind::Bool, device)),
-            false,
-        );
+        let mask = occupied([graphs, max_nodes], &batch_t, &position_t);
         // Each node's bucket and its graph within the bucket; edges go to their receiver's.
         let mut node_bucket = vec![0i64; batch.len()];
         let mut node_graph = vec![0i64; batch.len()];
@@ -152,11 +148,7 @@ impl GraphBatchTensors {
             let b = part.len() as i64;
             let local = Tensor::from_slice(&local).to_device(device);
             let pos = Tensor::from_slice(&pos).to_device(device);
-            let mask = Tensor::zeros([b, n], (Kind::Bool, device)).index_put(
-                &[Some(&local), Some(&pos)],
-                &Tensor::ones([], (Kind::Bool, device)),
-                false,
-            );
+            let mask = occupied([b, n], &local, &pos);
             buckets.push(SizeBucket {
                 nodes: Tensor::from_slice(&nodes).to_device(device),
                 batch: local,
@@ -339,4 +331,15 @@ impl GpsLayer {
             .dropout(p, train);
         Ok((self.bn_out.forward_t(&(sum + ff), train)?, e_new))
     }
+}
+
+/// A `[rows, cols]` boolean mask, true at each `(row[i], col[i])` (the slots that hold a node),
+/// on the indices' device.
+fn occupied(shape: [i64; 2], row: &Tensor, col: &Tensor) -> Tensor {
+    let device = row.device();
+    Tensor::zeros(shape, (Kind::Bool, device)).index_put(
+        &[Some(row), Some(col)],
+        &Tensor::ones([], (Kind::Bool, device)),
+        false,
+    )
 }

@@ -4,6 +4,7 @@
 
 use tch::{Device, Kind, Tensor};
 
+use basin_hopfield::memory::distances;
 use basin_hopfield::{ClassicalHopfield, DamInteraction, DenseAssociativeMemory, ModernHopfield};
 
 const F64: (Kind, Device) = (Kind::Double, Device::Cpu);
@@ -43,12 +44,7 @@ pub fn one_update_error(n: i64, d: i64, radii: &[f64], noise: f64, beta: f64) ->
                 beta,
             };
             let out = net.update(&(&x + &jitter));
-            let err = (&out - &x)
-                .square()
-                .sum_dim_intlist(-1, false, Kind::Double)
-                .sqrt()
-                .mean(Kind::Double)
-                .double_value(&[]);
+            let err = distances(&out, &x).mean(Kind::Double).double_value(&[]);
             (delta, err)
         })
         .collect()
@@ -70,16 +66,10 @@ pub fn metastable(d: i64, clusters: i64, per: i64, spread: f64, beta: f64) -> (f
     let means = members
         .view([clusters, per, d])
         .mean_dim(1, false, Kind::Double);
-    let to_mean = (&fixed - &means)
-        .square()
-        .sum_dim_intlist(-1, false, Kind::Double)
-        .sqrt()
+    let to_mean = distances(&fixed, &means)
         .mean(Kind::Double)
         .double_value(&[]);
-    let dists = (fixed.unsqueeze(1) - members.view([clusters, per, d]))
-        .square()
-        .sum_dim_intlist(-1, false, Kind::Double)
-        .sqrt();
+    let dists = distances(&fixed.unsqueeze(1), &members.view([clusters, per, d]));
     let to_member = dists.amin(1, false).mean(Kind::Double).double_value(&[]);
     (to_mean, to_member)
 }
@@ -95,12 +85,7 @@ pub fn global_fixed_point(n: i64, d: i64, beta: f64) -> (f64, f64) {
     };
     let (fixed, _) = net.retrieve(&(Tensor::randn([8, d], F64) * 3.0), 1e-12, 1000);
     let mean = x.mean_dim(0, true, Kind::Double);
-    let far = (&fixed - &mean)
-        .square()
-        .sum_dim_intlist(-1, false, Kind::Double)
-        .sqrt()
-        .max()
-        .double_value(&[]);
+    let far = distances(&fixed, &mean).max().double_value(&[]);
     (
         far,
         mean.square().sum(Kind::Double).sqrt().double_value(&[]),
@@ -136,11 +121,7 @@ pub fn capacity(memory: Memory, d: i64, counts: &[i64], flip: f64) -> Vec<(i64, 
                         beta,
                     };
                     let (out, _) = net.retrieve(&q, 1e-8, 50);
-                    let miss = (&out - &x)
-                        .square()
-                        .sum_dim_intlist(-1, false, Kind::Double)
-                        .sqrt()
-                        .gt(0.1);
+                    let miss = distances(&out, &x).gt(0.1);
                     miss.to_kind(Kind::Double)
                         .mean(Kind::Double)
                         .double_value(&[])
@@ -304,10 +285,7 @@ pub fn stored_fraction(beta: f64, k: f64, d: i64, counts: &[i64]) -> Vec<(i64, f
             for start in (0..n).step_by(512) {
                 let q = x.narrow(0, start, (n - start).min(512));
                 let (fixed, _) = net.retrieve(&q, 1e-12, 100);
-                stored += (&fixed - &q)
-                    .square()
-                    .sum_dim_intlist(-1, false, Kind::Double)
-                    .sqrt()
+                stored += distances(&fixed, &q)
                     .le(radius)
                     .sum(Kind::Int64)
                     .int64_value(&[]);
