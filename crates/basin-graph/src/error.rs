@@ -88,6 +88,25 @@ pub enum GraphError {
 }
 
 impl GraphError {
+    /// `Ok` when the count `found` in `path` is the `expected` one, else a
+    /// [`GraphError::CountMismatch`] saying `what` is counted.
+    pub fn check_count(
+        path: &Path,
+        what: impl Into<String>,
+        expected: usize,
+        found: usize,
+    ) -> Result<(), Self> {
+        if found == expected {
+            return Ok(());
+        }
+        Err(Self::CountMismatch {
+            path: path.to_path_buf(),
+            what: what.into(),
+            expected,
+            found,
+        })
+    }
+
     /// An I/O error on `path` (a missing file says so): basin-data's, which every file error of
     /// the data crates is.
     pub fn io(path: &Path, source: std::io::Error) -> Self {

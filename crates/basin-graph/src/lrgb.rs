@@ -182,19 +182,6 @@ fn pairs_check(path: &Path, name: &str, index: &ndarray::Array2<i64>, n: usize) 
     ))
 }
 
-fn count_check(path: &Path, what: &str, expected: usize, found: usize) -> Result<()> {
-    if expected == found {
-        Ok(())
-    } else {
-        Err(GraphError::CountMismatch {
-            path: path.to_path_buf(),
-            what: what.into(),
-            expected,
-            found,
-        })
-    }
-}
-
 /// `v` if it lies in `0..n`, else the error naming `what` (a node id or class of an array) and
 /// the entry.
 fn in_range(
@@ -249,7 +236,7 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
     let node_ptr = pointers(&path, "node_ptr", np.as_slice().unwrap_or(&[]), x.nrows())?;
     let edge_ptr = pointers(&path, "edge_ptr", ep.as_slice().unwrap_or(&[]), ef.nrows())?;
     let g = node_ptr.len() - 1;
-    count_check(
+    GraphError::check_count(
         &path,
         "graphs in `edge_ptr` (as in `node_ptr`)",
         g,
@@ -281,7 +268,7 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
     let targets = match set.task() {
         LrgbTask::MultiLabel(t) | LrgbTask::Regression(t) => {
             let y = z.read2::<f32>("labels", Some(t))?;
-            count_check(&path, "rows of `labels` (one per graph)", g, y.nrows())?;
+            GraphError::check_count(&path, "rows of `labels` (one per graph)", g, y.nrows())?;
             if y.iter().any(|v| !v.is_finite()) {
                 return Err(GraphError::format(
                     &path,
@@ -302,7 +289,7 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
         }
         LrgbTask::GraphClasses(c) => {
             let y = z.read1::<i64>("labels")?;
-            count_check(&path, "entries of `labels` (one per graph)", g, y.len())?;
+            GraphError::check_count(&path, "entries of `labels` (one per graph)", g, y.len())?;
             let labels = y
                 .iter()
                 .enumerate()
@@ -315,7 +302,7 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
         }
         LrgbTask::NodeClasses(c) => {
             let y = z.read1::<i64>("node_labels")?;
-            count_check(
+            GraphError::check_count(
                 &path,
                 "entries of `node_labels` (one per node)",
                 x.nrows(),
@@ -335,7 +322,7 @@ pub fn load(dir: &Path, set: LrgbSet) -> Result<GraphDataset> {
             let lp = z.read1::<i64>("link_ptr")?;
             pairs_check(&path, "link_index", &li, ll.len())?;
             let link_ptr = pointers(&path, "link_ptr", lp.as_slice().unwrap_or(&[]), ll.len())?;
-            count_check(
+            GraphError::check_count(
                 &path,
                 "graphs in `link_ptr` (as in `node_ptr`)",
                 g,

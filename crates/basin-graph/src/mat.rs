@@ -602,23 +602,11 @@ pub fn load_fraud_mat(path: &Path, cfg: &FraudConfig) -> Result<NodeDataset> {
     let homo = m.adjacency("homo")?;
     let n = homo.num_nodes();
     let features = m.matrix("features")?;
-    if features.nrows() != n {
-        return Err(GraphError::CountMismatch {
-            path: path.to_path_buf(),
-            what: "rows in `features` (one per node of `homo`)".into(),
-            expected: n,
-            found: features.nrows(),
-        });
-    }
+    let what = "rows in `features` (one per node of `homo`)";
+    GraphError::check_count(path, what, n, features.nrows())?;
     let raw = m.vector("label")?;
-    if raw.len() != n {
-        return Err(GraphError::CountMismatch {
-            path: path.to_path_buf(),
-            what: "values in `label` (one per node of `homo`)".into(),
-            expected: n,
-            found: raw.len(),
-        });
-    }
+    let what = "values in `label` (one per node of `homo`)";
+    GraphError::check_count(path, what, n, raw.len())?;
     let mut labels = Vec::with_capacity(n);
     for (i, &v) in raw.iter().enumerate() {
         if v < 0.0 || v.fract() != 0.0 {
@@ -644,14 +632,8 @@ pub fn load_fraud_mat(path: &Path, cfg: &FraudConfig) -> Result<NodeDataset> {
     let mut relations = Vec::new();
     for name in m.vars.keys().filter(|k| k.starts_with("net_")) {
         let a = m.adjacency(name)?;
-        if a.num_nodes() != n {
-            return Err(GraphError::CountMismatch {
-                path: path.to_path_buf(),
-                what: format!("nodes in `{name}` (as in `homo`)"),
-                expected: n,
-                found: a.num_nodes(),
-            });
-        }
+        let what = format!("nodes in `{name}` (as in `homo`)");
+        GraphError::check_count(path, what, n, a.num_nodes())?;
         relations.push(Relation {
             name: name.clone(),
             adjacency: a,

@@ -184,13 +184,19 @@ impl NpzReader {
                 ))
             })?;
         let bad_read = |e: std::io::Error| fmt(format!("cannot read data: {e}"));
-        macro_rules! ints {
-            ($t:ty) => {
+        // The values as `$t`, each converted by `$f`.
+        macro_rules! read_as {
+            ($t:ty, $f:expr) => {
                 file.into_vec::<$t>()
                     .map_err(bad_read)?
                     .into_iter()
-                    .map(|v| T::from_i64(v as i64))
+                    .map($f)
                     .collect::<Vec<T>>()
+            };
+        }
+        macro_rules! ints {
+            ($t:ty) => {
+                read_as!($t, |v| T::from_i64(v as i64))
             };
         }
         let data: Vec<T> = match (ts.type_char(), size) {
@@ -200,18 +206,8 @@ impl NpzReader {
                     T::NAME
                 )));
             }
-            (TypeChar::Float, 4) => file
-                .into_vec::<f32>()
-                .map_err(bad_read)?
-                .into_iter()
-                .map(|v| T::from_f64(v as f64))
-                .collect(),
-            (TypeChar::Float, 8) => file
-                .into_vec::<f64>()
-                .map_err(bad_read)?
-                .into_iter()
-                .map(T::from_f64)
-                .collect(),
+            (TypeChar::Float, 4) => read_as!(f32, |v| T::from_f64(v as f64)),
+            (TypeChar::Float, 8) => read_as!(f64, T::from_f64),
             (TypeChar::Int, 1) => ints!(i8),
             (TypeChar::Int, 2) => ints!(i16),
             (TypeChar::Int, 4) => ints!(i32),
@@ -220,12 +216,7 @@ impl NpzReader {
             (TypeChar::Uint, 2) => ints!(u16),
             (TypeChar::Uint, 4) => ints!(u32),
             (TypeChar::Uint, 8) => ints!(u64),
-            (TypeChar::Bool, 1) => file
-                .into_vec::<bool>()
-                .map_err(bad_read)?
-                .into_iter()
-                .map(|b| T::from_i64(b as i64))
-                .collect(),
+            (TypeChar::Bool, 1) => read_as!(bool, |b| T::from_i64(b as i64)),
             _ => {
                 return Err(fmt(format!(
                     "unsupported dtype {ts} (expected a numeric or boolean array)"
@@ -504,14 +495,8 @@ pub fn load_anomaly_npz(path: &Path, opts: &NodeLoadOptions) -> Result<NodeDatas
     let x = z.read2::<f32>("node_features", None)?;
     let n = x.nrows();
     let y = z.read1::<i64>("node_labels")?;
-    if y.len() != n {
-        return Err(GraphError::CountMismatch {
-            path: path.to_path_buf(),
-            what: "values in `node_labels` (one per row of `node_features`)".into(),
-            expected: n,
-            found: y.len(),
-        });
-    }
+    let what = "values in `node_labels` (one per row of `node_features`)";
+    GraphError::check_count(path, what, n, y.len())?;
     let e = z.read::<i64>("edges")?;
     let adjacency = opts.apply(edges_to_csr(path, "edges", &e, n)?);
     let (labels, num_classes) =
@@ -531,14 +516,7 @@ pub fn load_anomaly_npz(path: &Path, opts: &NodeLoadOptions) -> Result<NodeDatas
                     ));
                 }
             };
-            if cols != n {
-                return Err(GraphError::CountMismatch {
-                    path: path.to_path_buf(),
-                    what: format!("columns in `{name}` (one per node)"),
-                    expected: n,
-                    found: cols,
-                });
-            }
+            GraphError::check_count(path, format!("columns in `{name}` (one per node)"), n, cols)?;
             masks.push((s, m.data));
         }
         let s = masks[0].0;

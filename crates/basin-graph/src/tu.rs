@@ -127,15 +127,7 @@ fn optional(path: &Path) -> Result<Option<Vec<u8>>> {
 }
 
 fn expect_rows<T>(path: &Path, t: &Table<T>, rows: usize, what: &str) -> Result<()> {
-    if t.rows != rows {
-        return Err(GraphError::CountMismatch {
-            path: path.to_path_buf(),
-            what: what.to_string(),
-            expected: rows,
-            found: t.rows,
-        });
-    }
-    Ok(())
+    GraphError::check_count(path, what, rows, t.rows)
 }
 
 /// Widest one-hot block accepted (a label range beyond this is a malformed file, not a

@@ -225,25 +225,13 @@ pub fn roc_auc(y_true: &[bool], scores: &[f64]) -> Result<f64, MetricError> {
     if pos == 0 || neg == 0 {
         return Err(MetricError::OneClass);
     }
-    // Walk groups of tied scores from the top: each positive in a group beats every negative
-    // below the group and ties half of the negatives inside it.
+    // Each positive in a group of tied scores beats every negative below the group and ties
+    // half of the negatives inside it.
     let (mut wins, mut neg_above) = (0.0f64, 0usize);
-    let mut i = 0;
-    while i < order.len() {
-        let mut j = i;
-        let (mut p, mut n) = (0usize, 0usize);
-        while j < order.len() && scores[order[j]] == scores[order[i]] {
-            if y_true[order[j]] {
-                p += 1
-            } else {
-                n += 1
-            }
-            j += 1;
-        }
+    for (p, n) in tie_groups(&order, scores, y_true) {
         // Negatives strictly below this group: neg − neg_above − n.
         wins += p as f64 * ((neg - neg_above - n) as f64 + 0.5 * n as f64);
         neg_above += n;
-        i = j;
     }
     Ok(wins / (pos as f64 * neg as f64))
 }
@@ -259,24 +247,38 @@ pub fn average_precision(y_true: &[bool], scores: &[f64]) -> Result<f64, MetricE
         return Ok(0.0);
     }
     let (mut tp, mut fp, mut ap, mut last_recall) = (0usize, 0usize, 0.0f64, 0.0f64);
-    let mut i = 0;
-    while i < order.len() {
-        let mut j = i;
-        while j < order.len() && scores[order[j]] == scores[order[i]] {
-            if y_true[order[j]] {
-                tp += 1
-            } else {
-                fp += 1
-            }
-            j += 1;
-        }
+    for (p, n) in tie_groups(&order, scores, y_true) {
+        tp += p;
+        fp += n;
         let recall = tp as f64 / pos as f64;
         let precision = tp as f64 / (tp + fp) as f64;
         ap += (recall - last_recall) * precision;
         last_recall = recall;
-        i = j;
     }
     Ok(ap)
+}
+
+/// The groups of tied scores along `order` (highest score first): each group's count of
+/// positive and of negative labels.
+fn tie_groups<'a>(
+    order: &'a [usize],
+    scores: &'a [f64],
+    y_true: &'a [bool],
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let first = *order.get(i)?;
+        let (mut p, mut n) = (0usize, 0usize);
+        while let Some(&k) = order.get(i).filter(|&&k| scores[k] == scores[first]) {
+            if y_true[k] {
+                p += 1;
+            } else {
+                n += 1;
+            }
+            i += 1;
+        }
+        Some((p, n))
+    })
 }
 
 /// The anomaly papers' thresholds: 0.05, 0.10, …, 0.95, bit for bit as
