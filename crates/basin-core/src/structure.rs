@@ -49,13 +49,8 @@ impl SparseEdges {
     /// Duplicate pairs are kept (a multigraph counts each copy in the softmax).
     pub fn new(query: &Tensor, key: &Tensor, tokens: i64) -> Result<Self> {
         for (name, t) in [("query", query), ("key", key)] {
-            if t.dim() != 1 || t.kind() != Kind::Int64 {
-                return Err(CoreError::tensor(
-                    name,
-                    "a 1-d int64 tensor of token indices",
-                    format!("{:?} {:?}", t.kind(), t.size()),
-                ));
-            }
+            let int64 = t.kind() == Kind::Int64;
+            check_tensor(name, t, (1, int64), "a 1-d int64 tensor of token indices")?;
         }
         if query.size() != key.size() {
             return Err(CoreError::tensor(
@@ -297,25 +292,25 @@ impl Structure {
 
     /// A dense boolean mask `[B, N, N]` (`mask[b, q, k]`: query `q` may attend `k`).
     pub fn mask(mask: Tensor) -> Result<Self> {
-        if mask.dim() != 3 || mask.kind() != Kind::Bool {
-            return Err(CoreError::tensor(
-                "mask",
-                "a bool tensor of shape [B, N, N]",
-                format!("{:?} {:?}", mask.kind(), mask.size()),
-            ));
-        }
+        let is_bool = mask.kind() == Kind::Bool;
+        check_tensor(
+            "mask",
+            &mask,
+            (3, is_bool),
+            "a bool tensor of shape [B, N, N]",
+        )?;
         Ok(Self::with_interaction(Interaction::Mask(mask)))
     }
 
     /// An additive per-head bias `[B, H, N, N]` on the β-scaled logits; `-inf` masks a pair.
     pub fn bias(bias: Tensor) -> Result<Self> {
-        if bias.dim() != 4 || !bias.is_floating_point() {
-            return Err(CoreError::tensor(
-                "bias",
-                "a float tensor of shape [B, H, N, N]",
-                format!("{:?} {:?}", bias.kind(), bias.size()),
-            ));
-        }
+        let float = bias.is_floating_point();
+        check_tensor(
+            "bias",
+            &bias,
+            (4, float),
+            "a float tensor of shape [B, H, N, N]",
+        )?;
         Ok(Self::with_interaction(Interaction::Bias(bias)))
     }
 
@@ -324,13 +319,13 @@ impl Structure {
     /// eq. 24–25 (graph classification). Dense structures only; combine with a mask to keep
     /// non-edges out, as eq. 25 says.
     pub fn with_scale(mut self, scale: Tensor) -> Result<Self> {
-        if scale.dim() != 4 || !scale.is_floating_point() {
-            return Err(CoreError::tensor(
-                "scale",
-                "a float tensor of shape [B, H, N, N]",
-                format!("{:?} {:?}", scale.kind(), scale.size()),
-            ));
-        }
+        let float = scale.is_floating_point();
+        check_tensor(
+            "scale",
+            &scale,
+            (4, float),
+            "a float tensor of shape [B, H, N, N]",
+        )?;
         if self.sparse.is_some() {
             return Err(CoreError::tensor(
                 "scale",
@@ -362,16 +357,17 @@ impl Structure {
                 "a dense structure; use with_scale",
             ));
         };
-        if scale.dim() != 2 || !scale.is_floating_point() || scale.size()[0] != edges.len() {
-            return Err(CoreError::tensor(
-                "edge_scale",
-                format!(
-                    "a float tensor of shape [{}, H] (one row per effective edge)",
-                    edges.len()
-                ),
-                format!("{:?} {:?}", scale.kind(), scale.size()),
-            ));
-        }
+        let rows = scale.size().first() == Some(&edges.len());
+        let expected = format!(
+            "a float tensor of shape [{}, H] (one row per effective edge)",
+            edges.len()
+        );
+        check_tensor(
+            "edge_scale",
+            &scale,
+            (2, scale.is_floating_point() && rows),
+            &expected,
+        )?;
         self.edge_scale = Some(scale);
         Ok(self)
     }
@@ -388,13 +384,9 @@ impl Structure {
 
     /// Marks real tokens: `padding` is `[B, N]` bool, `true` for real tokens.
     pub fn with_padding(mut self, padding: Tensor) -> Result<Self> {
-        if padding.dim() != 2 || padding.kind() != Kind::Bool {
-            return Err(CoreError::tensor(
-                "padding",
-                "a bool tensor of shape [B, N] (true = real token)",
-                format!("{:?} {:?}", padding.kind(), padding.size()),
-            ));
-        }
+        let is_bool = padding.kind() == Kind::Bool;
+        let expected = "a bool tensor of shape [B, N] (true = real token)";
+        check_tensor("padding", &padding, (2, is_bool), expected)?;
         if let Interaction::Sparse(e) = &self.interaction
             && padding.numel() as i64 != e.tokens
         {
@@ -646,4 +638,22 @@ impl Structure {
             has_keys,
         }
     }
+}
+
+/// `Ok` when `t` has `dims` dimensions and `kind_ok` (its element type, and any other
+/// condition, holds); else an error naming `field`, what was `expected`, and `t`'s kind and shape.
+fn check_tensor(
+    field: &str,
+    t: &Tensor,
+    (dims, kind_ok): (usize, bool),
+    expected: &str,
+) -> Result<()> {
+    if t.dim() == dims && kind_ok {
+        return Ok(());
+    }
+    Err(CoreError::tensor(
+        field,
+        expected,
+        format!("{:?} {:?}", t.kind(), t.size()),
+    ))
 }
