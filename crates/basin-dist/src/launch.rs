@@ -40,9 +40,6 @@ pub fn launch_shards(
     program: &std::path::Path,
     args: &[std::ffi::OsString],
 ) -> Result<(), DistError> {
-    if jobs == 0 {
-        return Err(DistError::Launch("--jobs must be at least 1".into()));
-    }
     spawn_all(jobs, program, "shard", |command, i| {
         command
             .args(args)
@@ -76,15 +73,20 @@ pub fn launch(
     })
 }
 
-/// Starts `n` children of `program`, each set up by `setup(command, i)` and given the cores
-/// divided by `n` (unless `OMP_NUM_THREADS` is set), then [`watch`]es them; errors call child
-/// i `{noun} i`.
+/// Starts `n` (≥ 1) children of `program`, each set up by `setup(command, i)` and given the
+/// cores divided by `n` (unless `OMP_NUM_THREADS` is set), then [`watch`]es them; errors call
+/// child i `{noun} i`.
 fn spawn_all(
     n: usize,
     program: &std::path::Path,
     noun: &str,
     setup: impl Fn(&mut Command, usize),
 ) -> Result<(), DistError> {
+    if n == 0 {
+        return Err(DistError::Launch(format!(
+            "at least one {noun} to start, got 0"
+        )));
+    }
     let threads = std::thread::available_parallelism().map_or(1, |c| (c.get() / n).max(1));
     let mut children: Vec<Child> = Vec::with_capacity(n);
     for i in 0..n {
