@@ -424,14 +424,21 @@ fn png(w: u32, h: u32, seed: u8) -> Vec<u8> {
     }
 }
 
+/// A folder of two classes, `cat/0.png` and `cat/1.png`, `dog/0.png`, of the given sizes.
+fn class_folder(sizes: [(u32, u32); 3]) -> Input {
+    let names = ["cat/0.png", "cat/1.png", "dog/0.png"];
+    names
+        .iter()
+        .zip(sizes)
+        .zip([3, 5, 7])
+        .map(|((name, (w, h)), seed)| (name.to_string(), png(w, h, seed)))
+        .collect()
+}
+
 fn image_folder() -> Target {
     Target {
         name: "image-folder",
-        seeds: vec![vec![
-            ("cat/0.png".into(), png(4, 4, 3)),
-            ("cat/1.png".into(), png(4, 4, 5)),
-            ("dog/0.png".into(), png(4, 4, 7)),
-        ]],
+        seeds: vec![class_folder([(4, 4), (4, 4), (4, 4)])],
         text: false,
         read: |dir| {
             basin_image::folder::load_folder(dir, false)
@@ -446,11 +453,7 @@ fn image_folder() -> Target {
 fn streamed_folder() -> Target {
     Target {
         name: "streamed-image-folder",
-        seeds: vec![vec![
-            ("cat/0.png".into(), png(5, 3, 3)),
-            ("cat/1.png".into(), png(2, 9, 5)),
-            ("dog/0.png".into(), png(4, 4, 7)),
-        ]],
+        seeds: vec![class_folder([(5, 3), (2, 9), (4, 4)])],
         text: false,
         read: |dir| {
             use basin_image::stream::{ImageFolder, OnCorrupt};

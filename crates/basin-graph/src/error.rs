@@ -88,6 +88,25 @@ pub enum GraphError {
 }
 
 impl GraphError {
+    /// A [`GraphError::OutOfRange`]: `value`, read at `line` (or entry, 1-based) of `path`, is
+    /// not in `lo..=hi`; `what` says what the value is.
+    pub fn out_of_range(
+        path: &Path,
+        line: usize,
+        what: impl Into<String>,
+        value: i64,
+        (lo, hi): (i64, i64),
+    ) -> Self {
+        Self::OutOfRange {
+            path: path.to_path_buf(),
+            line,
+            what: what.into(),
+            value,
+            lo,
+            hi,
+        }
+    }
+
     /// `Ok` when the count `found` in `path` is the `expected` one, else a
     /// [`GraphError::CountMismatch`] saying `what` is counted.
     pub fn check_count(

@@ -192,14 +192,8 @@ fn in_range(
     n: usize,
 ) -> Result<usize> {
     if v < 0 || v as usize >= n {
-        return Err(GraphError::OutOfRange {
-            path: path.to_path_buf(),
-            line: entry + 1,
-            what: what(),
-            value: v,
-            lo: 0,
-            hi: n as i64 - 1,
-        });
+        let range = (0, n as i64 - 1);
+        return Err(GraphError::out_of_range(path, entry + 1, what(), v, range));
     }
     Ok(v as usize)
 }

@@ -610,14 +610,14 @@ pub fn load_fraud_mat(path: &Path, cfg: &FraudConfig) -> Result<NodeDataset> {
     let mut labels = Vec::with_capacity(n);
     for (i, &v) in raw.iter().enumerate() {
         if v < 0.0 || v.fract() != 0.0 {
-            return Err(GraphError::OutOfRange {
-                path: path.to_path_buf(),
-                line: i + 1,
-                what: "class in `label` (entry)".into(),
-                value: v as i64,
-                lo: 0,
-                hi: i64::MAX,
-            });
+            let what = "class in `label` (entry)";
+            return Err(GraphError::out_of_range(
+                path,
+                i + 1,
+                what,
+                v as i64,
+                (0, i64::MAX),
+            ));
         }
         labels.push(v as usize);
     }

@@ -453,14 +453,9 @@ pub(crate) fn edges_to_csr(path: &Path, array: &str, e: &NpzArray<i64>, n: usize
         for side in 0..2 {
             let v = at(i, side);
             if v < 0 || v >= n as i64 {
-                return Err(GraphError::OutOfRange {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    what: format!("node id in array `{array}` (row)"),
-                    value: v,
-                    lo: 0,
-                    hi: n as i64 - 1,
-                });
+                let what = format!("node id in array `{array}` (row)");
+                let range = (0, n as i64 - 1);
+                return Err(GraphError::out_of_range(path, i + 1, what, v, range));
             }
         }
         src.push(at(i, 0) as u32);
@@ -476,14 +471,14 @@ pub(crate) fn labels_to_classes(
     l: &[i64],
 ) -> Result<(Vec<usize>, usize)> {
     if let Some((i, &v)) = l.iter().enumerate().find(|(_, v)| **v < 0) {
-        return Err(GraphError::OutOfRange {
-            path: path.to_path_buf(),
-            line: i + 1,
-            what: format!("label in array `{array}` (row)"),
-            value: v,
-            lo: 0,
-            hi: i64::MAX,
-        });
+        let what = format!("label in array `{array}` (row)");
+        return Err(GraphError::out_of_range(
+            path,
+            i + 1,
+            what,
+            v,
+            (0, i64::MAX),
+        ));
     }
     let c = l.iter().copied().max().map_or(0, |m| m as usize + 1).max(2);
     Ok((l.iter().map(|&v| v as usize).collect(), c))

@@ -234,14 +234,16 @@ fn check_ids(path: &Path, t: &Table<i64>, hi: usize, what: &str) -> Result<()> {
         .enumerate()
         .find(|(_, v)| **v < 1 || **v > hi as i64)
     {
-        Some((i, &v)) => Err(GraphError::OutOfRange {
-            path: path.to_path_buf(),
-            line: i / t.cols.max(1) + 1,
-            what: what.to_string(),
-            value: v,
-            lo: 1,
-            hi: hi as i64,
-        }),
+        Some((i, &v)) => {
+            let line = i / t.cols.max(1) + 1;
+            Err(GraphError::out_of_range(
+                path,
+                line,
+                what,
+                v,
+                (1, hi as i64),
+            ))
+        }
         None => Ok(()),
     }
 }
