@@ -54,6 +54,15 @@ fn one(name: &str, bytes: Vec<u8>) -> Input {
     vec![(name.to_string(), bytes)]
 }
 
+/// The files `paths` (relative to the data directory) that can be read, each a seed of one file
+/// named `name`.
+fn real_seeds(data: Option<&Path>, paths: &[&str], name: &str) -> Vec<Input> {
+    paths
+        .iter()
+        .filter_map(|p| Some(one(name, std::fs::read(data?.join(p)).ok()?)))
+        .collect()
+}
+
 /// Writes with `write` into a temporary file and returns its bytes.
 fn bytes_of(write: impl FnOnce(&Path) -> Result<(), String>) -> Vec<u8> {
     let Ok(dir) = tempfile::tempdir() else {
@@ -177,12 +186,9 @@ fn anomaly_npz(data: Option<&Path>, large: bool) -> Target {
             ),
         ),
     ];
-    if large && let Some(d) = data {
-        for f in ["reddit.npz", "tolokers.npz"] {
-            if let Ok(b) = std::fs::read(d.join("anomaly").join(f)) {
-                seeds.push(one("g.npz", b));
-            }
-        }
+    if large {
+        let real = ["anomaly/reddit.npz", "anomaly/tolokers.npz"];
+        seeds.extend(real_seeds(data, &real, "g.npz"));
     }
     Target {
         name: "anomaly-npz",
@@ -295,11 +301,9 @@ fn lrgb(data: Option<&Path>, large: bool) -> Target {
         .map(|set| one(set.npz(), lrgb_bytes(set)))
         .collect();
     let name = basin_graph::lrgb::PEPTIDES_FUNC_NPZ;
-    if large
-        && let Some(d) = data
-        && let Ok(b) = std::fs::read(d.join("lrgb").join("peptides-functional").join(name))
-    {
-        seeds.push(one(name, b));
+    if large {
+        let real = format!("lrgb/peptides-functional/{name}");
+        seeds.extend(real_seeds(data, &[&real], name));
     }
     Target {
         name: "lrgb-npz",
@@ -320,15 +324,8 @@ fn lrgb_split(data: Option<&Path>) -> Target {
         "split.json",
         br#"{"train": [0, 1, 2], "val": [3], "test": [4, 5]}"#.to_vec(),
     )];
-    if let Some(d) = data
-        && let Ok(b) = std::fs::read(
-            d.join("lrgb")
-                .join("peptides-functional")
-                .join("splits_random_stratified_peptide.json"),
-        )
-    {
-        seeds.push(one("split.json", b));
-    }
+    let real = "lrgb/peptides-functional/splits_random_stratified_peptide.json";
+    seeds.extend(real_seeds(data, &[real], "split.json"));
     Target {
         name: "lrgb-split-json",
         seeds,
@@ -514,18 +511,12 @@ fn mil_csv(data: Option<&Path>, large: bool) -> Target {
         "musk.csv",
         b"1,1,0.5,2,3\n1,1,0.1,0.2,0.3\n0,2,4,5,6\n0,3,-1,0,1e2\n".to_vec(),
     )];
-    if let Some(d) = data {
-        let files: &[&str] = if large {
-            &["musk1.csv", "elephant.csv"]
-        } else {
-            &["musk1.csv"]
-        };
-        for f in files {
-            if let Ok(b) = std::fs::read(d.join("mil").join(f)) {
-                seeds.push(one("musk.csv", b));
-            }
-        }
-    }
+    let real: &[&str] = if large {
+        &["mil/musk1.csv", "mil/elephant.csv"]
+    } else {
+        &["mil/musk1.csv"]
+    };
+    seeds.extend(real_seeds(data, real, "musk.csv"));
     Target {
         name: "mil-csv",
         seeds,
