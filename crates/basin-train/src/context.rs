@@ -166,6 +166,19 @@ impl RunContext {
         self.shard.is_none_or(|s| s.owns(i))
     }
 
+    /// The runs of `plan` this process trains, in order, each announced in the log as
+    /// `<name>: run i/total (<dir>)` when it starts.
+    pub fn owned_runs(&self, plan: Vec<PlannedRun>) -> impl Iterator<Item = PlannedRun> + '_ {
+        let total = plan.len();
+        plan.into_iter()
+            .enumerate()
+            .filter(|(i, _)| self.owns(*i))
+            .map(move |(i, run)| {
+                tracing::info!("{}: run {}/{total} ({})", self.name, i + 1, run.dir);
+                run
+            })
+    }
+
     /// Whether this process holds every run, and so writes reports and plots.
     pub fn reports(&self) -> bool {
         self.shard.is_none()

@@ -110,14 +110,7 @@ impl Ema {
                 }
             }
         });
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(TrainError::State(format!(
-                "checkpoint lacks or misshapes the weights' average: {}",
-                missing.join(", ")
-            )))
-        }
+        TrainError::restored(&missing, "the weights' average")
     }
 }
 

@@ -77,6 +77,24 @@ pub enum TrainError {
 }
 
 impl TrainError {
+    /// `Ok` when a checkpoint restored every tensor; else the state error naming the `missing`
+    /// ones (absent or of another shape) of `what` (e.g. "the weights' average"; "" for the
+    /// model's weights).
+    pub(crate) fn restored(missing: &[String], what: &str) -> Result<(), Self> {
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let what = if what.is_empty() {
+            String::new()
+        } else {
+            format!(" {what}")
+        };
+        Err(Self::State(format!(
+            "checkpoint lacks or misshapes{what}: {}",
+            missing.join(", ")
+        )))
+    }
+
     /// A configuration error at the dotted path `field`.
     pub fn config(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Config {

@@ -326,12 +326,7 @@ impl Reproduction for EtTable7 {
                 )),
                 gated,
             ];
-            let k = rows
-                .iter()
-                .map(|r| r.config.pe.frequencies())
-                .max()
-                .unwrap_or(0);
-            let raw_data = Arc::new(GpsData::new(Arc::new(raw), k, 0)?);
+            let raw_data = crate::sfi::gps_data(raw, &rows)?;
             let plan = RunPlan {
                 runs,
                 seed: 0,

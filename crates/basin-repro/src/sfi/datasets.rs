@@ -110,12 +110,7 @@ pub(crate) fn load(
         )
     })?;
     let split = official.subset(sizes(d, ctx.preset), 0);
-    let k = models
-        .iter()
-        .map(|r| r.config.pe.frequencies())
-        .max()
-        .unwrap_or(0);
-    let data = Arc::new(GpsData::new(Arc::new(ds), k, 0)?);
+    let data = super::gps_data(ds, models)?;
     tracing::info!(
         "{}: loaded with Laplacian statistics in {:.1} s",
         d.name(),

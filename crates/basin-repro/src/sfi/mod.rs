@@ -77,6 +77,17 @@ pub fn no_graph(like: &ModelSpec) -> ModelSpec {
     )
 }
 
+/// The graphs `ds` with as many Laplacian frequencies as the largest positional encoding of
+/// `models` reads (no random-walk encodings).
+pub fn gps_data(ds: basin_graph::GraphDataset, models: &[ModelSpec]) -> Result<Arc<GpsData>> {
+    let k = models
+        .iter()
+        .map(|r| r.config.pe.frequencies())
+        .max()
+        .unwrap_or(0);
+    Ok(Arc::new(GpsData::new(Arc::new(ds), k, 0)?))
+}
+
 /// How every model of a table runs: seeds, metric, gap curves.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunPlan {

@@ -135,21 +135,21 @@ impl Protocol for AnomalyProtocol {
     ) -> Result<ProtocolReport, TrainError> {
         let is_anomaly = targets.is_anomaly;
         let name = &ctx.name;
-        let plan = self.plan(targets)?;
         let config = config_of(self)?;
-        let mut runs = Vec::with_capacity(plan.len());
-        for (i, run) in plan.iter().enumerate() {
-            if !ctx.owns(i) {
-                continue;
-            }
-            tracing::info!("{name}: run {}/{} ({})", i + 1, plan.len(), run.dir);
+        let plan = self.plan(targets)?;
+        let hash = plan
+            .first()
+            .map(|r| r.split.hash.clone())
+            .unwrap_or_default();
+        let mut runs = Vec::new();
+        for run in ctx.owned_runs(plan) {
             let split = &run.split;
             let (train, val, test) = (ids(&split.train), ids(&split.val), ids(&split.test));
             let truth =
                 |items: &[usize]| items.iter().map(|&i| is_anomaly[i]).collect::<Vec<bool>>();
             let (val_y, test_y) = (truth(&val), truth(&test));
-            let mut learner = make(run)?;
-            let runner = ctx.runner(run, self.train.clone(), config.clone());
+            let mut learner = make(&run)?;
+            let runner = ctx.runner(&run, self.train.clone(), config.clone());
             let mode = self.score;
             let record = runner.fit(
                 &mut learner,
@@ -230,10 +230,9 @@ impl Protocol for AnomalyProtocol {
                     )?)
                 },
             )?;
-            finished(run, &mut learner)?;
+            finished(&run, &mut learner)?;
             runs.push(record);
         }
-        let hash = plan.first().map_or("", |r| r.split.hash.as_str());
         let one_class = runs
             .iter()
             .filter(|r| {

@@ -207,15 +207,9 @@ impl Protocol for CrossValidation {
             fields.remove("repeats");
         }
         let mut runs = Vec::new();
-        let plan = self.plan(target)?;
-        let total = plan.len();
         // Sums and counts per metric and epoch over the inner runs.
         let mut inner_sums: BTreeMap<String, Vec<(f64, usize)>> = BTreeMap::new();
-        for (i, run) in plan.into_iter().enumerate() {
-            if !ctx.owns(i) {
-                continue;
-            }
-            tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
+        for run in ctx.owned_runs(self.plan(target)?) {
             let runner = |planned: &PlannedRun, train: TrainConfig| {
                 ctx.runner(planned, train, config.clone())
             };

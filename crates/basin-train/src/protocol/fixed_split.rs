@@ -69,13 +69,7 @@ impl Protocol for FixedSplitProtocol {
         let config = config_of(self)?;
         let PublishedSplit { split, target } = targets;
         let mut runs = Vec::new();
-        let plan = self.plan(targets)?;
-        let total = plan.len();
-        for (i, run) in plan.into_iter().enumerate() {
-            if !ctx.owns(i) {
-                continue;
-            }
-            tracing::info!("{}: run {}/{total} ({})", ctx.name, i + 1, run.dir);
+        for run in ctx.owned_runs(self.plan(targets)?) {
             let mut learner = make(&run)?;
             let runner = ctx.runner(&run, self.train.clone(), config.clone());
             runs.push(fold_runs(

@@ -160,10 +160,7 @@ impl Protocol for ImageProtocol {
         ctx: &RunContext,
     ) -> Result<ProtocolReport, TrainError> {
         let mut runs = Vec::new();
-        for (i, run) in self.plan(targets)?.into_iter().enumerate() {
-            if !ctx.owns(i) {
-                continue;
-            }
+        for run in ctx.owned_runs(self.plan(targets)?) {
             let (train, val, test) = (run.train(), run.val(), run.test());
             let config =
                 serde_json::json!({ "protocol": config_of(self)?, "drawn": targets.drawn });

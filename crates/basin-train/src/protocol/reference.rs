@@ -106,13 +106,7 @@ impl Protocol for CodeCrossValidation {
         let name = &ctx.name;
         let config = config_of(self)?;
         let mut runs = Vec::new();
-        let plan = self.plan(target)?;
-        let total = plan.len();
-        for (i, run) in plan.into_iter().enumerate() {
-            if !ctx.owns(i) {
-                continue;
-            }
-            tracing::info!("{name}: run {}/{total} ({})", i + 1, run.dir);
+        for run in ctx.owned_runs(self.plan(target)?) {
             let (train, test) = (ids(&run.split.train), ids(&run.split.test));
             let mut learner = make(&run)?;
             let runner = ctx.runner(&run, self.train.clone(), config.clone());

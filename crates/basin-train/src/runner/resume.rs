@@ -56,14 +56,7 @@ pub(super) fn copy_into(
 ) -> Result<(), TrainError> {
     let (mut missing, misshaped) = copy_matching(vs, from, prefix);
     missing.extend(misshaped);
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(TrainError::State(format!(
-            "checkpoint lacks or misshapes: {}",
-            missing.join(", ")
-        )))
-    }
+    TrainError::restored(&missing, "")
 }
 
 impl Runner {
