@@ -57,6 +57,24 @@ pub fn parse_kind(name: &str) -> PyResult<Kind> {
     }
 }
 
+/// Converts every parameter of `vs` to `dtype` in place (same tensors).
+pub(crate) fn set_dtype(vs: &mut tch::nn::VarStore, dtype: &str) -> PyResult<()> {
+    let kind = parse_kind(dtype)?;
+    guard(|| {
+        vs.set_kind(kind);
+        Ok(())
+    })
+}
+
+/// Moves every parameter of `vs` to `device` in place (same tensors).
+pub(crate) fn set_device(vs: &mut tch::nn::VarStore, device: &str) -> PyResult<()> {
+    let device = parse_device(device)?;
+    guard(|| {
+        vs.set_device(device);
+        Ok(())
+    })
+}
+
 /// The interaction pattern from the optional tensors of a call.
 fn structure(
     x: &Tensor,
@@ -223,12 +241,12 @@ impl Block {
 
     /// Converts every parameter to `dtype` in place (same tensors).
     fn set_dtype(&self, py: Python<'_>, dtype: &str) -> PyResult<()> {
-        crate::set_dtype(&mut lock(py, &self.inner).vs, dtype)
+        set_dtype(&mut lock(py, &self.inner).vs, dtype)
     }
 
     /// Moves every parameter to `device` in place (same tensors).
     fn set_device(&self, py: Python<'_>, device: &str) -> PyResult<()> {
-        crate::set_device(&mut lock(py, &self.inner).vs, device)
+        set_device(&mut lock(py, &self.inner).vs, device)
     }
 
     /// The descent from `x: [B, N, D]`: the final tokens; with `trace`, the total energy per

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3_tch::PyTensor;
 use tch::nn;
 
-use crate::block::{parse_device, parse_kind};
+use crate::block::{parse_device, parse_kind, set_device, set_dtype};
 use crate::errors::{OrPy, guard};
 use crate::lock;
 
@@ -72,12 +72,12 @@ impl Association {
 
     /// Converts every parameter to `dtype` in place (same tensors).
     fn set_dtype(&self, py: Python<'_>, dtype: &str) -> PyResult<()> {
-        crate::set_dtype(&mut lock(py, &self.inner).vs, dtype)
+        set_dtype(&mut lock(py, &self.inner).vs, dtype)
     }
 
     /// Moves every parameter to `device` in place (same tensors).
     fn set_device(&self, py: Python<'_>, device: &str) -> PyResult<()> {
-        crate::set_device(&mut lock(py, &self.inner).vs, device)
+        set_device(&mut lock(py, &self.inner).vs, device)
     }
 
     /// `Hopfield`: `(r [B, S, state], y [B, N, stored], ignore)` → `[B, S, out]`;

@@ -44,24 +44,6 @@ pub(crate) fn lock<'a, T: Send>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'
 
 /// Every variable of `vs` as `(name, tensor)`, sorted by name: the tensors the model reads
 /// (same storage and autograd identity), named as in basin's checkpoints.
-/// Converts every parameter of `vs` to `dtype` in place (same tensors).
-pub(crate) fn set_dtype(vs: &mut tch::nn::VarStore, dtype: &str) -> PyResult<()> {
-    let kind = block::parse_kind(dtype)?;
-    errors::guard(|| {
-        vs.set_kind(kind);
-        Ok(())
-    })
-}
-
-/// Moves every parameter of `vs` to `device` in place (same tensors).
-pub(crate) fn set_device(vs: &mut tch::nn::VarStore, device: &str) -> PyResult<()> {
-    let device = block::parse_device(device)?;
-    errors::guard(|| {
-        vs.set_device(device);
-        Ok(())
-    })
-}
-
 pub(crate) fn variables(vs: &tch::nn::VarStore) -> Vec<(String, PyTensor)> {
     let mut v: Vec<(String, tch::Tensor)> = vs.variables().into_iter().collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
