@@ -13,7 +13,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::setup::TORCH_VERSION;
+use crate::setup::{TORCH_VERSION, pip_install};
 
 /// Requirements of torch that only `torch.compile` and CUDA's Python bindings use.
 const SKIPPED: [&str; 2] = ["triton", "cuda-bindings"];
@@ -70,21 +70,6 @@ fn make_venv(venv: &Path) -> Result<()> {
         Command::new("python3").args(["-m", "venv"]).arg(venv),
         "`python3 -m venv` (Debian/Ubuntu: apt-get install python3-venv)",
     )
-}
-
-/// `py -m pip install --quiet --disable-pip-version-check --no-input`, to which the caller adds
-/// its options and packages.
-pub fn pip_install(py: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut pip = Command::new(py);
-    pip.args([
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-input",
-    ]);
-    pip
 }
 
 /// Installs `package` into the environment of interpreter `py` unless `module` imports there

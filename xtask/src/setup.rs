@@ -111,7 +111,7 @@ fn install(cache: &Path) -> Result<()> {
         "xtask: installing libtorch {TORCH_VERSION} from PyPI into {} (about 1.2 GB, once per user)…",
         cache.display()
     );
-    let status = crate::python::pip_install(python)
+    let status = pip_install(python)
         .args(["--no-deps", "--target"])
         .arg(&partial)
         .args(PACKAGES)
@@ -214,4 +214,19 @@ pub fn ensure_gloo(workspace: &Path) {
          Install them (`sudo apt-get install libgloo-dev`) or set BASIN_GLOO_INCLUDE to the \
          directory holding gloo/, then rebuild"
     );
+}
+
+/// `py -m pip install --quiet --disable-pip-version-check --no-input`, to which the caller adds
+/// its options and packages.
+pub fn pip_install(py: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut pip = Command::new(py);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-input",
+    ]);
+    pip
 }
