@@ -77,20 +77,14 @@ pub enum TrainError {
 }
 
 impl TrainError {
-    /// `Ok` when a checkpoint restored every tensor; else the state error naming the `missing`
-    /// ones (absent or of another shape) of `what` (e.g. "the weights' average"; "" for the
-    /// model's weights).
+    /// `Ok` when a checkpoint restored every tensor of `what` (e.g. "the weights' average");
+    /// else the state error naming the `missing` ones (absent or of another shape).
     pub(crate) fn restored(missing: &[String], what: &str) -> Result<(), Self> {
         if missing.is_empty() {
             return Ok(());
         }
-        let what = if what.is_empty() {
-            String::new()
-        } else {
-            format!(" {what}")
-        };
         Err(Self::State(format!(
-            "checkpoint lacks or misshapes{what}: {}",
+            "checkpoint lacks or misshapes {what}: {}",
             missing.join(", ")
         )))
     }

@@ -188,14 +188,13 @@ impl<H: Candidate> Protocol for GridSearch<'_, H> {
         // to the epoch its validation split picks.
         let to_last_epoch = |run: &PlannedRun, curve: bool, runner: &Runner, learner: &mut L| {
             let (train, test) = (run.train(), run.test());
-            let metric = p.metric;
             final_epoch_run(
                 &train,
                 &test,
                 curve,
                 &BTreeMap::new(),
                 target,
-                metric,
+                p.metric,
                 runner,
                 learner,
             )

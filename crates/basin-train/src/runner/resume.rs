@@ -56,7 +56,7 @@ pub(super) fn copy_into(
 ) -> Result<(), TrainError> {
     let (mut missing, misshaped) = copy_matching(vs, from, prefix);
     missing.extend(misshaped);
-    TrainError::restored(&missing, "")
+    TrainError::restored(&missing, "the weights")
 }
 
 impl Runner {
